@@ -1,0 +1,44 @@
+//! Generates the tonic/prost code for Spear's contracts, plus one hand-described
+//! service: the server side of `Registry` whose `Watch` stream sends frames that
+//! SMS encoded once and shares between every stream (see `src/frame.rs`).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protos = ["proto/spear/v1/registry.proto", "proto/spear/v1/admin.proto"];
+    for p in &protos {
+        println!("cargo:rerun-if-changed={p}");
+    }
+    tonic_prost_build::configure()
+        .bytes(".")
+        .compile_protos(&protos, &["proto"])?;
+
+    let shared = tonic_build::manual::Service::builder()
+        .name("Registry")
+        .package("spear.v1")
+        .method(
+            tonic_build::manual::Method::builder()
+                .name("list_servers")
+                .route_name("ListServers")
+                .input_type("crate::v1::ListServersRequest")
+                .output_type("crate::v1::ListServersResponse")
+                .codec_path("tonic_prost::ProstCodec")
+                .build(),
+        )
+        .method(
+            tonic_build::manual::Method::builder()
+                .name("watch")
+                .route_name("Watch")
+                .input_type("crate::v1::WatchRequest")
+                .output_type("crate::frame::EncodedEvent")
+                .codec_path("crate::frame::EncodedCodec")
+                .server_streaming()
+                .build(),
+        )
+        .build();
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?).join("shared");
+    std::fs::create_dir_all(&out)?;
+    tonic_build::manual::Builder::new()
+        .build_client(false)
+        .out_dir(&out)
+        .compile(&[shared]);
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! Client commands against a running SMS.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use spear_proto::v1::admin_client::AdminClient;
+use spear_proto::v1::registry_client::RegistryClient;
+use spear_proto::v1::status_client::StatusClient;
+use spear_proto::v1::{
+    source, DeleteServerRequest, ListServersRequest, StatusRequest, SyncState, Transport, UpsertServerRequest,
+};
+use tonic::transport::Channel;
+
+use super::ClientArgs;
+
+async fn channel(args: &ClientArgs) -> Result<Channel> {
+    let url = if args.addr.contains("://") { args.addr.clone() } else { format!("http://{}", args.addr) };
+    Channel::from_shared(url.clone())
+        .with_context(|| format!("{} is not a valid SMS address; use host:port", args.addr))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach SMS at {url}; is it running? (--addr or SMS_ADDR)"))
+}
+
+fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
+    let mut request = tonic::Request::new(body);
+    if let Some(token) = &args.token {
+        let value = format!("Bearer {token}").parse().context("the admin token contains characters not allowed in a header")?;
+        request.metadata_mut().insert("authorization", value);
+    }
+    Ok(request)
+}
+
+fn sync_state(state: i32) -> &'static str {
+    match SyncState::try_from(state).unwrap_or(SyncState::Unspecified) {
+        SyncState::Unspecified => "unknown",
+        SyncState::Connecting => "connecting",
+        SyncState::Synced => "synced",
+        SyncState::Stale => "stale",
+    }
+}
+
+pub async fn status(args: &ClientArgs) -> Result<()> {
+    let mut client = StatusClient::new(channel(args).await?);
+    let status = client.get_status(StatusRequest {}).await.map_err(|s| anyhow::anyhow!("{}", s.message()))?.into_inner();
+    if args.json {
+        let json = serde_json::json!({
+            "epoch": status.epoch, "revision": status.revision, "servers": status.server_count,
+            "store": status.store, "watch_streams": status.watch_streams,
+            "file_problems": status.file_problems.iter().map(|p| serde_json::json!({"file": p.file, "path": p.path, "message": p.message})).collect::<Vec<_>>(),
+            "nodes": status.nodes.iter().map(|n| serde_json::json!({
+                "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
+                "lag": n.lag, "sync_state": sync_state(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
+                "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    println!(
+        "registry: epoch {} revision {} ({} servers, {} store, {} watch streams)",
+        status.epoch, status.revision, status.server_count, status.store, status.watch_streams
+    );
+    if status.file_problems.is_empty() {
+        println!("files: no problems");
+    } else {
+        println!("files: {} problems", status.file_problems.len());
+        for p in &status.file_problems {
+            let path = if p.path.is_empty() { String::new() } else { format!("{}: ", p.path) };
+            println!("  {}: {path}{}", p.file, p.message);
+        }
+    }
+    println!("{:<32} {:>10} {:>8} {:<10} {:>6}", "NODE", "REVISION", "LAG", "SYNC", "ALIVE");
+    for n in &status.nodes {
+        println!("{:<32} {:>10} {:>8} {:<10} {:>6}", n.node_id, n.applied_revision, n.lag, sync_state(n.sync_state), n.alive);
+        for p in &n.problems {
+            println!("  {}: {}", p.server_id, p.message);
+        }
+    }
+    Ok(())
+}
+
+pub async fn servers(args: &ClientArgs) -> Result<()> {
+    let mut client = RegistryClient::new(channel(args).await?);
+    let list = client.list_servers(ListServersRequest {}).await.map_err(|s| anyhow::anyhow!("{}", s.message()))?.into_inner();
+    println!("epoch {} revision {}", list.epoch, list.revision);
+    println!("{:<32} {:<16} {:<8} {:<24} {:>10}", "ID", "TRANSPORT", "ENABLED", "SOURCE", "REVISION");
+    for record in &list.servers {
+        let Some(spec) = &record.spec else { continue };
+        let transport = match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
+            Transport::Stdio => "stdio",
+            Transport::StreamableHttp => "streamable_http",
+            Transport::Sse => "sse",
+            Transport::Unspecified => "?",
+        };
+        let source = match record.source.as_ref().and_then(|s| s.kind.as_ref()) {
+            Some(source::Kind::File(f)) => format!("file:{f}"),
+            Some(source::Kind::Admin(_)) => "admin".to_string(),
+            None => "?".to_string(),
+        };
+        println!("{:<32} {:<16} {:<8} {:<24} {:>10}", spec.id, transport, spec.enabled, source, record.mod_revision);
+    }
+    Ok(())
+}
+
+pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
+    let mut json = String::new();
+    if file == Path::new("-") {
+        std::io::stdin().read_to_string(&mut json).context("cannot read standard input")?;
+    } else {
+        json = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    }
+    let mut client = AdminClient::new(channel(args).await?);
+    let response = client
+        .upsert_server(request(args, UpsertServerRequest { spec_json: json })?)
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
+    println!("applied at revision {}", response.into_inner().revision);
+    Ok(())
+}
+
+pub async fn delete(args: &ClientArgs, id: &str) -> Result<()> {
+    let mut client = AdminClient::new(channel(args).await?);
+    let response = client
+        .delete_server(request(args, DeleteServerRequest { id: id.to_string() })?)
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
+    println!("deleted at revision {}", response.into_inner().revision);
+    Ok(())
+}

@@ -1,0 +1,179 @@
+//! `sms serve` configuration: flags, then environment variables, then a TOML
+//! file, then defaults, validated before anything starts.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::Deserialize;
+use tracing::{info, warn};
+
+use crate::server::{Sms, SmsConfig, StoreConfig};
+use crate::store::EtcdStoreConfig;
+use crate::watch::HubConfig;
+
+#[derive(Debug, Args, Default)]
+pub struct ServeArgs {
+    /// TOML configuration file; flags and environment variables override it.
+    #[arg(long, env = "SMS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// gRPC listen address [default: 127.0.0.1:7300].
+    #[arg(long, env = "SMS_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Prometheus metrics listen address [default: 127.0.0.1:9300]; "off" disables it.
+    #[arg(long, env = "SMS_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Directory of MCP server files (*.json), watched for changes.
+    #[arg(long, env = "SMS_MCP_DIR")]
+    pub mcp_dir: Option<PathBuf>,
+    /// etcd endpoints, comma separated; without them the registry is kept in memory.
+    #[arg(long, env = "SMS_ETCD_ENDPOINTS", value_delimiter = ',')]
+    pub etcd_endpoints: Option<Vec<String>>,
+    /// Key prefix in etcd [default: /spear].
+    #[arg(long, env = "SMS_ETCD_PREFIX")]
+    pub etcd_prefix: Option<String>,
+    /// Token required for admin writes (`authorization: Bearer <token>`).
+    #[arg(long, env = "SMS_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Milliseconds between progress messages on idle watch streams [default: 5000].
+    #[arg(long, env = "SMS_PROGRESS_INTERVAL_MS")]
+    pub progress_interval_ms: Option<u64>,
+    /// Registry changes kept for resuming nodes [default: 10000].
+    #[arg(long, env = "SMS_HISTORY_LEN")]
+    pub history_len: Option<usize>,
+    /// Log format: human or json [default: human].
+    #[arg(long, env = "SMS_LOG_FORMAT")]
+    pub log_format: Option<String>,
+    /// Write the bound addresses as JSON to this file once serving (for scripts and tests).
+    #[arg(long)]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// The TOML file's keys (the same names as the flags, with underscores).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    metrics_listen: Option<String>,
+    mcp_dir: Option<PathBuf>,
+    etcd_endpoints: Option<Vec<String>>,
+    etcd_prefix: Option<String>,
+    admin_token: Option<String>,
+    progress_interval_ms: Option<u64>,
+    history_len: Option<usize>,
+    log_format: Option<String>,
+}
+
+fn read_file_config(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("config file {} is invalid", path.display()))
+}
+
+fn init_logging(format: &str) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        "human" => builder.try_init(),
+        "json" => builder.json().try_init(),
+        other => bail!("log format '{other}' is not known; use human or json"),
+    }
+    .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+}
+
+/// Merges flags/env over the file over defaults into an [`SmsConfig`].
+fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
+    let file = match &args.config {
+        Some(path) => read_file_config(path)?,
+        None => FileConfig::default(),
+    };
+    let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7300)));
+    let metrics = args.metrics_listen.clone().or(file.metrics_listen).unwrap_or_else(|| "127.0.0.1:9300".to_string());
+    let metrics_listen = if metrics == "off" {
+        None
+    } else {
+        Some(metrics.parse::<SocketAddr>().with_context(|| format!("--metrics-listen '{metrics}' is not host:port or off"))?)
+    };
+    let endpoints = args.etcd_endpoints.clone().or(file.etcd_endpoints).unwrap_or_default();
+    let endpoints: Vec<String> = endpoints.into_iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect();
+    let store = if endpoints.is_empty() {
+        StoreConfig::Memory
+    } else {
+        StoreConfig::Etcd(EtcdStoreConfig {
+            endpoints,
+            prefix: args.etcd_prefix.clone().or(file.etcd_prefix).unwrap_or_else(|| "/spear".to_string()),
+            connect_timeout: Duration::from_secs(5),
+        })
+    };
+    let mut hub = HubConfig::default();
+    if let Some(ms) = args.progress_interval_ms.or(file.progress_interval_ms) {
+        if ms == 0 {
+            bail!("--progress-interval-ms must be above 0");
+        }
+        hub.progress_interval = Duration::from_millis(ms);
+    }
+    if let Some(n) = args.history_len.or(file.history_len) {
+        if n == 0 {
+            bail!("--history-len must be above 0");
+        }
+        hub.history_len = n;
+    }
+    let log_format = args.log_format.clone().or(file.log_format).unwrap_or_else(|| "human".to_string());
+    let config = SmsConfig {
+        listen,
+        metrics_listen,
+        mcp_dir: args.mcp_dir.clone().or(file.mcp_dir),
+        store,
+        admin_token: args.admin_token.clone().or(file.admin_token),
+        hub,
+    };
+    Ok((config, log_format))
+}
+
+/// Runs SMS until SIGINT or SIGTERM.
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    let (config, log_format) = resolve(&args)?;
+    init_logging(&log_format)?;
+    if config.admin_token.is_none() && !config.listen.ip().is_loopback() {
+        warn!(listen = %config.listen, "admin API is open: no admin token is set (--admin-token or SMS_ADMIN_TOKEN)");
+    }
+    if config.mcp_dir.is_none() {
+        info!("no --mcp-dir: servers come only from the admin API");
+    }
+    let sms = Sms::start(config).await?;
+    if let Some(path) = &args.ready_file {
+        let ready = serde_json::json!({
+            "grpc": sms.grpc_addr.to_string(),
+            "metrics": sms.metrics_addr.map(|a| a.to_string()),
+        });
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, ready.to_string()).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    info!(grpc = %sms.grpc_addr, metrics = ?sms.metrics_addr, "SMS serving");
+    sms.serve(shutdown_signal()).await?;
+    info!("SMS stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(term) => term,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

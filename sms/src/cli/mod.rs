@@ -1,0 +1,79 @@
+//! The `sms` command line: `sms [serve]`, `sms validate`, `sms status`,
+//! `sms servers`, `sms apply`, `sms delete`.
+
+mod client;
+mod config;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use config::ServeArgs;
+
+/// SMS, the Spear control plane: serves the MCP server registry to spearlets.
+#[derive(Debug, Parser)]
+#[command(name = "sms", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Running without a subcommand is `sms serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run SMS (the default).
+    Serve(ServeArgs),
+    /// Check a directory of server files offline. Exit 0 when valid, 1 when not, 2 on usage errors.
+    Validate {
+        /// The directory to check.
+        dir: PathBuf,
+    },
+    /// Show the registry revision, file problems and every node's applied revision and lag.
+    Status(ClientArgs),
+    /// List the registered servers.
+    Servers(ClientArgs),
+    /// Create or replace a server through the admin API from a native-shape JSON file.
+    Apply {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The JSON file (`-` for standard input).
+        file: PathBuf,
+    },
+    /// Delete a server that was created through the admin API.
+    Delete {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The server id.
+        id: String,
+    },
+}
+
+/// How client commands reach SMS.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// SMS gRPC address.
+    #[arg(long, env = "SMS_ADDR", default_value = "127.0.0.1:7300")]
+    pub addr: String,
+    /// Admin token, for admin writes.
+    #[arg(long, env = "SMS_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the command line; returns the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        None => config::serve(cli.serve).await.map(|()| 0),
+        Some(Command::Serve(args)) => config::serve(args).await.map(|()| 0),
+        Some(Command::Validate { dir }) => Ok(validate::run(&dir)),
+        Some(Command::Status(args)) => client::status(&args).await.map(|()| 0),
+        Some(Command::Servers(args)) => client::servers(&args).await.map(|()| 0),
+        Some(Command::Apply { client, file }) => client::apply(&client, &file).await.map(|()| 0),
+        Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
+    }
+}

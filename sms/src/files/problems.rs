@@ -1,0 +1,76 @@
+//! What is wrong with the directory right now, for status and metrics.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use parking_lot::RwLock;
+use spear_proto::v1::FileProblem;
+
+use crate::registry::Problem;
+
+/// Problems per file, the files skipped on purpose, and whether the directory
+/// itself could be read. Entries disappear as soon as the file is fixed or
+/// removed.
+#[derive(Debug, Default)]
+pub struct FileProblems {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_file: BTreeMap<String, Vec<Problem>>,
+    skipped: Vec<(String, String)>,
+    dir_error: Option<String>,
+}
+
+impl FileProblems {
+    /// Records `problems` for `file`; true when they differ from what was
+    /// recorded (so the caller logs each problem once, not on every scan).
+    pub fn set(&self, file: &str, problems: Vec<Problem>) -> bool {
+        let mut inner = self.inner.write();
+        if inner.by_file.get(file) == Some(&problems) {
+            return false;
+        }
+        inner.by_file.insert(file.to_string(), problems);
+        true
+    }
+
+    /// Forgets the problems of `file`; true if it had any.
+    pub fn clear(&self, file: &str) -> bool {
+        self.inner.write().by_file.remove(file).is_some()
+    }
+
+    pub fn has(&self, file: &str) -> bool {
+        self.inner.read().by_file.contains_key(file)
+    }
+
+    /// Drops entries of files no longer in the directory.
+    pub fn retain_files(&self, present: &BTreeSet<String>) {
+        self.inner.write().by_file.retain(|file, _| present.contains(file));
+    }
+
+    pub fn set_skipped(&self, skipped: Vec<(String, String)>) {
+        self.inner.write().skipped = skipped;
+    }
+
+    pub fn set_dir_error(&self, error: Option<String>) {
+        self.inner.write().dir_error = error;
+    }
+
+    /// Number of files currently rejected (plus one if the directory itself
+    /// cannot be read).
+    pub fn rejected_files(&self) -> usize {
+        let inner = self.inner.read();
+        inner.by_file.len() + usize::from(inner.dir_error.is_some())
+    }
+
+    /// Every problem, as the status API reports them.
+    pub fn to_proto(&self) -> Vec<FileProblem> {
+        let inner = self.inner.read();
+        let mut out: Vec<FileProblem> = Vec::new();
+        if let Some(error) = &inner.dir_error {
+            out.push(FileProblem { file: String::new(), path: String::new(), message: error.clone() });
+        }
+        out.extend(inner.by_file.values().flatten().cloned().map(FileProblem::from));
+        out
+    }
+}

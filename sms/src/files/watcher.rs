@@ -1,0 +1,71 @@
+//! Notices changes in `--mcp-dir` and asks the reconciler to rescan.
+//!
+//! Events only mark the directory dirty; the reconciler always rescans the
+//! whole directory, so renames, write-to-temp-then-rename and editors' dances
+//! all reduce to "the directory now looks like this". A short settle delay
+//! groups the burst of events one save produces, and a slow periodic rescan
+//! covers file systems whose change events are unreliable. While some file is
+//! rejected, every registry change also triggers a rescan: an id freed by the
+//! admin API or another file lets the rejected file in without waiting.
+
+use std::path::Path;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::Reconciler;
+use crate::store::{Epoch, Revision};
+
+/// Time for a burst of events (one editor save) to settle.
+const SETTLE: Duration = Duration::from_millis(50);
+/// Rescan this often even without events.
+const RESCAN_EVERY: Duration = Duration::from_secs(10);
+
+/// Applies the directory now, then keeps applying its changes until the
+/// returned task is aborted. Fails only if the directory cannot be watched.
+pub fn watch_dir(
+    dir: &Path,
+    mut reconciler: Reconciler,
+    mut registry_changes: watch::Receiver<(Epoch, Revision)>,
+) -> Result<JoinHandle<()>, notify::Error> {
+    let (tx, mut rx) = mpsc::channel::<()>(1);
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Err(error) = &event {
+            warn!(%error, "directory watch error; a rescan will pick up changes");
+        }
+        // A full channel already means "rescan"; nothing more to say.
+        let _ = tx.try_send(());
+    })?;
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    info!(dir = %dir.display(), "watching the MCP server directory");
+    Ok(tokio::spawn(async move {
+        // The watcher lives as long as this task.
+        let _watcher = watcher;
+        reconciler.reconcile().await;
+        loop {
+            tokio::select! {
+                event = rx.recv() => {
+                    if event.is_none() {
+                        return;
+                    }
+                    tokio::time::sleep(SETTLE).await;
+                    while rx.try_recv().is_ok() {}
+                }
+                _ = tokio::time::sleep(RESCAN_EVERY) => {}
+                changed = registry_changes.changed() => {
+                    if changed.is_err() {
+                        // The hub is gone (shutting down); rely on events.
+                        tokio::time::sleep(RESCAN_EVERY).await;
+                    }
+                    if !reconciler.has_rejected_files() {
+                        continue;
+                    }
+                }
+            }
+            reconciler.reconcile().await;
+        }
+    }))
+}

@@ -1,0 +1,66 @@
+use std::sync::Arc;
+
+use spear_proto::v1::admin_server::Admin as AdminApi;
+use spear_proto::v1::{DeleteServerRequest, DeleteServerResponse, UpsertServerRequest, UpsertServerResponse};
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use super::AdminToken;
+use crate::admin::{Admin, AdminError};
+use crate::store::StoreError;
+
+/// `spear.v1.Admin`: authenticated registry writes.
+pub struct AdminService {
+    admin: Arc<Admin>,
+    token: AdminToken,
+}
+
+impl AdminService {
+    pub fn new(admin: Arc<Admin>, token: AdminToken) -> Self {
+        Self { admin, token }
+    }
+}
+
+/// Admin requests larger than this are refused before parsing.
+const MAX_SPEC_BYTES: usize = 1024 * 1024;
+
+fn to_status(error: AdminError) -> Status {
+    match &error {
+        AdminError::Invalid(_) => Status::invalid_argument(error.to_string()),
+        AdminError::OwnedByFile { .. } => Status::failed_precondition(error.to_string()),
+        AdminError::NotFound(_) => Status::not_found(error.to_string()),
+        AdminError::Store(StoreError::Conflict { .. }) => Status::aborted(error.to_string()),
+        AdminError::Store(_) => Status::unavailable(error.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl AdminApi for AdminService {
+    async fn upsert_server(
+        &self,
+        request: Request<UpsertServerRequest>,
+    ) -> Result<Response<UpsertServerResponse>, Status> {
+        self.token.check(&request)?;
+        let spec_json = request.into_inner().spec_json;
+        if spec_json.len() > MAX_SPEC_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "server spec is {} bytes; the limit is {MAX_SPEC_BYTES}",
+                spec_json.len()
+            )));
+        }
+        let revision = self.admin.upsert(&spec_json).await.map_err(to_status)?;
+        info!(revision, "admin upsert applied");
+        Ok(Response::new(UpsertServerResponse { revision }))
+    }
+
+    async fn delete_server(
+        &self,
+        request: Request<DeleteServerRequest>,
+    ) -> Result<Response<DeleteServerResponse>, Status> {
+        self.token.check(&request)?;
+        let id = request.into_inner().id;
+        let revision = self.admin.delete(&id).await.map_err(to_status)?;
+        info!(server_id = %id, revision, "admin delete applied");
+        Ok(Response::new(DeleteServerResponse { revision }))
+    }
+}

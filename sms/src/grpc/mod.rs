@@ -1,0 +1,13 @@
+//! Thin gRPC services over SMS's domain core.
+
+mod admin;
+mod auth;
+mod nodes;
+mod registry;
+mod status;
+
+pub use admin::AdminService;
+pub use auth::AdminToken;
+pub use nodes::NodesService;
+pub use registry::RegistryService;
+pub use status::StatusService;

@@ -1,0 +1,384 @@
+//! One server entry (a JSON object) into a [`ServerSpec`], collecting every
+//! problem with its JSON path.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+use spear_proto::v1::{Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
+
+use super::ids::check_server_id;
+use super::patterns::check_pattern;
+use super::problem::Problem;
+use super::refs::{check_references, is_env_name, starts_with_reference};
+use super::suggest::closest;
+
+/// Keys of a server in the native (one server per file) shape.
+pub const NATIVE_KEYS: &[&str] = &[
+    "id", "description", "transport", "command", "args", "env", "cwd", "url", "headers",
+    "allowed_tools", "denied_tools", "timeouts_ms", "limits", "enabled",
+];
+/// Keys of an entry of `mcpServers` (the id is the entry's name).
+pub const SHARED_KEYS: &[&str] = &[
+    "description", "transport", "type", "command", "args", "env", "cwd", "url", "headers",
+    "allowed_tools", "denied_tools", "timeouts_ms", "limits", "enabled", "disabled",
+];
+const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call"];
+const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
+
+pub const MAX_DESCRIPTION: usize = 1024;
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+pub const MAX_CONCURRENCY: u64 = 1024;
+pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// Problems reported per file at most; the rest are counted.
+pub const MAX_PROBLEMS: usize = 50;
+
+/// Collects problems for one file.
+pub struct Problems {
+    file: String,
+    pub list: Vec<Problem>,
+}
+
+impl Problems {
+    pub fn new(file: &str) -> Self {
+        Self { file: file.to_string(), list: Vec::new() }
+    }
+
+    pub fn push(&mut self, path: &str, message: impl Into<String>) {
+        if self.list.len() < MAX_PROBLEMS {
+            self.list.push(Problem { file: self.file.clone(), path: path.to_string(), message: message.into() });
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// "a string", "an array", ...: what a value is, for messages.
+pub fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "true/false",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Which shape the entry comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Native,
+    Shared,
+}
+
+/// Parses one server entry at `path`. `id` is given for shared entries.
+pub fn parse_entry(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    shape: Shape,
+    id_from_key: Option<&str>,
+) -> Option<ServerSpec> {
+    let before = problems.list.len();
+    let known = if shape == Shape::Native { NATIVE_KEYS } else { SHARED_KEYS };
+    unknown_keys(problems, path, entry, known);
+
+    let id = match (shape, id_from_key) {
+        (Shape::Shared, Some(id)) => {
+            if let Err(message) = check_server_id(id) {
+                problems.push(path, message);
+            }
+            id.to_string()
+        }
+        _ => match entry.get("id") {
+            Some(Value::String(id)) => {
+                if let Err(message) = check_server_id(id) {
+                    problems.push(&format!("{path}.id"), message);
+                }
+                id.clone()
+            }
+            Some(other) => {
+                problems.push(&format!("{path}.id"), format!("expected a string, found {}", kind(other)));
+                String::new()
+            }
+            None => {
+                problems.push(path, "missing \"id\"; every server needs one");
+                String::new()
+            }
+        },
+    };
+
+    let mut spec = ServerSpec { id, enabled: true, ..Default::default() };
+    spec.description = string(problems, path, entry, "description").unwrap_or_default();
+    if spec.description.chars().count() > MAX_DESCRIPTION {
+        problems.push(&format!("{path}.description"), format!("is longer than {MAX_DESCRIPTION} characters"));
+    }
+    spec.command = string(problems, path, entry, "command").unwrap_or_default();
+    spec.cwd = string(problems, path, entry, "cwd").unwrap_or_default();
+    spec.url = string(problems, path, entry, "url").unwrap_or_default();
+    spec.args = string_list(problems, path, entry, "args", true).unwrap_or_default();
+    spec.env = string_map(problems, path, entry, "env", MapKind::Env).unwrap_or_default();
+    spec.headers = string_map(problems, path, entry, "headers", MapKind::Header).unwrap_or_default();
+    spec.allowed_tools = patterns(problems, path, entry, "allowed_tools").map(|patterns| ToolPatterns { patterns });
+    spec.denied_tools = patterns(problems, path, entry, "denied_tools").unwrap_or_default();
+    spec.timeouts = timeouts(problems, path, entry);
+    spec.limits = limits(problems, path, entry);
+    spec.enabled = enabled(problems, path, entry);
+    spec.transport = transport(problems, path, entry, &spec) as i32;
+    check_transport_fields(problems, path, entry, &spec);
+    if !spec.url.is_empty() {
+        if let Err(message) = check_references(&spec.url) {
+            problems.push(&format!("{path}.url"), message);
+        }
+    }
+    (problems.list.len() == before).then_some(spec)
+}
+
+fn unknown_keys(problems: &mut Problems, path: &str, entry: &Map<String, Value>, known: &[&str]) {
+    for key in entry.keys() {
+        if known.contains(&key.as_str()) {
+            continue;
+        }
+        let hint = match closest(key, known) {
+            Some(k) => format!("; did you mean '{k}'?"),
+            None => format!("; known keys are {}", known.join(", ")),
+        };
+        problems.push(&format!("{path}.{key}"), format!("unknown key '{key}'{hint}"));
+    }
+}
+
+fn string(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<String> {
+    match entry.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        other => {
+            problems.push(&format!("{path}.{key}"), format!("expected a string, found {}", kind(other)));
+            None
+        }
+    }
+}
+
+fn string_list(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str, refs: bool) -> Option<Vec<String>> {
+    let value = entry.get(key)?;
+    let Value::Array(items) = value else {
+        problems.push(&format!("{path}.{key}"), format!("expected an array of strings, found {}", kind(value)));
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Value::String(s) => {
+                if refs {
+                    if let Err(message) = check_references(s) {
+                        problems.push(&format!("{path}.{key}[{i}]"), message);
+                    }
+                }
+                out.push(s.clone());
+            }
+            other => problems.push(&format!("{path}.{key}[{i}]"), format!("expected a string, found {}", kind(other))),
+        }
+    }
+    Some(out)
+}
+
+#[derive(Clone, Copy)]
+enum MapKind {
+    Env,
+    Header,
+}
+
+fn string_map(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str, map: MapKind) -> Option<HashMap<String, String>> {
+    let value = entry.get(key)?;
+    let Value::Object(object) = value else {
+        problems.push(&format!("{path}.{key}"), format!("expected an object of strings, found {}", kind(value)));
+        return None;
+    };
+    let mut out = HashMap::with_capacity(object.len());
+    for (name, value) in object {
+        let at = format!("{path}.{key}.{name}");
+        let name_ok = match map {
+            MapKind::Env => is_env_name(name),
+            MapKind::Header => !name.is_empty() && name.bytes().all(is_token_byte),
+        };
+        if !name_ok {
+            let what = match map {
+                MapKind::Env => "is not a valid environment variable name (letters, digits and '_', not starting with a digit)",
+                MapKind::Header => "is not a valid HTTP header name",
+            };
+            problems.push(&at, format!("'{}' {what}", name.escape_default()));
+        }
+        match value {
+            Value::String(v) => {
+                if let Err(message) = check_references(v) {
+                    problems.push(&at, format!("value {message}"));
+                }
+                out.insert(name.clone(), v.clone());
+            }
+            // Never echo the value: it may be a secret.
+            other => problems.push(&at, format!("expected a string value, found {}", kind(other))),
+        }
+    }
+    Some(out)
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn patterns(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<Vec<String>> {
+    let list = string_list(problems, path, entry, key, false)?;
+    for (i, pattern) in list.iter().enumerate() {
+        if let Err(message) = check_pattern(pattern) {
+            problems.push(&format!("{path}.{key}[{i}]"), message);
+        }
+    }
+    Some(list)
+}
+
+fn bounded(problems: &mut Problems, at: &str, value: &Value, max: u64, unit: &str) -> u64 {
+    match value.as_u64() {
+        Some(n) if (1..=max).contains(&n) => n,
+        _ => {
+            let found = match value {
+                Value::Number(n) => format!("{n}"),
+                other => kind(other).to_string(),
+            };
+            problems.push(at, format!("expected a whole number of {unit} from 1 to {max}, found {found}"));
+            0
+        }
+    }
+}
+
+fn object<'a>(problems: &mut Problems, path: &str, entry: &'a Map<String, Value>, key: &str, known: &[&str]) -> Option<&'a Map<String, Value>> {
+    let value = entry.get(key)?;
+    let Value::Object(object) = value else {
+        problems.push(&format!("{path}.{key}"), format!("expected an object, found {}", kind(value)));
+        return None;
+    };
+    unknown_keys(problems, &format!("{path}.{key}"), object, known);
+    Some(object)
+}
+
+fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Timeouts> {
+    let object = object(problems, path, entry, "timeouts_ms", TIMEOUT_KEYS)?;
+    let mut get = |key: &str| {
+        object
+            .get(key)
+            .map(|v| bounded(problems, &format!("{path}.timeouts_ms.{key}"), v, MAX_TIMEOUT_MS, "milliseconds") as u32)
+            .unwrap_or(0)
+    };
+    Some(Timeouts { startup_ms: get("startup"), list_tools_ms: get("list_tools"), call_ms: get("call") })
+}
+
+fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Limits> {
+    let object = object(problems, path, entry, "limits", LIMIT_KEYS)?;
+    let max_concurrency = object
+        .get("max_concurrency")
+        .map(|v| bounded(problems, &format!("{path}.limits.max_concurrency"), v, MAX_CONCURRENCY, "calls") as u32)
+        .unwrap_or(0);
+    let max_output_bytes = object
+        .get("max_output_bytes")
+        .map(|v| bounded(problems, &format!("{path}.limits.max_output_bytes"), v, MAX_OUTPUT_BYTES, "bytes"))
+        .unwrap_or(0);
+    Some(Limits { max_concurrency, max_output_bytes })
+}
+
+fn boolean(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<bool> {
+    match entry.get(key)? {
+        Value::Bool(b) => Some(*b),
+        other => {
+            problems.push(&format!("{path}.{key}"), format!("expected true or false, found {}", kind(other)));
+            None
+        }
+    }
+}
+
+fn enabled(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> bool {
+    let enabled = boolean(problems, path, entry, "enabled");
+    let disabled = boolean(problems, path, entry, "disabled");
+    match (enabled, disabled) {
+        (Some(e), Some(d)) if e == d => {
+            problems.push(&format!("{path}.disabled"), "contradicts \"enabled\"; keep only one of them");
+            e
+        }
+        (Some(e), _) => e,
+        (None, Some(d)) => !d,
+        (None, None) => true,
+    }
+}
+
+fn transport(problems: &mut Problems, path: &str, entry: &Map<String, Value>, spec: &ServerSpec) -> Transport {
+    let declared = string(problems, path, entry, "transport").map(|t| ("transport", t));
+    let typed = string(problems, path, entry, "type").map(|t| ("type", t));
+    let parse = |key: &str, value: &str| -> Option<Transport> {
+        match (key, value) {
+            (_, "stdio") => Some(Transport::Stdio),
+            (_, "streamable_http") | ("type", "http") | ("type", "streamable-http") => Some(Transport::StreamableHttp),
+            (_, "sse") => Some(Transport::Sse),
+            _ => None,
+        }
+    };
+    let mut chosen = None;
+    for (key, value) in [declared, typed].into_iter().flatten() {
+        match parse(key, &value) {
+            Some(t) => {
+                if chosen.is_some_and(|c| c != t) {
+                    problems.push(&format!("{path}.{key}"), "contradicts the other transport setting; keep only one");
+                }
+                chosen = Some(t);
+            }
+            None => {
+                let allowed = if key == "type" { "stdio, http, streamable_http or sse" } else { "stdio, streamable_http or sse" };
+                problems.push(&format!("{path}.{key}"), format!("unknown transport '{}'; use {allowed}", value.escape_default()));
+            }
+        }
+    }
+    if let Some(t) = chosen {
+        return t;
+    }
+    match (entry.contains_key("command"), entry.contains_key("url")) {
+        (true, false) => Transport::Stdio,
+        (false, true) => Transport::StreamableHttp,
+        (true, true) => {
+            problems.push(path, "has both \"command\" and \"url\"; a server is either a local command (stdio) or a remote URL");
+            Transport::Unspecified
+        }
+        (false, false) => {
+            let _ = spec;
+            problems.push(path, "has neither \"command\" (a local stdio server) nor \"url\" (a remote server)");
+            Transport::Unspecified
+        }
+    }
+}
+
+fn check_transport_fields(problems: &mut Problems, path: &str, entry: &Map<String, Value>, spec: &ServerSpec) {
+    match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
+        Transport::Stdio => {
+            if spec.command.trim().is_empty() && entry.get("command").is_none_or(Value::is_string) {
+                problems.push(&format!("{path}.command"), "a stdio server needs a non-empty \"command\"");
+            }
+            for key in ["url", "headers"] {
+                if entry.contains_key(key) {
+                    problems.push(&format!("{path}.{key}"), format!("\"{key}\" is for remote servers; a stdio server uses command, args and env"));
+                }
+            }
+        }
+        Transport::StreamableHttp | Transport::Sse => {
+            let url = spec.url.as_str();
+            if url.is_empty() && entry.get("url").is_none_or(Value::is_string) {
+                problems.push(&format!("{path}.url"), "a remote server needs a \"url\"");
+            } else if !url.is_empty()
+                && !(url.starts_with("http://") || url.starts_with("https://") || starts_with_reference(url))
+            {
+                problems.push(&format!("{path}.url"), "must start with http:// or https://");
+            }
+            for key in ["command", "args", "env", "cwd"] {
+                if entry.contains_key(key) {
+                    problems.push(&format!("{path}.{key}"), format!("\"{key}\" is for stdio servers; a remote server uses url and headers"));
+                }
+            }
+        }
+        Transport::Unspecified => {}
+    }
+}

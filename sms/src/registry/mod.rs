@@ -1,0 +1,22 @@
+//! Server declarations: parsing and validating the files of `--mcp-dir` and
+//! admin requests into [`spear_proto::v1::ServerSpec`]s, with one clear
+//! problem per mistake (file, JSON path, what to do).
+
+mod fields;
+mod ids;
+mod parse;
+mod patterns;
+mod problem;
+mod refs;
+mod scan;
+mod suggest;
+
+#[cfg(test)]
+mod tests;
+
+pub use ids::{check_server_id, MAX_ID_LEN};
+pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
+pub use patterns::{check_pattern, glob_match};
+pub use problem::Problem;
+pub use refs::check_references;
+pub use scan::{scan_dir, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped};

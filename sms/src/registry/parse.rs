@@ -1,0 +1,119 @@
+//! A server file, or an admin request, into validated [`ServerSpec`]s.
+
+use serde_json::{Map, Value};
+use spear_proto::v1::ServerSpec;
+
+use super::fields::{kind, parse_entry, Problems, Shape};
+use super::problem::Problem;
+
+/// Files larger than this are rejected unread.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// Parses one file's bytes, in either shape. `file` names the file in
+/// problems. All or nothing: a file with any problem declares nothing.
+pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Vec<ServerSpec>, Vec<Problem>> {
+    let mut problems = Problems::new(file);
+    let Some(root) = read_json(&mut problems, bytes) else {
+        return Err(problems.list);
+    };
+    let Value::Object(root) = root else {
+        problems.push("$", format!("expected an object (one server, or {{\"mcpServers\": {{...}}}}), found {}", kind(&root)));
+        return Err(problems.list);
+    };
+    let specs = match shared_key(&root) {
+        Some(key) => parse_shared(&mut problems, &root, key),
+        None if root.contains_key("id") => parse_entry(&mut problems, "$", &root, Shape::Native, None).into_iter().collect(),
+        None => {
+            problems.push(
+                "$",
+                "declares no server: a file is either one server with an \"id\" or {\"mcpServers\": {\"<id>\": {...}}}",
+            );
+            Vec::new()
+        }
+    };
+    if problems.is_empty() {
+        Ok(specs)
+    } else {
+        Err(problems.list)
+    }
+}
+
+/// Parses one server in the native shape (the admin API), with the file rules.
+pub fn parse_server_json(origin: &str, json: &str) -> Result<ServerSpec, Vec<Problem>> {
+    let mut problems = Problems::new(origin);
+    let Some(root) = read_json(&mut problems, json.as_bytes()) else {
+        return Err(problems.list);
+    };
+    let Value::Object(root) = root else {
+        problems.push("$", format!("expected one server as an object, found {}", kind(&root)));
+        return Err(problems.list);
+    };
+    match parse_entry(&mut problems, "$", &root, Shape::Native, None) {
+        Some(spec) if problems.is_empty() => Ok(spec),
+        _ => Err(problems.list),
+    }
+}
+
+/// The file-level checks: size, UTF-8, emptiness, JSON syntax.
+fn read_json(problems: &mut Problems, bytes: &[u8]) -> Option<Value> {
+    if bytes.len() > MAX_FILE_BYTES {
+        problems.push("", format!("file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files", bytes.len()));
+        return None;
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            problems.push("", format!("file is not UTF-8 (invalid byte at offset {}); save it as UTF-8", e.valid_up_to()));
+            return None;
+        }
+    };
+    if text.trim().is_empty() {
+        problems.push("", "file is empty; an empty file is not read as \"no servers\" (delete the file to remove its servers)");
+        return None;
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(value) => Some(value),
+        Err(e) => {
+            problems.push("", format!("invalid JSON at line {} column {}: {}", e.line(), e.column(), strip_position(&e.to_string())));
+            None
+        }
+    }
+}
+
+/// serde_json appends " at line L column C"; we say it first.
+fn strip_position(message: &str) -> &str {
+    message.find(" at line ").map_or(message, |i| &message[..i])
+}
+
+/// `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
+fn shared_key(root: &Map<String, Value>) -> Option<&'static str> {
+    ["mcpServers", "servers"].into_iter().find(|k| root.contains_key(*k))
+}
+
+fn parse_shared(problems: &mut Problems, root: &Map<String, Value>, key: &str) -> Vec<ServerSpec> {
+    for other in root.keys().filter(|k| k.as_str() != key) {
+        problems.push(
+            &format!("$.{other}"),
+            format!("unknown key '{other}'; a shared-shape file holds only \"{key}\""),
+        );
+    }
+    let Some(servers) = root.get(key) else { return Vec::new() };
+    let Value::Object(servers) = servers else {
+        problems.push(&format!("$.{key}"), format!("expected an object of servers by id, found {}", kind(servers)));
+        return Vec::new();
+    };
+    let mut specs = Vec::with_capacity(servers.len());
+    for (id, entry) in servers {
+        let path = format!("$.{key}.{id}");
+        match entry {
+            Value::Object(entry) => {
+                if let Some(spec) = parse_entry(problems, &path, entry, Shape::Shared, Some(id)) {
+                    specs.push(spec);
+                }
+            }
+            other => problems.push(&path, format!("expected an object, found {}", kind(other))),
+        }
+    }
+    specs
+}

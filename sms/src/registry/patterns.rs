@@ -1,0 +1,67 @@
+//! Tool-name patterns: anchored globs with `*` and `?`.
+
+/// Longest accepted pattern.
+pub const MAX_PATTERN_LEN: usize = 128;
+
+/// Checks one pattern of `allowed_tools` / `denied_tools`.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    if pattern.is_empty() {
+        return Err("is an empty pattern; use \"*\" for every tool, or remove it".into());
+    }
+    if pattern.chars().count() > MAX_PATTERN_LEN {
+        return Err(format!("is a pattern over {MAX_PATTERN_LEN} characters"));
+    }
+    if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("contains whitespace or control characters, which tool names never have".into());
+    }
+    Ok(())
+}
+
+/// Whether `name` matches the anchored glob `pattern` (`*` any run, `?` one char).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_are_anchored() {
+        assert!(glob_match("read_*", "read_file"));
+        assert!(!glob_match("read_*", "xread_file"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "abbc"));
+        assert!(glob_match("*_file", "write_file"));
+        assert!(glob_match("a*b*c", "aXbYc"));
+        assert!(!glob_match("write_file", "write_file2"));
+    }
+
+    #[test]
+    fn bad_patterns() {
+        assert!(check_pattern("").is_err());
+        assert!(check_pattern("read file").is_err());
+        assert!(check_pattern(&"a".repeat(129)).is_err());
+        assert!(check_pattern("read_*").is_ok());
+    }
+}

@@ -1,0 +1,152 @@
+//! Reading `--mcp-dir`: which files count, and what each declares.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+use spear_proto::v1::ServerSpec;
+
+use super::parse::{parse_file, MAX_FILE_BYTES};
+use super::problem::Problem;
+
+/// What one file declares, or why it was rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileOutcome {
+    Servers(Vec<ServerSpec>),
+    Invalid(Vec<Problem>),
+}
+
+/// One `*.json` file of the directory.
+#[derive(Debug, Clone)]
+pub struct ScannedFile {
+    /// The file name inside the directory.
+    pub name: String,
+    pub outcome: FileOutcome,
+    /// sha256 of the bytes read (or of the read error), to notice changes.
+    pub digest: [u8; 32],
+}
+
+/// A directory entry ignored on purpose.
+#[derive(Debug, Clone)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// The directory as read once.
+#[derive(Debug, Clone, Default)]
+pub struct DirScan {
+    /// Sorted by name.
+    pub files: Vec<ScannedFile>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads every `*.json` directly in `dir` (no recursion). Hidden files and
+/// editor temporaries are skipped; a symlink counts only if it resolves to a
+/// regular file inside the directory. Fails only if `dir` cannot be listed.
+pub fn scan_dir(dir: &Path) -> std::io::Result<DirScan> {
+    let root = dir.canonicalize()?;
+    let mut names: Vec<String> = Vec::new();
+    let mut scan = DirScan::default();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") {
+            continue;
+        }
+        if name.starts_with('.') || name.starts_with('#') {
+            scan.skipped.push(Skipped { name, reason: "hidden or editor temporary file".into() });
+            continue;
+        }
+        names.push(name);
+    }
+    names.sort();
+    for name in names {
+        match read_file(&root, &dir.join(&name), &name) {
+            Entry::File(outcome, digest) => scan.files.push(ScannedFile { name, outcome, digest }),
+            Entry::Skip(reason) => scan.skipped.push(Skipped { name, reason }),
+        }
+    }
+    Ok(scan)
+}
+
+enum Entry {
+    File(FileOutcome, [u8; 32]),
+    Skip(String),
+}
+
+fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
+    let invalid = |message: String| {
+        let digest: [u8; 32] = Sha256::digest(message.as_bytes()).into();
+        Entry::File(FileOutcome::Invalid(vec![Problem { file: name.to_string(), path: String::new(), message }]), digest)
+    };
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) => return invalid(format!("cannot read the file: {e}")),
+    };
+    if link.file_type().is_symlink() {
+        match path.canonicalize() {
+            Err(_) => return invalid("is a symlink to nothing (dangling); fix or remove the link".into()),
+            Ok(target) if !target.starts_with(root) => {
+                return invalid("is a symlink pointing outside the MCP directory; copy the file in instead".into())
+            }
+            Ok(_) => {}
+        }
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => return invalid(format!("cannot read the file: {e}")),
+    };
+    if meta.is_dir() {
+        return Entry::Skip("a directory (subdirectories are not read)".into());
+    }
+    if !meta.is_file() {
+        return Entry::Skip("not a regular file".into());
+    }
+    if meta.len() > MAX_FILE_BYTES as u64 {
+        return invalid(format!("file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files", meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let read = std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return invalid(format!("cannot read the file: {e}"));
+    }
+    let digest: [u8; 32] = Sha256::digest(&bytes).into();
+    let outcome = match parse_file(name, &bytes) {
+        Ok(specs) => FileOutcome::Servers(specs),
+        Err(problems) => FileOutcome::Invalid(problems),
+    };
+    Entry::File(outcome, digest)
+}
+
+/// `sms validate`: every per-file problem plus ids declared by two files (the
+/// later file, by name, is the one reported, naming both).
+pub fn validate_dir(dir: &Path) -> std::io::Result<(DirScan, Vec<Problem>)> {
+    let scan = scan_dir(dir)?;
+    let mut problems = Vec::new();
+    let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
+    for file in &scan.files {
+        match &file.outcome {
+            FileOutcome::Invalid(list) => problems.extend(list.iter().cloned()),
+            FileOutcome::Servers(specs) => {
+                for spec in specs {
+                    match owners.get(spec.id.as_str()) {
+                        Some(owner) => problems.push(Problem {
+                            file: file.name.clone(),
+                            path: String::new(),
+                            message: format!(
+                                "server id '{}' is already declared in {owner}; ids must be unique across the directory, so rename one of them",
+                                spec.id
+                            ),
+                        }),
+                        None => {
+                            owners.insert(&spec.id, &file.name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok((scan, problems))
+}

@@ -1,0 +1,153 @@
+//! Wiring: builds the store, hub, writer, directory watcher, gRPC services and
+//! metrics endpoint from an [`SmsConfig`], and runs them until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use spear_proto::shared_registry::registry_server::RegistryServer;
+use spear_proto::v1::admin_server::AdminServer;
+use spear_proto::v1::nodes_server::NodesServer;
+use spear_proto::v1::status_server::StatusServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tracing::info;
+
+use crate::admin::Admin;
+use crate::files::{watch_dir, FileProblems, Reconciler};
+use crate::grpc::{AdminService, AdminToken, NodesService, RegistryService, StatusService};
+use crate::metrics::Metrics;
+use crate::nodes::NodeTable;
+use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
+use crate::watch::{Hub, HubConfig};
+use crate::writer::RegistryWriter;
+
+/// Where SMS keeps the registry.
+#[derive(Debug, Clone)]
+pub enum StoreConfig {
+    /// In this process; a restart starts a new epoch.
+    Memory,
+    /// Shared by every SMS replica pointed at the same etcd cluster.
+    Etcd(EtcdStoreConfig),
+}
+
+/// Everything SMS needs to start, validated by the caller.
+#[derive(Debug, Clone)]
+pub struct SmsConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub mcp_dir: Option<PathBuf>,
+    pub store: StoreConfig,
+    pub admin_token: Option<String>,
+    pub hub: HubConfig,
+}
+
+/// Why SMS could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot watch the MCP server directory {dir}: {source}")]
+    WatchDir { dir: PathBuf, source: notify::Error },
+    #[error("MCP server directory {0} does not exist or is not a directory; create it or fix --mcp-dir")]
+    NoDir(PathBuf),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// A started SMS: its parts, for tests and benchmarks that drive it
+/// in-process, and the addresses it actually bound.
+pub struct Sms {
+    pub hub: Arc<Hub>,
+    pub nodes: Arc<NodeTable>,
+    pub problems: Arc<FileProblems>,
+    pub grpc_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    listener: TcpListener,
+    services: Services,
+    dir_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+struct Services {
+    registry: RegistryService,
+    admin: AdminService,
+    nodes: NodesService,
+    status: StatusService,
+}
+
+impl Sms {
+    /// Connects the store, binds the ports and starts following the store
+    /// and the directory. Serving starts with [`Sms::serve`].
+    pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
+        let store: Arc<dyn RegistryStore> = match &config.store {
+            StoreConfig::Memory => Arc::new(MemoryStore::new()),
+            StoreConfig::Etcd(etcd) => Arc::new(EtcdStore::connect(etcd.clone()).await?),
+        };
+        let hub = Hub::start(store, config.hub.clone());
+        let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
+        let nodes = Arc::new(NodeTable::default());
+        let problems = Arc::new(FileProblems::default());
+
+        let dir_task = match &config.mcp_dir {
+            Some(dir) => {
+                if !dir.is_dir() {
+                    return Err(StartError::NoDir(dir.clone()));
+                }
+                let reconciler = Reconciler::new(dir.clone(), Arc::clone(&hub), Arc::clone(&writer), Arc::clone(&problems));
+                let task = watch_dir(dir, reconciler, hub.subscribe())
+                    .map_err(|source| StartError::WatchDir { dir: dir.clone(), source })?;
+                Some(task)
+            }
+            None => None,
+        };
+
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Listen { addr: config.listen, source })?;
+        let grpc_addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { addr: config.listen, source })?;
+
+        let status = StatusService::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
+        let metrics_addr = match config.metrics_listen {
+            Some(addr) => {
+                let metrics = Metrics::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
+                Some(metrics.serve(addr).await.map_err(|source| StartError::Listen { addr, source })?)
+            }
+            None => None,
+        };
+
+        let services = Services {
+            registry: RegistryService::new(Arc::clone(&hub)),
+            admin: AdminService::new(Arc::new(Admin::new(writer)), AdminToken::new(config.admin_token.clone())),
+            nodes: NodesService::new(Arc::clone(&nodes)),
+            status,
+        };
+        info!(%grpc_addr, store = hub.store().kind(), "SMS started");
+        Ok(Sms { hub, nodes, problems, grpc_addr, metrics_addr, listener, services, dir_task })
+    }
+
+    /// Serves gRPC until `shutdown` completes.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), StartError> {
+        let (health_reporter, health_service) = tonic_health::server::health_reporter();
+        health_reporter.set_serving::<RegistryServer<RegistryService>>().await;
+        health_reporter.set_serving::<AdminServer<AdminService>>().await;
+        let Services { registry, admin, nodes, status } = self.services;
+        let result = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+            .add_service(health_service)
+            .add_service(RegistryServer::new(registry))
+            .add_service(AdminServer::new(admin))
+            .add_service(NodesServer::new(nodes))
+            .add_service(StatusServer::new(status))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), shutdown)
+            .await;
+        if let Some(task) = self.dir_task {
+            task.abort();
+        }
+        result.map_err(StartError::from)
+    }
+}

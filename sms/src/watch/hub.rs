@@ -1,0 +1,333 @@
+//! The hub's shared state: the current registry, the ring of recent encoded
+//! deltas and the cached snapshot of the current revision.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use spear_proto::frame::EncodedEvent;
+use spear_proto::v1::ServerRecord;
+use tokio::sync::watch;
+
+use super::encode;
+use crate::store::{Committed, Epoch, RegistryStore, Revision, Snapshot};
+
+/// Tuning of the hub.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// Deltas kept for resuming nodes. A node further behind gets a snapshot.
+    pub history_len: usize,
+    /// Upper bound on the bytes held by the ring of deltas.
+    pub history_bytes: usize,
+    /// How often an idle stream is sent a progress message (its heartbeat).
+    pub progress_interval: Duration,
+    /// How far back (in store revisions) to reload history when the hub
+    /// starts, so nodes that were in sync before an SMS restart resume with
+    /// deltas. Only stores whose epoch survives a restart (etcd) have any.
+    pub prefill_span: u64,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        Self {
+            history_len: 10_000,
+            history_bytes: 64 * 1024 * 1024,
+            progress_interval: Duration::from_secs(5),
+            prefill_span: 100_000,
+        }
+    }
+}
+
+/// One registry revision, encoded once, shared by every stream.
+#[derive(Debug)]
+pub(super) struct DeltaFrame {
+    pub revision: Revision,
+    pub event: EncodedEvent,
+}
+
+/// The snapshot of one revision, encoded once, shared by every stream.
+#[derive(Debug)]
+pub(super) struct SnapshotFrames {
+    pub epoch: Epoch,
+    pub revision: Revision,
+    pub frames: Vec<EncodedEvent>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    record: ServerRecord,
+    encoded: Bytes,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub epoch: Epoch,
+    pub revision: Revision,
+    servers: BTreeMap<String, Entry>,
+    ring: VecDeque<Arc<DeltaFrame>>,
+    ring_bytes: usize,
+    /// Every change after `ring_base` is in the ring.
+    pub ring_base: Revision,
+    /// False until the first snapshot is loaded from the store.
+    pub loaded: bool,
+}
+
+impl State {
+    /// Deltas after `after`, or `None` if some of them left the ring.
+    pub fn deltas_after(&self, after: Revision) -> Option<Vec<Arc<DeltaFrame>>> {
+        if after < self.ring_base || after > self.revision {
+            return None;
+        }
+        let start = self.ring.partition_point(|d| d.revision <= after);
+        Some(self.ring.iter().skip(start).cloned().collect())
+    }
+}
+
+/// A read-only view of the registry's servers, lent to writers.
+pub struct ServersView<'a> {
+    servers: &'a BTreeMap<String, Entry>,
+}
+
+impl<'a> ServersView<'a> {
+    pub fn get(&self, id: &str) -> Option<&'a ServerRecord> {
+        self.servers.get(id).map(|e| &e.record)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'a ServerRecord> + 'a {
+        self.servers.values().map(|e| &e.record)
+    }
+
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+}
+
+/// Counters the hub exposes for status and metrics.
+#[derive(Debug, Default)]
+pub struct HubStats {
+    /// Watch streams currently open.
+    pub streams: AtomicUsize,
+    /// Snapshots encoded since start (one per revision that was asked for).
+    pub snapshot_encodes: AtomicU64,
+    /// Snapshots sent to streams.
+    pub snapshots_sent: AtomicU64,
+    /// Deltas sent to streams.
+    pub deltas_sent: AtomicU64,
+    /// Times the follower had to reload the whole registry from the store.
+    pub reloads: AtomicU64,
+}
+
+/// SMS's live view of the registry and the source of every watch stream.
+pub struct Hub {
+    pub(super) config: HubConfig,
+    pub(super) state: RwLock<State>,
+    snapshot_cache: Mutex<Option<Arc<SnapshotFrames>>>,
+    pub(super) changed: watch::Sender<(Epoch, Revision)>,
+    pub stats: HubStats,
+    pub(super) store: Arc<dyn RegistryStore>,
+}
+
+impl Hub {
+    /// Creates the hub and starts following `store`. The hub serves no stream
+    /// until its first snapshot is loaded; see [`Hub::wait_loaded`].
+    pub fn start(store: Arc<dyn RegistryStore>, config: HubConfig) -> Arc<Hub> {
+        let (changed, _) = watch::channel((0, 0));
+        let hub = Arc::new(Hub {
+            config,
+            state: RwLock::new(State::default()),
+            snapshot_cache: Mutex::new(None),
+            changed,
+            stats: HubStats::default(),
+            store,
+        });
+        tokio::spawn(super::follow::run(Arc::clone(&hub)));
+        hub
+    }
+
+    /// The store this hub follows.
+    pub fn store(&self) -> &Arc<dyn RegistryStore> {
+        &self.store
+    }
+
+    /// The current `(epoch, revision)`.
+    pub fn position(&self) -> (Epoch, Revision) {
+        let state = self.state.read();
+        (state.epoch, state.revision)
+    }
+
+    /// Notified with the new `(epoch, revision)` after every applied change.
+    pub fn subscribe(&self) -> watch::Receiver<(Epoch, Revision)> {
+        self.changed.subscribe()
+    }
+
+    /// Number of servers registered.
+    pub fn server_count(&self) -> usize {
+        self.state.read().servers.len()
+    }
+
+    /// Runs `f` over the current servers, with the revision they are at.
+    pub fn with_servers<R>(&self, f: impl FnOnce(Epoch, Revision, ServersView<'_>) -> R) -> R {
+        let state = self.state.read();
+        f(state.epoch, state.revision, ServersView { servers: &state.servers })
+    }
+
+    /// Waits until the first snapshot is loaded.
+    pub async fn wait_loaded(&self) {
+        let mut rx = self.changed.subscribe();
+        while !self.state.read().loaded {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Waits until the hub has applied `revision` (or moved to another epoch).
+    pub async fn wait_for(&self, epoch: Epoch, revision: Revision) {
+        let mut rx = self.changed.subscribe();
+        loop {
+            {
+                let state = self.state.read();
+                if state.loaded && (state.epoch != epoch || state.revision >= revision) {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The snapshot of the current revision, encoding it only if no stream
+    /// asked for this revision before.
+    pub(super) fn current_snapshot(&self) -> Arc<SnapshotFrames> {
+        let mut cache = self.snapshot_cache.lock();
+        let state = self.state.read();
+        if let Some(cached) = cache.as_ref() {
+            if cached.epoch == state.epoch && cached.revision == state.revision {
+                return Arc::clone(cached);
+            }
+        }
+        let frames = encode::snapshot_frames(
+            state.epoch,
+            state.revision,
+            state.servers.values().map(|e| &e.encoded),
+        );
+        let snapshot = Arc::new(SnapshotFrames {
+            epoch: state.epoch,
+            revision: state.revision,
+            frames,
+        });
+        self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
+        *cache = Some(Arc::clone(&snapshot));
+        snapshot
+    }
+
+    /// Replaces the whole state with a snapshot loaded from the store.
+    /// Streams wait until `ready` (or [`Hub::mark_loaded`]).
+    pub(super) fn install(&self, snapshot: Snapshot, ready: bool) {
+        let mut state = self.state.write();
+        let servers = snapshot
+            .servers
+            .into_iter()
+            .map(|(id, record)| {
+                let encoded = encode::encode_record(&record);
+                (id, Entry { record, encoded })
+            })
+            .collect();
+        *state = State {
+            epoch: snapshot.epoch,
+            revision: snapshot.revision,
+            servers,
+            ring: VecDeque::new(),
+            ring_bytes: 0,
+            ring_base: snapshot.revision,
+            loaded: ready,
+        };
+        let position = (state.epoch, state.revision);
+        drop(state);
+        self.changed.send_replace(position);
+    }
+
+    /// Lets streams be served once the ring holds what history there is.
+    pub(super) fn mark_loaded(&self) {
+        let mut state = self.state.write();
+        state.loaded = true;
+        let position = (state.epoch, state.revision);
+        drop(state);
+        self.changed.send_replace(position);
+    }
+
+    /// Forgets the ring: nodes behind the current revision get snapshots.
+    pub(super) fn reset_ring(&self) {
+        let mut state = self.state.write();
+        state.ring.clear();
+        state.ring_bytes = 0;
+        state.ring_base = state.revision;
+    }
+
+    /// Puts an already applied change (older than the loaded snapshot) into
+    /// the ring, so nodes that have the revision before it can resume.
+    /// Returns false when the change does not chain onto the ring.
+    pub(super) fn prefill(&self, committed: &Committed) -> bool {
+        let mut state = self.state.write();
+        let chains = match state.ring.back() {
+            Some(last) => last.revision == committed.prev_revision,
+            None => true,
+        };
+        if !chains || committed.revision > state.revision {
+            return false;
+        }
+        if state.ring.is_empty() {
+            state.ring_base = committed.prev_revision;
+        }
+        let frame = encode::delta_frame(state.epoch, committed);
+        self.push_delta(&mut state, committed.revision, frame);
+        true
+    }
+
+    /// Applies a newly committed change. Returns false when it does not
+    /// follow the current revision (the caller then reloads).
+    pub(super) fn apply(&self, committed: &Committed) -> bool {
+        let mut state = self.state.write();
+        if committed.prev_revision != state.revision || committed.revision <= state.revision {
+            return false;
+        }
+        for id in &committed.deletes {
+            state.servers.remove(id);
+        }
+        for record in &committed.upserts {
+            let Some(spec) = record.spec.as_ref() else { continue };
+            let entry = Entry {
+                record: record.clone(),
+                encoded: encode::encode_record(record),
+            };
+            state.servers.insert(spec.id.clone(), entry);
+        }
+        state.revision = committed.revision;
+        let frame = encode::delta_frame(state.epoch, committed);
+        self.push_delta(&mut state, committed.revision, frame);
+        let position = (state.epoch, state.revision);
+        drop(state);
+        self.changed.send_replace(position);
+        true
+    }
+
+    fn push_delta(&self, state: &mut State, revision: Revision, event: EncodedEvent) {
+        state.ring_bytes += event.len();
+        state.ring.push_back(Arc::new(DeltaFrame { revision, event }));
+        while state.ring.len() > self.config.history_len
+            || (state.ring_bytes > self.config.history_bytes && state.ring.len() > 1)
+        {
+            let Some(evicted) = state.ring.pop_front() else { break };
+            state.ring_bytes -= evicted.event.len();
+            state.ring_base = evicted.revision;
+        }
+    }
+}

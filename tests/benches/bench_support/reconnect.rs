@@ -1,0 +1,168 @@
+//! 1,000 streams reconnecting after an SMS restart. With etcd the history
+//! survives, so streams resume with deltas; with the embedded store the epoch
+//! changes and every stream needs a snapshot (the baseline).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rand::Rng;
+use spear_tests::etcd::EtcdServer;
+use spear_tests::history::sms_registry_async;
+use spear_tests::procs::{SmsOptions, SmsProc};
+
+use super::clients::{watch, Position};
+
+const STREAMS: usize = 1_000;
+const SERVERS: usize = 1_000;
+const CHANGES_WHILE_DOWN: usize = 5;
+
+pub async fn run() {
+    println!("\n## reconnect storm: {STREAMS} streams, {SERVERS} servers, SMS restarted");
+    storm(false).await;
+    storm(true).await;
+}
+
+async fn storm(with_etcd: bool) {
+    let etcd = with_etcd.then(EtcdServer::start);
+    let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    write_servers(mcp.path(), 0);
+    let options = SmsOptions {
+        mcp_dir: Some(mcp.path().to_path_buf()),
+        etcd: etcd.as_ref().map(|e| e.endpoint()),
+        ..Default::default()
+    };
+    let sms = SmsProc::start(options);
+    let addr = sms.grpc.clone();
+    wait_servers(&addr, SERVERS).await;
+
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let done = Arc::new(AtomicU64::new(0));
+    let snapshots = Arc::new(AtomicU64::new(0));
+    let deltas = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..STREAMS {
+        let (addr, target, done, snapshots, deltas) =
+            (addr.clone(), Arc::clone(&target), Arc::clone(&done), Arc::clone(&snapshots), Arc::clone(&deltas));
+        tasks.push(tokio::spawn(async move {
+            let mut position = Position::default();
+            let mut reached = false;
+            let mut delay = Duration::from_millis(50);
+            loop {
+                let channel = connect_retry(&addr).await;
+                let Ok(mut stream) = watch(channel, i, position.epoch, position.revision).await else {
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_secs(1));
+                    continue;
+                };
+                delay = Duration::from_millis(50);
+                while let Some(Ok(event)) = stream.next().await {
+                    let snapshots_before = position.snapshots;
+                    if position.apply(event).is_none() {
+                        continue;
+                    }
+                    if position.snapshots > snapshots_before {
+                        snapshots.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        deltas.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if !reached && position.revision >= target.load(Ordering::Relaxed) {
+                        reached = true;
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(jitter(delay)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut sms = sms;
+    // Process control blocks; keep the runtime's workers free for the clients.
+    tokio::task::block_in_place(|| sms.proc.stop());
+    let restarted;
+    if with_etcd {
+        // Writes while SMS is down, by another replica on the same etcd.
+        tokio::task::block_in_place(|| {
+            let other = SmsProc::start(SmsOptions { etcd: etcd.as_ref().map(|e| e.endpoint()), ..Default::default() });
+            for i in 0..CHANGES_WHILE_DOWN {
+                let spec = other.workdir().join("spec.json");
+                let body = serde_json::json!({"id": format!("down-{i}"), "command": "true"}).to_string();
+                std::fs::write(&spec, body).unwrap_or_else(|e| panic!("{e}"));
+                let (code, _, err) = other.client(&["apply", &spec.to_string_lossy()]);
+                assert_eq!(code, 0, "{err}");
+            }
+        });
+        snapshots.store(0, Ordering::Relaxed);
+        deltas.store(0, Ordering::Relaxed);
+        let started = Instant::now();
+        restarted = tokio::task::block_in_place(|| sms.restart());
+        let (_, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
+        target.store(revision, Ordering::Relaxed);
+        report("etcd (history kept)", started, &done, &snapshots, &deltas).await;
+    } else {
+        snapshots.store(0, Ordering::Relaxed);
+        deltas.store(0, Ordering::Relaxed);
+        let started = Instant::now();
+        restarted = tokio::task::block_in_place(|| sms.restart());
+        wait_servers(&restarted.grpc, SERVERS).await;
+        let (_, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
+        target.store(revision, Ordering::Relaxed);
+        report("embedded (new epoch, baseline)", started, &done, &snapshots, &deltas).await;
+    }
+    for task in tasks {
+        task.abort();
+    }
+    drop(restarted);
+}
+
+async fn report(label: &str, started: Instant, done: &AtomicU64, snapshots: &AtomicU64, deltas: &AtomicU64) {
+    let deadline = started + Duration::from_secs(60);
+    while done.load(Ordering::Relaxed) < STREAMS as u64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let converged = done.load(Ordering::Relaxed);
+    println!(
+        "{label}: {converged}/{STREAMS} streams converged {:.2} s after the restart began; {} snapshots, {} deltas received",
+        started.elapsed().as_secs_f64(),
+        snapshots.load(Ordering::Relaxed),
+        deltas.load(Ordering::Relaxed)
+    );
+}
+
+fn jitter(d: Duration) -> Duration {
+    d / 2 + rand::rng().random_range(Duration::ZERO..=d / 2)
+}
+
+async fn connect_retry(addr: &str) -> tonic::transport::Channel {
+    loop {
+        if let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) {
+            if let Ok(ch) = endpoint.connect_timeout(Duration::from_secs(2)).connect().await {
+                return ch;
+            }
+        }
+        tokio::time::sleep(jitter(Duration::from_millis(100))).await;
+    }
+}
+
+fn write_servers(dir: &std::path::Path, version: usize) {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..SERVERS)
+        .map(|i| (format!("s{i:04}"), serde_json::json!({"command": "true", "description": format!("v{version}")})))
+        .collect();
+    let body = serde_json::json!({ "mcpServers": servers }).to_string();
+    std::fs::write(dir.join("servers.json"), body).unwrap_or_else(|e| panic!("{e}"));
+}
+
+async fn wait_servers(addr: &str, n: usize) {
+    for _ in 0..500 {
+        if let Ok((_, _, servers)) = sms_registry_async(addr).await {
+            if servers.len() >= n {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("SMS never registered {n} servers");
+}
+

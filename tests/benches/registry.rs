@@ -1,0 +1,37 @@
+//! Registry plane benchmarks (`cargo bench -p spear-tests --bench registry`).
+//!
+//! Every scenario runs real gRPC on loopback against SMS (in-process, or the
+//! real `sms` binary where process memory or restarts are measured) and
+//! prints medians and p99 with the baseline measured in the same run.
+//! Scenarios: `propagation`, `propagation-etcd`, `memory`, `snapshot`,
+//! `reconnect`; no argument runs them all.
+
+mod bench_support;
+
+use bench_support::*;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let all = args.is_empty();
+    let want = |name: &str| all || args.iter().any(|a| a == name);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+    println!("# registry benchmarks, {}", machine());
+    if want("propagation") {
+        runtime.block_on(propagation::run(Backend::Memory));
+    }
+    if want("propagation-etcd") {
+        runtime.block_on(propagation::run(Backend::Etcd));
+    }
+    if want("snapshot") {
+        runtime.block_on(snapshot::run());
+    }
+    if want("memory") {
+        runtime.block_on(memory::run());
+    }
+    if want("reconnect") {
+        runtime.block_on(reconnect::run());
+    }
+}

@@ -1,0 +1,9 @@
+//! Helpers shared by the end-to-end tests and benchmarks: starting the real
+//! `sms` and `spearlet` binaries and a real etcd, and waiting for what they
+//! should eventually show.
+
+pub mod etcd;
+pub mod history;
+pub mod http;
+pub mod procs;
+pub mod wait;

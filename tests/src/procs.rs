@@ -1,0 +1,272 @@
+//! The real `sms` and `spearlet` binaries as child processes.
+//!
+//! Each process writes its log to a file in its own temp dir (printed when a
+//! test fails), is stopped with SIGTERM by [`Proc::stop`] and killed on drop.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::wait::{eventually, free_port};
+
+/// The path of a workspace binary, next to the test executable's `deps/`.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run `cargo build --workspace --bins` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A running child process with its log file.
+pub struct Proc {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `command`, sending stdout and stderr to `log`.
+    pub fn spawn(name: &str, mut command: Command, log: PathBuf) -> Proc {
+        let out = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let err = out.try_clone().unwrap_or_else(|e| panic!("log file: {e}"));
+        command.stdin(Stdio::null()).stdout(out).stderr(err);
+        command.env("RUST_LOG", std::env::var("SPEAR_TEST_LOG").unwrap_or_else(|_| "info".into()));
+        let child = command.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc { name: name.to_string(), child: Some(child), log }
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGTERM, then wait up to 10 s, then SIGKILL.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        for _ in 0..500 {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// SIGKILL now: a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP / SIGCONT: a process that stops reading without closing.
+    pub fn pause(&self, paused: bool) {
+        if let Some(pid) = self.pid() {
+            let signal = if paused { "-STOP" } else { "-CONT" };
+            let _ = Command::new("kill").arg(signal).arg(pid.to_string()).status();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.kill();
+            if std::thread::panicking() {
+                eprintln!("----- log of {} -----\n{}", self.name, self.log());
+            }
+        }
+    }
+}
+
+/// How to start an SMS.
+#[derive(Clone, Default)]
+pub struct SmsOptions {
+    pub mcp_dir: Option<PathBuf>,
+    pub etcd: Option<String>,
+    pub admin_token: Option<String>,
+    pub progress_interval_ms: Option<u64>,
+    pub history_len: Option<usize>,
+    /// Reuse this gRPC port (a restart keeps the address nodes know).
+    pub port: Option<u16>,
+}
+
+/// A running `sms`.
+pub struct SmsProc {
+    pub proc: Proc,
+    pub grpc: String,
+    pub metrics: String,
+    pub options: SmsOptions,
+    workdir: tempfile::TempDir,
+}
+
+impl SmsProc {
+    pub fn start(mut options: SmsOptions) -> SmsProc {
+        let workdir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let port = *options.port.get_or_insert_with(free_port);
+        let ready = workdir.path().join("ready.json");
+        let mut cmd = Command::new(bin("sms"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--metrics-listen")
+            .arg("127.0.0.1:0")
+            .arg("--ready-file")
+            .arg(&ready)
+            .env_remove("SMS_ADMIN_TOKEN");
+        if let Some(dir) = &options.mcp_dir {
+            cmd.arg("--mcp-dir").arg(dir);
+        }
+        if let Some(etcd) = &options.etcd {
+            cmd.arg("--etcd-endpoints").arg(etcd);
+        }
+        if let Some(token) = &options.admin_token {
+            cmd.arg("--admin-token").arg(token);
+        }
+        if let Some(ms) = options.progress_interval_ms {
+            cmd.arg("--progress-interval-ms").arg(ms.to_string());
+        }
+        if let Some(n) = options.history_len {
+            cmd.arg("--history-len").arg(n.to_string());
+        }
+        let mut proc = Proc::spawn("sms", cmd, workdir.path().join("sms.log"));
+        let ready_json = eventually("sms to be ready", Duration::from_secs(30), || {
+            if !proc.is_running() {
+                panic!("sms exited at start:\n{}", proc.log());
+            }
+            std::fs::read_to_string(&ready).map_err(|e| e.to_string())
+        });
+        let ready: serde_json::Value =
+            serde_json::from_str(&ready_json).unwrap_or_else(|e| panic!("ready file: {e}"));
+        SmsProc {
+            grpc: ready["grpc"].as_str().unwrap_or_default().to_string(),
+            metrics: ready["metrics"].as_str().unwrap_or_default().to_string(),
+            proc,
+            options,
+            workdir,
+        }
+    }
+
+    /// Stops this SMS and starts another with the same options and port.
+    pub fn restart(mut self) -> SmsProc {
+        self.proc.stop();
+        let options = self.options.clone();
+        drop(self);
+        SmsProc::start(options)
+    }
+
+    /// Runs `sms <args>` as a client of this SMS; returns (exit code, stdout, stderr).
+    pub fn client(&self, args: &[&str]) -> (i32, String, String) {
+        let output = Command::new(bin("sms"))
+            .args(args)
+            .arg("--addr")
+            .arg(&self.grpc)
+            .env_remove("SMS_ADMIN_TOKEN")
+            .output()
+            .unwrap_or_else(|e| panic!("run sms client: {e}"));
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// `sms status --json`.
+    pub fn status(&self) -> serde_json::Value {
+        let (code, out, err) = self.client(&["status", "--json"]);
+        assert_eq!(code, 0, "sms status failed: {err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("status JSON: {e}: {out}"))
+    }
+
+    pub fn workdir(&self) -> &Path {
+        self.workdir.path()
+    }
+}
+
+/// A running `spearlet`.
+pub struct SpearletProc {
+    pub proc: Proc,
+    pub http: String,
+    pub state_dir: PathBuf,
+    pub node_id: String,
+    sms: Vec<String>,
+}
+
+impl SpearletProc {
+    /// Starts a spearlet syncing from `sms` (one or more addresses) with its
+    /// state in `state_dir`.
+    pub fn start(node_id: &str, sms: &[String], state_dir: &Path) -> SpearletProc {
+        let port = free_port();
+        let http = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(bin("spearlet"));
+        cmd.arg("run")
+            .arg("--sms")
+            .arg(sms.join(","))
+            .arg("--state-dir")
+            .arg(state_dir)
+            .arg("--node-id")
+            .arg(node_id)
+            .arg("--metrics-listen")
+            .arg(&http);
+        let log = state_dir.with_extension("log");
+        let mut proc = Proc::spawn(&format!("spearlet {node_id}"), cmd, log);
+        eventually("spearlet HTTP endpoint", Duration::from_secs(30), || {
+            if !proc.is_running() {
+                panic!("spearlet exited at start:\n{}", proc.log());
+            }
+            crate::http::get(&http, "/status")
+        });
+        SpearletProc { proc, http, state_dir: state_dir.to_path_buf(), node_id: node_id.to_string(), sms: sms.to_vec() }
+    }
+
+    /// Stops this spearlet and starts it again with the same state dir.
+    pub fn restart(mut self) -> SpearletProc {
+        self.proc.stop();
+        let (node_id, sms, state_dir) = (self.node_id.clone(), self.sms.clone(), self.state_dir.clone());
+        drop(self);
+        SpearletProc::start(&node_id, &sms, &state_dir)
+    }
+
+    /// The node's live registry view (`GET /registry`).
+    pub fn registry(&self) -> Result<serde_json::Value, String> {
+        crate::http::get_json(&self.http, "/registry")
+    }
+
+    /// The node's sync status (`GET /status`).
+    pub fn status(&self) -> Result<serde_json::Value, String> {
+        crate::http::get_json(&self.http, "/status")
+    }
+
+    /// The applied-history log lines.
+    pub fn applied_log(&self) -> Vec<String> {
+        std::fs::read_to_string(self.state_dir.join("applied.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}

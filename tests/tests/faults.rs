@@ -1,0 +1,185 @@
+//! Faults: SMS restarts (embedded and etcd), etcd compaction while a node is
+//! away, a node restarted while SMS is down, a stalled watcher. Every node's
+//! whole applied history is checked (in order, no gap, no duplicate) and its
+//! final registry compared with SMS's.
+
+use std::path::Path;
+use std::time::Duration;
+
+use spear_tests::etcd::EtcdServer;
+use spear_tests::history::{check, node_registry, parse, sms_registry, Applied};
+use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
+use spear_tests::wait::eventually;
+
+const SOON: Duration = Duration::from_secs(15);
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn server(id: &str, description: &str) -> String {
+    serde_json::json!({"id": id, "description": description, "command": "true"}).to_string()
+}
+
+/// A file declaring `n` servers with long descriptions (a big delta).
+fn big_file(prefix: &str, n: usize, version: usize) -> String {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            let entry = serde_json::json!({
+                "command": "true",
+                "description": format!("v{version} {}", "x".repeat(400)),
+            });
+            (format!("{prefix}-{i}"), entry)
+        })
+        .collect();
+    serde_json::json!({ "mcpServers": servers }).to_string()
+}
+
+/// Waits until the node's registry equals SMS's, then checks its history.
+fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
+    eventually("the node to converge on SMS's registry", SOON, || {
+        let expected = sms_registry(&sms.grpc)?;
+        let got = node_registry(&node.registry()?)?;
+        if got == expected { Ok(()) } else { Err(format!("node {got:?}\nsms {expected:?}")) }
+    });
+    let history = parse(&node.applied_log()).unwrap();
+    check(&history).unwrap_or_else(|e| panic!("history of {}: {e}\n{history:?}", node.node_id));
+    history
+}
+
+fn snapshots(history: &[Applied]) -> usize {
+    history.iter().filter(|a| matches!(a, Applied::Snapshot { .. })).count()
+}
+
+#[test]
+fn embedded_sms_restart_starts_a_new_epoch_and_the_node_resnapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.json", &server("alpha", "one"));
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let before = converged(&sms, &node);
+    let epoch_before = sms_registry(&sms.grpc).unwrap().0;
+
+    let sms = sms.restart();
+    write(dir.path(), "b.json", &server("beta", "two"));
+    let after = converged(&sms, &node);
+    assert_ne!(sms_registry(&sms.grpc).unwrap().0, epoch_before, "an embedded SMS restart is a new epoch");
+    assert_eq!(snapshots(&after), snapshots(&before) + 1, "{after:?}");
+}
+
+#[test]
+fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.json", &server("alpha", "one"));
+    let sms_a = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
+    // A second replica on the same etcd, used to write while A is down.
+    let sms_b = SmsProc::start(SmsOptions { etcd: Some(etcd.endpoint()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("n1", &[sms_a.grpc.clone()], &state.path().join("n1"));
+    let before = converged(&sms_a, &node);
+    assert_eq!(snapshots(&before), 1);
+
+    let mut sms_a = sms_a;
+    sms_a.proc.stop();
+    for i in 0..3 {
+        let spec = sms_b.workdir().join(format!("s{i}.json"));
+        std::fs::write(&spec, server(&format!("api-{i}"), "written while A was down")).unwrap();
+        let (code, _, err) = sms_b.client(&["apply", &spec.to_string_lossy()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let sms_a = sms_a.restart();
+    let after = converged(&sms_a, &node);
+    assert_eq!(snapshots(&after), 1, "the node should resume with deltas: {after:?}");
+    assert!(after.len() >= before.len() + 3, "{after:?}");
+    assert_eq!(sms_registry(&sms_a.grpc).unwrap(), sms_registry(&sms_b.grpc).unwrap());
+}
+
+#[test]
+fn etcd_compaction_while_a_node_is_away_gives_it_a_snapshot() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.json", &server("alpha", "one"));
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
+    let state = tempfile::tempdir().unwrap();
+    let mut node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    converged(&sms, &node);
+    node.proc.stop();
+
+    for i in 0..5 {
+        write(dir.path(), "a.json", &server("alpha", &format!("version {i}")));
+        eventually("SMS to apply the change", SOON, || {
+            let (_, out, _) = sms.client(&["servers"]);
+            let revision = sms_registry(&sms.grpc)?.1;
+            if out.contains("alpha") && revision > 0 { Ok(()) } else { Err(out) }
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, revision, _) = sms_registry(&sms.grpc).unwrap();
+    etcd.compact(revision);
+    // A restarted SMS rebuilds its history from etcd, which no longer has it.
+    let sms = sms.restart();
+
+    let node = node.restart();
+    let history = converged(&sms, &node);
+    assert_eq!(snapshots(&history), 2, "{history:?}");
+}
+
+#[test]
+fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.json", &server("alpha", "one"));
+    write(dir.path(), "b.json", &server("beta", "two"));
+    let mut sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let expected = sms_registry(&sms.grpc).unwrap();
+    converged(&sms, &node);
+
+    sms.proc.stop();
+    let node = node.restart();
+    let view = node_registry(&node.registry().unwrap()).unwrap();
+    assert_eq!(view, expected, "a restarted node without SMS serves what it had");
+    let status = node.status().unwrap();
+    assert_ne!(status["sync_state"], "synced", "{status}");
+}
+
+#[test]
+fn a_stalled_watcher_does_not_delay_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "big.json", &big_file("big", 300, 0));
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let stalled = SpearletProc::start("stalled", &[sms.grpc.clone()], &state.path().join("stalled"));
+    let healthy = SpearletProc::start("healthy", &[sms.grpc.clone()], &state.path().join("healthy"));
+    converged(&sms, &stalled);
+    converged(&sms, &healthy);
+
+    // The stalled node stops reading; SMS keeps producing big deltas (well
+    // past HTTP/2 flow-control windows and socket buffers).
+    stalled.proc.pause(true);
+    for version in 1..=20 {
+        let before = sms_registry(&sms.grpc).unwrap().1;
+        write(dir.path(), "big.json", &big_file("big", 300, version));
+        eventually("SMS and the healthy node to apply each change", SOON, || {
+            let expected = sms_registry(&sms.grpc)?;
+            let got = node_registry(&healthy.registry()?)?;
+            if expected.1 > before && got == expected { Ok(()) } else { Err(format!("at {}", got.1)) }
+        });
+    }
+    converged(&sms, &healthy);
+
+    stalled.proc.pause(false);
+    converged(&sms, &stalled);
+}

@@ -1,0 +1,245 @@
+//! The registry plane end to end: the real `sms` binary on a real directory,
+//! a real `spearlet` syncing from it over gRPC.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::wait::eventually;
+
+const SOON: Duration = Duration::from_secs(10);
+
+fn write(dir: &Path, name: &str, text: &str) {
+    // Write-to-temp-then-rename, as config management tools do.
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join(name)).unwrap();
+}
+
+fn server(id: &str, description: &str) -> String {
+    serde_json::json!({
+        "id": id,
+        "description": description,
+        "transport": "stdio",
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-everything"],
+    })
+    .to_string()
+}
+
+/// The node's servers as (id, description) pairs, sorted.
+fn node_servers(node: &SpearletProc) -> Result<Vec<(String, String)>, String> {
+    let registry = node.registry()?;
+    let servers = registry["servers"].as_array().ok_or(format!("no servers array: {registry}"))?;
+    let mut out: Vec<(String, String)> = servers
+        .iter()
+        .map(|s| {
+            let spec = &s["spec"];
+            (
+                spec["id"].as_str().unwrap_or_default().to_string(),
+                spec["description"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn wait_node_has(node: &SpearletProc, expected: &[(&str, &str)]) {
+    let expected: Vec<(String, String)> =
+        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    eventually("the node's registry", SOON, || {
+        let got = node_servers(node)?;
+        if got == expected {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    });
+}
+
+fn file_problems(sms: &SmsProc) -> Vec<Value> {
+    sms.status()["file_problems"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn file_add_change_delete_reach_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.json", &server("alpha", "first"));
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    wait_node_has(&node, &[("alpha", "first")]);
+
+    write(dir.path(), "b.json", &server("beta", "dropped in"));
+    wait_node_has(&node, &[("alpha", "first"), ("beta", "dropped in")]);
+
+    write(dir.path(), "a.json", &server("alpha", "changed"));
+    wait_node_has(&node, &[("alpha", "changed"), ("beta", "dropped in")]);
+
+    std::fs::remove_file(dir.path().join("b.json")).unwrap();
+    wait_node_has(&node, &[("alpha", "changed")]);
+
+    // A rename keeps the server (one change, no disappearance at the end).
+    std::fs::rename(dir.path().join("a.json"), dir.path().join("renamed.json")).unwrap();
+    eventually("the server to move to renamed.json", SOON, || {
+        let (_, out, _) = sms.client(&["servers"]);
+        if out.contains("file:renamed.json") { Ok(()) } else { Err(out) }
+    });
+    wait_node_has(&node, &[("alpha", "changed")]);
+
+    // SMS sees the node converge.
+    eventually("sms status to show the node converged", SOON, || {
+        let status = sms.status();
+        let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
+        match nodes.iter().find(|n| n["node_id"] == "node-1") {
+            Some(n) if n["lag"] == 0 && n["applied_revision"] == status["revision"] => Ok(()),
+            _ => Err(status.to_string()),
+        }
+    });
+}
+
+#[test]
+fn a_bad_file_is_reported_and_its_last_good_version_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "fs.json", &server("fs", "good"));
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    wait_node_has(&node, &[("fs", "good")]);
+    let revision = sms.status()["revision"].clone();
+
+    // A typo in a key: rejected with the file, the path and a suggestion.
+    write(
+        dir.path(),
+        "fs.json",
+        r#"{"id": "fs", "description": "typo", "command": "npx", "allowd_tools": ["read_*"]}"#,
+    );
+    let problems = eventually("the bad file to be reported", SOON, || {
+        let problems = file_problems(&sms);
+        if problems.is_empty() { Err("no problems yet".into()) } else { Ok(problems) }
+    });
+    let text = serde_json::to_string(&problems).unwrap();
+    assert!(text.contains("fs.json"), "{text}");
+    assert!(text.contains("allowd_tools") && text.contains("allowed_tools"), "{text}");
+
+    // Nothing changed for the node or the registry.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sms.status()["revision"], revision);
+    wait_node_has(&node, &[("fs", "good")]);
+
+    // Invalid JSON too, then a fix clears the problem.
+    write(dir.path(), "fs.json", "{\"id\": \"fs\", ");
+    eventually("the JSON error to be reported", SOON, || {
+        let text = serde_json::to_string(&file_problems(&sms)).unwrap();
+        if text.contains("fs.json") && text.contains("line") { Ok(()) } else { Err(text) }
+    });
+    wait_node_has(&node, &[("fs", "good")]);
+    write(dir.path(), "fs.json", &server("fs", "fixed"));
+    wait_node_has(&node, &[("fs", "fixed")]);
+    assert!(file_problems(&sms).is_empty());
+}
+
+#[test]
+fn a_duplicate_id_across_files_names_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "first.json", &server("shared", "from first"));
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    wait_node_has(&node, &[("shared", "from first")]);
+
+    write(dir.path(), "second.json", &server("shared", "from second"));
+    let text = eventually("the duplicate to be reported", SOON, || {
+        let text = serde_json::to_string(&file_problems(&sms)).unwrap();
+        if text.contains("shared") { Ok(text) } else { Err(text) }
+    });
+    assert!(text.contains("first.json") && text.contains("second.json"), "{text}");
+    wait_node_has(&node, &[("shared", "from first")]);
+
+    // Removing the first file lets the second one take the id.
+    std::fs::remove_file(dir.path().join("first.json")).unwrap();
+    wait_node_has(&node, &[("shared", "from second")]);
+}
+
+#[test]
+fn admin_writes_need_the_token_and_never_touch_file_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "fs.json", &server("fs", "from a file"));
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        admin_token: Some("t0ken-value".into()),
+        ..Default::default()
+    });
+    let state = tempfile::tempdir().unwrap();
+    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    wait_node_has(&node, &[("fs", "from a file")]);
+
+    let spec = sms.workdir().join("api.json");
+    std::fs::write(&spec, server("api", "from the admin API")).unwrap();
+    let spec = spec.to_string_lossy().to_string();
+
+    let (code, _, err) = sms.client(&["apply", &spec]);
+    assert_ne!(code, 0);
+    assert!(err.contains("token"), "{err}");
+    let (code, _, err) = sms.client(&["apply", &spec, "--token", "wrong"]);
+    assert_ne!(code, 0);
+    assert!(!err.contains("t0ken-value"), "the real token leaked: {err}");
+
+    let (code, out, err) = sms.client(&["apply", &spec, "--token", "t0ken-value"]);
+    assert_eq!(code, 0, "{out} {err}");
+    wait_node_has(&node, &[("api", "from the admin API"), ("fs", "from a file")]);
+
+    // A file's server cannot be replaced or deleted through the API.
+    let hijack = sms.workdir().join("hijack.json");
+    std::fs::write(&hijack, server("fs", "hijacked")).unwrap();
+    let (code, _, err) = sms.client(&["apply", &hijack.to_string_lossy(), "--token", "t0ken-value"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("fs.json"), "{err}");
+    let (code, _, err) = sms.client(&["delete", "fs", "--token", "t0ken-value"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("fs.json"), "{err}");
+
+    // And a file cannot take an id the API owns.
+    write(dir.path(), "api.json", &server("api", "file wants it"));
+    eventually("the ownership conflict to be reported", SOON, || {
+        let text = serde_json::to_string(&file_problems(&sms)).unwrap();
+        if text.contains("admin API") { Ok(()) } else { Err(text) }
+    });
+
+    let (code, _, err) = sms.client(&["delete", "api", "--token", "t0ken-value"]);
+    assert_eq!(code, 0, "{err}");
+    // The file now gets the id on its next scan.
+    wait_node_has(&node, &[("api", "file wants it"), ("fs", "from a file")]);
+}
+
+#[test]
+fn sms_validate_exit_codes() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin("sms")).args(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let good = tempfile::tempdir().unwrap();
+    write(good.path(), "a.json", &server("a", "x"));
+    let (code, out) = run(&["validate", &good.path().to_string_lossy()]);
+    assert_eq!(code, 0, "{out}");
+
+    let bad = tempfile::tempdir().unwrap();
+    write(bad.path(), "a.json", &server("a", "x"));
+    write(bad.path(), "b.json", &server("a", "y"));
+    write(bad.path(), "c.json", r#"{"id": "Bad Id", "command": "x"}"#);
+    let (code, out) = run(&["validate", &bad.path().to_string_lossy()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("a.json") && out.contains("b.json"), "{out}");
+    assert!(out.contains("c.json") && out.contains("$.id"), "{out}");
+    assert!(out.lines().filter(|l| l.contains("c.json")).count() >= 1);
+
+    let (code, out) = run(&["validate", "/nonexistent/spear-dir"]);
+    assert_eq!(code, 2, "{out}");
+    let (code, out) = run(&["validate"]);
+    assert_eq!(code, 2, "{out}");
+}
