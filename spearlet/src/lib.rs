@@ -1,1 +1,15 @@
+//! The spearlet, Spear's node agent.
+//!
+//! A node keeps a live copy of SMS's MCP server registry ([`sync`] into a
+//! [`registry`] view swapped atomically), persists it in its state dir
+//! ([`persist`]) so it keeps serving while SMS is away, reports what it
+//! applied ([`heartbeat`]), and shows it all over HTTP ([`http`]).
+//! [`node`] wires these together; `main.rs` only parses arguments.
 
+pub mod cli;
+pub mod heartbeat;
+pub mod http;
+pub mod node;
+pub mod persist;
+pub mod registry;
+pub mod sync;

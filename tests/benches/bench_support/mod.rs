@@ -85,6 +85,6 @@ pub async fn preload(writer: &RegistryWriter, n: usize) {
         writer
             .apply(|_| Ok::<_, ()>(Change { upserts: upserts.clone(), deletes: vec![] }))
             .await
-            .unwrap_or_else(|e| panic!("preload: {e}"));
+            .unwrap_or_else(|e| panic!("preload: {e:?}"));
     }
 }

@@ -72,7 +72,7 @@ async fn measure(sms: &super::InProcess, streams: usize) -> Summary {
             .writer
             .apply(|_| Ok::<_, ()>(Change { upserts: vec![upsert.clone()], deletes: vec![] }))
             .await
-            .unwrap_or_else(|e| panic!("commit: {e}"));
+            .unwrap_or_else(|e| panic!("commit: {e:?}"));
         sent.lock().insert(rev, started);
         tokio::time::sleep(Duration::from_millis(30)).await;
     }

@@ -1,0 +1,66 @@
+//! Tells SMS what this node has applied, so `sms status` shows convergence
+//! per node: every few seconds, and right after each applied change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::HeartbeatRequest;
+use tokio::sync::watch;
+use tonic::transport::{Channel, Endpoint};
+use tracing::debug;
+
+use crate::registry::RegistryHandle;
+use crate::sync::SyncStatusCell;
+
+const EVERY: Duration = Duration::from_secs(5);
+
+/// Sends heartbeats to the SMS the sync loop is connected to.
+pub async fn run(
+    node_id: String,
+    registry: RegistryHandle,
+    status: Arc<SyncStatusCell>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut changes = registry.subscribe();
+    let mut client: Option<(String, NodesClient<Channel>)> = None;
+    loop {
+        let sms = status.status.lock().sms.clone();
+        if let Some(addr) = sms {
+            if client.as_ref().is_none_or(|(a, _)| *a != addr) {
+                let url = if addr.contains("://") { addr.clone() } else { format!("http://{addr}") };
+                client = Endpoint::from_shared(url)
+                    .ok()
+                    .map(|e| e.connect_timeout(Duration::from_secs(5)).connect_lazy())
+                    .map(|channel| (addr.clone(), NodesClient::new(channel)));
+            }
+            if let Some((_, nodes)) = client.as_mut() {
+                let view = registry.current();
+                let state = status.status.lock().state;
+                let request = HeartbeatRequest {
+                    node_id: node_id.clone(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                    applied_epoch: view.epoch,
+                    applied_revision: view.revision,
+                    sync_state: state as i32,
+                    problems: Vec::new(),
+                };
+                let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
+                if let Ok(Err(status)) = sent {
+                    debug!(message = %status.message(), "heartbeat refused");
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                // Let a burst of changes settle into one heartbeat.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Wiring of a running node: registry sync, persistence, heartbeats and the
+//! HTTP endpoint, stopped together on shutdown.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::http::NodeView;
+use crate::persist::{AppliedLog, PersistError, StateDir};
+use crate::registry::RegistryHandle;
+use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+
+/// Persist at most this often; the final state is always written.
+const PERSIST_EVERY: Duration = Duration::from_millis(200);
+
+/// Everything a node needs to start.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub sms: Vec<String>,
+    pub state_dir: PathBuf,
+    pub node_id: Option<String>,
+    pub http_listen: Option<SocketAddr>,
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    State(#[from] PersistError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("no SMS address given; pass --sms host:port[,host:port...]")]
+    NoSms,
+}
+
+/// A running node.
+pub struct Node {
+    pub node_id: String,
+    pub registry: RegistryHandle,
+    pub status: Arc<SyncStatusCell>,
+    pub http_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Node {
+    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        if config.sms.is_empty() {
+            return Err(NodeError::NoSms);
+        }
+        let state = StateDir::open(&config.state_dir)?;
+        let node_id = match config.node_id {
+            Some(id) => id,
+            None => state.node_id(default_node_id)?,
+        };
+        let initial = state.load_registry();
+        if initial.epoch != 0 {
+            info!(epoch = initial.epoch, revision = initial.revision, servers = initial.servers.len(), "serving the persisted registry until SMS answers");
+        }
+        let registry = RegistryHandle::new(initial);
+        let status = Arc::new(SyncStatusCell::default());
+        let (shutdown, shutdown_rx) = watch::channel(false);
+
+        let http_addr = match config.http_listen {
+            Some(addr) => {
+                let view = NodeView { node_id: node_id.clone(), registry: registry.clone(), status: Arc::clone(&status) };
+                Some(view.serve(addr).await.map_err(|source| NodeError::Listen { addr, source })?)
+            }
+            None => None,
+        };
+
+        let sync = Syncer::new(
+            SyncConfig {
+                sms: config.sms.clone(),
+                node_id: node_id.clone(),
+                silence_timeout: Duration::from_secs(20),
+                connect_timeout: Duration::from_secs(5),
+            },
+            registry.clone(),
+            Arc::clone(&status),
+            AppliedLog::open(state.applied_log_file()),
+        );
+        let tasks = vec![
+            tokio::spawn(sync.run(shutdown_rx.clone())),
+            tokio::spawn(persist(state, registry.clone(), shutdown_rx.clone())),
+            tokio::spawn(crate::heartbeat::run(node_id.clone(), registry.clone(), Arc::clone(&status), shutdown_rx)),
+        ];
+        Ok(Node { node_id, registry, status, http_addr, shutdown, tasks })
+    }
+
+    /// Stops every task, writing the final registry state first.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
+    let host = if host.is_empty() { "node".to_string() } else { host };
+    format!("{host}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
+
+/// Writes the registry to the state dir after changes, at most every
+/// [`PERSIST_EVERY`], and once more at shutdown.
+async fn persist(state: StateDir, registry: RegistryHandle, mut shutdown: watch::Receiver<bool>) {
+    let mut changes = registry.subscribe();
+    let mut saved = registry.current().position();
+    loop {
+        let stop = tokio::select! {
+            changed = changes.changed() => changed.is_err(),
+            _ = shutdown.changed() => true,
+        };
+        if !stop {
+            tokio::time::sleep(PERSIST_EVERY).await;
+        }
+        let view = registry.current();
+        if view.position() != saved {
+            let writer = state.clone();
+            let snapshot = Arc::clone(&view);
+            match tokio::task::spawn_blocking(move || writer.save_registry(&snapshot)).await {
+                Ok(Ok(())) => saved = view.position(),
+                Ok(Err(error)) => warn!(%error, "cannot persist the registry; will retry on the next change"),
+                Err(error) => warn!(%error, "persisting the registry failed"),
+            }
+        }
+        if stop {
+            return;
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The registry as people read it: a table, or JSON with secrets redacted.
+
+use serde_json::{json, Value};
+use spear_proto::v1::{source, ServerRecord, Transport};
+
+use super::RegistryView;
+
+/// Replaces env and header values, which may be secrets.
+const REDACTED: &str = "<redacted>";
+
+pub fn transport_name(transport: i32) -> &'static str {
+    match Transport::try_from(transport).unwrap_or(Transport::Unspecified) {
+        Transport::Stdio => "stdio",
+        Transport::StreamableHttp => "streamable_http",
+        Transport::Sse => "sse",
+        Transport::Unspecified => "unspecified",
+    }
+}
+
+fn source_name(record: &ServerRecord) -> String {
+    match record.source.as_ref().and_then(|s| s.kind.as_ref()) {
+        Some(source::Kind::File(file)) => format!("file:{file}"),
+        Some(source::Kind::Admin(_)) => "admin".into(),
+        None => "unknown".into(),
+    }
+}
+
+fn record_json(record: &ServerRecord) -> Value {
+    let spec = record.spec.clone().unwrap_or_default();
+    let redact = |map: &std::collections::HashMap<String, String>| -> Value {
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        Value::Object(keys.into_iter().map(|k| (k.clone(), Value::from(REDACTED))).collect())
+    };
+    json!({
+        "spec": {
+            "id": spec.id,
+            "description": spec.description,
+            "transport": transport_name(spec.transport),
+            "command": spec.command,
+            "args": spec.args,
+            "env": redact(&spec.env),
+            "cwd": spec.cwd,
+            "url": spec.url,
+            "headers": redact(&spec.headers),
+            "allowed_tools": spec.allowed_tools.map(|p| p.patterns),
+            "denied_tools": spec.denied_tools,
+            "timeouts_ms": spec.timeouts.map(|t| json!({"startup": t.startup_ms, "list_tools": t.list_tools_ms, "call": t.call_ms})),
+            "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
+            "enabled": spec.enabled,
+        },
+        "source": source_name(record),
+        "mod_revision": record.mod_revision,
+    })
+}
+
+/// The whole view as JSON, env and header values redacted.
+pub fn redacted_json(view: &RegistryView) -> Value {
+    json!({
+        "epoch": view.epoch,
+        "revision": view.revision,
+        "servers": view.servers.values().map(|r| record_json(r)).collect::<Vec<_>>(),
+    })
+}
+
+/// A table: one line per server, after a header with the position.
+pub fn table(view: &RegistryView) -> String {
+    let mut out = format!(
+        "epoch {} revision {} ({} servers)\n{:<32} {:<16} {:<8} {:<28} {:>10}\n",
+        view.epoch,
+        view.revision,
+        view.servers.len(),
+        "ID",
+        "TRANSPORT",
+        "ENABLED",
+        "SOURCE",
+        "REVISION"
+    );
+    for (id, record) in &view.servers {
+        let spec = record.spec.clone().unwrap_or_default();
+        out.push_str(&format!(
+            "{:<32} {:<16} {:<8} {:<28} {:>10}\n",
+            id,
+            transport_name(spec.transport),
+            spec.enabled,
+            source_name(record),
+            record.mod_revision
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spear_proto::v1::ServerSpec;
+    use std::sync::Arc;
+
+    #[test]
+    fn env_and_header_values_never_show() {
+        let record = ServerRecord {
+            spec: Some(ServerSpec {
+                id: "fs".into(),
+                env: [("TOKEN".to_string(), "sk-secret-1".to_string())].into(),
+                headers: [("Authorization".to_string(), "Bearer sk-secret-2".to_string())].into(),
+                ..Default::default()
+            }),
+            source: None,
+            mod_revision: 4,
+        };
+        let view = RegistryView { epoch: 1, revision: 4, servers: [("fs".to_string(), Arc::new(record))].into() };
+        let json = redacted_json(&view).to_string();
+        assert!(json.contains("TOKEN") && json.contains("Authorization"));
+        assert!(!json.contains("sk-secret"), "{json}");
+        assert!(!table(&view).contains("sk-secret"));
+        assert!(table(&view).contains("fs"));
+    }
+}

@@ -1,0 +1,180 @@
+//! The watch client: connect to one of the SMS addresses, resume from the
+//! applied position, apply what arrives, and reconnect with backoff when the
+//! stream breaks, goes silent or cannot be trusted. The last good registry
+//! keeps being served throughout.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spear_proto::v1::registry_client::RegistryClient;
+use spear_proto::v1::{SyncState, WatchRequest};
+use tokio::sync::watch;
+use tonic::transport::Endpoint;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+use super::apply::{Applier, Step};
+use super::backoff::Backoff;
+use super::status::SyncStatusCell;
+use crate::persist::AppliedLog;
+use crate::registry::RegistryHandle;
+
+/// Largest watch message accepted (snapshot frames are about 1 MiB).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How the node reaches SMS.
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// SMS addresses, `host:port` or `http://host:port`; tried in turn.
+    pub sms: Vec<String>,
+    pub node_id: String,
+    /// A stream silent this long is dead (SMS sends progress every ~5 s).
+    pub silence_timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+/// The sync loop.
+pub struct Syncer {
+    config: SyncConfig,
+    registry: RegistryHandle,
+    status: Arc<SyncStatusCell>,
+    log: AppliedLog,
+}
+
+enum StreamEnd {
+    /// Reconnect, resuming from the applied position.
+    Broken(String),
+    /// Reconnect asking for a snapshot.
+    Resync(String),
+    Shutdown,
+}
+
+fn url(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+impl Syncer {
+    pub fn new(config: SyncConfig, registry: RegistryHandle, status: Arc<SyncStatusCell>, log: AppliedLog) -> Self {
+        Self { config, registry, status, log }
+    }
+
+    /// Runs until `shutdown` turns true.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let span = info_span!("sync", node_id = %self.config.node_id);
+        async move {
+            let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+            let mut next_addr = 0usize;
+            let mut want_snapshot = false;
+            loop {
+                if *shutdown.borrow() {
+                    return;
+                }
+                let Some(addr) = self.config.sms.get(next_addr % self.config.sms.len().max(1)).cloned() else {
+                    warn!("no SMS address configured");
+                    return;
+                };
+                match self.stream(&addr, want_snapshot, &mut backoff, &mut shutdown).await {
+                    StreamEnd::Shutdown => return,
+                    StreamEnd::Resync(reason) => {
+                        warn!(sms = %addr, %reason, "resynchronising from a snapshot");
+                        self.status.counters.gaps.fetch_add(1, Ordering::Relaxed);
+                        want_snapshot = true;
+                        self.degrade(&reason);
+                    }
+                    StreamEnd::Broken(reason) => {
+                        debug!(sms = %addr, %reason, "watch stream ended");
+                        next_addr += 1;
+                        self.degrade(&reason);
+                    }
+                }
+                self.status.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                let delay = backoff.next_delay();
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Marks the node stale (serving the last good registry) or connecting.
+    fn degrade(&self, reason: &str) {
+        let mut status = self.status.status.lock();
+        status.state = if self.registry.current().epoch == 0 { SyncState::Connecting } else { SyncState::Stale };
+        status.last_error = Some(reason.to_string());
+    }
+
+    async fn stream(
+        &mut self,
+        addr: &str,
+        want_snapshot: bool,
+        backoff: &mut Backoff,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> StreamEnd {
+        let endpoint = match Endpoint::from_shared(url(addr)) {
+            Ok(e) => e.connect_timeout(self.config.connect_timeout).tcp_nodelay(true),
+            Err(e) => return StreamEnd::Broken(format!("SMS address '{addr}' is not valid: {e}")),
+        };
+        let channel = match endpoint.connect().await {
+            Ok(channel) => channel,
+            Err(e) => return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {e}")),
+        };
+        let mut client = RegistryClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let (epoch, revision) = if want_snapshot { (0, 0) } else { self.registry.current().position() };
+        let request = WatchRequest { node_id: self.config.node_id.clone(), epoch, revision };
+        let mut stream = match client.watch(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => return StreamEnd::Broken(format!("SMS at {addr} refused the watch: {}", status.message())),
+        };
+        info!(sms = %addr, epoch, revision, "watching the registry");
+        self.status.status.lock().sms = Some(addr.to_string());
+        let mut applier = Applier::default();
+        loop {
+            let message = tokio::select! {
+                m = tokio::time::timeout(self.config.silence_timeout, stream.message()) => m,
+                _ = shutdown.changed() => return StreamEnd::Shutdown,
+            };
+            let event = match message {
+                Err(_) => return StreamEnd::Broken(format!("no message from SMS at {addr} for {:?}", self.config.silence_timeout)),
+                Ok(Err(status)) => return StreamEnd::Broken(format!("watch stream from {addr} failed: {}", status.message())),
+                Ok(Ok(None)) => return StreamEnd::Broken(format!("SMS at {addr} closed the watch stream")),
+                Ok(Ok(Some(event))) => event,
+            };
+            let current = self.registry.current();
+            match applier.step(&current, event) {
+                Step::Nothing => {}
+                Step::Resync(reason) => return StreamEnd::Resync(reason),
+                Step::Progress { epoch, revision } => {
+                    let mut status = self.status.status.lock();
+                    status.sms_revision = revision;
+                    if epoch == current.epoch && revision <= current.revision {
+                        status.state = SyncState::Synced;
+                        status.last_error = None;
+                        backoff.reset();
+                    }
+                }
+                Step::Apply(update) => {
+                    let counter = if update.log_line.starts_with("snapshot") {
+                        &self.status.counters.snapshots
+                    } else {
+                        &self.status.counters.deltas
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    self.log.append(&update.log_line);
+                    debug!(change = %update.log_line, affected = update.affected.len(), "registry change applied");
+                    self.registry.publish(update.view, update.affected);
+                    let mut status = self.status.status.lock();
+                    status.state = SyncState::Synced;
+                    status.last_error = None;
+                    backoff.reset();
+                }
+            }
+        }
+    }
+}

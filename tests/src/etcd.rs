@@ -1,0 +1,128 @@
+//! A real etcd for tests: started on free loopback ports with its own data
+//! dir, killed (and waited for) on drop.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::wait::free_port;
+
+/// A running `etcd` process.
+pub struct EtcdServer {
+    child: Option<Child>,
+    data: tempfile::TempDir,
+    client_port: u16,
+    peer_port: u16,
+    log: PathBuf,
+}
+
+fn etcd_binary() -> PathBuf {
+    for candidate in ["/usr/bin/etcd", "/usr/local/bin/etcd"] {
+        let path = PathBuf::from(candidate);
+        if path.exists() {
+            return path;
+        }
+    }
+    panic!("etcd not found: install etcd-server (apt-get install etcd-server; scripts/setup.sh does)");
+}
+
+impl EtcdServer {
+    /// Starts a single-member cluster and waits until it serves requests.
+    pub fn start() -> EtcdServer {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let mut server = EtcdServer {
+            child: None,
+            log: data.path().join("etcd.log"),
+            data,
+            client_port: free_port(),
+            peer_port: free_port(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = std::fs::File::create(&self.log).unwrap_or_else(|e| panic!("etcd log: {e}"));
+        let child = Command::new(etcd_binary())
+            .arg("--name=spear-test")
+            .arg(format!("--data-dir={}", self.data.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=spear-test={peer}"))
+            .arg("--max-txn-ops=16384")
+            .arg("--max-request-bytes=33554432")
+            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start etcd: {e}"));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("etcd exited ({status}):\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+                }
+            }
+            if TcpStream::connect(("127.0.0.1", self.client_port)).is_ok() && self.etcdctl(&["endpoint", "health"]).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("etcd did not become healthy in 30 s:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// Runs etcdctl against this server.
+    pub fn etcdctl(&self, args: &[&str]) -> Result<String, String> {
+        let output = Command::new("etcdctl")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .output()
+            .map_err(|e| format!("etcdctl: {e} (install etcd-client)"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+
+    /// Compacts history up to `revision`.
+    pub fn compact(&self, revision: u64) {
+        self.etcdctl(&["compaction", &revision.to_string()]).unwrap_or_else(|e| panic!("etcd compaction: {e}"));
+    }
+
+    /// Stops etcd and starts it again on the same data and ports.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
