@@ -37,17 +37,16 @@ async fn storm(with_etcd: bool) {
     let addr = sms.grpc.clone();
     wait_servers(&addr, SERVERS).await;
 
-    let target = Arc::new(AtomicU64::new(u64::MAX));
-    let done = Arc::new(AtomicU64::new(0));
+    let positions: Arc<Vec<(AtomicU64, AtomicU64)>> =
+        Arc::new((0..STREAMS).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect());
     let snapshots = Arc::new(AtomicU64::new(0));
     let deltas = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for i in 0..STREAMS {
-        let (addr, target, done, snapshots, deltas) =
-            (addr.clone(), Arc::clone(&target), Arc::clone(&done), Arc::clone(&snapshots), Arc::clone(&deltas));
+        let (addr, positions, snapshots, deltas) =
+            (addr.clone(), Arc::clone(&positions), Arc::clone(&snapshots), Arc::clone(&deltas));
         tasks.push(tokio::spawn(async move {
             let mut position = Position::default();
-            let mut reached = false;
             let mut delay = Duration::from_millis(50);
             loop {
                 let channel = connect_retry(&addr).await;
@@ -67,10 +66,8 @@ async fn storm(with_etcd: bool) {
                     } else {
                         deltas.fetch_add(1, Ordering::Relaxed);
                     }
-                    if !reached && position.revision >= target.load(Ordering::Relaxed) {
-                        reached = true;
-                        done.fetch_add(1, Ordering::Relaxed);
-                    }
+                    positions[i].0.store(position.epoch, Ordering::Relaxed);
+                    positions[i].1.store(position.revision, Ordering::Relaxed);
                 }
                 tokio::time::sleep(jitter(delay)).await;
             }
@@ -98,18 +95,16 @@ async fn storm(with_etcd: bool) {
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
-        let (_, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
-        target.store(revision, Ordering::Relaxed);
-        report("etcd (history kept)", started, &done, &snapshots, &deltas).await;
+        let (epoch, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
+        report("etcd (history kept)", started, (epoch, revision), &positions, &snapshots, &deltas).await;
     } else {
         snapshots.store(0, Ordering::Relaxed);
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
         wait_servers(&restarted.grpc, SERVERS).await;
-        let (_, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
-        target.store(revision, Ordering::Relaxed);
-        report("embedded (new epoch, baseline)", started, &done, &snapshots, &deltas).await;
+        let (epoch, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
+        report("embedded (new epoch, baseline)", started, (epoch, revision), &positions, &snapshots, &deltas).await;
     }
     for task in tasks {
         task.abort();
@@ -117,12 +112,26 @@ async fn storm(with_etcd: bool) {
     drop(restarted);
 }
 
-async fn report(label: &str, started: Instant, done: &AtomicU64, snapshots: &AtomicU64, deltas: &AtomicU64) {
+/// Waits until every stream holds SMS's `target` position and reports how long that took.
+async fn report(
+    label: &str,
+    started: Instant,
+    target: (u64, u64),
+    positions: &[(AtomicU64, AtomicU64)],
+    snapshots: &AtomicU64,
+    deltas: &AtomicU64,
+) {
+    let converged = || {
+        positions
+            .iter()
+            .filter(|(e, r)| e.load(Ordering::Relaxed) == target.0 && r.load(Ordering::Relaxed) >= target.1)
+            .count()
+    };
     let deadline = started + Duration::from_secs(60);
-    while done.load(Ordering::Relaxed) < STREAMS as u64 && Instant::now() < deadline {
+    while converged() < STREAMS && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let converged = done.load(Ordering::Relaxed);
+    let converged = converged();
     println!(
         "{label}: {converged}/{STREAMS} streams converged {:.2} s after the restart began; {} snapshots, {} deltas received",
         started.elapsed().as_secs_f64(),
