@@ -65,14 +65,17 @@ pub fn check(history: &[Applied]) -> Result<(), String> {
     Ok(())
 }
 
+/// A registry as `(epoch, revision, [(id, mod_revision)])`, sorted by id.
+pub type Position = (u64, u64, Vec<(String, u64)>);
+
 /// SMS's registry as `(epoch, revision, [(id, mod_revision)])`, sorted.
-pub fn sms_registry(grpc: &str) -> Result<(u64, u64, Vec<(String, u64)>), String> {
+pub fn sms_registry(grpc: &str) -> Result<Position, String> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(sms_registry_async(grpc))
 }
 
 /// [`sms_registry`] for async callers.
-pub async fn sms_registry_async(grpc: &str) -> Result<(u64, u64, Vec<(String, u64)>), String> {
+pub async fn sms_registry_async(grpc: &str) -> Result<Position, String> {
     {
         let mut client = RegistryClient::connect(format!("http://{grpc}")).await.map_err(|e| e.to_string())?;
         let list = client.list_servers(ListServersRequest {}).await.map_err(|e| e.to_string())?.into_inner();
@@ -87,7 +90,7 @@ pub async fn sms_registry_async(grpc: &str) -> Result<(u64, u64, Vec<(String, u6
 }
 
 /// A node's registry view (`GET /registry`) in the same form.
-pub fn node_registry(view: &serde_json::Value) -> Result<(u64, u64, Vec<(String, u64)>), String> {
+pub fn node_registry(view: &serde_json::Value) -> Result<Position, String> {
     let epoch = view["epoch"].as_u64().ok_or(format!("no epoch in {view}"))?;
     let revision = view["revision"].as_u64().ok_or(format!("no revision in {view}"))?;
     let mut servers: Vec<(String, u64)> = view["servers"]

@@ -3,6 +3,7 @@
 //! should eventually show.
 
 pub mod etcd;
+pub mod fixtures;
 pub mod history;
 pub mod http;
 pub mod procs;

@@ -213,19 +213,19 @@ pub struct SpearletProc {
     pub http: String,
     pub state_dir: PathBuf,
     pub node_id: String,
-    sms: Vec<String>,
+    sms: String,
 }
 
 impl SpearletProc {
-    /// Starts a spearlet syncing from `sms` (one or more addresses) with its
-    /// state in `state_dir`.
-    pub fn start(node_id: &str, sms: &[String], state_dir: &Path) -> SpearletProc {
+    /// Starts a spearlet syncing from `sms` (one address, or several comma
+    /// separated) with its state in `state_dir`.
+    pub fn start(node_id: &str, sms: &str, state_dir: &Path) -> SpearletProc {
         let port = free_port();
         let http = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(bin("spearlet"));
         cmd.arg("run")
             .arg("--sms")
-            .arg(sms.join(","))
+            .arg(sms)
             .arg("--state-dir")
             .arg(state_dir)
             .arg("--node-id")
@@ -240,7 +240,7 @@ impl SpearletProc {
             }
             crate::http::get(&http, "/status")
         });
-        SpearletProc { proc, http, state_dir: state_dir.to_path_buf(), node_id: node_id.to_string(), sms: sms.to_vec() }
+        SpearletProc { proc, http, state_dir: state_dir.to_path_buf(), node_id: node_id.to_string(), sms: sms.to_string() }
     }
 
     /// Stops this spearlet and starts it again with the same state dir.

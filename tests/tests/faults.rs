@@ -3,21 +3,15 @@
 //! whole applied history is checked (in order, no gap, no duplicate) and its
 //! final registry compared with SMS's.
 
-use std::path::Path;
 use std::time::Duration;
 
 use spear_tests::etcd::EtcdServer;
+use spear_tests::fixtures::write_file;
 use spear_tests::history::{check, node_registry, parse, sms_registry, Applied};
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
 
 const SOON: Duration = Duration::from_secs(15);
-
-fn write(dir: &Path, name: &str, text: &str) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
 
 fn server(id: &str, description: &str) -> String {
     serde_json::json!({"id": id, "description": description, "command": "true"}).to_string()
@@ -56,15 +50,15 @@ fn snapshots(history: &[Applied]) -> usize {
 #[test]
 fn embedded_sms_restart_starts_a_new_epoch_and_the_node_resnapshots() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.json", &server("alpha", "one"));
+    write_file(dir.path(), "a.json", &server("alpha", "one"));
     let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("n1", &sms.grpc, &state.path().join("n1"));
     let before = converged(&sms, &node);
     let epoch_before = sms_registry(&sms.grpc).unwrap().0;
 
     let sms = sms.restart();
-    write(dir.path(), "b.json", &server("beta", "two"));
+    write_file(dir.path(), "b.json", &server("beta", "two"));
     let after = converged(&sms, &node);
     assert_ne!(sms_registry(&sms.grpc).unwrap().0, epoch_before, "an embedded SMS restart is a new epoch");
     assert_eq!(snapshots(&after), snapshots(&before) + 1, "{after:?}");
@@ -74,7 +68,7 @@ fn embedded_sms_restart_starts_a_new_epoch_and_the_node_resnapshots() {
 fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
     let etcd = EtcdServer::start();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.json", &server("alpha", "one"));
+    write_file(dir.path(), "a.json", &server("alpha", "one"));
     let sms_a = SmsProc::start(SmsOptions {
         mcp_dir: Some(dir.path().into()),
         etcd: Some(etcd.endpoint()),
@@ -83,7 +77,7 @@ fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
     // A second replica on the same etcd, used to write while A is down.
     let sms_b = SmsProc::start(SmsOptions { etcd: Some(etcd.endpoint()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("n1", &[sms_a.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("n1", &sms_a.grpc, &state.path().join("n1"));
     let before = converged(&sms_a, &node);
     assert_eq!(snapshots(&before), 1);
 
@@ -106,19 +100,19 @@ fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
 fn etcd_compaction_while_a_node_is_away_gives_it_a_snapshot() {
     let etcd = EtcdServer::start();
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.json", &server("alpha", "one"));
+    write_file(dir.path(), "a.json", &server("alpha", "one"));
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(dir.path().into()),
         etcd: Some(etcd.endpoint()),
         ..Default::default()
     });
     let state = tempfile::tempdir().unwrap();
-    let mut node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let mut node = SpearletProc::start("n1", &sms.grpc, &state.path().join("n1"));
     converged(&sms, &node);
     node.proc.stop();
 
     for i in 0..5 {
-        write(dir.path(), "a.json", &server("alpha", &format!("version {i}")));
+        write_file(dir.path(), "a.json", &server("alpha", &format!("version {i}")));
         eventually("SMS to apply the change", SOON, || {
             let (_, out, _) = sms.client(&["servers"]);
             let revision = sms_registry(&sms.grpc)?.1;
@@ -139,11 +133,11 @@ fn etcd_compaction_while_a_node_is_away_gives_it_a_snapshot() {
 #[test]
 fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.json", &server("alpha", "one"));
-    write(dir.path(), "b.json", &server("beta", "two"));
+    write_file(dir.path(), "a.json", &server("alpha", "one"));
+    write_file(dir.path(), "b.json", &server("beta", "two"));
     let mut sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("n1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("n1", &sms.grpc, &state.path().join("n1"));
     let expected = sms_registry(&sms.grpc).unwrap();
     converged(&sms, &node);
 
@@ -158,11 +152,11 @@ fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
 #[test]
 fn a_stalled_watcher_does_not_delay_the_others() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "big.json", &big_file("big", 300, 0));
+    write_file(dir.path(), "big.json", &big_file("big", 300, 0));
     let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let stalled = SpearletProc::start("stalled", &[sms.grpc.clone()], &state.path().join("stalled"));
-    let healthy = SpearletProc::start("healthy", &[sms.grpc.clone()], &state.path().join("healthy"));
+    let stalled = SpearletProc::start("stalled", &sms.grpc, &state.path().join("stalled"));
+    let healthy = SpearletProc::start("healthy", &sms.grpc, &state.path().join("healthy"));
     converged(&sms, &stalled);
     converged(&sms, &healthy);
 
@@ -171,7 +165,7 @@ fn a_stalled_watcher_does_not_delay_the_others() {
     stalled.proc.pause(true);
     for version in 1..=20 {
         let before = sms_registry(&sms.grpc).unwrap().1;
-        write(dir.path(), "big.json", &big_file("big", 300, version));
+        write_file(dir.path(), "big.json", &big_file("big", 300, version));
         eventually("SMS and the healthy node to apply each change", SOON, || {
             let expected = sms_registry(&sms.grpc)?;
             let got = node_registry(&healthy.registry()?)?;

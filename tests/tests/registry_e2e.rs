@@ -1,32 +1,14 @@
 //! The registry plane end to end: the real `sms` binary on a real directory,
 //! a real `spearlet` syncing from it over gRPC.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
+use spear_tests::fixtures::{stdio_server as server, write_file};
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
 
 const SOON: Duration = Duration::from_secs(10);
-
-fn write(dir: &Path, name: &str, text: &str) {
-    // Write-to-temp-then-rename, as config management tools do.
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dir.join(name)).unwrap();
-}
-
-fn server(id: &str, description: &str) -> String {
-    serde_json::json!({
-        "id": id,
-        "description": description,
-        "transport": "stdio",
-        "command": "npx",
-        "args": ["-y", "@modelcontextprotocol/server-everything"],
-    })
-    .to_string()
-}
 
 /// The node's servers as (id, description) pairs, sorted.
 fn node_servers(node: &SpearletProc) -> Result<Vec<(String, String)>, String> {
@@ -66,16 +48,16 @@ fn file_problems(sms: &SmsProc) -> Vec<Value> {
 #[test]
 fn file_add_change_delete_reach_the_node() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "a.json", &server("alpha", "first"));
+    write_file(dir.path(), "a.json", &server("alpha", "first"));
     let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("alpha", "first")]);
 
-    write(dir.path(), "b.json", &server("beta", "dropped in"));
+    write_file(dir.path(), "b.json", &server("beta", "dropped in"));
     wait_node_has(&node, &[("alpha", "first"), ("beta", "dropped in")]);
 
-    write(dir.path(), "a.json", &server("alpha", "changed"));
+    write_file(dir.path(), "a.json", &server("alpha", "changed"));
     wait_node_has(&node, &[("alpha", "changed"), ("beta", "dropped in")]);
 
     std::fs::remove_file(dir.path().join("b.json")).unwrap();
@@ -103,15 +85,15 @@ fn file_add_change_delete_reach_the_node() {
 #[test]
 fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "fs.json", &server("fs", "good"));
+    write_file(dir.path(), "fs.json", &server("fs", "good"));
     let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("fs", "good")]);
     let revision = sms.status()["revision"].clone();
 
     // A typo in a key: rejected with the file, the path and a suggestion.
-    write(
+    write_file(
         dir.path(),
         "fs.json",
         r#"{"id": "fs", "description": "typo", "command": "npx", "allowd_tools": ["read_*"]}"#,
@@ -130,13 +112,13 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     wait_node_has(&node, &[("fs", "good")]);
 
     // Invalid JSON too, then a fix clears the problem.
-    write(dir.path(), "fs.json", "{\"id\": \"fs\", ");
+    write_file(dir.path(), "fs.json", "{\"id\": \"fs\", ");
     eventually("the JSON error to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
         if text.contains("fs.json") && text.contains("line") { Ok(()) } else { Err(text) }
     });
     wait_node_has(&node, &[("fs", "good")]);
-    write(dir.path(), "fs.json", &server("fs", "fixed"));
+    write_file(dir.path(), "fs.json", &server("fs", "fixed"));
     wait_node_has(&node, &[("fs", "fixed")]);
     assert!(file_problems(&sms).is_empty());
 }
@@ -144,13 +126,13 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
 #[test]
 fn a_duplicate_id_across_files_names_both_files() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "first.json", &server("shared", "from first"));
+    write_file(dir.path(), "first.json", &server("shared", "from first"));
     let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("shared", "from first")]);
 
-    write(dir.path(), "second.json", &server("shared", "from second"));
+    write_file(dir.path(), "second.json", &server("shared", "from second"));
     let text = eventually("the duplicate to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
         if text.contains("shared") { Ok(text) } else { Err(text) }
@@ -166,14 +148,14 @@ fn a_duplicate_id_across_files_names_both_files() {
 #[test]
 fn admin_writes_need_the_token_and_never_touch_file_servers() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "fs.json", &server("fs", "from a file"));
+    write_file(dir.path(), "fs.json", &server("fs", "from a file"));
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(dir.path().into()),
         admin_token: Some("t0ken-value".into()),
         ..Default::default()
     });
     let state = tempfile::tempdir().unwrap();
-    let node = SpearletProc::start("node-1", &[sms.grpc.clone()], &state.path().join("n1"));
+    let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("fs", "from a file")]);
 
     let spec = sms.workdir().join("api.json");
@@ -202,7 +184,7 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
     assert!(err.contains("fs.json"), "{err}");
 
     // And a file cannot take an id the API owns.
-    write(dir.path(), "api.json", &server("api", "file wants it"));
+    write_file(dir.path(), "api.json", &server("api", "file wants it"));
     eventually("the ownership conflict to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
         if text.contains("admin API") { Ok(()) } else { Err(text) }
@@ -224,14 +206,14 @@ fn sms_validate_exit_codes() {
         )
     };
     let good = tempfile::tempdir().unwrap();
-    write(good.path(), "a.json", &server("a", "x"));
+    write_file(good.path(), "a.json", &server("a", "x"));
     let (code, out) = run(&["validate", &good.path().to_string_lossy()]);
     assert_eq!(code, 0, "{out}");
 
     let bad = tempfile::tempdir().unwrap();
-    write(bad.path(), "a.json", &server("a", "x"));
-    write(bad.path(), "b.json", &server("a", "y"));
-    write(bad.path(), "c.json", r#"{"id": "Bad Id", "command": "x"}"#);
+    write_file(bad.path(), "a.json", &server("a", "x"));
+    write_file(bad.path(), "b.json", &server("a", "y"));
+    write_file(bad.path(), "c.json", r#"{"id": "Bad Id", "command": "x"}"#);
     let (code, out) = run(&["validate", &bad.path().to_string_lossy()]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("a.json") && out.contains("b.json"), "{out}");

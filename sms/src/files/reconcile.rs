@@ -162,36 +162,23 @@ pub fn plan_file(
     let source = file_source(file);
     let declared: BTreeMap<&str, &ServerSpec> = specs.iter().map(|s| (s.id.as_str(), s)).collect();
     for (id, spec) in &declared {
-        match view.get(id) {
-            Some(existing) => {
-                match record_file(existing) {
-                    Some(owner) if owner != file && present.contains(owner) => {
-                        problems.push(Problem {
-                            file: file.to_string(),
-                            path: String::new(),
-                            message: format!(
-                                "server id '{id}' is already declared in {owner}; ids must be unique across the directory, so rename one of them"
-                            ),
-                        });
-                        continue;
-                    }
-                    None => {
-                        problems.push(Problem {
-                            file: file.to_string(),
-                            path: String::new(),
-                            message: format!(
-                                "server id '{id}' is registered through the admin API; delete it there or choose another id"
-                            ),
-                        });
-                        continue;
-                    }
-                    _ => {}
-                }
-                if existing.spec.as_ref() == Some(*spec) && existing.source.as_ref() == Some(&source) {
-                    continue;
-                }
+        if let Some(existing) = view.get(id) {
+            let owner_problem = match record_file(existing) {
+                Some(owner) if owner != file && present.contains(owner) => Some(format!(
+                    "server id '{id}' is already declared in {owner}; ids must be unique across the directory, so rename one of them"
+                )),
+                None => Some(format!(
+                    "server id '{id}' is registered through the admin API; delete it there or choose another id"
+                )),
+                _ => None,
+            };
+            if let Some(message) = owner_problem {
+                problems.push(Problem { file: file.to_string(), path: String::new(), message });
+                continue;
             }
-            None => {}
+            if existing.spec.as_ref() == Some(*spec) && existing.source.as_ref() == Some(&source) {
+                continue;
+            }
         }
         change.upserts.push(ServerRecord {
             spec: Some((*spec).clone()),

@@ -368,8 +368,10 @@ fn check_transport_fields(problems: &mut Problems, path: &str, entry: &Map<Strin
             let url = spec.url.as_str();
             if url.is_empty() && entry.get("url").is_none_or(Value::is_string) {
                 problems.push(&format!("{path}.url"), "a remote server needs a \"url\"");
-            } else if !url.is_empty()
-                && !(url.starts_with("http://") || url.starts_with("https://") || starts_with_reference(url))
+            } else if !(url.is_empty()
+                || url.starts_with("http://")
+                || url.starts_with("https://")
+                || starts_with_reference(url))
             {
                 problems.push(&format!("{path}.url"), "must start with http:// or https://");
             }
