@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace: unit tests, the store conformance suite
 # against a real etcd, and the end-to-end tests that start the real `sms` and
-# `spearlet` binaries. Installs what it needs first.
+# `spearlet` binaries. Installs what it needs first. Ends with one line:
+# "tests: N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 scripts/setup.sh
 cargo build --workspace --bins
-cargo test --workspace --no-fail-fast "$@"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee "$log" || status=$?
+counts=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+             END { printf "%d passed, %d failed", p, f }' "$log")
+echo
+echo "tests: $counts"
+exit "$status"

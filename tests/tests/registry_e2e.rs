@@ -225,3 +225,56 @@ fn sms_validate_exit_codes() {
     let (code, out) = run(&["validate"]);
     assert_eq!(code, 2, "{out}");
 }
+
+#[test]
+fn secrets_never_reach_logs_status_or_views() {
+    let secret = "sk-live-DO-NOT-LEAK-0042";
+    let dir = tempfile::tempdir().unwrap();
+    let good = serde_json::json!({
+        "id": "vault",
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-everything"],
+        "env": {"API_TOKEN": secret, "REF": "${FROM_NODE}"},
+    });
+    write_file(dir.path(), "vault.json", &good.to_string());
+    // A bad file whose problems sit right next to secret values.
+    let bad = serde_json::json!({
+        "id": "remote",
+        "url": "https://h/mcp",
+        "headers": {"Bad Header": secret, "Authorization": format!("Bearer {secret} ${{BROKEN")},
+    });
+    write_file(dir.path(), "remote.json", &bad.to_string());
+    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let state = tempfile::tempdir().unwrap();
+    let node_dir = state.path().join("n1");
+    let node = SpearletProc::start("node-1", &sms.grpc, &node_dir);
+    eventually("the node to hold vault", SOON, || {
+        let view = node.registry()?;
+        if view.to_string().contains("vault") { Ok(()) } else { Err(view.to_string()) }
+    });
+    let status = sms.status();
+    assert!(status.to_string().contains("remote.json"), "the bad file is reported: {status}");
+
+    let registry_cli = std::process::Command::new(bin("spearlet"))
+        .args(["registry", "--json", "--state-dir"])
+        .arg(&node_dir)
+        .output()
+        .unwrap();
+    let outputs = [
+        ("sms status", status.to_string()),
+        ("sms servers", sms.client(&["servers"]).1),
+        ("sms log", sms.proc.log()),
+        ("node /registry", node.registry().unwrap().to_string()),
+        ("node /status", node.status().unwrap().to_string()),
+        ("node log", node.proc.log()),
+        ("spearlet registry --json", String::from_utf8_lossy(&registry_cli.stdout).into_owned()),
+    ];
+    for (what, text) in outputs {
+        assert!(!text.contains(secret), "{what} shows a secret:\n{text}");
+    }
+    assert!(outputs_mention_redaction(&node.registry().unwrap()));
+}
+
+fn outputs_mention_redaction(view: &Value) -> bool {
+    view.to_string().contains("API_TOKEN") && view.to_string().contains("<redacted>")
+}
