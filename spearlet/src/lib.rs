@@ -13,3 +13,4 @@ pub mod node;
 pub mod persist;
 pub mod registry;
 pub mod sync;
+pub mod tools;
