@@ -4,6 +4,7 @@
 //! pre-encoded watch frames.
 
 pub mod frame;
+pub mod patterns;
 
 /// Version 1 of the Spear protocol.
 pub mod v1 {

@@ -11,6 +11,7 @@ pub mod heartbeat;
 pub mod http;
 pub mod node;
 pub mod persist;
+pub mod policy;
 pub mod registry;
 pub mod sync;
 pub mod tools;

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use spear_proto::v1::{Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
 
 use super::ids::check_server_id;
-use super::patterns::check_pattern;
+use spear_proto::patterns::check_pattern;
 use super::problem::Problem;
 use super::refs::{check_references, is_env_name, starts_with_reference};
 use super::suggest::closest;

@@ -1,4 +1,8 @@
 //! Tool-name patterns: anchored globs with `*` and `?`.
+//!
+//! Part of the contract: SMS validates patterns in server files with
+//! [`check_pattern`], nodes apply them (and task and session lists) with
+//! [`glob_match`], so both sides must agree on exactly what they mean.
 
 /// Longest accepted pattern.
 pub const MAX_PATTERN_LEN: usize = 128;

@@ -1,0 +1,12 @@
+//! MCP policy (DESIGN §3.3): three layers, each can only narrow the one
+//! above, deny always wins. Pure functions, so the same predicate serves the
+//! tool list of a request, the re-check before each call and `explain`.
+
+mod decide;
+mod params;
+
+#[cfg(test)]
+mod tests;
+
+pub use decide::{server_verdict, tool_verdict, Layer, Verdict};
+pub use params::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
