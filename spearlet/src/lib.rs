@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod heartbeat;
 pub mod http;
+pub mod mcp;
 pub mod node;
 pub mod persist;
 pub mod policy;

@@ -5,8 +5,12 @@ use clap::Parser;
 #[tokio::main]
 async fn main() {
     let cli = spearlet::cli::Cli::parse();
-    if let Err(error) = spearlet::cli::run(cli).await {
-        eprintln!("spearlet: {error:#}");
-        std::process::exit(1);
-    }
+    let code = match spearlet::cli::run(cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("spearlet: {error:#}");
+            1
+        }
+    };
+    std::process::exit(code);
 }

@@ -1,4 +1,7 @@
-//! The `spearlet` command line: `spearlet run` and `spearlet registry`.
+//! The `spearlet` command line: `spearlet run`, `spearlet registry` and
+//! `spearlet mcp`.
+
+mod mcp;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,6 +42,9 @@ pub enum Command {
         #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
         log_format: String,
     },
+    /// Talk to an MCP server as this node would: list its tools, call one.
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
     /// Show the registry this node holds (from its state dir).
     Registry {
         #[arg(long, env = "SPEARLET_STATE_DIR")]
@@ -61,9 +67,13 @@ fn init_logging(format: &str) -> Result<()> {
     .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
 }
 
-/// Runs the command line.
-pub async fn run(cli: Cli) -> Result<()> {
+/// Runs the command line; returns the exit code.
+pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
+        Command::Mcp(command) => {
+            init_logging("human")?;
+            mcp::run(command).await
+        }
         Command::Registry { state_dir, json } => {
             if !state_dir.exists() {
                 bail!("state dir {} does not exist; is this the node's --state-dir?", state_dir.display());
@@ -74,7 +84,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", table(&view));
             }
-            Ok(())
+            Ok(0)
         }
         Command::Run { sms, state_dir, node_id, metrics_listen, log_format } => {
             init_logging(&log_format)?;
@@ -89,7 +99,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             shutdown_signal().await;
             info!("shutting down");
             node.shutdown().await;
-            Ok(())
+            Ok(0)
         }
     }
 }

@@ -1,0 +1,207 @@
+//! One MCP session with one server, over rmcp: connect (spawn + initialize
+//! within the startup timeout), list tools page by page, call a tool with a
+//! timeout that sends `notifications/cancelled`, and shut down cleanly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, PaginatedRequestParams, ServerResult, Tool,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use spear_proto::v1::{ServerSpec, Transport};
+use tokio::sync::watch;
+
+use super::env::{ResolveError, Resolver};
+use super::stdio::{StdioChild, StdioCommand};
+
+/// Why talking to a server failed. Messages never carry env or header values.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("cannot start '{program}': {source}")]
+    Spawn { program: String, source: std::io::Error },
+    #[error("the server did not complete the MCP handshake: {0}")]
+    Initialize(String),
+    #[error("{what} timed out after {after:?}")]
+    Timeout { what: &'static str, after: Duration },
+    #[error("the server connection is closed")]
+    Closed,
+    #[error("the server answered with an error: {0}")]
+    Server(String),
+    #[error("transport {0} is not supported by this node yet")]
+    Unsupported(&'static str),
+    #[error("tools/list returned more than {0} pages; the rest were ignored")]
+    TooManyPages(usize),
+}
+
+/// Receives server notifications; counts `tools/list_changed`.
+#[derive(Clone)]
+struct Notifications {
+    tools_changed: Arc<watch::Sender<u64>>,
+}
+
+impl ClientHandler for Notifications {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.tools_changed.send_modify(|n| *n += 1);
+        std::future::ready(())
+    }
+}
+
+/// Timeouts of one server, with the node's defaults filled in.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub startup: Duration,
+    pub list_tools: Duration,
+    pub call: Duration,
+}
+
+impl Timeouts {
+    /// The server's declared timeouts, or these defaults.
+    pub fn for_spec(spec: &ServerSpec) -> Self {
+        let t = spec.timeouts.unwrap_or_default();
+        let pick = |ms: u32, default: u64| Duration::from_millis(if ms == 0 { default } else { u64::from(ms) });
+        Self { startup: pick(t.startup_ms, 30_000), list_tools: pick(t.list_tools_ms, 10_000), call: pick(t.call_ms, 60_000) }
+    }
+}
+
+/// A live MCP session.
+pub struct McpClient {
+    service: RunningService<RoleClient, Notifications>,
+    child: Option<StdioChild>,
+    tools_changed: watch::Receiver<u64>,
+}
+
+/// Resolves a stdio server's command line and env on this node.
+pub fn stdio_command(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(StdioCommand, Resolver), ResolveError> {
+    let mut resolver = Resolver::default();
+    let program = resolver.resolve("command", &spec.command, lookup)?;
+    let args = spec
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| resolver.resolve(&format!("args[{i}]"), a, lookup))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut env: Vec<(String, String)> = Vec::with_capacity(spec.env.len());
+    let mut names: Vec<&String> = spec.env.keys().collect();
+    names.sort();
+    for name in names {
+        let value = resolver.resolve(&format!("env.{name}"), &spec.env[name], lookup)?;
+        env.push((name.clone(), value));
+    }
+    let cwd = (!spec.cwd.is_empty()).then(|| spec.cwd.clone().into());
+    Ok((StdioCommand { program, args, env, cwd }, resolver))
+}
+
+impl McpClient {
+    /// Starts `spec`'s server and completes the MCP handshake.
+    pub async fn connect(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+        match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
+            Transport::Stdio => {}
+            Transport::StreamableHttp => return Err(McpError::Unsupported("streamable_http")),
+            Transport::Sse => return Err(McpError::Unsupported("sse")),
+            Transport::Unspecified => return Err(McpError::Unsupported("unspecified")),
+        }
+        let timeouts = Timeouts::for_spec(spec);
+        let (command, resolver) = stdio_command(spec, lookup)?;
+        let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))
+            .map_err(|source| McpError::Spawn { program: command.program.clone(), source })?;
+        let (tx, tools_changed) = watch::channel(0);
+        let handler = Notifications { tools_changed: Arc::new(tx) };
+        let mut child = Some(child);
+        let service = match tokio::time::timeout(timeouts.startup, handler.serve((stdout, stdin))).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(error)) => {
+                shutdown_child(&mut child).await;
+                return Err(McpError::Initialize(error.to_string()));
+            }
+            Err(_) => {
+                shutdown_child(&mut child).await;
+                return Err(McpError::Timeout { what: "server startup", after: timeouts.startup });
+            }
+        };
+        Ok(McpClient { service, child, tools_changed })
+    }
+
+    /// Every tool of the server, following `nextCursor` for at most `page_cap` pages.
+    pub async fn list_tools(&self, page_cap: usize, timeout: Duration) -> Result<Vec<Tool>, McpError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..page_cap {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let page = tokio::time::timeout(timeout, self.service.peer().list_tools(Some(params)))
+                .await
+                .map_err(|_| McpError::Timeout { what: "tools/list", after: timeout })?
+                .map_err(service_error)?;
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+        Err(McpError::TooManyPages(page_cap))
+    }
+
+    /// Calls `tool`. On timeout the request is cancelled at the server
+    /// (`notifications/cancelled`) and the call fails.
+    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>, timeout: Duration) -> Result<CallToolResult, McpError> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // With a timeout option, rmcp sends `notifications/cancelled` (and
+        // waits until it is sent) before reporting the timeout.
+        let handle = self
+            .service
+            .peer()
+            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
+            .await
+            .map_err(service_error)?;
+        match handle.await_response().await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Err(McpError::Server("unexpected answer to tools/call".into())),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err(McpError::Timeout { what: "tools/call", after: timeout }),
+            Err(error) => Err(service_error(error)),
+        }
+    }
+
+    /// Notified (with a counter) on every `notifications/tools/list_changed`.
+    pub fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.tools_changed.clone()
+    }
+
+    /// True once the transport is closed (the server died or hung up).
+    pub fn is_closed(&self) -> bool {
+        self.service.is_transport_closed()
+    }
+
+    /// The stdio server's process id, if it is a local process.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(StdioChild::pid)
+    }
+
+    /// Closes the session: stdin first, then the process group.
+    pub async fn shutdown(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.service.close()).await;
+        shutdown_child(&mut self.child).await;
+    }
+}
+
+async fn shutdown_child(child: &mut Option<StdioChild>) {
+    if let Some(child) = child.as_mut() {
+        child.shutdown(Duration::from_secs(2)).await;
+    }
+}
+
+fn service_error(error: rmcp::ServiceError) -> McpError {
+    match error {
+        rmcp::ServiceError::McpError(e) => McpError::Server(e.message.to_string()),
+        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => McpError::Closed,
+        rmcp::ServiceError::Timeout { timeout } => McpError::Timeout { what: "request", after: timeout },
+        other => McpError::Server(other.to_string()),
+    }
+}

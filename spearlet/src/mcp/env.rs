@@ -1,0 +1,111 @@
+//! `${NAME}` and `${NAME:-default}` resolved on the node, at connect time.
+//!
+//! SMS ships references verbatim; only the node that runs (or calls) the
+//! server reads the values from its own environment. The values that came
+//! from references are remembered as secrets so the child's stderr can be
+//! redacted, and an unresolved reference is an error naming the variable and
+//! the field, never a value.
+
+/// Why a server's references could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{field} refers to ${{{name}}}, which is not set on this node; set it in the spearlet's environment or give a default with ${{{name}:-...}}")]
+    Unset { field: String, name: String },
+    #[error("{field} has a malformed reference; fix the server file")]
+    Malformed { field: String },
+}
+
+/// Text with references replaced, plus the values that were substituted.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    /// Values substituted from the environment: never to be logged.
+    pub secrets: Vec<String>,
+}
+
+impl Resolver {
+    /// Resolves every reference in `text` with `lookup`.
+    pub fn resolve(
+        &mut self,
+        field: &str,
+        text: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<String, ResolveError> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find('$') {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            if let Some(after) = tail.strip_prefix("$${") {
+                out.push_str("${");
+                rest = after;
+            } else if let Some(after) = tail.strip_prefix("${") {
+                let end = after.find('}').ok_or_else(|| ResolveError::Malformed { field: field.to_string() })?;
+                let inner = &after[..end];
+                let (name, default) = match inner.split_once(":-") {
+                    Some((name, default)) => (name, Some(default)),
+                    None => (inner, None),
+                };
+                // `${NAME:-default}` also covers a set-but-empty NAME, as in a shell.
+                let found = lookup(name).filter(|v| !v.is_empty() || default.is_none());
+                let value = match (found, default) {
+                    (Some(value), _) => {
+                        if !value.is_empty() {
+                            self.secrets.push(value.clone());
+                        }
+                        value
+                    }
+                    (None, Some(default)) => default.to_string(),
+                    (None, None) => return Err(ResolveError::Unset { field: field.to_string(), name: name.to_string() }),
+                };
+                out.push_str(&value);
+                rest = &after[end + 1..];
+            } else {
+                out.push('$');
+                rest = &tail[1..];
+            }
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// `line` with every secret replaced by `<redacted>`.
+    pub fn redact(&self, line: &str) -> String {
+        let mut out = line.to_string();
+        for secret in self.secrets.iter().filter(|s| s.len() >= 4) {
+            out = out.replace(secret.as_str(), "<redacted>");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("s3cr3t-value".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn references_resolve_with_defaults_and_escapes() {
+        let mut r = Resolver::default();
+        assert_eq!(r.resolve("f", "Bearer ${TOKEN}", &env).unwrap(), "Bearer s3cr3t-value");
+        assert_eq!(r.resolve("f", "${MISSING:-fallback}", &env).unwrap(), "fallback");
+        assert_eq!(r.resolve("f", "${EMPTY:-fallback}", &env).unwrap(), "fallback");
+        assert_eq!(r.resolve("f", "$${TOKEN} costs $5", &env).unwrap(), "${TOKEN} costs $5");
+        assert_eq!(r.secrets, vec!["s3cr3t-value"]);
+        assert_eq!(r.redact("auth failed for s3cr3t-value"), "auth failed for <redacted>");
+    }
+
+    #[test]
+    fn unset_references_name_the_variable_not_a_value() {
+        let mut r = Resolver::default();
+        let err = r.resolve("env.API_KEY", "${MISSING}", &env).unwrap_err();
+        assert!(err.to_string().contains("MISSING") && err.to_string().contains("env.API_KEY"));
+        assert!(matches!(r.resolve("args[0]", "${BROKEN", &env), Err(ResolveError::Malformed { .. })));
+    }
+}

@@ -1,0 +1,15 @@
+//! MCP on the node: resolving a server's references, running stdio servers
+//! as supervised children, talking MCP over rmcp, and rendering what tools
+//! return for a model.
+
+mod client;
+mod env;
+mod render;
+mod schema;
+mod stdio;
+
+pub use client::{stdio_command, McpClient, McpError, Timeouts};
+pub use env::{ResolveError, Resolver};
+pub use render::{render_result, truncate_utf8, RenderedResult};
+pub use schema::check_input_schema;
+pub use stdio::{StdioChild, StdioCommand};
