@@ -18,3 +18,14 @@ fi
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1 >&2
 fi
+
+# The npm reference MCP servers the tests talk to, pinned, in a cache outside
+# the clone (SPEAR_NPM_DIR overrides where).
+npm_dir="${SPEAR_NPM_DIR:-$HOME/.cache/spear/npm}"
+peers=("@modelcontextprotocol/server-everything@2026.8.31" "@modelcontextprotocol/server-filesystem@2026.8.31")
+if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$npm_dir/node_modules/.bin/mcp-server-filesystem" ]; then
+  command -v npm >/dev/null 2>&1 || { echo "setup: npm is needed for the MCP reference servers (apt-get install nodejs npm)" >&2; exit 1; }
+  mkdir -p "$npm_dir"
+  echo "setup: installing ${peers[*]}" >&2
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${peers[@]}" >&2
+fi

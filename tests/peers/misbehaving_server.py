@@ -10,6 +10,7 @@ Tools:
   bad_schema    has an input schema that is not an object schema
   spawn         starts a grandchild that sleeps, prints its pid, answers
   env           answers with its environment as JSON
+  stderr        writes N lines to stderr, each with $TOKEN in it ({"lines": N})
 
 The file named by $MISBEHAVING_LOG, if set, receives one line per
 notification the server gets (to prove cancellations arrive).
@@ -28,6 +29,8 @@ TOOLS = [
     {"name": "bad_schema", "description": "unusable schema", "inputSchema": {"type": "array"}},
     {"name": "spawn", "description": "starts a grandchild", "inputSchema": {"type": "object"}},
     {"name": "env", "description": "shows its environment", "inputSchema": {"type": "object"}},
+    {"name": "stderr", "description": "floods stderr",
+     "inputSchema": {"type": "object", "properties": {"lines": {"type": "integer"}}}},
 ]
 
 
@@ -76,6 +79,12 @@ def main():
             elif name == "spawn":
                 child = subprocess.Popen(["sleep", "300"])
                 text(request_id, str(child.pid))
+            elif name == "stderr":
+                token = os.environ.get("TOKEN", "")
+                for i in range(int(args.get("lines", 10))):
+                    sys.stderr.write("line %d token=%s\n" % (i, token))
+                sys.stderr.flush()
+                text(request_id, "wrote")
             elif name == "env":
                 text(request_id, json.dumps(dict(os.environ)))
             else:

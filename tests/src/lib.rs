@@ -6,5 +6,6 @@ pub mod etcd;
 pub mod fixtures;
 pub mod history;
 pub mod http;
+pub mod peers;
 pub mod procs;
 pub mod wait;
