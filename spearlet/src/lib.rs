@@ -7,6 +7,7 @@
 //! [`node`] wires these together; `main.rs` only parses arguments.
 
 pub mod cli;
+pub mod connections;
 pub mod heartbeat;
 pub mod http;
 pub mod mcp;
@@ -14,5 +15,6 @@ pub mod node;
 pub mod persist;
 pub mod policy;
 pub mod registry;
+pub mod router;
 pub mod sync;
 pub mod tools;

@@ -35,6 +35,10 @@ pub enum McpError {
     Unsupported(&'static str),
     #[error("tools/list returned more than {0} pages; the rest were ignored")]
     TooManyPages(usize),
+    #[error("server '{0}' is not in this node's registry")]
+    UnknownServer(String),
+    #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
+    Restarting { last_error: String, retry_in: Duration },
 }
 
 /// Receives server notifications; counts `tools/list_changed`.
@@ -182,6 +186,13 @@ impl McpClient {
     /// The stdio server's process id, if it is a local process.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().and_then(StdioChild::pid)
+    }
+
+    /// Kills the server's process group now (calls in flight fail at once).
+    pub fn kill(&self) {
+        if let Some(child) = self.child.as_ref() {
+            child.kill();
+        }
     }
 
     /// Closes the session: stdin first, then the process group.

@@ -111,6 +111,11 @@ impl StdioChild {
         self.pgid = None;
     }
 
+    /// SIGKILLs the whole process group.
+    pub fn kill(&self) {
+        self.signal_group(libc::SIGKILL);
+    }
+
     /// True once the server process has exited.
     pub fn has_exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))

@@ -1,0 +1,104 @@
+//! One supervised MCP connection per server per node, shared by every
+//! session, created on first use and closed when the server leaves the
+//! registry or changes.
+//!
+//! Each server has a [`slot`]: its connection (if any), its tool catalog, a
+//! semaphore for `max_concurrency`, its visible state and a backoff that
+//! gates reconnection after a failure. A dead server fails calls at once and
+//! is reconnected on the next use once its backoff allows.
+
+mod slot;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rmcp::model::JsonObject;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+pub use slot::{Catalog, ServerState, ServerStatus};
+
+use crate::mcp::{McpError, RenderedResult};
+use crate::registry::RegistryHandle;
+use slot::Slot;
+
+/// Reads a variable of the node's environment (for `${NAME}` references).
+pub type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The node's MCP connections.
+#[derive(Clone)]
+pub struct Connections {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: RegistryHandle,
+    lookup: Lookup,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+impl Connections {
+    /// Starts watching the registry: a change to a server closes exactly
+    /// that server's connection and drops its catalog.
+    pub fn new(registry: RegistryHandle, lookup: Lookup) -> (Connections, JoinHandle<()>) {
+        let connections = Connections { inner: Arc::new(Inner { registry, lookup, slots: Mutex::default() }) };
+        let watcher = tokio::spawn(connections.clone().invalidate_on_change());
+        (connections, watcher)
+    }
+
+    async fn invalidate_on_change(self) {
+        let mut changes = self.inner.registry.subscribe();
+        while changes.changed().await.is_ok() {
+            let change = changes.borrow_and_update().clone();
+            let stale: Vec<Arc<Slot>> = {
+                let mut slots = self.inner.slots.lock();
+                change.affected.iter().filter_map(|id| slots.remove(id)).collect()
+            };
+            for slot in stale {
+                info!(server_id = %slot.id(), "server changed in the registry; closing its connection");
+                slot.close().await;
+            }
+        }
+    }
+
+    /// The slot of `server_id`, made from the current registry entry.
+    fn slot(&self, server_id: &str) -> Result<Arc<Slot>, McpError> {
+        if let Some(slot) = self.inner.slots.lock().get(server_id) {
+            return Ok(Arc::clone(slot));
+        }
+        let view = self.inner.registry.current();
+        let record = view.servers.get(server_id).ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
+        let spec = record.spec.clone().ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
+        let mut slots = self.inner.slots.lock();
+        let slot = slots
+            .entry(server_id.to_string())
+            .or_insert_with(|| Arc::new(Slot::new(spec, Arc::clone(&self.inner.lookup))));
+        Ok(Arc::clone(slot))
+    }
+
+    /// The server's usable tools (connecting on first use).
+    pub async fn catalog(&self, server_id: &str) -> Result<Arc<Catalog>, McpError> {
+        self.slot(server_id)?.catalog().await
+    }
+
+    /// Calls `tool`, within the server's concurrency limit and timeout, and
+    /// renders the result within its output limit.
+    pub async fn call(&self, server_id: &str, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
+        self.slot(server_id)?.call(tool, arguments).await
+    }
+
+    /// State of every server this node has used.
+    pub fn status(&self) -> BTreeMap<String, ServerStatus> {
+        let slots: Vec<Arc<Slot>> = self.inner.slots.lock().values().cloned().collect();
+        slots.iter().map(|s| (s.id().to_string(), s.status())).collect()
+    }
+
+    /// Closes every connection.
+    pub async fn shutdown(&self) {
+        let slots: Vec<Arc<Slot>> = self.inner.slots.lock().drain().map(|(_, s)| s).collect();
+        for slot in slots {
+            slot.close().await;
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! One server's connection, catalog, limits and state.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{JsonObject, Tool};
+use spear_proto::v1::ServerSpec;
+use tokio::sync::{watch, Semaphore};
+use tracing::{info, warn};
+
+use super::Lookup;
+use crate::mcp::{check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts};
+use crate::sync::Backoff;
+
+/// `tools/list` pages read at most per refresh.
+const PAGE_CAP: usize = 100;
+/// Node defaults where a server declares no limit.
+const DEFAULT_MAX_CONCURRENCY: usize = 16;
+const DEFAULT_MAX_OUTPUT_BYTES: usize = 200_000;
+
+/// What an operator sees of a server on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerState {
+    /// Not connected yet, or connecting.
+    Starting,
+    Ready,
+    /// Connected, but some tools are quarantined or the last call timed out.
+    Degraded,
+    /// The last attempt failed; see `last_error`. Retried with backoff.
+    Failed,
+}
+
+impl ServerState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerState::Starting => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Degraded => "degraded",
+            ServerState::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerStatus {
+    pub state: ServerState,
+    pub last_error: Option<String>,
+    pub restarts: u32,
+    pub tools: usize,
+    /// `(tool, why)` for tools not offered because of their schema.
+    pub quarantined: Vec<(String, String)>,
+}
+
+/// A server's usable tools, as listed once.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub tools: Vec<Tool>,
+    pub quarantined: Vec<(String, String)>,
+}
+
+struct Live {
+    client: Arc<McpClient>,
+    tools_changed: watch::Receiver<u64>,
+    catalog: Option<Arc<Catalog>>,
+}
+
+struct Retry {
+    backoff: Backoff,
+    not_before: Option<Instant>,
+    failed_before: bool,
+}
+
+pub(super) struct Slot {
+    spec: ServerSpec,
+    lookup: Lookup,
+    timeouts: Timeouts,
+    max_output_bytes: usize,
+    permits: Semaphore,
+    live: tokio::sync::Mutex<Option<Live>>,
+    status: parking_lot::Mutex<ServerStatus>,
+    retry: parking_lot::Mutex<Retry>,
+}
+
+impl Slot {
+    pub fn new(spec: ServerSpec, lookup: Lookup) -> Self {
+        let limits = spec.limits.unwrap_or_default();
+        let max_concurrency = if limits.max_concurrency == 0 { DEFAULT_MAX_CONCURRENCY } else { limits.max_concurrency as usize };
+        let max_output_bytes =
+            if limits.max_output_bytes == 0 { DEFAULT_MAX_OUTPUT_BYTES } else { limits.max_output_bytes as usize };
+        Self {
+            timeouts: Timeouts::for_spec(&spec),
+            max_output_bytes,
+            permits: Semaphore::new(max_concurrency),
+            live: tokio::sync::Mutex::new(None),
+            status: parking_lot::Mutex::new(ServerStatus {
+                state: ServerState::Starting,
+                last_error: None,
+                restarts: 0,
+                tools: 0,
+                quarantined: Vec::new(),
+            }),
+            retry: parking_lot::Mutex::new(Retry {
+                backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)),
+                not_before: None,
+                failed_before: false,
+            }),
+            spec,
+            lookup,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.spec.id
+    }
+
+    pub fn status(&self) -> ServerStatus {
+        self.status.lock().clone()
+    }
+
+    /// The live client, connecting if there is none and the backoff allows.
+    async fn connected(&self) -> Result<Arc<McpClient>, McpError> {
+        let mut live = self.live.lock().await;
+        if let Some(current) = live.as_ref() {
+            if !current.client.is_closed() {
+                return Ok(Arc::clone(&current.client));
+            }
+            let dead = live.take();
+            self.failed("the server exited or closed its connection".into());
+            if let Some(dead) = dead {
+                tokio::spawn(close_client(dead.client));
+            }
+        }
+        if let Some(not_before) = self.retry.lock().not_before {
+            let now = Instant::now();
+            if now < not_before {
+                let last_error = self.status.lock().last_error.clone().unwrap_or_default();
+                return Err(McpError::Restarting { last_error, retry_in: not_before - now });
+            }
+        }
+        self.status.lock().state = ServerState::Starting;
+        let lookup = Arc::clone(&self.lookup);
+        match McpClient::connect(&self.spec, &move |name| lookup(name)).await {
+            Ok(client) => {
+                let client = Arc::new(client);
+                let mut retry = self.retry.lock();
+                retry.backoff.reset();
+                retry.not_before = None;
+                let mut status = self.status.lock();
+                if retry.failed_before {
+                    status.restarts += 1;
+                }
+                status.state = ServerState::Ready;
+                info!(server_id = %self.spec.id, pid = ?client.pid(), "MCP server connected");
+                *live = Some(Live { tools_changed: client.tools_changed(), client: Arc::clone(&client), catalog: None });
+                Ok(client)
+            }
+            Err(error) => {
+                self.failed(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    fn failed(&self, error: String) {
+        warn!(server_id = %self.spec.id, %error, "MCP server failed");
+        let mut retry = self.retry.lock();
+        retry.failed_before = true;
+        retry.not_before = Some(Instant::now() + retry.backoff.next_delay());
+        let mut status = self.status.lock();
+        status.state = ServerState::Failed;
+        status.last_error = Some(error);
+    }
+
+    /// The server's tools, listed on first use and again after
+    /// `tools/list_changed` or a reconnect.
+    pub async fn catalog(&self) -> Result<Arc<Catalog>, McpError> {
+        let client = self.connected().await?;
+        {
+            let mut live = self.live.lock().await;
+            if let Some(current) = live.as_mut() {
+                let changed = current.tools_changed.has_changed().unwrap_or(false);
+                if let (Some(catalog), false) = (&current.catalog, changed) {
+                    return Ok(Arc::clone(catalog));
+                }
+                current.tools_changed.borrow_and_update();
+            }
+        }
+        let listed = match client.list_tools(PAGE_CAP, self.timeouts.list_tools).await {
+            Ok(tools) => tools,
+            Err(error) => {
+                if matches!(error, McpError::Closed) {
+                    self.failed(error.to_string());
+                }
+                return Err(error);
+            }
+        };
+        let mut catalog = Catalog::default();
+        for tool in listed {
+            match check_input_schema(&tool.input_schema) {
+                Ok(()) => catalog.tools.push(tool),
+                Err(why) => {
+                    warn!(server_id = %self.spec.id, tool = %tool.name, %why, "tool quarantined: its schema is unusable");
+                    catalog.quarantined.push((tool.name.to_string(), why));
+                }
+            }
+        }
+        let catalog = Arc::new(catalog);
+        {
+            let mut status = self.status.lock();
+            status.tools = catalog.tools.len();
+            status.quarantined = catalog.quarantined.clone();
+            if status.state == ServerState::Ready && !catalog.quarantined.is_empty() {
+                status.state = ServerState::Degraded;
+            }
+        }
+        if let Some(current) = self.live.lock().await.as_mut() {
+            if Arc::ptr_eq(&current.client, &client) {
+                current.catalog = Some(Arc::clone(&catalog));
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Calls `tool` within the concurrency limit and timeout.
+    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
+        let _permit = tokio::time::timeout(self.timeouts.call, self.permits.acquire())
+            .await
+            .map_err(|_| McpError::Timeout { what: "waiting for a free call slot", after: self.timeouts.call })?
+            .map_err(|_| McpError::Closed)?;
+        let client = self.connected().await?;
+        match client.call_tool(tool, arguments, self.timeouts.call).await {
+            Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
+            Err(error) => {
+                match &error {
+                    McpError::Closed => self.failed("the server exited during a call".into()),
+                    McpError::Timeout { .. } => {
+                        let mut status = self.status.lock();
+                        status.state = ServerState::Degraded;
+                        status.last_error = Some(error.to_string());
+                    }
+                    _ => {}
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Closes the connection (registry change or shutdown).
+    pub async fn close(&self) {
+        if let Some(live) = self.live.lock().await.take() {
+            close_client(live.client).await;
+        }
+    }
+}
+
+async fn close_client(client: Arc<McpClient>) {
+    match Arc::try_unwrap(client) {
+        Ok(client) => client.shutdown().await,
+        // Calls still hold it: killing the process group ends them at once.
+        Err(shared) => shared.kill(),
+    }
+}

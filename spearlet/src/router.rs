@@ -1,0 +1,152 @@
+//! The tool router: builds the tool list offered in one LLM request, and
+//! executes the tool calls the model makes against it.
+//!
+//! Only names offered in that very request are executable, the policy is
+//! checked again at execution (the session may have narrowed since), and the
+//! outcome is always something a model can read: an error is a result too.
+
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use tracing::{debug, info_span, Instrument};
+
+use crate::connections::Connections;
+use crate::policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
+use crate::registry::RegistryHandle;
+use crate::tools::OfferedTools;
+
+/// One tool as offered to the model.
+#[derive(Debug, Clone)]
+pub struct OfferedTool {
+    /// The name the model sees (DESIGN §3.4).
+    pub name: String,
+    /// Names the server and the original tool, so the model can tell tools apart.
+    pub description: String,
+    pub input_schema: Arc<JsonObject>,
+    pub server_id: String,
+    pub tool: String,
+}
+
+/// The tools of one request, and the map to resolve the model's calls.
+#[derive(Debug, Default, Clone)]
+pub struct ToolSet {
+    pub offered: OfferedTools,
+    pub tools: Vec<OfferedTool>,
+}
+
+/// What a tool call gives back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    pub text: String,
+    pub is_error: bool,
+    /// The `(server, tool)` that ran, if any did.
+    pub executed: Option<(String, String)>,
+}
+
+impl ToolOutcome {
+    fn refused(text: String) -> Self {
+        Self { text, is_error: true, executed: None }
+    }
+}
+
+/// Builds tool sets and executes calls.
+#[derive(Clone)]
+pub struct Router {
+    connections: Connections,
+    registry: RegistryHandle,
+}
+
+impl Router {
+    pub fn new(connections: Connections, registry: RegistryHandle) -> Self {
+        Self { connections, registry }
+    }
+
+    /// Every tool the policy lets this session offer, from usable servers.
+    pub async fn tool_set(&self, task: &TaskPolicy, session: &SessionPolicy) -> ToolSet {
+        let view = self.registry.current();
+        let mut set = ToolSet::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for server_id in &session.server_ids {
+            if !seen.insert(server_id.as_str()) {
+                continue;
+            }
+            let spec = view.servers.get(server_id).and_then(|r| r.spec.as_ref());
+            if !server_verdict(task, session, server_id, spec, Ok(())).offered {
+                continue;
+            }
+            let Some(spec) = spec else { continue };
+            let catalog = match self.connections.catalog(server_id).await {
+                Ok(catalog) => catalog,
+                Err(error) => {
+                    debug!(server_id, %error, "server unusable; its tools are not offered");
+                    continue;
+                }
+            };
+            for tool in &catalog.tools {
+                if !tool_verdict(task, session, spec, &tool.name).offered {
+                    continue;
+                }
+                let name = set.offered.offer(server_id, &tool.name);
+                let description = format!(
+                    "[MCP server '{server_id}', tool '{}'] {}",
+                    tool.name,
+                    tool.description.as_deref().unwrap_or("")
+                );
+                set.tools.push(OfferedTool {
+                    name,
+                    description,
+                    input_schema: Arc::clone(&tool.input_schema),
+                    server_id: server_id.clone(),
+                    tool: tool.name.to_string(),
+                });
+            }
+        }
+        set
+    }
+
+    /// Executes one call of the model: `name` as the model sent it and its
+    /// `arguments` as the JSON text the model wrote.
+    pub async fn execute(
+        &self,
+        task: &TaskPolicy,
+        session: &SessionPolicy,
+        set: &ToolSet,
+        name: &str,
+        arguments: &str,
+    ) -> ToolOutcome {
+        let (server_id, tool) = match set.offered.resolve(name) {
+            Ok((server, tool)) => (server.to_string(), tool.to_string()),
+            Err(error) => return ToolOutcome::refused(error.to_string()),
+        };
+        let arguments: Option<JsonObject> = match arguments.trim() {
+            "" => None,
+            text => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(serde_json::Value::Object(map)) => Some(map),
+                Ok(_) => return ToolOutcome::refused("tool arguments must be a JSON object".into()),
+                Err(e) => return ToolOutcome::refused(format!("tool arguments are not valid JSON: {e}")),
+            },
+        };
+        let view = self.registry.current();
+        let spec = view.servers.get(&server_id).and_then(|r| r.spec.as_ref());
+        let server = server_verdict(task, session, &server_id, spec, Ok(()));
+        if !server.offered {
+            return ToolOutcome::refused(format!("tool '{tool}' is not allowed now: {}", server.rule));
+        }
+        if let Some(spec) = spec {
+            let verdict = tool_verdict(task, session, spec, &tool);
+            if !verdict.offered {
+                return ToolOutcome::refused(format!("tool '{tool}' is not allowed now: {}", verdict.rule));
+            }
+        }
+        let span = info_span!("tool_call", server_id = %server_id, tool = %tool);
+        let result = self.connections.call(&server_id, &tool, arguments).instrument(span).await;
+        match result {
+            Ok(rendered) => ToolOutcome { text: rendered.text, is_error: rendered.is_error, executed: Some((server_id, tool)) },
+            Err(error) => ToolOutcome {
+                text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
+                is_error: true,
+                executed: Some((server_id, tool)),
+            },
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The router over real connections: our misbehaving stdio server, the real
+//! connection manager, the real policy.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spearlet::connections::{Connections, ServerState};
+use spearlet::policy::{SessionPolicy, TaskPolicy};
+use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::router::Router;
+use spearlet::tools::offered_name;
+
+fn misbehaving(id: &str) -> ServerSpec {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/misbehaving_server.py");
+    ServerSpec {
+        id: id.into(),
+        transport: Transport::Stdio as i32,
+        command: "python3".into(),
+        args: vec![script.into()],
+        denied_tools: vec!["env".into()],
+        enabled: true,
+        ..Default::default()
+    }
+}
+
+fn registry(specs: Vec<ServerSpec>) -> RegistryHandle {
+    let servers = specs
+        .into_iter()
+        .map(|s| (s.id.clone(), Arc::new(ServerRecord { spec: Some(s), source: None, mod_revision: 1 })))
+        .collect();
+    RegistryHandle::new(RegistryView { epoch: 1, revision: 1, servers })
+}
+
+fn policies() -> (TaskPolicy, SessionPolicy) {
+    let task = TaskPolicy {
+        enabled: true,
+        allowed_server_ids: vec!["mb".into()],
+        default_server_ids: vec!["mb".into()],
+        tool_allowlist: None,
+        tool_denylist: vec!["spawn".into()],
+    };
+    let session = SessionPolicy::from_task(&task);
+    (task, session)
+}
+
+#[tokio::test]
+async fn offered_tools_follow_policy_and_only_they_execute() {
+    let registry = registry(vec![misbehaving("mb")]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let router = Router::new(connections.clone(), registry);
+    let (task, mut session) = policies();
+
+    let set = router.tool_set(&task, &session).await;
+    let names: BTreeSet<&str> = set.tools.iter().map(|t| t.tool.as_str()).collect();
+    // bad_schema is quarantined, env is denied by the server, spawn by the task.
+    assert_eq!(names, ["crash", "hang", "huge", "ok", "stderr"].into_iter().collect());
+    let ok = set.tools.iter().find(|t| t.tool == "ok").unwrap();
+    assert_eq!(ok.name, offered_name("mb", "ok"));
+    assert!(ok.description.contains("'mb'") && ok.description.contains("'ok'"));
+
+    let outcome = router.execute(&task, &session, &set, &ok.name, "{}").await;
+    assert_eq!((outcome.text.as_str(), outcome.is_error), ("ok", false));
+    let compat = router.execute(&task, &session, &set, "mcp.mb.ok", "").await;
+    assert!(!compat.is_error);
+
+    // Invented names and tools that were not offered never run.
+    for invented in ["mcp.mb.env", "mcp.mb.spawn", &offered_name("mb", "env"), "ok", "mcp__bogus"] {
+        let outcome = router.execute(&task, &session, &set, invented, "{}").await;
+        assert!(outcome.is_error && outcome.executed.is_none(), "{invented}: {outcome:?}");
+    }
+    // Bad arguments are an error result, not a crash.
+    let outcome = router.execute(&task, &session, &set, &ok.name, "[1,2").await;
+    assert!(outcome.is_error && outcome.text.contains("not valid JSON"));
+
+    // The policy is checked again at execution: the session narrowed since.
+    session.tool_denylist = vec!["ok".into()];
+    let outcome = router.execute(&task, &session, &set, &ok.name, "{}").await;
+    assert!(outcome.is_error && outcome.executed.is_none(), "{outcome:?}");
+    assert!(outcome.text.contains("mcp.tool_denylist"), "{}", outcome.text);
+    connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crashed_server_fails_fast_then_restarts() {
+    let registry = registry(vec![misbehaving("mb")]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let router = Router::new(connections.clone(), registry);
+    let (task, session) = policies();
+    let set = router.tool_set(&task, &session).await;
+    let name = |tool: &str| offered_name("mb", tool);
+
+    let crashed = router.execute(&task, &session, &set, &name("crash"), "{}").await;
+    assert!(crashed.is_error && crashed.text.contains("closed"), "{}", crashed.text);
+    assert_eq!(connections.status()["mb"].state, ServerState::Failed);
+    // Right after, the server is restarting: the call fails at once.
+    let started = std::time::Instant::now();
+    let early = router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    assert!(early.is_error && early.text.contains("restart"), "{}", early.text);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // After the backoff it is back.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let back = router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    assert_eq!((back.text.as_str(), back.is_error), ("ok", false));
+    let status = &connections.status()["mb"];
+    assert_eq!(status.restarts, 1);
+    assert!(matches!(status.state, ServerState::Ready | ServerState::Degraded));
+    connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_registry_change_closes_exactly_that_connection() {
+    let registry = registry(vec![misbehaving("mb"), misbehaving("other")]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    connections.catalog("mb").await.unwrap();
+    connections.catalog("other").await.unwrap();
+    assert_eq!(connections.status().len(), 2);
+
+    let mut view = (*registry.current()).clone();
+    view.revision = 2;
+    view.servers.remove("mb");
+    registry.publish(Arc::new(view), ["mb".to_string()].into_iter().collect());
+    for _ in 0..100 {
+        if !connections.status().contains_key("mb") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = connections.status();
+    assert!(!status.contains_key("mb") && status.contains_key("other"), "{:?}", status.keys());
+    assert!(connections.catalog("mb").await.is_err(), "a removed server is unknown");
+    connections.shutdown().await;
+}
