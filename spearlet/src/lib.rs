@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod connections;
+pub mod explain;
 pub mod heartbeat;
 pub mod http;
 pub mod mcp;

@@ -42,6 +42,24 @@ pub enum Command {
         #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
         log_format: String,
     },
+    /// Why does (or doesn't) a session see a tool? Every server and tool with
+    /// the layer and rule that decided.
+    Explain {
+        /// The task's config (JSON with an "mcp" object).
+        #[arg(long)]
+        task: PathBuf,
+        /// A session param write, KEY=JSON, as the guest would make it (repeatable).
+        #[arg(long = "set", value_name = "KEY=JSON")]
+        set: Vec<String>,
+        /// The node's state dir (its registry).
+        #[arg(long, env = "SPEARLET_STATE_DIR")]
+        state_dir: PathBuf,
+        /// Do not connect to servers (no tool verdicts, no health).
+        #[arg(long)]
+        no_connect: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Talk to an MCP server as this node would: list its tools, call one.
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
@@ -70,6 +88,10 @@ fn init_logging(format: &str) -> Result<()> {
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
+        Command::Explain { task, set, state_dir, no_connect, json } => {
+            init_logging("human")?;
+            explain(&task, &set, &state_dir, no_connect, json).await
+        }
         Command::Mcp(command) => {
             init_logging("human")?;
             mcp::run(command).await
@@ -102,6 +124,33 @@ pub async fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+async fn explain(task: &std::path::Path, set: &[String], state_dir: &std::path::Path, no_connect: bool, json: bool) -> Result<i32> {
+    let text = std::fs::read_to_string(task).with_context(|| format!("cannot read task config {}", task.display()))?;
+    let task = crate::policy::parse_task_config(&text).map_err(|e| anyhow::anyhow!("{}: {e}", task.display()))?;
+    let mut writes = Vec::new();
+    for pair in set {
+        let (key, value) = pair.split_once('=').with_context(|| format!("--set {pair}: expected KEY=JSON"))?;
+        let value: serde_json::Value = serde_json::from_str(value).with_context(|| format!("--set {key}: the value is not JSON"))?;
+        writes.push((key.to_string(), value));
+    }
+    if !state_dir.exists() {
+        bail!("state dir {} does not exist; is this the node's --state-dir?", state_dir.display());
+    }
+    let view = StateDir::at(state_dir).load_registry();
+    let registry = crate::registry::RegistryHandle::new(view.clone());
+    let lookup: crate::connections::Lookup = std::sync::Arc::new(|name: &str| std::env::var(name).ok());
+    let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
+    let explanation = crate::explain::explain(&task, &writes, &view, (!no_connect).then_some(&connections)).await;
+    connections.shutdown().await;
+    watcher.abort();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&explanation.to_json())?);
+    } else {
+        print!("{}", explanation.to_text());
+    }
+    Ok(0)
 }
 
 async fn shutdown_signal() {
