@@ -29,3 +29,11 @@ if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$npm_d
   echo "setup: installing ${peers[*]}" >&2
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${peers[@]}" >&2
 fi
+
+# The Python MCP SDK, for a Streamable HTTP peer written with it.
+venv="${SPEAR_VENV:-$HOME/.cache/spear/venv}"
+if ! "$venv/bin/python" -c 'import mcp.server.fastmcp' >/dev/null 2>&1; then
+  echo "setup: installing the Python MCP SDK (mcp==1.30.0) into $venv" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==1.30.0" >&2
+fi

@@ -49,6 +49,13 @@ pub struct Target {
     /// be ${REFERENCES} to this shell's environment.
     #[arg(long = "env", value_name = "NAME=VALUE")]
     env: Vec<String>,
+    /// An ad-hoc remote server (Streamable HTTP) at this URL.
+    #[arg(long, conflicts_with = "server")]
+    url: Option<String>,
+    /// A header for an ad-hoc remote server, NAME=VALUE (repeatable); values
+    /// may be ${REFERENCES} to this shell's environment.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    header: Vec<String>,
     /// Per-request timeout in milliseconds (overrides the server's own).
     #[arg(long)]
     timeout_ms: Option<u64>,
@@ -59,6 +66,24 @@ pub struct Target {
 
 impl Target {
     fn spec(&self) -> Result<ServerSpec> {
+        if let Some(url) = &self.url {
+            if !self.command.is_empty() {
+                bail!("give either --url or a command after --, not both");
+            }
+            let mut headers = std::collections::HashMap::new();
+            for pair in &self.header {
+                let (name, value) = pair.split_once('=').with_context(|| format!("--header {pair}: expected NAME=VALUE"))?;
+                headers.insert(name.to_string(), value.to_string());
+            }
+            return Ok(ServerSpec {
+                id: "adhoc".into(),
+                transport: Transport::StreamableHttp as i32,
+                url: url.clone(),
+                headers,
+                enabled: true,
+                ..Default::default()
+            });
+        }
         match (&self.server, self.command.split_first()) {
             (Some(id), None) => {
                 let dir = self.state_dir.as_ref().context("--server needs --state-dir")?;
@@ -85,7 +110,7 @@ impl Target {
                 })
             }
             (Some(_), Some(_)) => bail!("give either --server or a command after --, not both"),
-            (None, None) => bail!("say which server: --server ID --state-dir DIR, or -- COMMAND ARGS..."),
+            (None, None) => bail!("say which server: --server ID --state-dir DIR, --url URL, or -- COMMAND ARGS..."),
         }
     }
 

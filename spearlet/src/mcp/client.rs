@@ -35,6 +35,8 @@ pub enum McpError {
     Unsupported(&'static str),
     #[error("tools/list returned more than {0} pages; the rest were ignored")]
     TooManyPages(usize),
+    #[error("{0}")]
+    InvalidHeader(String),
     #[error("server '{0}' is not in this node's registry")]
     UnknownServer(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
@@ -106,11 +108,29 @@ impl McpClient {
     /// Starts `spec`'s server and completes the MCP handshake.
     pub async fn connect(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
         match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
-            Transport::Stdio => {}
-            Transport::StreamableHttp => return Err(McpError::Unsupported("streamable_http")),
-            Transport::Sse => return Err(McpError::Unsupported("sse")),
-            Transport::Unspecified => return Err(McpError::Unsupported("unspecified")),
+            Transport::Stdio => Self::connect_stdio(spec, lookup).await,
+            Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
+            Transport::Sse => Err(McpError::Unsupported("sse")),
+            Transport::Unspecified => Err(McpError::Unsupported("unspecified")),
         }
+    }
+
+    /// A Streamable HTTP server, through the node's pooled HTTP client.
+    async fn connect_http(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+        let timeouts = Timeouts::for_spec(spec);
+        let target = super::http::resolve_target(spec, lookup)?;
+        let transport = super::http::streamable_transport(target)?;
+        let (tx, tools_changed) = watch::channel(0);
+        let handler = Notifications { tools_changed: Arc::new(tx) };
+        let service = match tokio::time::timeout(timeouts.startup, handler.serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(error)) => return Err(McpError::Initialize(error.to_string())),
+            Err(_) => return Err(McpError::Timeout { what: "server startup", after: timeouts.startup }),
+        };
+        Ok(McpClient { service, child: None, tools_changed })
+    }
+
+    async fn connect_stdio(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))

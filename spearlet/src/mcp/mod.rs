@@ -4,6 +4,7 @@
 
 mod client;
 mod env;
+mod http;
 mod render;
 mod schema;
 mod stdio;

@@ -1,0 +1,61 @@
+//! Remote MCP servers over HTTP: the node's one pooled HTTP client, and the
+//! Streamable HTTP transport built on it (rmcp handles `MCP-Session-Id`,
+//! `MCP-Protocol-Version` and re-initialising after a 404).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use spear_proto::v1::ServerSpec;
+
+use super::client::McpError;
+use super::env::Resolver;
+
+/// The node's HTTP client: pooled, with a connect timeout; request timeouts
+/// are applied per MCP request.
+pub fn http_client() -> reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .pool_idle_timeout(Duration::from_secs(90))
+                .tcp_nodelay(true)
+                .build()
+                .unwrap_or_default()
+        })
+        .clone()
+}
+
+/// A remote server's URL and headers with references resolved.
+pub struct HttpTarget {
+    pub url: String,
+    /// Marked sensitive, so they never show in debug output.
+    pub headers: HashMap<HeaderName, HeaderValue>,
+}
+
+/// Resolves `url` and `headers` on this node. Errors name the header, never its value.
+pub fn resolve_target(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<HttpTarget, McpError> {
+    let mut resolver = Resolver::default();
+    let url = resolver.resolve("url", &spec.url, lookup)?;
+    let mut headers = HashMap::new();
+    for (name, value) in &spec.headers {
+        let value = resolver.resolve(&format!("headers.{name}"), value, lookup)?;
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| McpError::InvalidHeader(format!("header name '{name}' is not valid")))?;
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| McpError::InvalidHeader(format!("the value of header '{name}' is not a valid header value")))?;
+        value.set_sensitive(true);
+        headers.insert(header, value);
+    }
+    Ok(HttpTarget { url, headers })
+}
+
+/// The Streamable HTTP transport to `target`.
+pub fn streamable_transport(target: HttpTarget) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let config = StreamableHttpClientTransportConfig::with_uri(target.url).custom_headers(target.headers);
+    Ok(StreamableHttpClientTransport::with_client(http_client(), config))
+}

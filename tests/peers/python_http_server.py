@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""A Streamable HTTP MCP server written with the official Python SDK (PyPI
+`mcp`), for interoperability tests. Usage: python_http_server.py PORT"""
+import sys
+
+from mcp.server.fastmcp import Context, FastMCP
+
+port = int(sys.argv[1])
+server = FastMCP("spear-python-peer", host="127.0.0.1", port=port, log_level="WARNING")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Adds two integers."""
+    return a + b
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails with the given reason."""
+    raise ValueError(reason)
+
+
+@server.tool()
+def authorization(ctx: Context) -> str:
+    """Says whether the request carried the expected Authorization header."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization", "") if request is not None else ""
+    return "authorized" if header == "Bearer python-peer-token" else "unauthorized"
+
+
+server.run(transport="streamable-http")

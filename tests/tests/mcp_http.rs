@@ -1,0 +1,61 @@
+//! Remote MCP servers over Streamable HTTP: the npm reference server in its
+//! HTTP mode and a server written with the Python SDK.
+
+use std::process::Command;
+
+use spear_tests::peers::{npm_bin, python_http_server, python_sdk, HttpPeer};
+use spear_tests::procs::bin;
+use spear_tests::wait::free_port;
+
+fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(bin("spearlet"));
+    cmd.arg("mcp").args(args).env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn server_everything_over_streamable_http() {
+    let mut cmd = Command::new(npm_bin("mcp-server-everything"));
+    cmd.arg("streamableHttp");
+    let peer = HttpPeer::start("server-everything http", cmd, free_port());
+    let url = peer.url("/mcp");
+    let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("echo")), "{out}");
+    let (code, out, err) = spearlet_mcp(&["call", "--url", &url, "--tool", "echo", "--args", r#"{"message": "over http"}"#], &[]);
+    assert_eq!((code, out.trim()), (0, "Echo: over http"), "{err}");
+}
+
+#[test]
+fn python_sdk_server_over_streamable_http() {
+    let mut cmd = Command::new(python_sdk());
+    let port = free_port();
+    cmd.arg(python_http_server()).arg(port.to_string());
+    let peer = HttpPeer::start("python sdk server", cmd, port);
+    let url = peer.url("/mcp");
+    let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    for tool in ["add", "fail", "authorization"] {
+        assert!(out.lines().any(|l| l.starts_with(tool)), "{tool}: {out}");
+    }
+    let (code, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "add", "--args", r#"{"a": 20, "b": 22}"#], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("42") && out.contains(r#"{"result":42}"#), "text and structuredContent: {out}");
+    let (code, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "fail", "--args", r#"{"reason": "disk on fire"}"#], &[]);
+    assert_eq!(code, 1, "isError is kept");
+    assert!(out.contains("disk on fire"), "{out}");
+    // A header given as a reference is resolved on the node.
+    let header = "Authorization=Bearer ${PEER_TOKEN}";
+    let (_, out, err) = spearlet_mcp(&["call", "--url", &url, "--header", header, "--tool", "authorization"], &[("PEER_TOKEN", "python-peer-token")]);
+    assert!(out.starts_with("authorized"), "{out} {err}");
+    let (_, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "authorization"], &[]);
+    assert!(out.starts_with("unauthorized"), "{out}");
+}
