@@ -59,3 +59,19 @@ fn python_sdk_server_over_streamable_http() {
     let (_, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "authorization"], &[]);
     assert!(out.starts_with("unauthorized"), "{out}");
 }
+
+#[test]
+fn server_everything_over_the_legacy_sse_transport() {
+    let mut cmd = Command::new(npm_bin("mcp-server-everything"));
+    cmd.arg("sse");
+    let peer = HttpPeer::start("server-everything sse", cmd, free_port());
+    let url = peer.url("/sse");
+    let (code, out, err) = spearlet_mcp(&["list-tools", "--sse", "--url", &url], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("get-sum")), "{out}");
+    let (code, out, err) = spearlet_mcp(&["call", "--sse", "--url", &url, "--tool", "get-sum", "--args", r#"{"a": 1, "b": 2}"#], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains('3'), "{out}");
+    let (code, out, _) = spearlet_mcp(&["call", "--sse", "--url", &url, "--tool", "get-sum", "--args", r#"{"a": "x"}"#], &[]);
+    assert_eq!(code, 1, "{out}");
+}

@@ -52,6 +52,9 @@ pub struct Target {
     /// An ad-hoc remote server (Streamable HTTP) at this URL.
     #[arg(long, conflicts_with = "server")]
     url: Option<String>,
+    /// The --url server speaks the legacy HTTP+SSE transport (2024-11-05).
+    #[arg(long, requires = "url")]
+    sse: bool,
     /// A header for an ad-hoc remote server, NAME=VALUE (repeatable); values
     /// may be ${REFERENCES} to this shell's environment.
     #[arg(long = "header", value_name = "NAME=VALUE")]
@@ -77,7 +80,7 @@ impl Target {
             }
             return Ok(ServerSpec {
                 id: "adhoc".into(),
-                transport: Transport::StreamableHttp as i32,
+                transport: if self.sse { Transport::Sse as i32 } else { Transport::StreamableHttp as i32 },
                 url: url.clone(),
                 headers,
                 enabled: true,

@@ -110,7 +110,7 @@ impl McpClient {
         match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
             Transport::Stdio => Self::connect_stdio(spec, lookup).await,
             Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
-            Transport::Sse => Err(McpError::Unsupported("sse")),
+            Transport::Sse => Self::connect_sse(spec, lookup).await,
             Transport::Unspecified => Err(McpError::Unsupported("unspecified")),
         }
     }
@@ -120,6 +120,21 @@ impl McpClient {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::http::streamable_transport(target)?;
+        let (tx, tools_changed) = watch::channel(0);
+        let handler = Notifications { tools_changed: Arc::new(tx) };
+        let service = match tokio::time::timeout(timeouts.startup, handler.serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(error)) => return Err(McpError::Initialize(error.to_string())),
+            Err(_) => return Err(McpError::Timeout { what: "server startup", after: timeouts.startup }),
+        };
+        Ok(McpClient { service, child: None, tools_changed })
+    }
+
+    /// A legacy HTTP+SSE server (MCP 2024-11-05).
+    async fn connect_sse(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+        let timeouts = Timeouts::for_spec(spec);
+        let target = super::http::resolve_target(spec, lookup)?;
+        let transport = super::sse::connect(target, timeouts.startup).await?;
         let (tx, tools_changed) = watch::channel(0);
         let handler = Notifications { tools_changed: Arc::new(tx) };
         let service = match tokio::time::timeout(timeouts.startup, handler.serve(transport)).await {

@@ -7,6 +7,7 @@ mod env;
 mod http;
 mod render;
 mod schema;
+mod sse;
 mod stdio;
 
 pub use client::{stdio_command, McpClient, McpError, Timeouts};

@@ -1,0 +1,166 @@
+//! The legacy HTTP+SSE transport (MCP 2024-11-05), which rmcp has no client
+//! for: a long-lived `GET` event stream whose first `endpoint` event names
+//! the URL to `POST` every client message to; the server's messages arrive
+//! as `message` events on the stream.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::channel::mpsc as fmpsc;
+use futures::{Stream, StreamExt};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::RoleClient;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tracing::{debug, warn};
+
+use super::client::McpError;
+use super::http::{http_client, HttpTarget};
+
+/// Bytes buffered for one SSE event at most.
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The client side of a legacy SSE session, ready for rmcp.
+pub type SseTransport = (fmpsc::Sender<TxJsonRpcMessage<RoleClient>>, SseStream);
+
+/// Incoming messages; dropping it stops the session's background tasks.
+pub struct SseStream {
+    inner: ReceiverStream<RxJsonRpcMessage<RoleClient>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Stream for SseStream {
+    type Item = RxJsonRpcMessage<RoleClient>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.inner).poll_next(cx)
+    }
+}
+
+impl Drop for SseStream {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Opens the event stream and waits (up to `timeout`) for the endpoint.
+pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTransport, McpError> {
+    let client = http_client();
+    let mut request = client.get(&target.url).header("accept", "text/event-stream");
+    for (name, value) in &target.headers {
+        request = request.header(name, value);
+    }
+    let response = tokio::time::timeout(timeout, request.send())
+        .await
+        .map_err(|_| McpError::Timeout { what: "opening the SSE stream", after: timeout })?
+        .map_err(|e| McpError::Initialize(format!("cannot open the SSE stream: {}", e.without_url())))?;
+    if !response.status().is_success() {
+        return Err(McpError::Initialize(format!("the SSE endpoint answered {}", response.status())));
+    }
+    let base = response.url().clone();
+    let (incoming_tx, incoming_rx) = mpsc::channel(64);
+    let (endpoint_tx, endpoint_rx) = oneshot::channel();
+    let reader = tokio::spawn(read_events(response, base, endpoint_tx, incoming_tx.clone()));
+    let endpoint = match tokio::time::timeout(timeout, endpoint_rx).await {
+        Ok(Ok(endpoint)) => endpoint,
+        Ok(Err(_)) => {
+            reader.abort();
+            return Err(McpError::Initialize("the SSE stream ended before naming its endpoint".into()));
+        }
+        Err(_) => {
+            reader.abort();
+            return Err(McpError::Timeout { what: "waiting for the SSE endpoint event", after: timeout });
+        }
+    };
+    debug!(%endpoint, "legacy SSE endpoint");
+    let (outgoing_tx, outgoing_rx) = fmpsc::channel(64);
+    let writer = tokio::spawn(post_messages(endpoint, target, outgoing_rx));
+    Ok((outgoing_tx, SseStream { inner: ReceiverStream::new(incoming_rx), tasks: vec![reader, writer] }))
+}
+
+/// Parses the event stream: the first `endpoint` event, then `message`s.
+async fn read_events(
+    response: reqwest::Response,
+    base: reqwest::Url,
+    endpoint: oneshot::Sender<reqwest::Url>,
+    incoming: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+) {
+    let mut endpoint = Some(endpoint);
+    let mut body = response.bytes_stream();
+    let mut buffer: Vec<u8> = Vec::new();
+    let (mut event, mut data) = (String::new(), String::new());
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else { break };
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if !line.is_empty() {
+                if let Some(value) = line.strip_prefix("event:") {
+                    event = value.trim_start().to_string();
+                } else if let Some(value) = line.strip_prefix("data:") {
+                    if !data.is_empty() {
+                        data.push('\n');
+                    }
+                    data.push_str(value.strip_prefix(' ').unwrap_or(value));
+                }
+                continue;
+            }
+            // A blank line dispatches the event.
+            let (name, payload) = (std::mem::take(&mut event), std::mem::take(&mut data));
+            match name.as_str() {
+                "endpoint" => match (endpoint.take(), base.join(payload.trim())) {
+                    (Some(tx), Ok(url)) => {
+                        let _ = tx.send(url);
+                    }
+                    (_, Err(error)) => warn!(%error, "the SSE endpoint event is not a URL"),
+                    (None, Ok(_)) => {}
+                },
+                "" | "message" => match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&payload) {
+                    Ok(message) => {
+                        if incoming.send(message).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => warn!(%error, "ignoring a malformed SSE message"),
+                },
+                _ => {}
+            }
+        }
+        if buffer.len() + data.len() > MAX_EVENT_BYTES {
+            warn!("an SSE event exceeded {MAX_EVENT_BYTES} bytes; closing the stream");
+            break;
+        }
+    }
+}
+
+/// Posts every client message to the endpoint, in order.
+async fn post_messages(endpoint: reqwest::Url, target: HttpTarget, mut outgoing: fmpsc::Receiver<TxJsonRpcMessage<RoleClient>>) {
+    let client = http_client();
+    while let Some(message) = outgoing.next().await {
+        let body = match serde_json::to_vec(&message) {
+            Ok(body) => body,
+            Err(error) => {
+                warn!(%error, "cannot encode a message for the SSE server");
+                continue;
+            }
+        };
+        let mut request = client.post(endpoint.clone()).header("content-type", "application/json").body(body);
+        for (name, value) in &target.headers {
+            request = request.header(name, value);
+        }
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {}
+            Ok(response) => warn!(status = %response.status(), "the SSE server refused a message"),
+            Err(error) => {
+                warn!(error = %error.without_url(), "cannot post to the SSE server");
+                return;
+            }
+        }
+    }
+}
