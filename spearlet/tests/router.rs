@@ -55,7 +55,7 @@ async fn offered_tools_follow_policy_and_only_they_execute() {
     let set = router.tool_set(&task, &session).await;
     let names: BTreeSet<&str> = set.tools.iter().map(|t| t.tool.as_str()).collect();
     // bad_schema is quarantined, env is denied by the server, spawn by the task.
-    assert_eq!(names, ["crash", "hang", "huge", "ok", "stderr"].into_iter().collect());
+    assert_eq!(names, ["crash", "grow", "hang", "huge", "ok", "stderr"].into_iter().collect());
     let ok = set.tools.iter().find(|t| t.tool == "ok").unwrap();
     assert_eq!(ok.name, offered_name("mb", "ok"));
     assert!(ok.description.contains("'mb'") && ok.description.contains("'ok'"));
@@ -131,4 +131,65 @@ async fn a_registry_change_closes_exactly_that_connection() {
     assert!(!status.contains_key("mb") && status.contains_key("other"), "{:?}", status.keys());
     assert!(connections.catalog("mb").await.is_err(), "a removed server is unknown");
     connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_changed_refreshes_the_catalog() {
+    let registry = registry(vec![misbehaving("mb")]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let before = connections.catalog("mb").await.unwrap();
+    assert!(!before.tools.iter().any(|t| t.name == "grown"));
+    connections.call("mb", "grow", None).await.unwrap();
+    let mut found = false;
+    for _ in 0..100 {
+        if connections.catalog("mb").await.unwrap().tools.iter().any(|t| t.name == "grown") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(found, "the catalog was not refreshed after tools/list_changed");
+    assert_eq!(connections.call("mb", "grown", None).await.unwrap().text, "I am new");
+    connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
+    let mut slow = misbehaving("slow");
+    slow.env.insert("SLOW_START".into(), "1".into());
+    slow.timeouts = Some(spear_proto::v1::Timeouts { startup_ms: 5_000, list_tools_ms: 0, call_ms: 0 });
+    let mut too_slow = misbehaving("too-slow");
+    too_slow.env.insert("SLOW_START".into(), "3".into());
+    too_slow.timeouts = Some(spear_proto::v1::Timeouts { startup_ms: 500, list_tools_ms: 0, call_ms: 0 });
+    let registry = registry(vec![slow, too_slow]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    assert!(connections.catalog("slow").await.is_ok());
+    let error = connections.catalog("too-slow").await.unwrap_err().to_string();
+    assert!(error.contains("startup timed out"), "{error}");
+    let status = &connections.status()["too-slow"];
+    assert_eq!(status.state, ServerState::Failed);
+    assert!(status.last_error.as_deref().unwrap_or("").contains("startup"));
+    connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn removing_a_server_from_the_registry_ends_its_grandchildren() {
+    let registry = registry(vec![misbehaving("mb")]);
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let pid: u32 = connections.call("mb", "spawn", None).await.unwrap().text.trim().parse().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    let mut view = (*registry.current()).clone();
+    view.revision = 2;
+    view.servers.clear();
+    registry.publish(Arc::new(view), ["mb".to_string()].into_iter().collect());
+    let mut gone = false;
+    for _ in 0..250 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "grandchild {pid} outlived its server's removal");
 }

@@ -11,6 +11,9 @@ Tools:
   spawn         starts a grandchild that sleeps, prints its pid, answers
   env           answers with its environment as JSON
   stderr        writes N lines to stderr, each with $TOKEN in it ({"lines": N})
+  grow          adds a tool named "grown" and sends notifications/tools/list_changed
+
+$SLOW_START (seconds) delays the server before it reads anything.
 
 The file named by $MISBEHAVING_LOG, if set, receives one line per
 notification the server gets (to prove cancellations arrive).
@@ -19,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 TOOLS = [
     {"name": "ok", "description": "answers ok", "inputSchema": {"type": "object"}},
@@ -29,6 +33,7 @@ TOOLS = [
     {"name": "bad_schema", "description": "unusable schema", "inputSchema": {"type": "array"}},
     {"name": "spawn", "description": "starts a grandchild", "inputSchema": {"type": "object"}},
     {"name": "env", "description": "shows its environment", "inputSchema": {"type": "object"}},
+    {"name": "grow", "description": "adds a tool", "inputSchema": {"type": "object"}},
     {"name": "stderr", "description": "floods stderr",
      "inputSchema": {"type": "object", "properties": {"lines": {"type": "integer"}}}},
 ]
@@ -45,6 +50,7 @@ def text(request_id, body, is_error=False):
 
 
 def main():
+    time.sleep(float(os.environ.get("SLOW_START", "0")))
     log = os.environ.get("MISBEHAVING_LOG")
     for line in sys.stdin:
         try:
@@ -79,6 +85,13 @@ def main():
             elif name == "spawn":
                 child = subprocess.Popen(["sleep", "300"])
                 text(request_id, str(child.pid))
+            elif name == "grow":
+                if not any(t["name"] == "grown" for t in TOOLS):
+                    TOOLS.append({"name": "grown", "description": "new", "inputSchema": {"type": "object"}})
+                text(request_id, "grown")
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            elif name == "grown":
+                text(request_id, "I am new")
             elif name == "stderr":
                 token = os.environ.get("TOKEN", "")
                 for i in range(int(args.get("lines", 10))):
