@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spear_proto::v1::nodes_client::NodesClient;
-use spear_proto::v1::HeartbeatRequest;
+use spear_proto::v1::{HeartbeatRequest, ServerProblem};
 use tokio::sync::watch;
 use tonic::transport::{Channel, Endpoint};
 use tracing::debug;
 
+use crate::connections::{Connections, ServerState};
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 
@@ -20,6 +21,7 @@ pub async fn run(
     node_id: String,
     registry: RegistryHandle,
     status: Arc<SyncStatusCell>,
+    connections: Connections,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut changes = registry.subscribe();
@@ -43,7 +45,7 @@ pub async fn run(
                     applied_epoch: view.epoch,
                     applied_revision: view.revision,
                     sync_state: state as i32,
-                    problems: Vec::new(),
+                    problems: problems(&connections),
                 };
                 let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
                 if let Ok(Err(status)) = sent {
@@ -63,4 +65,19 @@ pub async fn run(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Per-server problems this node sees: failed servers and quarantined tools.
+fn problems(connections: &Connections) -> Vec<ServerProblem> {
+    let mut out = Vec::new();
+    for (server_id, status) in connections.status() {
+        if status.state == ServerState::Failed {
+            let message = status.last_error.clone().unwrap_or_else(|| "failed".into());
+            out.push(ServerProblem { server_id: server_id.clone(), message });
+        }
+        for (tool, why) in &status.quarantined {
+            out.push(ServerProblem { server_id: server_id.clone(), message: format!("tool '{tool}' quarantined: {why}") });
+        }
+    }
+    out
 }

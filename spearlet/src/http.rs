@@ -12,6 +12,7 @@ use spear_proto::v1::SyncState;
 use tokio::net::TcpListener;
 use tracing::warn;
 
+use crate::connections::Connections;
 use crate::registry::{redacted_json, RegistryHandle};
 use crate::sync::{state_name, SyncStatusCell};
 
@@ -21,6 +22,7 @@ pub struct NodeView {
     pub node_id: String,
     pub registry: RegistryHandle,
     pub status: Arc<SyncStatusCell>,
+    pub connections: Connections,
 }
 
 impl NodeView {
@@ -36,6 +38,13 @@ impl NodeView {
             "sms": status.sms,
             "sms_revision": status.sms_revision,
             "last_error": status.last_error,
+            "mcp_servers": self.connections.status().into_iter().map(|(id, s)| (id, json!({
+                "state": s.state.name(),
+                "last_error": s.last_error,
+                "restarts": s.restarts,
+                "tools": s.tools,
+                "quarantined": s.quarantined.iter().map(|(t, why)| json!({"tool": t, "why": why})).collect::<Vec<_>>(),
+            }))).collect::<serde_json::Map<String, Value>>(),
         })
     }
 
@@ -57,6 +66,24 @@ impl NodeView {
         let _ = writeln!(out, "# HELP spearlet_sync_state 1 for the current sync state.\n# TYPE spearlet_sync_state gauge");
         for s in [SyncState::Connecting, SyncState::Synced, SyncState::Stale] {
             let _ = writeln!(out, "spearlet_sync_state{{state=\"{}\"}} {}", state_name(s), u8::from(s == state));
+        }
+        let servers = self.connections.status();
+        let _ = writeln!(out, "# HELP spearlet_mcp_server_up 1 when the server's connection is ready or degraded.\n# TYPE spearlet_mcp_server_up gauge");
+        for (id, s) in &servers {
+            let up = matches!(s.state, crate::connections::ServerState::Ready | crate::connections::ServerState::Degraded);
+            let _ = writeln!(out, "spearlet_mcp_server_up{{server=\"{id}\",state=\"{}\"}} {}", s.state.name(), u8::from(up));
+        }
+        let _ = writeln!(out, "# HELP spearlet_mcp_calls_total Tool calls per server.\n# TYPE spearlet_mcp_calls_total counter");
+        for (id, s) in &servers {
+            let _ = writeln!(out, "spearlet_mcp_calls_total{{server=\"{id}\"}} {}", s.calls);
+        }
+        let _ = writeln!(out, "# HELP spearlet_mcp_call_errors_total Tool calls that failed or returned isError.\n# TYPE spearlet_mcp_call_errors_total counter");
+        for (id, s) in &servers {
+            let _ = writeln!(out, "spearlet_mcp_call_errors_total{{server=\"{id}\"}} {}", s.call_errors);
+        }
+        let _ = writeln!(out, "# HELP spearlet_mcp_call_seconds_sum Total time in tool calls.\n# TYPE spearlet_mcp_call_seconds_sum counter");
+        for (id, s) in &servers {
+            let _ = writeln!(out, "spearlet_mcp_call_seconds_sum{{server=\"{id}\"}} {:.6}", s.call_seconds);
         }
         out
     }

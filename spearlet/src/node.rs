@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use crate::connections::Connections;
 use crate::http::NodeView;
 use crate::persist::{AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
@@ -42,6 +43,8 @@ pub enum NodeError {
 pub struct Node {
     pub node_id: String,
     pub registry: RegistryHandle,
+    /// The node's MCP connections, shared by every session.
+    pub connections: Connections,
     pub status: Arc<SyncStatusCell>,
     pub http_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
@@ -65,10 +68,17 @@ impl Node {
         let registry = RegistryHandle::new(initial);
         let status = Arc::new(SyncStatusCell::default());
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let lookup: crate::connections::Lookup = Arc::new(|name: &str| std::env::var(name).ok());
+        let (connections, invalidation) = Connections::new(registry.clone(), lookup);
 
         let http_addr = match config.http_listen {
             Some(addr) => {
-                let view = NodeView { node_id: node_id.clone(), registry: registry.clone(), status: Arc::clone(&status) };
+                let view = NodeView {
+                    node_id: node_id.clone(),
+                    registry: registry.clone(),
+                    status: Arc::clone(&status),
+                    connections: connections.clone(),
+                };
                 Some(view.serve(addr).await.map_err(|source| NodeError::Listen { addr, source })?)
             }
             None => None,
@@ -88,15 +98,28 @@ impl Node {
         let tasks = vec![
             tokio::spawn(sync.run(shutdown_rx.clone())),
             tokio::spawn(persist(state, registry.clone(), shutdown_rx.clone())),
-            tokio::spawn(crate::heartbeat::run(node_id.clone(), registry.clone(), Arc::clone(&status), shutdown_rx)),
+            tokio::spawn(crate::heartbeat::run(
+                node_id.clone(),
+                registry.clone(),
+                Arc::clone(&status),
+                connections.clone(),
+                shutdown_rx,
+            )),
+            invalidation,
         ];
-        Ok(Node { node_id, registry, status, http_addr, shutdown, tasks })
+        Ok(Node { node_id, registry, connections, status, http_addr, shutdown, tasks })
     }
 
     /// Stops every task, writing the final registry state first.
     pub async fn shutdown(self) {
         self.shutdown.send_replace(true);
-        for task in self.tasks {
+        self.connections.shutdown().await;
+        let mut tasks = self.tasks;
+        // The last task only watches the registry; it has no end of its own.
+        if let Some(invalidation) = tasks.pop() {
+            invalidation.abort();
+        }
+        for task in tasks {
             let _ = task.await;
         }
     }

@@ -49,6 +49,10 @@ pub struct ServerStatus {
     pub tools: usize,
     /// `(tool, why)` for tools not offered because of their schema.
     pub quarantined: Vec<(String, String)>,
+    /// Tool calls made, failed, and their total duration.
+    pub calls: u64,
+    pub call_errors: u64,
+    pub call_seconds: f64,
 }
 
 /// A server's usable tools, as listed once.
@@ -98,6 +102,9 @@ impl Slot {
                 restarts: 0,
                 tools: 0,
                 quarantined: Vec::new(),
+                calls: 0,
+                call_errors: 0,
+                call_seconds: 0.0,
             }),
             retry: parking_lot::Mutex::new(Retry {
                 backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)),
@@ -227,6 +234,19 @@ impl Slot {
             .await
             .map_err(|_| McpError::Timeout { what: "waiting for a free call slot", after: self.timeouts.call })?
             .map_err(|_| McpError::Closed)?;
+        let started = Instant::now();
+        let outcome = self.call_connected(tool, arguments).await;
+        let mut status = self.status.lock();
+        status.calls += 1;
+        status.call_seconds += started.elapsed().as_secs_f64();
+        if outcome.as_ref().map_or(true, |r| r.is_error) {
+            status.call_errors += 1;
+        }
+        drop(status);
+        outcome
+    }
+
+    async fn call_connected(&self, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
         let client = self.connected().await?;
         match client.call_tool(tool, arguments, self.timeouts.call).await {
             Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
