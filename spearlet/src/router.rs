@@ -82,19 +82,14 @@ impl Router {
                     continue;
                 }
             };
-            for tool in &catalog.tools {
+            for (tool, (name, description)) in catalog.tools.iter().zip(&catalog.offered) {
                 if !tool_verdict(task, session, spec, &tool.name).offered {
                     continue;
                 }
-                let name = set.offered.offer(server_id, &tool.name);
-                let description = format!(
-                    "[MCP server '{server_id}', tool '{}'] {}",
-                    tool.name,
-                    tool.description.as_deref().unwrap_or("")
-                );
+                set.offered.offer_named(name.clone(), server_id, &tool.name);
                 set.tools.push(OfferedTool {
-                    name,
-                    description,
+                    name: name.clone(),
+                    description: description.clone(),
                     input_schema: Arc::clone(&tool.input_schema),
                     server_id: server_id.clone(),
                     tool: tool.name.to_string(),

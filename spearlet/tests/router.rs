@@ -193,3 +193,13 @@ async fn removing_a_server_from_the_registry_ends_its_grandchildren() {
     }
     assert!(gone, "grandchild {pid} outlived its server's removal");
 }
+
+/// Sessions run on a multi-threaded runtime: the router's futures must be Send.
+#[allow(dead_code)]
+fn router_futures_are_send(router: Router, task: TaskPolicy, session: SessionPolicy, set: spearlet::router::ToolSet) {
+    fn send<T: Send>(_: T) {}
+    let r = router.clone();
+    let (t, s) = (task.clone(), session.clone());
+    send(async move { r.tool_set(&t, &s).await });
+    send(async move { router.execute(&task, &session, &set, "x", "{}").await });
+}

@@ -14,6 +14,7 @@ Tools:
   grow          adds a tool named "grown" and sends notifications/tools/list_changed
 
 $SLOW_START (seconds) delays the server before it reads anything.
+$EXTRA_TOOLS=N adds N plain tools named tool_0 .. tool_N-1 (they answer "ok").
 
 The file named by $MISBEHAVING_LOG, if set, receives one line per
 notification the server gets (to prove cancellations arrive).
@@ -51,6 +52,9 @@ def text(request_id, body, is_error=False):
 
 def main():
     time.sleep(float(os.environ.get("SLOW_START", "0")))
+    for i in range(int(os.environ.get("EXTRA_TOOLS", "0"))):
+        TOOLS.append({"name": "tool_%d" % i, "description": "plain tool %d" % i,
+                      "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}})
     log = os.environ.get("MISBEHAVING_LOG")
     for line in sys.stdin:
         try:
@@ -74,7 +78,7 @@ def main():
         elif method == "tools/call":
             name = message["params"]["name"]
             args = message["params"].get("arguments") or {}
-            if name == "ok":
+            if name == "ok" or name.startswith("tool_"):
                 text(request_id, "ok")
             elif name == "crash":
                 os._exit(3)

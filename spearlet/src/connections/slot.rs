@@ -11,6 +11,7 @@ use tracing::{info, warn};
 use super::Lookup;
 use crate::mcp::{check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts};
 use crate::sync::Backoff;
+use crate::tools::offered_name;
 
 /// `tools/list` pages read at most per refresh.
 const PAGE_CAP: usize = 100;
@@ -55,10 +56,13 @@ pub struct ServerStatus {
     pub call_seconds: f64,
 }
 
-/// A server's usable tools, as listed once.
+/// A server's usable tools, as listed once, with what is offered to a model
+/// for each computed once too.
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub tools: Vec<Tool>,
+    /// For `tools[i]`: its offered name (DESIGN §3.4) and description.
+    pub offered: Vec<(String, String)>,
     pub quarantined: Vec<(String, String)>,
 }
 
@@ -204,7 +208,17 @@ impl Slot {
         let mut catalog = Catalog::default();
         for tool in listed {
             match check_input_schema(&tool.input_schema) {
-                Ok(()) => catalog.tools.push(tool),
+                Ok(()) => {
+                    let name = offered_name(&self.spec.id, &tool.name);
+                    let description = format!(
+                        "[MCP server '{}', tool '{}'] {}",
+                        self.spec.id,
+                        tool.name,
+                        tool.description.as_deref().unwrap_or("")
+                    );
+                    catalog.offered.push((name, description));
+                    catalog.tools.push(tool);
+                }
                 Err(why) => {
                     warn!(server_id = %self.spec.id, tool = %tool.name, %why, "tool quarantined: its schema is unusable");
                     catalog.quarantined.push((tool.name.to_string(), why));

@@ -84,7 +84,7 @@ pub struct McpClient {
 }
 
 /// Resolves a stdio server's command line and env on this node.
-pub fn stdio_command(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(StdioCommand, Resolver), ResolveError> {
+pub fn stdio_command(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<(StdioCommand, Resolver), ResolveError> {
     let mut resolver = Resolver::default();
     let program = resolver.resolve("command", &spec.command, lookup)?;
     let args = spec
@@ -106,7 +106,7 @@ pub fn stdio_command(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>)
 
 impl McpClient {
     /// Starts `spec`'s server and completes the MCP handshake.
-    pub async fn connect(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+    pub async fn connect(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
         match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
             Transport::Stdio => Self::connect_stdio(spec, lookup).await,
             Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
@@ -116,7 +116,7 @@ impl McpClient {
     }
 
     /// A Streamable HTTP server, through the node's pooled HTTP client.
-    async fn connect_http(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+    async fn connect_http(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::http::streamable_transport(target)?;
@@ -131,7 +131,7 @@ impl McpClient {
     }
 
     /// A legacy HTTP+SSE server (MCP 2024-11-05).
-    async fn connect_sse(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+    async fn connect_sse(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::sse::connect(target, timeouts.startup).await?;
@@ -145,7 +145,7 @@ impl McpClient {
         Ok(McpClient { service, child: None, tools_changed })
     }
 
-    async fn connect_stdio(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<McpClient, McpError> {
+    async fn connect_stdio(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))

@@ -28,7 +28,7 @@ impl Resolver {
         &mut self,
         field: &str,
         text: &str,
-        lookup: &dyn Fn(&str) -> Option<String>,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
     ) -> Result<String, ResolveError> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;

@@ -38,7 +38,7 @@ pub struct HttpTarget {
 }
 
 /// Resolves `url` and `headers` on this node. Errors name the header, never its value.
-pub fn resolve_target(spec: &ServerSpec, lookup: &dyn Fn(&str) -> Option<String>) -> Result<HttpTarget, McpError> {
+pub fn resolve_target(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<HttpTarget, McpError> {
     let mut resolver = Resolver::default();
     let url = resolver.resolve("url", &spec.url, lookup)?;
     let mut headers = HashMap::new();

@@ -46,23 +46,33 @@ pub enum ResolveError {
 #[derive(Debug, Default, Clone)]
 pub struct OfferedTools {
     by_name: HashMap<String, (String, String)>,
-    by_compat: HashMap<String, String>,
 }
 
 impl OfferedTools {
     /// Offers `tool` of `server_id`; returns the name to give the model.
     pub fn offer(&mut self, server_id: &str, tool: &str) -> String {
         let name = offered_name(server_id, tool);
-        self.by_name.insert(name.clone(), (server_id.to_string(), tool.to_string()));
-        self.by_compat.insert(format!("mcp.{server_id}.{tool}"), name.clone());
+        self.offer_named(name.clone(), server_id, tool);
         name
+    }
+
+    /// Offers a tool whose name was computed (and cached) beforehand with
+    /// [`offered_name`].
+    pub fn offer_named(&mut self, name: String, server_id: &str, tool: &str) {
+        self.by_name.insert(name, (server_id.to_string(), tool.to_string()));
     }
 
     /// The `(server_id, tool_name)` a name from the model stands for.
     pub fn resolve(&self, name: &str) -> Result<(&str, &str), ResolveError> {
         let offered = match self.by_name.get(name) {
             Some(pair) => Some(pair),
-            None => self.by_compat.get(name).and_then(|n| self.by_name.get(n)),
+            // The compat form `mcp.<server_id>.<tool>`: server ids have no
+            // '.', so the first one after the prefix ends the id.
+            None => name
+                .strip_prefix("mcp.")
+                .and_then(|rest| rest.split_once('.'))
+                .and_then(|(server, tool)| self.by_name.get(&offered_name(server, tool)))
+                .filter(|(server, tool)| name == format!("mcp.{server}.{tool}")),
         };
         offered
             .map(|(server, tool)| (server.as_str(), tool.as_str()))
