@@ -23,26 +23,37 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
 
 /// Whether `name` matches the anchored glob `pattern` (`*` any run, `?` one char).
 pub fn glob_match(pattern: &str, name: &str) -> bool {
+    // Tool names and patterns are nearly always ASCII: match bytes without
+    // allocating; otherwise match characters.
+    if pattern.is_ascii() && name.is_ascii() {
+        return glob(pattern.as_bytes(), name.as_bytes());
+    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
+    glob(&p, &n)
+}
+
+/// Iterative glob matching with backtracking to the last `*`.
+fn glob<T: PartialEq + Copy + From<u8>>(p: &[T], n: &[T]) -> bool {
+    let (star, any) = (T::from(b'*'), T::from(b'?'));
     let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
+    let mut last_star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+        if pi < p.len() && (p[pi] == any || p[pi] == n[ni]) {
             pi += 1;
             ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ni));
+        } else if pi < p.len() && p[pi] == star {
+            last_star = Some((pi, ni));
             pi += 1;
-        } else if let Some((sp, sn)) = star {
+        } else if let Some((sp, sn)) = last_star {
             pi = sp + 1;
             ni = sn + 1;
-            star = Some((sp, sn + 1));
+            last_star = Some((sp, sn + 1));
         } else {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == star)
 }
 
 #[cfg(test)]
@@ -59,6 +70,9 @@ mod tests {
         assert!(glob_match("*_file", "write_file"));
         assert!(glob_match("a*b*c", "aXbYc"));
         assert!(!glob_match("write_file", "write_file2"));
+        assert!(glob_match("lire_*", "lire_fichié"));
+        assert!(glob_match("é?", "éa"));
+        assert!(!glob_match("é?", "éab"));
     }
 
     #[test]
