@@ -62,23 +62,26 @@ impl Router {
     }
 
     /// Every tool the policy lets this session offer, from usable servers.
+    /// Servers not connected yet are connected concurrently.
     pub async fn tool_set(&self, task: &TaskPolicy, session: &SessionPolicy) -> ToolSet {
         let view = self.registry.current();
-        let mut set = ToolSet::default();
         let mut seen = std::collections::BTreeSet::new();
-        for server_id in &session.server_ids {
-            if !seen.insert(server_id.as_str()) {
-                continue;
-            }
-            let spec = view.servers.get(server_id).and_then(|r| r.spec.as_ref());
-            if !server_verdict(task, session, server_id, spec, Ok(())).offered {
-                continue;
-            }
-            let Some(spec) = spec else { continue };
-            let catalog = match self.connections.catalog(server_id).await {
+        let eligible: Vec<(&String, &spear_proto::v1::ServerSpec)> = session
+            .server_ids
+            .iter()
+            .filter(|id| seen.insert(id.as_str()))
+            .filter_map(|id| {
+                let spec = view.servers.get(id).and_then(|r| r.spec.as_ref());
+                server_verdict(task, session, id, spec, Ok(())).offered.then_some((id, spec?))
+            })
+            .collect();
+        let catalogs = futures::future::join_all(eligible.iter().map(|(id, _)| self.connections.catalog(id))).await;
+        let mut set = ToolSet::default();
+        for ((server_id, spec), catalog) in eligible.into_iter().zip(catalogs) {
+            let catalog = match catalog {
                 Ok(catalog) => catalog,
                 Err(error) => {
-                    debug!(server_id, %error, "server unusable; its tools are not offered");
+                    debug!(server_id = %server_id, %error, "server unusable; its tools are not offered");
                     continue;
                 }
             };
