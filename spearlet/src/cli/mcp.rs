@@ -3,17 +3,20 @@
 //! can test a server exactly as the node will run it.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use spear_proto::v1::{ServerSpec, Transport};
 
-use crate::mcp::{check_input_schema, render_result, McpClient, Timeouts};
-use crate::persist::StateDir;
+use std::sync::Arc;
 
-/// Pages of `tools/list` read at most.
-const PAGE_CAP: usize = 100;
+use spear_proto::v1::ServerRecord;
+
+use crate::connections::{Connections, Lookup};
+use crate::mcp::Timeouts;
+use crate::persist::StateDir;
+use crate::registry::{RegistryHandle, RegistryView};
+
 
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
@@ -29,9 +32,9 @@ pub enum McpCommand {
         /// Arguments as a JSON object.
         #[arg(long, default_value = "{}")]
         args: String,
-        /// Bytes of output shown at most.
-        #[arg(long, default_value_t = 200_000)]
-        max_output_bytes: usize,
+        /// Bytes of output shown at most [default: the server's limit].
+        #[arg(long)]
+        max_output_bytes: Option<u64>,
     },
 }
 
@@ -117,51 +120,69 @@ impl Target {
         }
     }
 
-    fn timeouts(&self, spec: &ServerSpec) -> Timeouts {
-        let mut t = Timeouts::for_spec(spec);
+    /// The spec with this command's overrides applied.
+    fn effective_spec(&self, max_output_bytes: Option<u64>) -> Result<ServerSpec> {
+        let mut spec = self.spec()?;
         if let Some(ms) = self.timeout_ms {
-            t.list_tools = Duration::from_millis(ms);
-            t.call = Duration::from_millis(ms);
+            let ms = u32::try_from(ms).context("--timeout-ms is too large")?;
+            let t = Timeouts::for_spec(&spec);
+            spec.timeouts = Some(spear_proto::v1::Timeouts {
+                startup_ms: t.startup.as_millis() as u32,
+                list_tools_ms: ms,
+                call_ms: ms,
+            });
         }
-        t
+        if let Some(bytes) = max_output_bytes {
+            let mut limits = spec.limits.unwrap_or_default();
+            limits.max_output_bytes = bytes;
+            spec.limits = Some(limits);
+        }
+        Ok(spec)
     }
 }
 
-fn lookup(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+/// The node's connection manager over a registry of just this server, so
+/// the command behaves exactly as the node does (limits, quarantine, rendering).
+fn connections_for(spec: ServerSpec) -> (Connections, tokio::task::JoinHandle<()>) {
+    let id = spec.id.clone();
+    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 0 };
+    let view = RegistryView { epoch: 1, revision: 1, servers: [(id, Arc::new(record))].into() };
+    let lookup: Lookup = Arc::new(|name: &str| std::env::var(name).ok());
+    Connections::new(RegistryHandle::new(view), lookup)
 }
 
 /// Runs one `spearlet mcp` command; returns the exit code.
 pub async fn run(command: McpCommand) -> Result<i32> {
     match command {
         McpCommand::ListTools(target) => {
-            let spec = target.spec()?;
-            let timeouts = target.timeouts(&spec);
-            let client = McpClient::connect(&spec, &lookup).await.with_context(|| format!("server '{}'", spec.id))?;
-            let tools = client.list_tools(PAGE_CAP, timeouts.list_tools).await;
-            client.shutdown().await;
-            let tools = tools.with_context(|| format!("listing the tools of '{}'", spec.id))?;
-            for tool in &tools {
+            let spec = target.effective_spec(None)?;
+            let id = spec.id.clone();
+            let (connections, watcher) = connections_for(spec);
+            let catalog = connections.catalog(&id).await;
+            connections.shutdown().await;
+            watcher.abort();
+            let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
+            for tool in &catalog.tools {
                 let description = tool.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
-                match check_input_schema(&tool.input_schema) {
-                    Ok(()) => println!("{:<32} {description}", tool.name),
-                    Err(why) => println!("{:<32} QUARANTINED: {why}", tool.name),
-                }
+                println!("{:<32} {description}", tool.name);
+            }
+            for (tool, why) in &catalog.quarantined {
+                println!("{tool:<32} QUARANTINED: {why}");
             }
             Ok(0)
         }
         McpCommand::Call { target, tool, args, max_output_bytes } => {
-            let spec = target.spec()?;
-            let timeouts = target.timeouts(&spec);
+            let spec = target.effective_spec(max_output_bytes)?;
+            let id = spec.id.clone();
             let arguments: serde_json::Value = serde_json::from_str(&args).context("--args is not valid JSON")?;
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object");
             };
-            let client = McpClient::connect(&spec, &lookup).await.with_context(|| format!("server '{}'", spec.id))?;
-            let result = client.call_tool(&tool, Some(arguments), timeouts.call).await;
-            client.shutdown().await;
-            let result = result.with_context(|| format!("calling '{tool}' on '{}'", spec.id))?;
-            let rendered = render_result(&result, max_output_bytes);
+            let (connections, watcher) = connections_for(spec);
+            let result = connections.call(&id, &tool, Some(arguments)).await;
+            connections.shutdown().await;
+            watcher.abort();
+            let rendered = result.with_context(|| format!("calling '{tool}' on '{id}'"))?;
             println!("{}", rendered.text);
             Ok(if rendered.is_error { 1 } else { 0 })
         }
