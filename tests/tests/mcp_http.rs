@@ -75,3 +75,55 @@ fn server_everything_over_the_legacy_sse_transport() {
     let (code, out, _) = spearlet_mcp(&["call", "--sse", "--url", &url, "--tool", "get-sum", "--args", r#"{"a": "x"}"#], &[]);
     assert_eq!(code, 1, "{out}");
 }
+
+/// A Streamable HTTP server that restarts loses its sessions; the node's
+/// next call must still succeed (re-initialising after the 404 for the old
+/// session, or reconnecting once its backoff allows).
+#[test]
+fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+    use spearlet::connections::Connections;
+    use spearlet::registry::{RegistryHandle, RegistryView};
+
+    let port = free_port();
+    let start = || {
+        let mut cmd = Command::new(python_sdk());
+        cmd.arg(python_http_server()).arg(port.to_string());
+        HttpPeer::start("python sdk server", cmd, port)
+    };
+    let mut peer = start();
+    let spec = ServerSpec {
+        id: "py".into(),
+        transport: Transport::StreamableHttp as i32,
+        url: peer.url("/mcp"),
+        enabled: true,
+        ..Default::default()
+    };
+    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 1 };
+    let view = RegistryView { epoch: 1, revision: 1, servers: [("py".to_string(), Arc::new(record))].into() };
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let (connections, _watch) = Connections::new(RegistryHandle::new(view), Arc::new(|_: &str| None));
+        let args = serde_json::json!({"a": 1, "b": 2}).as_object().cloned();
+        let first = connections.call("py", "add", args.clone()).await.unwrap();
+        assert!(first.text.starts_with('3'), "{}", first.text);
+
+        tokio::task::block_in_place(|| {
+            peer.proc.kill();
+            peer = start();
+        });
+        let mut last = String::new();
+        for _ in 0..50 {
+            match connections.call("py", "add", args.clone()).await {
+                Ok(result) if result.text.starts_with('3') => return connections.shutdown().await,
+                Ok(result) => last = result.text,
+                Err(error) => last = error.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("the node never used the restarted server again; last: {last}");
+    });
+}
