@@ -120,13 +120,7 @@ impl McpClient {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::http::streamable_transport(target)?;
-        let (tx, tools_changed) = watch::channel(0);
-        let handler = Notifications { tools_changed: Arc::new(tx) };
-        let service = match tokio::time::timeout(timeouts.startup, handler.serve(transport)).await {
-            Ok(Ok(service)) => service,
-            Ok(Err(error)) => return Err(McpError::Initialize(error.to_string())),
-            Err(_) => return Err(McpError::Timeout { what: "server startup", after: timeouts.startup }),
-        };
+        let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
         Ok(McpClient { service, child: None, tools_changed })
     }
 
@@ -135,36 +129,24 @@ impl McpClient {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::sse::connect(target, timeouts.startup).await?;
-        let (tx, tools_changed) = watch::channel(0);
-        let handler = Notifications { tools_changed: Arc::new(tx) };
-        let service = match tokio::time::timeout(timeouts.startup, handler.serve(transport)).await {
-            Ok(Ok(service)) => service,
-            Ok(Err(error)) => return Err(McpError::Initialize(error.to_string())),
-            Err(_) => return Err(McpError::Timeout { what: "server startup", after: timeouts.startup }),
-        };
+        let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
         Ok(McpClient { service, child: None, tools_changed })
     }
 
+    /// A local server as a supervised child process.
     async fn connect_stdio(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))
             .map_err(|source| McpError::Spawn { program: command.program.clone(), source })?;
-        let (tx, tools_changed) = watch::channel(0);
-        let handler = Notifications { tools_changed: Arc::new(tx) };
         let mut child = Some(child);
-        let service = match tokio::time::timeout(timeouts.startup, handler.serve((stdout, stdin))).await {
-            Ok(Ok(service)) => service,
-            Ok(Err(error)) => {
+        match handshake((stdout, stdin), timeouts.startup).await {
+            Ok((service, tools_changed)) => Ok(McpClient { service, child, tools_changed }),
+            Err(error) => {
                 shutdown_child(&mut child).await;
-                return Err(McpError::Initialize(error.to_string()));
+                Err(error)
             }
-            Err(_) => {
-                shutdown_child(&mut child).await;
-                return Err(McpError::Timeout { what: "server startup", after: timeouts.startup });
-            }
-        };
-        Ok(McpClient { service, child, tools_changed })
+        }
     }
 
     /// Every tool of the server, following `nextCursor` for at most `page_cap` pages.
@@ -234,6 +216,24 @@ impl McpClient {
     pub async fn shutdown(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.close()).await;
         shutdown_child(&mut self.child).await;
+    }
+}
+
+/// The MCP handshake over `transport`, within the startup timeout.
+async fn handshake<T, E, A>(
+    transport: T,
+    startup: Duration,
+) -> Result<(RunningService<RoleClient, Notifications>, watch::Receiver<u64>), McpError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let (tx, tools_changed) = watch::channel(0);
+    let handler = Notifications { tools_changed: Arc::new(tx) };
+    match tokio::time::timeout(startup, handler.serve(transport)).await {
+        Ok(Ok(service)) => Ok((service, tools_changed)),
+        Ok(Err(error)) => Err(McpError::Initialize(error.to_string())),
+        Err(_) => Err(McpError::Timeout { what: "server startup", after: startup }),
     }
 }
 
