@@ -6,11 +6,13 @@
 //! applied ([`heartbeat`]), and shows it all over HTTP ([`http`]).
 //! [`node`] wires these together; `main.rs` only parses arguments.
 
+pub mod cchat;
 pub mod cli;
 pub mod connections;
 pub mod explain;
 pub mod heartbeat;
 pub mod http;
+pub mod llm;
 pub mod mcp;
 pub mod node;
 pub mod persist;

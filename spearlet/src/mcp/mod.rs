@@ -12,6 +12,7 @@ mod stdio;
 
 pub use client::{stdio_command, McpClient, McpError, Timeouts};
 pub use env::{ResolveError, Resolver};
+pub use http::http_client;
 pub use render::{render_result, truncate_utf8, RenderedResult};
 pub use schema::check_input_schema;
 pub use stdio::{StdioChild, StdioCommand};

@@ -1,0 +1,146 @@
+//! OpenAI-compatible chat completions (non-streaming), with retries on 429
+//! and 5xx that honour `Retry-After`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use tracing::warn;
+
+use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
+
+/// Where and how to reach the provider. The key is read from the node's
+/// environment by the caller; it never appears in errors or logs.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// e.g. `https://api.openai.com/v1` (the path `/chat/completions` is added).
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    /// Retries after a 429 or 5xx answer.
+    pub max_retries: u32,
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+pub struct OpenAiBackend {
+    config: OpenAiConfig,
+    http: reqwest::Client,
+}
+
+impl OpenAiBackend {
+    pub fn new(config: OpenAiConfig) -> Self {
+        Self { config, http: crate::mcp::http_client() }
+    }
+
+    fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
+        let messages: Vec<Value> = messages.iter().map(message_json).collect();
+        let mut body = json!({"model": self.config.model, "messages": messages});
+        if !tools.is_empty() {
+            body["tools"] = tools
+                .iter()
+                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+                .collect();
+        }
+        body
+    }
+}
+
+fn message_json(m: &ChatMessage) -> Value {
+    match m.role {
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Tool => json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}),
+        Role::Assistant => {
+            let mut v = json!({"role": "assistant", "content": m.content});
+            if !m.tool_calls.is_empty() {
+                v["tool_calls"] = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+            }
+            v
+        }
+    }
+}
+
+/// Parses a chat completion response body.
+pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
+    let message = body
+        .pointer("/choices/0/message")
+        .ok_or_else(|| LlmError::BadReply("no choices[0].message".into()))?;
+    let content = message.get("content").and_then(Value::as_str).map(str::to_string);
+    let mut tool_calls = Vec::new();
+    for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+        let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let arguments = call.pointer("/function/arguments").and_then(Value::as_str).unwrap_or("{}").to_string();
+        if id.is_empty() {
+            return Err(LlmError::BadReply("a tool call has no id".into()));
+        }
+        tool_calls.push(ToolCall { id, name, arguments });
+    }
+    let usage = Usage {
+        prompt_tokens: body.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+        completion_tokens: body.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+    };
+    Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage })
+}
+
+/// The provider's error message, if its body has the usual shape.
+fn provider_message(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| body.chars().take(200).collect())
+}
+
+#[async_trait]
+impl LlmBackend for OpenAiBackend {
+    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
+        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+        let body = self.body(messages, tools);
+        let mut attempt = 0;
+        loop {
+            let mut request = self.http.post(&url).json(&body).timeout(self.config.timeout);
+            if let Some(key) = &self.config.api_key {
+                request = request.bearer_auth(key);
+            }
+            let response = match request.send().await {
+                Ok(r) => r,
+                Err(e) if e.is_timeout() => return Err(LlmError::Timeout(self.config.timeout)),
+                Err(e) => return Err(LlmError::Unreachable(e.without_url().to_string())),
+            };
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
+            let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+            if status.is_success() {
+                let value: Value = serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()))?;
+                return parse_reply(&value);
+            }
+            let retryable = status.as_u16() == 429 || status.is_server_error();
+            if !retryable || attempt >= self.config.max_retries {
+                return Err(LlmError::Provider { status: status.as_u16(), message: provider_message(&text) });
+            }
+            let delay = retry_after.unwrap_or_else(|| Duration::from_millis(250 * 2u64.pow(attempt)));
+            warn!(status = status.as_u16(), attempt, ?delay, "model provider busy or failing; retrying");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+}

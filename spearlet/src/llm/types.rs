@@ -1,0 +1,97 @@
+//! The provider-neutral chat shape the loop works with.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the JSON text the model wrote.
+    pub arguments: String,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: Option<String>,
+    /// Assistant messages: the calls asked for.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tool messages: the call answered.
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn user(text: &str) -> Self {
+        Self { role: Role::User, content: Some(text.to_string()), tool_calls: vec![], tool_call_id: None }
+    }
+
+    pub fn system(text: &str) -> Self {
+        Self { role: Role::System, content: Some(text.to_string()), tool_calls: vec![], tool_call_id: None }
+    }
+
+    pub fn tool(call_id: &str, text: String) -> Self {
+        Self { role: Role::Tool, content: Some(text), tool_calls: vec![], tool_call_id: Some(call_id.to_string()) }
+    }
+}
+
+/// A tool as injected into a request.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// Tokens as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// One answer of the model.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The assistant message (text and/or tool calls).
+    pub message: ChatMessage,
+    pub usage: Usage,
+}
+
+/// Why a request to the model failed, in one sentence for the guest. Never
+/// carries the API key.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LlmError {
+    #[error("the model provider answered {status}: {message}")]
+    Provider { status: u16, message: String },
+    #[error("the model provider could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the model provider did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    #[error("the model provider's answer could not be read: {0}")]
+    BadReply(String),
+}
+
+/// A chat completion backend.
+#[async_trait]
+pub trait LlmBackend: Send + Sync {
+    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError>;
+}

@@ -1,0 +1,248 @@
+//! The auto tool-call loop against a scripted OpenAI-compatible server (the
+//! exact chat completions wire format) and a real MCP server over stdio.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router as Http};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spearlet::cchat::{run_tool_loop, LoopError, LoopLimits};
+use spearlet::connections::Connections;
+use spearlet::llm::{ChatMessage, OpenAiBackend, OpenAiConfig, Role};
+use spearlet::policy::{SessionPolicy, TaskPolicy};
+use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::router::Router;
+use spearlet::tools::offered_name;
+
+/// One scripted answer: HTTP status, Retry-After, body.
+type Step = (u16, Option<&'static str>, Value);
+
+#[derive(Clone, Default)]
+struct Script {
+    steps: Arc<Mutex<VecDeque<Step>>>,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> Response {
+    script.requests.lock().push(body);
+    let step = script.steps.lock().pop_front();
+    let Some((status, retry_after, body)) = step else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
+    };
+    let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
+    if let Some(value) = retry_after {
+        response.headers_mut().insert("retry-after", value.parse().unwrap());
+    }
+    response
+}
+
+async fn serve(steps: Vec<Step>) -> (Script, SocketAddr) {
+    let script = Script { steps: Arc::new(Mutex::new(steps.into())), requests: Arc::default() };
+    let app = Http::new().route("/v1/chat/completions", post(completions)).with_state(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (script, addr)
+}
+
+fn tool_calls(calls: &[(&str, &str, Value)]) -> Step {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    (200, None, json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": calls}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    }))
+}
+
+fn answer(text: &str) -> Step {
+    (200, None, json!({
+        "id": "chatcmpl-2", "object": "chat.completion", "model": "scripted",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}
+    }))
+}
+
+struct Fixture {
+    router: Router,
+    connections: Connections,
+    task: TaskPolicy,
+    session: SessionPolicy,
+}
+
+fn fixture() -> Fixture {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/misbehaving_server.py");
+    let spec = ServerSpec {
+        id: "mb".into(),
+        transport: Transport::Stdio as i32,
+        command: "python3".into(),
+        args: vec![script.into()],
+        denied_tools: vec!["env".into()],
+        timeouts: Some(spear_proto::v1::Timeouts { startup_ms: 0, list_tools_ms: 0, call_ms: 400 }),
+        enabled: true,
+        ..Default::default()
+    };
+    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 1 };
+    let registry = RegistryHandle::new(RegistryView { epoch: 1, revision: 1, servers: [("mb".to_string(), Arc::new(record))].into() });
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let task = TaskPolicy {
+        enabled: true,
+        allowed_server_ids: vec!["mb".into()],
+        default_server_ids: vec!["mb".into()],
+        tool_allowlist: None,
+        tool_denylist: vec!["spawn".into()],
+    };
+    let session = SessionPolicy::from_task(&task);
+    Fixture { router: Router::new(connections.clone(), registry), connections, task, session }
+}
+
+fn backend(addr: SocketAddr, max_retries: u32) -> OpenAiBackend {
+    OpenAiBackend::new(OpenAiConfig {
+        base_url: format!("http://{addr}/v1"),
+        model: "scripted".into(),
+        api_key: Some("sk-test-key".into()),
+        timeout: Duration::from_secs(10),
+        max_retries,
+    })
+}
+
+fn limits() -> LoopLimits {
+    LoopLimits { max_iterations: 8, max_total_tool_calls: 16, deadline: Instant::now() + Duration::from_secs(30) }
+}
+
+/// Every assistant tool call is answered by exactly one tool message.
+fn assert_history_valid(messages: &[ChatMessage]) {
+    for (i, m) in messages.iter().enumerate() {
+        if m.role == Role::Assistant && !m.tool_calls.is_empty() {
+            let answers: Vec<&str> = messages[i + 1..]
+                .iter()
+                .take_while(|m| m.role == Role::Tool)
+                .filter_map(|m| m.tool_call_id.as_deref())
+                .collect();
+            let asked: Vec<&str> = m.tool_calls.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(answers, asked, "tool calls not answered one by one");
+        }
+    }
+}
+
+#[tokio::test]
+async fn single_and_parallel_calls_then_an_answer() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let huge = offered_name("mb", "huge");
+    let (script, addr) = serve(vec![
+        tool_calls(&[("call_1", &ok, json!({}))]),
+        tool_calls(&[("call_2", &ok, json!({})), ("call_3", &huge, json!({"bytes": 12}))]),
+        answer("all done"),
+    ])
+    .await;
+    let mut messages = vec![ChatMessage::system("be brief"), ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend(addr, 0), &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("all done"));
+    assert_eq!(outcome.iterations, 3);
+    assert_eq!((outcome.usage.prompt_tokens, outcome.usage.completion_tokens), (40, 17));
+    assert_eq!(outcome.trace.len(), 3);
+    assert!(outcome.trace.iter().all(|t| !t.is_error && t.executed.is_some()));
+    assert_history_valid(&messages);
+
+    let requests = script.requests.lock().clone();
+    // The tools were injected with their offered names; denied ones were not.
+    let names: Vec<&str> = requests[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&ok.as_str()) && !names.contains(&offered_name("mb", "env").as_str()));
+    assert!(!names.contains(&offered_name("mb", "spawn").as_str()));
+    // The third request carries both results, each under its tool_call_id.
+    let last: Vec<&Value> = requests[2]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(last.len(), 3);
+    assert_eq!((last[1]["tool_call_id"].as_str(), last[1]["content"].as_str()), (Some("call_2"), Some("ok")));
+    assert_eq!((last[2]["tool_call_id"].as_str(), last[2]["content"].as_str()), (Some("call_3"), Some("xxxxxxxxxxxx")));
+    f.connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn errors_unknown_and_denied_tools_are_answered_never_run() {
+    let f = fixture();
+    let (script, addr) = serve(vec![
+        tool_calls(&[
+            ("c1", &offered_name("mb", "hang"), json!({})),
+            ("c2", "mcp__invented__name", json!({})),
+            ("c3", &offered_name("mb", "env"), json!({})),
+            ("c4", "mcp.mb.spawn", json!({})),
+        ]),
+        answer("recovered"),
+    ])
+    .await;
+    let mut messages = vec![ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend(addr, 0), &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("recovered"));
+    assert_history_valid(&messages);
+    let trace = &outcome.trace;
+    assert!(trace[0].is_error && trace[0].executed.is_some(), "the hung call ran and timed out");
+    for t in &trace[1..] {
+        assert!(t.is_error && t.executed.is_none(), "{} must not run", t.name);
+    }
+    let tool_texts: Vec<String> = script.requests.lock()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(tool_texts[0].contains("timed out"), "{tool_texts:?}");
+    assert!(tool_texts[1].contains("not offered"), "{tool_texts:?}");
+    f.connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn limits_end_the_loop_with_a_valid_history() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let (_, addr) = serve(vec![tool_calls(&[("a", &ok, json!({})), ("b", &ok, json!({})), ("c", &ok, json!({}))])]).await;
+    let mut messages = vec![ChatMessage::user("go")];
+    let tight = LoopLimits { max_total_tool_calls: 2, ..limits() };
+    let outcome = run_tool_loop(&backend(addr, 0), &f.router, &f.task, &f.session, &mut messages, tight).await;
+    assert!(matches!(outcome.result, Err(LoopError::MaxToolCalls(2))), "{:?}", outcome.result);
+    assert_history_valid(&messages);
+    assert_eq!(outcome.trace.iter().filter(|t| t.executed.is_some()).count(), 2);
+    assert!(messages.last().unwrap().content.as_deref().unwrap().contains("max_total_tool_calls"));
+
+    let (_, addr) = serve((0..5).map(|i| tool_calls(&[(["x", "y", "z", "u", "v"][i], &ok, json!({}))])).collect()).await;
+    let mut messages = vec![ChatMessage::user("go")];
+    let short = LoopLimits { max_iterations: 2, ..limits() };
+    let outcome = run_tool_loop(&backend(addr, 0), &f.router, &f.task, &f.session, &mut messages, short).await;
+    assert!(matches!(outcome.result, Err(LoopError::MaxIterations(2))), "{:?}", outcome.result);
+    assert_history_valid(&messages);
+    assert_eq!(messages.last().unwrap().role, Role::Tool);
+    f.connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn provider_429_is_retried_and_500_to_the_end_is_a_clear_error() {
+    let f = fixture();
+    let busy = (429, Some("0"), json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}}));
+    let (script, addr) = serve(vec![busy, answer("after the wait")]).await;
+    let mut messages = vec![ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend(addr, 3), &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("after the wait"));
+    assert_eq!(script.requests.lock().len(), 2);
+
+    let broken = || (500, None, json!({"error": {"message": "upstream exploded", "type": "server_error"}}));
+    let (script, addr) = serve(vec![broken(), broken(), broken()]).await;
+    let mut messages = vec![ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend(addr, 2), &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    let error = outcome.result.unwrap_err().to_string();
+    assert!(error.contains("500") && error.contains("upstream exploded"), "{error}");
+    assert!(!error.contains("sk-test-key"));
+    assert_eq!(script.requests.lock().len(), 3, "one try and two retries");
+    assert_eq!(messages.len(), 1, "a failed send leaves the history as it was");
+    f.connections.shutdown().await;
+}
