@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
 use spearlet::cchat::{run_tool_loop, LoopError, LoopLimits};
 use spearlet::connections::Connections;
-use spearlet::llm::{ChatMessage, OpenAiBackend, OpenAiConfig, Role};
+use spearlet::llm::{AnthropicBackend, AnthropicConfig, ChatMessage, OpenAiBackend, OpenAiConfig, Role};
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::router::Router;
@@ -31,7 +31,13 @@ struct Script {
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
-async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> Response {
+async fn completions(State(script): State<Script>, headers: axum::http::HeaderMap, Json(mut body): Json<Value>) -> Response {
+    // Keep the auth headers with the body, to check each provider's shape.
+    for name in ["authorization", "x-api-key", "anthropic-version"] {
+        if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            body[format!("header:{name}")] = json!(value);
+        }
+    }
     script.requests.lock().push(body);
     let step = script.steps.lock().pop_front();
     let Some((status, retry_after, body)) = step else {
@@ -46,7 +52,10 @@ async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> R
 
 async fn serve(steps: Vec<Step>) -> (Script, SocketAddr) {
     let script = Script { steps: Arc::new(Mutex::new(steps.into())), requests: Arc::default() };
-    let app = Http::new().route("/v1/chat/completions", post(completions)).with_state(script.clone());
+    let app = Http::new()
+        .route("/v1/chat/completions", post(completions))
+        .route("/v1/messages", post(completions))
+        .with_state(script.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -156,6 +165,7 @@ async fn single_and_parallel_calls_then_an_answer() {
     assert_history_valid(&messages);
 
     let requests = script.requests.lock().clone();
+    assert_eq!(requests[0]["header:authorization"], "Bearer sk-test-key");
     // The tools were injected with their offered names; denied ones were not.
     let names: Vec<&str> = requests[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap()).collect();
     assert!(names.contains(&ok.as_str()) && !names.contains(&offered_name("mb", "env").as_str()));
@@ -244,5 +254,72 @@ async fn provider_429_is_retried_and_500_to_the_end_is_a_clear_error() {
     assert!(!error.contains("sk-test-key"));
     assert_eq!(script.requests.lock().len(), 3, "one try and two retries");
     assert_eq!(messages.len(), 1, "a failed send leaves the history as it was");
+    f.connections.shutdown().await;
+}
+
+fn anthropic_tool_use(calls: &[(&str, &str, Value)]) -> Step {
+    let blocks: Vec<Value> = std::iter::once(json!({"type": "text", "text": "Let me check."}))
+        .chain(calls.iter().map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input})))
+        .collect();
+    (200, None, json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "scripted",
+        "content": blocks, "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 30, "output_tokens": 9}
+    }))
+}
+
+fn anthropic_answer(text: &str) -> Step {
+    (200, None, json!({
+        "id": "msg_2", "type": "message", "role": "assistant", "model": "scripted",
+        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 50, "output_tokens": 4}
+    }))
+}
+
+#[tokio::test]
+async fn the_loop_speaks_anthropic_messages() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let huge = offered_name("mb", "huge");
+    let overloaded = (529, Some("0"), json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}));
+    let (script, addr) = serve(vec![
+        anthropic_tool_use(&[("toolu_1", &ok, json!({})), ("toolu_2", &huge, json!({"bytes": 3}))]),
+        overloaded,
+        anthropic_answer("done"),
+    ])
+    .await;
+    let backend = AnthropicBackend::new(AnthropicConfig {
+        base_url: format!("http://{addr}"),
+        model: "scripted".into(),
+        api_key: Some("sk-ant-test".into()),
+        max_tokens: 1024,
+        timeout: Duration::from_secs(10),
+        max_retries: 2,
+    });
+    let mut messages = vec![ChatMessage::system("be brief"), ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend, &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("done"));
+    assert_eq!((outcome.usage.prompt_tokens, outcome.usage.completion_tokens), (80, 13));
+    assert_history_valid(&messages);
+
+    let requests = script.requests.lock().clone();
+    let first = &requests[0];
+    assert_eq!(first["system"], "be brief");
+    assert_eq!(first["header:x-api-key"], "sk-ant-test");
+    assert_eq!(first["header:anthropic-version"], "2023-06-01");
+    assert!(first["tools"][0]["input_schema"].is_object());
+    // After the tool turn: the assistant's tool_use blocks, then ONE user
+    // message with both tool_result blocks.
+    let follow_up = &requests[2]["messages"];
+    let assistant = &follow_up[1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    assert_eq!(assistant["content"][2]["input"], json!({"bytes": 3}));
+    let results = &follow_up[2];
+    assert_eq!(results["role"], "user");
+    assert_eq!(results["content"].as_array().map(Vec::len), Some(2));
+    assert_eq!(results["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(results["content"][0]["content"], "ok");
+    assert_eq!(results["content"][1]["content"], "xxx");
     f.connections.shutdown().await;
 }

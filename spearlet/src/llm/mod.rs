@@ -1,9 +1,12 @@
-//! LLM backends, behind one provider-neutral chat shape. The OpenAI-compatible
-//! chat completions API is the first backend (OpenAI, DeepSeek, vLLM,
-//! llama.cpp, Ollama, LiteLLM all speak it).
+//! LLM backends, behind one provider-neutral chat shape: OpenAI-compatible
+//! chat completions (OpenAI, DeepSeek, vLLM, llama.cpp, Ollama, LiteLLM) and
+//! Anthropic messages.
 
+mod anthropic;
 mod openai;
+mod retry;
 mod types;
 
+pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};

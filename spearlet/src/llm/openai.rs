@@ -1,12 +1,11 @@
-//! OpenAI-compatible chat completions (non-streaming), with retries on 429
-//! and 5xx that honour `Retry-After`.
+//! OpenAI-compatible chat completions (non-streaming).
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
-use tracing::warn;
 
+use super::retry::post_json;
 use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
 
 /// Where and how to reach the provider. The key is read from the node's
@@ -97,50 +96,19 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
     Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage })
 }
 
-/// The provider's error message, if its body has the usual shape.
-fn provider_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
-        .unwrap_or_else(|| body.chars().take(200).collect())
-}
-
 #[async_trait]
 impl LlmBackend for OpenAiBackend {
     async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
         let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
         let body = self.body(messages, tools);
-        let mut attempt = 0;
-        loop {
-            let mut request = self.http.post(&url).json(&body).timeout(self.config.timeout);
-            if let Some(key) = &self.config.api_key {
-                request = request.bearer_auth(key);
+        let request = || {
+            let request = self.http.post(&url).json(&body);
+            match &self.config.api_key {
+                Some(key) => request.bearer_auth(key),
+                None => request,
             }
-            let response = match request.send().await {
-                Ok(r) => r,
-                Err(e) if e.is_timeout() => return Err(LlmError::Timeout(self.config.timeout)),
-                Err(e) => return Err(LlmError::Unreachable(e.without_url().to_string())),
-            };
-            let status = response.status();
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
-            let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
-            if status.is_success() {
-                let value: Value = serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()))?;
-                return parse_reply(&value);
-            }
-            let retryable = status.as_u16() == 429 || status.is_server_error();
-            if !retryable || attempt >= self.config.max_retries {
-                return Err(LlmError::Provider { status: status.as_u16(), message: provider_message(&text) });
-            }
-            let delay = retry_after.unwrap_or_else(|| Duration::from_millis(250 * 2u64.pow(attempt)));
-            warn!(status = status.as_u16(), attempt, ?delay, "model provider busy or failing; retrying");
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
+        };
+        let value = post_json(request, self.config.timeout, self.config.max_retries).await?;
+        parse_reply(&value)
     }
 }

@@ -1,0 +1,139 @@
+//! Anthropic messages API (non-streaming).
+//!
+//! Differences from the OpenAI shape handled here: the system prompt is a
+//! top-level field; tool calls are `tool_use` content blocks with a JSON
+//! `input`; tool results are `tool_result` blocks in a `user` message, all the
+//! results of one turn in one message.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::retry::post_json;
+use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
+
+const API_VERSION: &str = "2023-06-01";
+
+/// Where and how to reach the provider; the key never appears in errors.
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// e.g. `https://api.anthropic.com` (the path `/v1/messages` is added).
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub max_tokens: u32,
+    pub timeout: Duration,
+    pub max_retries: u32,
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+pub struct AnthropicBackend {
+    config: AnthropicConfig,
+    http: reqwest::Client,
+}
+
+impl AnthropicBackend {
+    pub fn new(config: AnthropicConfig) -> Self {
+        Self { config, http: crate::mcp::http_client() }
+    }
+}
+
+/// The request body for `messages` with `tools`.
+pub fn request_body(model: &str, max_tokens: u32, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
+    let system: Vec<&str> = messages.iter().filter(|m| m.role == Role::System).filter_map(|m| m.content.as_deref()).collect();
+    let mut out: Vec<Value> = Vec::new();
+    for m in messages.iter().filter(|m| m.role != Role::System) {
+        match m.role {
+            Role::User => out.push(json!({"role": "user", "content": [{"type": "text", "text": m.content.clone().unwrap_or_default()}]})),
+            Role::Assistant => {
+                let mut blocks: Vec<Value> = Vec::new();
+                if let Some(text) = m.content.as_deref().filter(|t| !t.is_empty()) {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in &m.tool_calls {
+                    let input: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                out.push(json!({"role": "assistant", "content": blocks}));
+            }
+            Role::Tool => {
+                let block = json!({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content.clone().unwrap_or_default()});
+                // All results of one turn go in one user message.
+                let merged = out.last_mut().filter(|last| {
+                    last["role"] == "user"
+                        && last["content"].as_array().is_some_and(|c| c.iter().all(|b| b["type"] == "tool_result"))
+                });
+                match merged.and_then(|last| last["content"].as_array_mut()) {
+                    Some(content) => content.push(block),
+                    None => out.push(json!({"role": "user", "content": [block]})),
+                }
+            }
+            Role::System => {}
+        }
+    }
+    let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": out});
+    if !system.is_empty() {
+        body["system"] = json!(system.join("\n\n"));
+    }
+    if !tools.is_empty() {
+        body["tools"] = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
+    }
+    body
+}
+
+/// Parses a messages API response.
+pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
+    let blocks = body.get("content").and_then(Value::as_array).ok_or_else(|| LlmError::BadReply("no content".into()))?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or_default()),
+            Some("tool_use") => {
+                let id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+                if id.is_empty() {
+                    return Err(LlmError::BadReply("a tool_use block has no id".into()));
+                }
+                tool_calls.push(ToolCall {
+                    id,
+                    name: block.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    arguments: block.get("input").cloned().unwrap_or_else(|| json!({})).to_string(),
+                });
+            }
+            _ => {}
+        }
+    }
+    let usage = Usage {
+        prompt_tokens: body.pointer("/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0),
+        completion_tokens: body.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0),
+    };
+    let content = (!text.is_empty()).then_some(text);
+    Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage })
+}
+
+#[async_trait]
+impl LlmBackend for AnthropicBackend {
+    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
+        let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        let body = request_body(&self.config.model, self.config.max_tokens, messages, tools);
+        let request = || {
+            let request = self.http.post(&url).header("anthropic-version", API_VERSION).json(&body);
+            match &self.config.api_key {
+                Some(key) => request.header("x-api-key", key),
+                None => request,
+            }
+        };
+        let value = post_json(request, self.config.timeout, self.config.max_retries).await?;
+        parse_reply(&value)
+    }
+}

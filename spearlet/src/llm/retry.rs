@@ -1,0 +1,54 @@
+//! One POST to a provider with retries on 429 and 5xx, honouring
+//! `Retry-After`; every backend uses it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::types::LlmError;
+
+/// Posts `body` (built fresh by `request` for each attempt) and returns the
+/// JSON answer, retrying busy or failing providers `max_retries` times.
+pub async fn post_json(
+    request: impl Fn() -> reqwest::RequestBuilder,
+    timeout: Duration,
+    max_retries: u32,
+) -> Result<Value, LlmError> {
+    let mut attempt = 0;
+    loop {
+        let response = match request().timeout(timeout).send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => return Err(LlmError::Timeout(timeout)),
+            Err(e) => return Err(LlmError::Unreachable(e.without_url().to_string())),
+        };
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
+        let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+        if status.is_success() {
+            return serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()));
+        }
+        let retryable = status.as_u16() == 429 || status.is_server_error();
+        if !retryable || attempt >= max_retries {
+            return Err(LlmError::Provider { status: status.as_u16(), message: provider_message(&text) });
+        }
+        let delay = retry_after.unwrap_or_else(|| Duration::from_millis(250 * 2u64.pow(attempt.min(8))));
+        warn!(status = status.as_u16(), attempt, ?delay, "model provider busy or failing; retrying");
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+/// The provider's error message, if its body has the usual shape
+/// (`{"error": {"message": ...}}`, as both OpenAI and Anthropic send).
+fn provider_message(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_else(|| body.chars().take(200).collect())
+}
