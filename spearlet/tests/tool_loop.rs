@@ -43,7 +43,12 @@ async fn completions(State(script): State<Script>, headers: axum::http::HeaderMa
     let Some((status, retry_after, body)) = step else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
     };
-    let mut response = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), Json(body)).into_response();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    // A string body is a scripted event stream.
+    let mut response = match body {
+        Value::String(events) => (status, [("content-type", "text/event-stream")], events).into_response(),
+        body => (status, Json(body)).into_response(),
+    };
     if let Some(value) = retry_after {
         response.headers_mut().insert("retry-after", value.parse().unwrap());
     }
@@ -122,6 +127,7 @@ fn backend(addr: SocketAddr, max_retries: u32) -> OpenAiBackend {
         api_key: Some("sk-test-key".into()),
         timeout: Duration::from_secs(10),
         max_retries,
+        stream: false,
     })
 }
 
@@ -295,6 +301,7 @@ async fn the_loop_speaks_anthropic_messages() {
         max_tokens: 1024,
         timeout: Duration::from_secs(10),
         max_retries: 2,
+        stream: false,
     });
     let mut messages = vec![ChatMessage::system("be brief"), ChatMessage::user("go")];
     let outcome = run_tool_loop(&backend, &f.router, &f.task, &f.session, &mut messages, limits()).await;
@@ -321,5 +328,108 @@ async fn the_loop_speaks_anthropic_messages() {
     assert_eq!(results["content"][0]["tool_use_id"], "toolu_1");
     assert_eq!(results["content"][0]["content"], "ok");
     assert_eq!(results["content"][1]["content"], "xxx");
+    f.connections.shutdown().await;
+}
+
+/// An event stream body: each value a `data:` event (an optional event name
+/// first), then `[DONE]` for OpenAI.
+fn sse(events: &[(Option<&str>, Value)], done: bool) -> Step {
+    let mut body = String::new();
+    for (name, data) in events {
+        if let Some(name) = name {
+            body.push_str(&format!("event: {name}\n"));
+        }
+        body.push_str(&format!("data: {data}\n\n"));
+    }
+    if done {
+        body.push_str("data: [DONE]\n\n");
+    }
+    (200, None, Value::String(body))
+}
+
+#[tokio::test]
+async fn streamed_tool_call_deltas_are_assembled_openai() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let huge = offered_name("mb", "huge");
+    let chunk = |delta: Value| (None, json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}));
+    let first = sse(&[
+        chunk(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_s1", "type": "function", "function": {"name": ok, "arguments": ""}}]})),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]})),
+        chunk(json!({"tool_calls": [{"index": 1, "id": "call_s2", "type": "function", "function": {"name": huge, "arguments": "{\"bytes\""}}]})),
+        chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]})),
+        chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": ": 4}"}}]})),
+        (None, json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 6}})),
+    ], true);
+    let second = sse(&[
+        chunk(json!({"role": "assistant", "content": "stream"})),
+        chunk(json!({"content": "ed done"})),
+        (None, json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 2}})),
+    ], true);
+    let (script, addr) = serve(vec![first, second]).await;
+    let backend = OpenAiBackend::new(OpenAiConfig {
+        base_url: format!("http://{addr}/v1"),
+        model: "scripted".into(),
+        api_key: None,
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        stream: true,
+    });
+    let mut messages = vec![ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend, &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("streamed done"));
+    assert_eq!((outcome.usage.prompt_tokens, outcome.usage.completion_tokens), (32, 8));
+    assert_history_valid(&messages);
+    assert_eq!(messages[1].tool_calls[1].arguments, "{\"bytes\": 4}");
+    let requests = script.requests.lock().clone();
+    assert_eq!(requests[0]["stream"], true);
+    assert_eq!(requests[0]["stream_options"]["include_usage"], true);
+    let tool_texts: Vec<&str> = requests[1]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(tool_texts, vec!["ok", "xxxx"]);
+    f.connections.shutdown().await;
+}
+
+#[tokio::test]
+async fn streamed_tool_use_is_assembled_anthropic() {
+    let f = fixture();
+    let huge = offered_name("mb", "huge");
+    let first = sse(&[
+        (Some("message_start"), json!({"type": "message_start", "message": {"id": "msg_s", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 40, "output_tokens": 1}}})),
+        (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Checking."}})),
+        (Some("content_block_stop"), json!({"type": "content_block_stop", "index": 0})),
+        (Some("content_block_start"), json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_s", "name": huge, "input": {}}})),
+        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"by"}})),
+        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "tes\": 2}"}})),
+        (Some("content_block_stop"), json!({"type": "content_block_stop", "index": 1})),
+        (Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 15}})),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ], false);
+    let second = sse(&[
+        (Some("message_start"), json!({"type": "message_start", "message": {"usage": {"input_tokens": 60, "output_tokens": 1}}})),
+        (Some("content_block_start"), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        (Some("content_block_delta"), json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "two x"}})),
+        (Some("message_delta"), json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
+        (Some("message_stop"), json!({"type": "message_stop"})),
+    ], false);
+    let (script, addr) = serve(vec![first, second]).await;
+    let backend = AnthropicBackend::new(AnthropicConfig {
+        base_url: format!("http://{addr}"),
+        model: "scripted".into(),
+        api_key: None,
+        max_tokens: 256,
+        timeout: Duration::from_secs(10),
+        max_retries: 0,
+        stream: true,
+    });
+    let mut messages = vec![ChatMessage::user("go")];
+    let outcome = run_tool_loop(&backend, &f.router, &f.task, &f.session, &mut messages, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("two x"));
+    assert_eq!((outcome.usage.prompt_tokens, outcome.usage.completion_tokens), (100, 18));
+    assert_history_valid(&messages);
+    let requests = script.requests.lock().clone();
+    assert_eq!(requests[0]["stream"], true);
+    assert_eq!(requests[1]["messages"][1]["content"][1]["input"], json!({"bytes": 2}));
+    assert_eq!(requests[1]["messages"][2]["content"][0]["content"], "xx");
     f.connections.shutdown().await;
 }

@@ -1,4 +1,4 @@
-//! Anthropic messages API (non-streaming).
+//! Anthropic messages API, streaming or not.
 //!
 //! Differences from the OpenAI shape handled here: the system prompt is a
 //! top-level field; tool calls are `tool_use` content blocks with a JSON
@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::retry::post_json;
+use super::retry::{json as read_json, send};
+use super::stream::{read_stream, Dialect};
 use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
 
 const API_VERSION: &str = "2023-06-01";
@@ -25,6 +26,8 @@ pub struct AnthropicConfig {
     pub max_tokens: u32,
     pub timeout: Duration,
     pub max_retries: u32,
+    /// Ask for a streamed answer (tool-call deltas are assembled here).
+    pub stream: bool,
 }
 
 impl std::fmt::Debug for AnthropicConfig {
@@ -125,7 +128,10 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
 impl LlmBackend for AnthropicBackend {
     async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let body = request_body(&self.config.model, self.config.max_tokens, messages, tools);
+        let mut body = request_body(&self.config.model, self.config.max_tokens, messages, tools);
+        if self.config.stream {
+            body["stream"] = json!(true);
+        }
         let request = || {
             let request = self.http.post(&url).header("anthropic-version", API_VERSION).json(&body);
             match &self.config.api_key {
@@ -133,7 +139,11 @@ impl LlmBackend for AnthropicBackend {
                 None => request,
             }
         };
-        let value = post_json(request, self.config.timeout, self.config.max_retries).await?;
-        parse_reply(&value)
+        let response = send(request, self.config.timeout, self.config.max_retries).await?;
+        if self.config.stream {
+            read_stream(response, Dialect::Anthropic).await
+        } else {
+            parse_reply(&read_json(response).await?)
+        }
     }
 }

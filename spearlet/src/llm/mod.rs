@@ -5,6 +5,8 @@
 mod anthropic;
 mod openai;
 mod retry;
+mod sse;
+mod stream;
 mod types;
 
 pub use anthropic::{AnthropicBackend, AnthropicConfig};

@@ -1,11 +1,12 @@
-//! OpenAI-compatible chat completions (non-streaming).
+//! OpenAI-compatible chat completions, streaming or not.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use super::retry::post_json;
+use super::retry::{json as read_json, send};
+use super::stream::{read_stream, Dialect};
 use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
 
 /// Where and how to reach the provider. The key is read from the node's
@@ -19,6 +20,8 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// Retries after a 429 or 5xx answer.
     pub max_retries: u32,
+    /// Ask for a streamed answer (tool-call deltas are assembled here).
+    pub stream: bool,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -44,6 +47,10 @@ impl OpenAiBackend {
     fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
         let messages: Vec<Value> = messages.iter().map(message_json).collect();
         let mut body = json!({"model": self.config.model, "messages": messages});
+        if self.config.stream {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+        }
         if !tools.is_empty() {
             body["tools"] = tools
                 .iter()
@@ -108,7 +115,11 @@ impl LlmBackend for OpenAiBackend {
                 None => request,
             }
         };
-        let value = post_json(request, self.config.timeout, self.config.max_retries).await?;
-        parse_reply(&value)
+        let response = send(request, self.config.timeout, self.config.max_retries).await?;
+        if self.config.stream {
+            read_stream(response, Dialect::OpenAi).await
+        } else {
+            parse_reply(&read_json(response).await?)
+        }
     }
 }

@@ -8,13 +8,14 @@ use tracing::warn;
 
 use super::types::LlmError;
 
-/// Posts `body` (built fresh by `request` for each attempt) and returns the
-/// JSON answer, retrying busy or failing providers `max_retries` times.
-pub async fn post_json(
+/// Posts the request built by `request` (fresh for each attempt) and returns
+/// the first successful response, retrying busy or failing providers
+/// `max_retries` times.
+pub async fn send(
     request: impl Fn() -> reqwest::RequestBuilder,
     timeout: Duration,
     max_retries: u32,
-) -> Result<Value, LlmError> {
+) -> Result<reqwest::Response, LlmError> {
     let mut attempt = 0;
     loop {
         let response = match request().timeout(timeout).send().await {
@@ -29,10 +30,10 @@ pub async fn post_json(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<f64>().ok())
             .map(|s| Duration::from_secs_f64(s.clamp(0.0, 60.0)));
-        let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
         if status.is_success() {
-            return serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()));
+            return Ok(response);
         }
+        let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
         let retryable = status.as_u16() == 429 || status.is_server_error();
         if !retryable || attempt >= max_retries {
             return Err(LlmError::Provider { status: status.as_u16(), message: provider_message(&text) });
@@ -42,6 +43,12 @@ pub async fn post_json(
         tokio::time::sleep(delay).await;
         attempt += 1;
     }
+}
+
+/// The JSON body of a successful response.
+pub async fn json(response: reqwest::Response) -> Result<Value, LlmError> {
+    let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+    serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()))
 }
 
 /// The provider's error message, if its body has the usual shape
