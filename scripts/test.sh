@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 scripts/setup.sh
 cargo build --workspace --bins
+# The example guests, built from source for wasm32-wasip1, run by tests/tests/guests.rs.
+cargo build --target wasm32-wasip1 -p spear-guest --examples
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -21,3 +21,4 @@ pub mod registry;
 pub mod router;
 pub mod sync;
 pub mod tools;
+pub mod wasm;

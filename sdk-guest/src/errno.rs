@@ -1,0 +1,12 @@
+//! The errno values of the host API (Linux numbering).
+
+pub const ENOENT: i32 = 2;
+pub const EBADF: i32 = 9;
+pub const EACCES: i32 = 13;
+pub const EFAULT: i32 = 14;
+pub const EINVAL: i32 = 22;
+pub const EMFILE: i32 = 24;
+pub const ENOSPC: i32 = 28;
+pub const ENOSYS: i32 = 38;
+pub const EIO: i32 = 5;
+pub const ETIMEDOUT: i32 = 110;

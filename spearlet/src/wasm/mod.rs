@@ -1,0 +1,8 @@
+//! WASM guests: the wasmtime runtime ([`runtime`]) and the cchat host API
+//! ([`host`]) that lets an untrusted guest drive a model with the MCP tools
+//! its task allows.
+
+pub mod host;
+mod runtime;
+
+pub use runtime::{GuestLimits, GuestOutcome, GuestRuntime, LoadError, RunContext};

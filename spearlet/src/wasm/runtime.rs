@@ -1,0 +1,248 @@
+//! The guest runtime: one wasmtime `Engine` and one `Linker` for the node,
+//! compiled modules cached by sha256 (in memory as `InstancePre`, on disk as
+//! precompiled artifacts), and a fresh `Store` with limits for every run.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
+    StoreLimitsBuilder,
+};
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::host::{add_cchat_to_linker, CchatHost, GuestState};
+use crate::cchat::CallTrace;
+use crate::llm::LlmBackend;
+use crate::policy::TaskPolicy;
+use crate::router::Router;
+
+/// Epochs tick this often; CPU budgets are counted in ticks.
+const TICK: Duration = Duration::from_millis(10);
+
+/// Limits of one guest run.
+#[derive(Debug, Clone, Copy)]
+pub struct GuestLimits {
+    pub memory_bytes: usize,
+    pub table_elements: usize,
+    /// Longest stretch of guest code between host calls.
+    pub cpu: Duration,
+    /// The whole run, host calls (the model, tools) included.
+    pub wall: Duration,
+    pub output_bytes: usize,
+    pub max_sessions: usize,
+    pub max_iterations: u32,
+    pub max_total_tool_calls: u32,
+}
+
+impl Default for GuestLimits {
+    fn default() -> Self {
+        Self {
+            memory_bytes: 64 * 1024 * 1024,
+            table_elements: 10_000,
+            cpu: Duration::from_secs(5),
+            wall: Duration::from_secs(60),
+            output_bytes: 1024 * 1024,
+            max_sessions: 64,
+            max_iterations: 8,
+            max_total_tool_calls: 32,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct GuestOutcome {
+    /// The guest's exit code (0 when `main` returned).
+    pub exit_code: Option<i32>,
+    /// Why the run was ended, when it did not exit by itself.
+    pub error: Option<String>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub trace: Vec<CallTrace>,
+    pub duration: Duration,
+}
+
+/// Why a module could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("the module is not valid WebAssembly for this node: {0}")]
+    Compile(String),
+    #[error("the module needs imports this node does not provide: {0}")]
+    Link(String),
+}
+
+/// What a run needs from the node.
+pub struct RunContext {
+    pub task: TaskPolicy,
+    pub router: Router,
+    pub backend: Arc<dyn LlmBackend>,
+    pub stdin: Vec<u8>,
+}
+
+/// The node's guest runtime.
+pub struct GuestRuntime {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    modules: Mutex<HashMap<[u8; 32], InstancePre<GuestState>>>,
+    cache_dir: Option<PathBuf>,
+    _ticker: std::thread::JoinHandle<()>,
+}
+
+fn config(pooling: bool) -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_memories(256).total_tables(256).total_core_instances(256).max_memory_size(256 << 20);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        config.memory_reservation(256 << 20).memory_guard_size(64 << 10);
+    }
+    config
+}
+
+impl GuestRuntime {
+    /// Builds the engine (with the pooling allocator where the machine
+    /// allows it) and the linker, and starts the epoch ticker.
+    pub fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<GuestRuntime> {
+        let engine = match Engine::new(&config(true)) {
+            Ok(engine) => engine,
+            Err(error) => {
+                warn!(%error, "pooling allocator unavailable; using on-demand allocation");
+                Engine::new(&config(false))?
+            }
+        };
+        let mut linker: Linker<GuestState> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)?;
+        add_cchat_to_linker(&mut linker)?;
+        let ticking = engine.clone();
+        let ticker = std::thread::spawn(move || loop {
+            std::thread::sleep(TICK);
+            ticking.increment_epoch();
+        });
+        if let Some(dir) = &cache_dir {
+            std::fs::create_dir_all(dir).map_err(wasmtime::Error::from)?;
+        }
+        Ok(GuestRuntime { engine, linker, modules: Mutex::default(), cache_dir, _ticker: ticker })
+    }
+
+    /// Compiles (or takes from the caches) and links `wasm`.
+    pub fn load(&self, wasm: &[u8]) -> Result<InstancePre<GuestState>, LoadError> {
+        let digest: [u8; 32] = Sha256::digest(wasm).into();
+        if let Some(pre) = self.modules.lock().get(&digest) {
+            return Ok(pre.clone());
+        }
+        let module = self.compile(wasm, &digest)?;
+        let pre = self.linker.instantiate_pre(&module).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        self.modules.lock().insert(digest, pre.clone());
+        Ok(pre)
+    }
+
+    fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Module, LoadError> {
+        let cached = self.cache_dir.as_ref().map(|d| d.join(format!("{}.cwasm", hex(digest))));
+        if let Some(path) = cached.as_ref().filter(|p| p.exists()) {
+            // SAFETY: the file was written by `Module::serialize` of this
+            // node under the digest of its source; wasmtime checks that it
+            // matches this engine's configuration before using it.
+            match unsafe { Module::deserialize_file(&self.engine, path) } {
+                Ok(module) => return Ok(module),
+                Err(error) => warn!(path = %path.display(), %error, "stale module cache entry; recompiling"),
+            }
+        }
+        let started = Instant::now();
+        let module = Module::new(&self.engine, wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
+        if let (Some(path), Ok(bytes)) = (cached, module.serialize()) {
+            let tmp = path.with_extension("tmp");
+            if std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)).is_err() {
+                warn!(path = %path.display(), "cannot write the module cache");
+            }
+        }
+        Ok(module)
+    }
+
+    /// Runs the guest's `_start` once, in a fresh store with `limits`.
+    pub async fn run(&self, pre: &InstancePre<GuestState>, context: RunContext, limits: GuestLimits) -> GuestOutcome {
+        let started = Instant::now();
+        let stdout = MemoryOutputPipe::new(limits.output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.output_bytes);
+        let wasi = WasiCtxBuilder::new()
+            .stdin(MemoryInputPipe::new(context.stdin))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .build_p1();
+        let deadline = started + limits.wall;
+        let state = GuestState {
+            wasi,
+            limits: StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes)
+                .table_elements(limits.table_elements)
+                .instances(1)
+                .trap_on_grow_failure(true)
+                .build(),
+            cchat: CchatHost::new(context.task, context.router, context.backend, deadline, limits),
+            cpu_ticks: ticks(limits.cpu),
+        };
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(ticks(limits.cpu));
+        store.epoch_deadline_trap();
+        let run = async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+            start.call_async(&mut store, ()).await
+        };
+        let result = tokio::time::timeout(limits.wall, run).await;
+        let (exit_code, error) = match result {
+            Err(_) => (None, Some(format!("the guest exceeded its wall-clock limit of {:?}", limits.wall))),
+            Ok(Ok(())) => (Some(0), None),
+            Ok(Err(error)) => describe(&error),
+        };
+        let trace = std::mem::take(&mut store.data_mut().cchat.trace);
+        GuestOutcome {
+            exit_code,
+            error,
+            stdout: stdout.contents().to_vec(),
+            stderr: stderr.contents().to_vec(),
+            trace,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+fn ticks(d: Duration) -> u64 {
+    (d.as_millis() / TICK.as_millis()).max(1) as u64
+}
+
+/// An exit code, or one sentence on why the guest was stopped.
+fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return (Some(exit.0), None);
+    }
+    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        let why = match trap {
+            wasmtime::Trap::Interrupt => "the guest used more than its CPU budget".to_string(),
+            wasmtime::Trap::StackOverflow => "the guest overflowed its stack (too deep recursion)".to_string(),
+            wasmtime::Trap::MemoryOutOfBounds => "the guest accessed memory out of bounds".to_string(),
+            wasmtime::Trap::AllocationTooLarge => "the guest tried to grow its memory past its limit".to_string(),
+            other => format!("the guest trapped: {other}"),
+        };
+        let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>().map(|b| format!("\n{b}")).unwrap_or_default();
+        return (None, Some(format!("{why}{backtrace}")));
+    }
+    let text = format!("{error:#}");
+    if text.contains("memory") && text.contains("limit") || text.contains("forcing trap when growing memory") {
+        return (None, Some("the guest tried to grow its memory past its limit".into()));
+    }
+    (None, Some(format!("the guest failed: {text}")))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
