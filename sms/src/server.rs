@@ -136,6 +136,13 @@ impl Sms {
         health_reporter.set_serving::<RegistryServer<RegistryService>>().await;
         health_reporter.set_serving::<AdminServer<AdminService>>().await;
         let Services { registry, admin, nodes, status } = self.services;
+        let hub = Arc::clone(&self.hub);
+        let shutdown = async move {
+            shutdown.await;
+            // Watch streams never end by themselves: end them, or the
+            // graceful shutdown would wait for them forever.
+            hub.close();
+        };
         let result = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
             .add_service(health_service)

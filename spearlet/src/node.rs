@@ -62,6 +62,9 @@ impl Node {
             None => state.node_id(default_node_id)?,
         };
         let initial = state.load_registry();
+        // What is on disk now; the persister compares against this, not
+        // against whatever the sync task may already have applied.
+        let on_disk = initial.position();
         if initial.epoch != 0 {
             info!(epoch = initial.epoch, revision = initial.revision, servers = initial.servers.len(), "serving the persisted registry until SMS answers");
         }
@@ -97,7 +100,7 @@ impl Node {
         );
         let tasks = vec![
             tokio::spawn(sync.run(shutdown_rx.clone())),
-            tokio::spawn(persist(state, registry.clone(), shutdown_rx.clone())),
+            tokio::spawn(persist(state, registry.clone(), on_disk, shutdown_rx.clone())),
             tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
                 registry.clone(),
@@ -134,10 +137,14 @@ fn default_node_id() -> String {
 
 /// Writes the registry to the state dir after changes, at most every
 /// [`PERSIST_EVERY`], and once more at shutdown.
-async fn persist(state: StateDir, registry: RegistryHandle, mut shutdown: watch::Receiver<bool>) {
+async fn persist(state: StateDir, registry: RegistryHandle, on_disk: (u64, u64), mut shutdown: watch::Receiver<bool>) {
     let mut changes = registry.subscribe();
-    let mut saved = registry.current().position();
+    let mut saved = on_disk;
     loop {
+        // A change applied before this task subscribed is caught here too.
+        if registry.current().position() != saved {
+            changes.mark_changed();
+        }
         let stop = tokio::select! {
             changed = changes.changed() => changed.is_err(),
             _ = shutdown.changed() => true,

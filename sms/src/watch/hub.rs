@@ -130,6 +130,8 @@ pub struct Hub {
     pub(super) state: RwLock<State>,
     snapshot_cache: Mutex<Option<Arc<SnapshotFrames>>>,
     pub(super) changed: watch::Sender<(Epoch, Revision)>,
+    /// Set when SMS shuts down: every watch stream ends.
+    pub(super) closing: watch::Sender<bool>,
     pub stats: HubStats,
     pub(super) store: Arc<dyn RegistryStore>,
 }
@@ -139,16 +141,24 @@ impl Hub {
     /// until its first snapshot is loaded; see [`Hub::wait_loaded`].
     pub fn start(store: Arc<dyn RegistryStore>, config: HubConfig) -> Arc<Hub> {
         let (changed, _) = watch::channel((0, 0));
+        let (closing, _) = watch::channel(false);
         let hub = Arc::new(Hub {
             config,
             state: RwLock::new(State::default()),
             snapshot_cache: Mutex::new(None),
             changed,
+            closing,
             stats: HubStats::default(),
             store,
         });
         tokio::spawn(super::follow::run(Arc::clone(&hub)));
         hub
+    }
+
+    /// Ends every watch stream (nodes reconnect elsewhere or later), so a
+    /// graceful shutdown does not wait for streams that never end.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
     }
 
     /// The store this hub follows.

@@ -33,6 +33,7 @@ impl Hub {
         self.stats.streams.fetch_add(1, Ordering::Relaxed);
         let cursor = Cursor {
             rx: self.changed.subscribe(),
+            closing: self.closing.subscribe(),
             hub: Arc::clone(self),
             node_id: request.node_id,
             position,
@@ -41,7 +42,7 @@ impl Hub {
             waited_for_load: false,
         };
         Box::pin(futures::stream::unfold(cursor, |mut cursor| async move {
-            let frame = cursor.next_frame().await;
+            let frame = cursor.next_frame().await?;
             Some((Ok(frame), cursor))
         }))
     }
@@ -53,6 +54,7 @@ struct Cursor {
     position: Option<(Epoch, Revision)>,
     pending: VecDeque<EncodedEvent>,
     rx: watch::Receiver<(Epoch, Revision)>,
+    closing: watch::Receiver<bool>,
     next_progress: Instant,
     waited_for_load: bool,
 }
@@ -65,14 +67,21 @@ impl Drop for Cursor {
 }
 
 impl Cursor {
-    async fn next_frame(&mut self) -> EncodedEvent {
+    /// The next frame, or `None` once SMS is shutting down.
+    async fn next_frame(&mut self) -> Option<EncodedEvent> {
         if !self.waited_for_load {
-            self.hub.wait_loaded().await;
+            tokio::select! {
+                _ = self.hub.wait_loaded() => {}
+                _ = self.closing.wait_for(|closing| *closing) => return None,
+            }
             self.waited_for_load = true;
         }
         loop {
+            if *self.closing.borrow() {
+                return None;
+            }
             if let Some(frame) = self.pending.pop_front() {
-                return frame;
+                return Some(frame);
             }
             self.rx.borrow_and_update();
             self.refill();
@@ -81,10 +90,11 @@ impl Cursor {
             }
             tokio::select! {
                 _ = self.rx.changed() => {}
+                _ = self.closing.changed() => {}
                 _ = tokio::time::sleep_until(self.next_progress) => {
                     let (epoch, revision) = self.hub.position();
                     self.next_progress = Instant::now() + self.hub.config.progress_interval;
-                    return encode::progress_frame(epoch, revision);
+                    return Some(encode::progress_frame(epoch, revision));
                 }
             }
         }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,7 +93,14 @@ pub struct GuestRuntime {
     linker: Linker<GuestState>,
     modules: Mutex<HashMap<[u8; 32], InstancePre<GuestState>>>,
     cache_dir: Option<PathBuf>,
-    _ticker: std::thread::JoinHandle<()>,
+    /// Tells the epoch ticker thread to stop when the runtime is dropped.
+    stop_ticker: Arc<AtomicBool>,
+}
+
+impl Drop for GuestRuntime {
+    fn drop(&mut self) {
+        self.stop_ticker.store(true, Ordering::Relaxed);
+    }
 }
 
 fn config(pooling: bool) -> Config {
@@ -122,14 +130,18 @@ impl GuestRuntime {
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)?;
         add_cchat_to_linker(&mut linker)?;
         let ticking = engine.clone();
-        let ticker = std::thread::spawn(move || loop {
-            std::thread::sleep(TICK);
-            ticking.increment_epoch();
+        let stop_ticker = Arc::new(AtomicBool::new(false));
+        let stop = Arc::clone(&stop_ticker);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(TICK);
+                ticking.increment_epoch();
+            }
         });
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir).map_err(wasmtime::Error::from)?;
         }
-        Ok(GuestRuntime { engine, linker, modules: Mutex::default(), cache_dir, _ticker: ticker })
+        Ok(GuestRuntime { engine, linker, modules: Mutex::default(), cache_dir, stop_ticker })
     }
 
     /// Compiles (or takes from the caches) and links `wasm`.

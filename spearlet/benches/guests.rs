@@ -1,0 +1,92 @@
+//! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests`):
+//! starting a guest from a cached module, and the cost of one
+//! `cchat_ctl_get_param` round trip.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use spearlet::connections::Connections;
+use spearlet::llm::{OpenAiBackend, OpenAiConfig};
+use spearlet::policy::TaskPolicy;
+use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::router::Router;
+use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
+
+const EMPTY: &str = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;
+
+fn get_param_loop(n: u32) -> String {
+    format!(
+        r#"(module
+        (import "spear" "cchat_create" (func $create (result i32)))
+        (import "spear" "cchat_ctl_get_param" (func $get (param i32 i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 0) "mcp.server_ids")
+        (func (export "_start") (local $h i32) (local $i i32)
+          (local.set $h (call $create))
+          (loop $again
+            (i32.store (i32.const 100) (i32.const 4096))
+            (drop (call $get (local.get $h) (i32.const 0) (i32.const 14) (i32.const 200) (i32.const 100)))
+            (local.set $i (i32.add (local.get $i) (i32.const 1)))
+            (br_if $again (i32.lt_u (local.get $i) (i32.const {n}))))))"#
+    )
+}
+
+fn percentile(samples: &mut [Duration], q: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    runtime.block_on(async {
+        let registry = RegistryHandle::new(RegistryView::default());
+        let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+        let router = Router::new(connections, registry);
+        let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
+            base_url: "http://127.0.0.1:9".into(),
+            model: "unused".into(),
+            api_key: None,
+            timeout: Duration::from_secs(1),
+            max_retries: 0,
+            stream: false,
+        }));
+        let task = TaskPolicy { enabled: true, allowed_server_ids: vec!["fs".into()], default_server_ids: vec!["fs".into()], ..Default::default() };
+        let context = || RunContext { task: task.clone(), router: router.clone(), backend: backend.clone(), stdin: Vec::new() };
+        let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
+
+        let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let mut samples = Vec::new();
+        for i in 0..2200 {
+            let started = Instant::now();
+            let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            let outcome = guests.run(&pre, context(), GuestLimits::default()).await;
+            if i >= 200 {
+                samples.push(started.elapsed());
+            }
+            assert_eq!(outcome.exit_code, Some(0));
+        }
+        drop(pre);
+        let (p50, p99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
+        println!("\n## guest start from a cached module (load + fresh store + instantiate + run an empty _start), 2,000 runs");
+        println!("p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+
+        const N: u32 = 200_000;
+        let baseline = guests.load(get_param_loop(1).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let looped = guests.load(get_param_loop(N).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let started = Instant::now();
+        let outcome = guests.run(&baseline, context(), GuestLimits::default()).await;
+        let one = started.elapsed();
+        assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
+        let started = Instant::now();
+        let outcome = guests.run(&looped, context(), GuestLimits::default()).await;
+        let many = started.elapsed();
+        assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
+        println!("\n## cchat_ctl_get_param round trip (guest -> host -> JSON -> guest memory), {N} calls in one run");
+        println!(
+            "{:.3} us per call (run of {N} calls {:.1} ms minus a 1-call run {:.1} ms)",
+            (many.saturating_sub(one)).as_secs_f64() * 1e6 / f64::from(N),
+            many.as_secs_f64() * 1e3,
+            one.as_secs_f64() * 1e3
+        );
+    });
+}
