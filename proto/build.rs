@@ -3,7 +3,10 @@
 //! SMS encoded once and shares between every stream (see `src/frame.rs`).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["proto/spear/v1/registry.proto", "proto/spear/v1/admin.proto"];
+    let protos = [
+        "proto/spear/v1/registry.proto",
+        "proto/spear/v1/admin.proto",
+    ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");
     }

@@ -9,7 +9,9 @@ use spearlet::policy::{set_param, SessionPolicy, TaskPolicy};
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let (key, value) = text.split_once('=').unwrap_or((&text, "null"));
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(value) else { return };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(value) else {
+        return;
+    };
     let task = TaskPolicy {
         enabled: key.len() % 2 == 0,
         allowed_server_ids: vec!["fs".into(), "web".into()],
@@ -21,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
     let before = session.clone();
     match set_param(&task, &mut session, key, &value) {
         Ok(()) => {
-            assert!(session.server_ids.iter().all(|id| task.allowed_server_ids.contains(id)));
+            assert!(session
+                .server_ids
+                .iter()
+                .all(|id| task.allowed_server_ids.contains(id)));
             assert!(!session.enabled || task.enabled);
         }
         Err(_) => assert_eq!(session, before, "a refused write changed the session"),

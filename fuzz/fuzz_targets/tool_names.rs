@@ -16,11 +16,16 @@ fuzz_target!(|data: &[u8]| {
         pairs.push((server.to_string(), tool.to_string()));
     }
     if let Ok((server, tool)) = offered.resolve(&probe) {
-        assert!(pairs.iter().any(|(s, t)| s == server && t == tool), "resolved to a tool never offered");
+        assert!(
+            pairs.iter().any(|(s, t)| s == server && t == tool),
+            "resolved to a tool never offered"
+        );
     }
     for (server, tool) in &pairs {
         let name = offered_name(server, tool);
         assert!(!name.is_empty() && name.len() <= 64);
-        assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+        assert!(name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
     }
 });

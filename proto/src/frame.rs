@@ -101,7 +101,10 @@ mod tests {
     #[test]
     fn encoded_event_decodes_as_watch_event() {
         let event = WatchEvent {
-            event: Some(watch_event::Event::Progress(Progress { epoch: 7, revision: 42 })),
+            event: Some(watch_event::Event::Progress(Progress {
+                epoch: 7,
+                revision: 42,
+            })),
         };
         let frame = EncodedEvent::encode(&event);
         let back = WatchEvent::decode(frame.bytes().clone()).expect("decodes");

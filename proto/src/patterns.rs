@@ -16,7 +16,9 @@ pub fn check_pattern(pattern: &str) -> Result<(), String> {
         return Err(format!("is a pattern over {MAX_PATTERN_LEN} characters"));
     }
     if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("contains whitespace or control characters, which tool names never have".into());
+        return Err(
+            "contains whitespace or control characters, which tool names never have".into(),
+        );
     }
     Ok(())
 }

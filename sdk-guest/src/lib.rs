@@ -110,7 +110,15 @@ impl Chat {
     pub fn set_param(&self, key: &str, value: &Value) -> Result<(), Error> {
         let value = value.to_string();
         // SAFETY: the pointers and lengths describe live slices.
-        check(unsafe { raw::cchat_ctl_set_param(self.handle, key.as_ptr(), key.len() as u32, value.as_ptr(), value.len() as u32) })?;
+        check(unsafe {
+            raw::cchat_ctl_set_param(
+                self.handle,
+                key.as_ptr(),
+                key.len() as u32,
+                value.as_ptr(),
+                value.len() as u32,
+            )
+        })?;
         Ok(())
     }
 
@@ -118,7 +126,9 @@ impl Chat {
     pub fn get_param(&self, key: &str) -> Result<Value, Error> {
         let bytes = read_buffer(|out, len| {
             // SAFETY: `out` has `*len` writable bytes; the host writes at most that.
-            unsafe { raw::cchat_ctl_get_param(self.handle, key.as_ptr(), key.len() as u32, out, len) }
+            unsafe {
+                raw::cchat_ctl_get_param(self.handle, key.as_ptr(), key.len() as u32, out, len)
+            }
         })?;
         serde_json::from_slice(&bytes).map_err(|_| Error::InvalidArgument)
     }
@@ -131,7 +141,15 @@ impl Chat {
     /// Adds a message (`system` or `user`).
     pub fn write(&self, role: &str, text: &str) -> Result<(), Error> {
         // SAFETY: the pointers and lengths describe live slices.
-        check(unsafe { raw::cchat_write_msg(self.handle, role.as_ptr(), role.len() as u32, text.as_ptr(), text.len() as u32) })?;
+        check(unsafe {
+            raw::cchat_write_msg(
+                self.handle,
+                role.as_ptr(),
+                role.len() as u32,
+                text.as_ptr(),
+                text.len() as u32,
+            )
+        })?;
         Ok(())
     }
 

@@ -12,9 +12,27 @@
 #[link(wasm_import_module = "spear")]
 extern "C" {
     pub fn cchat_create() -> i32;
-    pub fn cchat_ctl_set_param(handle: i32, key: *const u8, key_len: u32, value: *const u8, value_len: u32) -> i32;
-    pub fn cchat_ctl_get_param(handle: i32, key: *const u8, key_len: u32, out: *mut u8, out_len: *mut u32) -> i32;
-    pub fn cchat_write_msg(handle: i32, role: *const u8, role_len: u32, text: *const u8, text_len: u32) -> i32;
+    pub fn cchat_ctl_set_param(
+        handle: i32,
+        key: *const u8,
+        key_len: u32,
+        value: *const u8,
+        value_len: u32,
+    ) -> i32;
+    pub fn cchat_ctl_get_param(
+        handle: i32,
+        key: *const u8,
+        key_len: u32,
+        out: *mut u8,
+        out_len: *mut u32,
+    ) -> i32;
+    pub fn cchat_write_msg(
+        handle: i32,
+        role: *const u8,
+        role_len: u32,
+        text: *const u8,
+        text_len: u32,
+    ) -> i32;
     pub fn cchat_send(handle: i32, flags: u32) -> i32;
     pub fn cchat_recv(handle: i32, out: *mut u8, out_len: *mut u32) -> i32;
     pub fn cchat_close(handle: i32) -> i32;
@@ -31,7 +49,13 @@ mod stubs {
     pub unsafe fn cchat_ctl_set_param(_: i32, _: *const u8, _: u32, _: *const u8, _: u32) -> i32 {
         -ENOSYS
     }
-    pub unsafe fn cchat_ctl_get_param(_: i32, _: *const u8, _: u32, _: *mut u8, _: *mut u32) -> i32 {
+    pub unsafe fn cchat_ctl_get_param(
+        _: i32,
+        _: *const u8,
+        _: u32,
+        _: *mut u8,
+        _: *mut u32,
+    ) -> i32 {
         -ENOSYS
     }
     pub unsafe fn cchat_write_msg(_: i32, _: *const u8, _: u32, _: *const u8, _: u32) -> i32 {

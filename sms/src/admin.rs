@@ -18,7 +18,9 @@ use crate::writer::{RegistryWriter, WriteError};
 pub enum AdminError {
     #[error("{}", join(.0))]
     Invalid(Vec<Problem>),
-    #[error("server '{id}' is declared by file {file} in the MCP directory; change or remove it there")]
+    #[error(
+        "server '{id}' is declared by file {file} in the MCP directory; change or remove it there"
+    )]
     OwnedByFile { id: String, file: String },
     #[error("server '{0}' is not registered")]
     NotFound(String),
@@ -27,11 +29,17 @@ pub enum AdminError {
 }
 
 fn join(problems: &[Problem]) -> String {
-    problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn admin_source() -> Source {
-    Source { kind: Some(source::Kind::Admin(AdminSource {})) }
+    Source {
+        kind: Some(source::Kind::Admin(AdminSource {})),
+    }
 }
 
 /// The admin write operations.
@@ -51,13 +59,27 @@ impl Admin {
             .writer
             .apply(|view| {
                 if let Some(file) = view.get(&spec.id).and_then(record_file) {
-                    return Err(AdminError::OwnedByFile { id: spec.id.clone(), file: file.to_string() });
+                    return Err(AdminError::OwnedByFile {
+                        id: spec.id.clone(),
+                        file: file.to_string(),
+                    });
                 }
-                let record = ServerRecord { spec: Some(spec.clone()), source: Some(admin_source()), mod_revision: 0 };
+                let record = ServerRecord {
+                    spec: Some(spec.clone()),
+                    source: Some(admin_source()),
+                    mod_revision: 0,
+                };
                 let unchanged = view
                     .get(&spec.id)
                     .is_some_and(|r| r.spec == record.spec && r.source == record.source);
-                Ok(if unchanged { Change::default() } else { Change { upserts: vec![record], deletes: vec![] } })
+                Ok(if unchanged {
+                    Change::default()
+                } else {
+                    Change {
+                        upserts: vec![record],
+                        deletes: vec![],
+                    }
+                })
             })
             .await;
         flatten(result)
@@ -66,15 +88,25 @@ impl Admin {
     /// Deletes one server created through the admin API.
     pub async fn delete(&self, id: &str) -> Result<Revision, AdminError> {
         check_server_id(id).map_err(|message| {
-            AdminError::Invalid(vec![Problem { file: "admin request".into(), path: "$.id".into(), message }])
+            AdminError::Invalid(vec![Problem {
+                file: "admin request".into(),
+                path: "$.id".into(),
+                message,
+            }])
         })?;
         let result = self
             .writer
             .apply(|view| match view.get(id) {
                 None => Err(AdminError::NotFound(id.to_string())),
                 Some(record) => match record_file(record) {
-                    Some(file) => Err(AdminError::OwnedByFile { id: id.to_string(), file: file.to_string() }),
-                    None => Ok(Change { upserts: vec![], deletes: vec![id.to_string()] }),
+                    Some(file) => Err(AdminError::OwnedByFile {
+                        id: id.to_string(),
+                        file: file.to_string(),
+                    }),
+                    None => Ok(Change {
+                        upserts: vec![],
+                        deletes: vec![id.to_string()],
+                    }),
                 },
             })
             .await;

@@ -15,7 +15,11 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(base: Duration, max: Duration) -> Self {
-        Self { base, max, attempt: 0 }
+        Self {
+            base,
+            max,
+            attempt: 0,
+        }
     }
 
     /// The delay before the next attempt.

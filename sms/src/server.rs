@@ -47,10 +47,15 @@ pub struct SmsConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot watch the MCP server directory {dir}: {source}")]
     WatchDir { dir: PathBuf, source: notify::Error },
-    #[error("MCP server directory {0} does not exist or is not a directory; create it or fix --mcp-dir")]
+    #[error(
+        "MCP server directory {0} does not exist or is not a directory; create it or fix --mcp-dir"
+    )]
     NoDir(PathBuf),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -96,46 +101,88 @@ impl Sms {
                 if !dir.is_dir() {
                     return Err(StartError::NoDir(dir.clone()));
                 }
-                let reconciler = Reconciler::new(dir.clone(), Arc::clone(&hub), Arc::clone(&writer), Arc::clone(&problems));
-                let task = watch_dir(dir, reconciler, hub.subscribe())
-                    .map_err(|source| StartError::WatchDir { dir: dir.clone(), source })?;
+                let reconciler = Reconciler::new(
+                    dir.clone(),
+                    Arc::clone(&hub),
+                    Arc::clone(&writer),
+                    Arc::clone(&problems),
+                );
+                let task = watch_dir(dir, reconciler, hub.subscribe()).map_err(|source| {
+                    StartError::WatchDir {
+                        dir: dir.clone(),
+                        source,
+                    }
+                })?;
                 Some(task)
             }
             None => None,
         };
 
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| StartError::Listen { addr: config.listen, source })?;
-        let grpc_addr = listener
-            .local_addr()
-            .map_err(|source| StartError::Listen { addr: config.listen, source })?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
+        let grpc_addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: config.listen,
+            source,
+        })?;
 
-        let status = StatusService::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
+        let status =
+            StatusService::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
         let metrics_addr = match config.metrics_listen {
             Some(addr) => {
-                let metrics = Metrics::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
-                Some(metrics.serve(addr).await.map_err(|source| StartError::Listen { addr, source })?)
+                let metrics =
+                    Metrics::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
+                Some(
+                    metrics
+                        .serve(addr)
+                        .await
+                        .map_err(|source| StartError::Listen { addr, source })?,
+                )
             }
             None => None,
         };
 
         let services = Services {
             registry: RegistryService::new(Arc::clone(&hub)),
-            admin: AdminService::new(Arc::new(Admin::new(writer)), AdminToken::new(config.admin_token.clone())),
+            admin: AdminService::new(
+                Arc::new(Admin::new(writer)),
+                AdminToken::new(config.admin_token.clone()),
+            ),
             nodes: NodesService::new(Arc::clone(&nodes)),
             status,
         };
         info!(%grpc_addr, store = hub.store().kind(), "SMS started");
-        Ok(Sms { hub, nodes, problems, grpc_addr, metrics_addr, listener, services, dir_task })
+        Ok(Sms {
+            hub,
+            nodes,
+            problems,
+            grpc_addr,
+            metrics_addr,
+            listener,
+            services,
+            dir_task,
+        })
     }
 
     /// Serves gRPC until `shutdown` completes.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), StartError> {
         let (health_reporter, health_service) = tonic_health::server::health_reporter();
-        health_reporter.set_serving::<RegistryServer<RegistryService>>().await;
-        health_reporter.set_serving::<AdminServer<AdminService>>().await;
-        let Services { registry, admin, nodes, status } = self.services;
+        health_reporter
+            .set_serving::<RegistryServer<RegistryService>>()
+            .await;
+        health_reporter
+            .set_serving::<AdminServer<AdminService>>()
+            .await;
+        let Services {
+            registry,
+            admin,
+            nodes,
+            status,
+        } = self.services;
         let hub = Arc::clone(&self.hub);
         let shutdown = async move {
             shutdown.await;

@@ -38,7 +38,10 @@ pub struct RegistryWriter {
 
 impl RegistryWriter {
     pub fn new(hub: Arc<Hub>) -> Self {
-        Self { hub, lock: Mutex::new(()) }
+        Self {
+            hub,
+            lock: Mutex::new(()),
+        }
     }
 
     /// Plans a change with `plan` over the current servers and commits it.
@@ -51,15 +54,18 @@ impl RegistryWriter {
         let _serial = self.lock.lock().await;
         self.hub.wait_loaded().await;
         for _ in 0..MAX_ATTEMPTS {
-            let (epoch, expected, planned) =
-                self.hub.with_servers(|epoch, revision, view| (epoch, revision, plan(view)));
+            let (epoch, expected, planned) = self
+                .hub
+                .with_servers(|epoch, revision, view| (epoch, revision, plan(view)));
             let change = planned.map_err(WriteError::Rejected)?;
             if change.is_empty() {
                 return Ok(expected);
             }
             match self.hub.store().commit(expected, change).await {
                 Ok(revision) => {
-                    let _ = tokio::time::timeout(VISIBILITY_WAIT, self.hub.wait_for(epoch, revision)).await;
+                    let _ =
+                        tokio::time::timeout(VISIBILITY_WAIT, self.hub.wait_for(epoch, revision))
+                            .await;
                     return Ok(revision);
                 }
                 Err(StoreError::Conflict { actual, .. }) => {

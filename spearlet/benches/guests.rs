@@ -37,7 +37,10 @@ fn percentile(samples: &mut [Duration], q: f64) -> Duration {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     runtime.block_on(async {
         let registry = RegistryHandle::new(RegistryView::default());
         let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));

@@ -23,12 +23,19 @@ use spearlet::router::Router;
 fn everything() -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let path = format!("{home}/.cache/spear/npm/node_modules/.bin/mcp-server-everything");
-    assert!(std::path::Path::new(&path).exists(), "{path} missing: run scripts/setup.sh");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} missing: run scripts/setup.sh"
+    );
     path
 }
 
 fn misbehaving() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/misbehaving_server.py").to_string()
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/peers/misbehaving_server.py"
+    )
+    .to_string()
 }
 
 fn spec(id: &str, command: &str, args: &[&str]) -> ServerSpec {
@@ -45,9 +52,22 @@ fn spec(id: &str, command: &str, args: &[&str]) -> ServerSpec {
 fn registry(specs: Vec<ServerSpec>) -> RegistryHandle {
     let servers = specs
         .into_iter()
-        .map(|s| (s.id.clone(), Arc::new(ServerRecord { spec: Some(s), source: None, mod_revision: 1 })))
+        .map(|s| {
+            (
+                s.id.clone(),
+                Arc::new(ServerRecord {
+                    spec: Some(s),
+                    source: None,
+                    mod_revision: 1,
+                }),
+            )
+        })
         .collect();
-    RegistryHandle::new(RegistryView { epoch: 1, revision: 1, servers })
+    RegistryHandle::new(RegistryView {
+        epoch: 1,
+        revision: 1,
+        servers,
+    })
 }
 
 fn policies(servers: &[String]) -> (TaskPolicy, SessionPolicy) {
@@ -74,7 +94,12 @@ fn us(d: Duration) -> f64 {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -89,7 +114,9 @@ async fn overhead() {
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("spawn: {e}"));
-    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else { panic!("no pipes") };
+    let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+        panic!("no pipes")
+    };
     let direct = ().serve((stdout, stdin)).await.unwrap_or_else(|e| panic!("initialize: {e}"));
 
     // Node path: registry, connection manager, policy, router.
@@ -98,7 +125,12 @@ async fn overhead() {
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&["everything".to_string()]);
     let set = router.tool_set(&task, &session).await;
-    let echo = set.tools.iter().find(|t| t.tool == "echo").map(|t| t.name.clone()).unwrap_or_default();
+    let echo = set
+        .tools
+        .iter()
+        .find(|t| t.tool == "echo")
+        .map(|t| t.name.clone())
+        .unwrap_or_default();
 
     let args = serde_json::json!({"message": "benchmark"});
     let mut direct_samples = Vec::with_capacity(CALLS);
@@ -111,7 +143,9 @@ async fn overhead() {
         let d = started.elapsed();
         assert!(result.is_ok());
         let started = Instant::now();
-        let outcome = router.execute(&task, &session, &set, &echo, r#"{"message": "benchmark"}"#).await;
+        let outcome = router
+            .execute(&task, &session, &set, &echo, r#"{"message": "benchmark"}"#)
+            .await;
         let n = started.elapsed();
         assert!(!outcome.is_error, "{}", outcome.text);
         if i >= 200 {
@@ -119,11 +153,25 @@ async fn overhead() {
             node_samples.push(n);
         }
     }
-    let (d50, d99) = (percentile(&mut direct_samples, 0.5), percentile(&mut direct_samples, 0.99));
-    let (n50, n99) = (percentile(&mut node_samples, 0.5), percentile(&mut node_samples, 0.99));
+    let (d50, d99) = (
+        percentile(&mut direct_samples, 0.5),
+        percentile(&mut direct_samples, 0.99),
+    );
+    let (n50, n99) = (
+        percentile(&mut node_samples, 0.5),
+        percentile(&mut node_samples, 0.99),
+    );
     println!("\n## tool-call overhead, server-everything echo over stdio, {CALLS} calls each, interleaved");
-    println!("direct rmcp (baseline): p50 {:.1} us, p99 {:.1} us", us(d50), us(d99));
-    println!("node path:              p50 {:.1} us, p99 {:.1} us", us(n50), us(n99));
+    println!(
+        "direct rmcp (baseline): p50 {:.1} us, p99 {:.1} us",
+        us(d50),
+        us(d99)
+    );
+    println!(
+        "node path:              p50 {:.1} us, p99 {:.1} us",
+        us(n50),
+        us(n99)
+    );
     println!(
         "added at p50: {:.1} us; ratio p50 {:.3}",
         us(n50) - us(d50),
@@ -137,21 +185,37 @@ async fn throughput() {
     const CONCURRENCY: usize = 8;
     const SECONDS: u64 = 5;
     let mut s = spec("everything", &everything(), &["stdio"]);
-    s.limits = Some(spear_proto::v1::Limits { max_concurrency: 8, max_output_bytes: 0 });
+    s.limits = Some(spear_proto::v1::Limits {
+        max_concurrency: 8,
+        max_output_bytes: 0,
+    });
     let registry = registry(vec![s]);
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&["everything".to_string()]);
     let set = Arc::new(router.tool_set(&task, &session).await);
-    let echo = set.tools.iter().find(|t| t.tool == "echo").map(|t| t.name.clone()).unwrap_or_default();
+    let echo = set
+        .tools
+        .iter()
+        .find(|t| t.tool == "echo")
+        .map(|t| t.name.clone())
+        .unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(SECONDS);
     let mut workers = Vec::new();
     for _ in 0..CONCURRENCY {
-        let (router, task, session, set, echo) = (router.clone(), task.clone(), session.clone(), Arc::clone(&set), echo.clone());
+        let (router, task, session, set, echo) = (
+            router.clone(),
+            task.clone(),
+            session.clone(),
+            Arc::clone(&set),
+            echo.clone(),
+        );
         workers.push(tokio::spawn(async move {
             let mut n = 0u64;
             while Instant::now() < deadline {
-                let outcome = router.execute(&task, &session, &set, &echo, r#"{"message": "x"}"#).await;
+                let outcome = router
+                    .execute(&task, &session, &set, &echo, r#"{"message": "x"}"#)
+                    .await;
                 assert!(!outcome.is_error);
                 n += 1;
             }
@@ -162,8 +226,13 @@ async fn throughput() {
     for w in workers {
         total += w.await.unwrap_or(0);
     }
-    println!("\n## throughput to one stdio server (server-everything echo), concurrency {CONCURRENCY}");
-    println!("{total} calls in {SECONDS} s: {:.0} calls/s", total as f64 / SECONDS as f64);
+    println!(
+        "\n## throughput to one stdio server (server-everything echo), concurrency {CONCURRENCY}"
+    );
+    println!(
+        "{total} calls in {SECONDS} s: {:.0} calls/s",
+        total as f64 / SECONDS as f64
+    );
     connections.shutdown().await;
 }
 
@@ -188,7 +257,11 @@ async fn toolset_and_memory() {
     let set = router.tool_set(&task, &session).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = rss_kib();
-    assert_eq!(set.tools.len(), SERVERS * TOOLS, "every server must be connected");
+    assert_eq!(
+        set.tools.len(),
+        SERVERS * TOOLS,
+        "every server must be connected"
+    );
     let mut samples = Vec::new();
     for _ in 0..500 {
         let started = Instant::now();
@@ -196,10 +269,15 @@ async fn toolset_and_memory() {
         samples.push(started.elapsed());
         assert_eq!(set.tools.len(), SERVERS * TOOLS);
     }
-    let (p50, p99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
+    let (p50, p99) = (
+        percentile(&mut samples, 0.5),
+        percentile(&mut samples, 0.99),
+    );
     println!("\n## building the tool list of a request: {SERVERS} servers x {TOOLS} tools (catalogs cached)");
     println!("p50 {:.1} us, p99 {:.1} us", us(p50), us(p99));
-    println!("\n## node memory per idle connection ({SERVERS} stdio connections with their catalogs)");
+    println!(
+        "\n## node memory per idle connection ({SERVERS} stdio connections with their catalogs)"
+    );
     println!(
         "node RSS {before} KiB -> {after} KiB: {:.1} KiB per connection (the server processes themselves are separate)",
         (after.saturating_sub(before)) as f64 / SERVERS as f64
@@ -208,9 +286,15 @@ async fn toolset_and_memory() {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
     if want("overhead") {
         runtime.block_on(overhead());
     }

@@ -61,21 +61,39 @@ pub async fn explain(
             match connections.catalog(id).await {
                 Ok(catalog) => {
                     for tool in &catalog.tools {
-                        tools.push((tool.name.to_string(), tool_verdict(task, &session, spec, &tool.name)));
+                        tools.push((
+                            tool.name.to_string(),
+                            tool_verdict(task, &session, spec, &tool.name),
+                        ));
                     }
                     for (tool, why) in &catalog.quarantined {
                         tools.push((
                             tool.clone(),
-                            Verdict { offered: false, layer: crate::policy::Layer::Health, rule: format!("quarantined: {why}") },
+                            Verdict {
+                                offered: false,
+                                layer: crate::policy::Layer::Health,
+                                rule: format!("quarantined: {why}"),
+                            },
                         ));
                     }
                 }
-                Err(error) => verdict = server_verdict(task, &session, id, Some(spec), Err(&error.to_string())),
+                Err(error) => {
+                    verdict =
+                        server_verdict(task, &session, id, Some(spec), Err(&error.to_string()))
+                }
             }
         }
-        servers.push(ServerExplanation { server_id: id.to_string(), verdict, tools });
+        servers.push(ServerExplanation {
+            server_id: id.to_string(),
+            verdict,
+            tools,
+        });
     }
-    Explanation { session, refused_writes, servers }
+    Explanation {
+        session,
+        refused_writes,
+        servers,
+    }
 }
 
 fn verdict_json(v: &Verdict) -> Value {
@@ -109,15 +127,28 @@ impl Explanation {
         for (write, error) in &self.refused_writes {
             out.push_str(&format!("refused: {write}: {error}\n"));
         }
-        let offered: usize = self.servers.iter().map(|s| s.tools.iter().filter(|(_, v)| v.offered).count()).sum();
+        let offered: usize = self
+            .servers
+            .iter()
+            .map(|s| s.tools.iter().filter(|(_, v)| v.offered).count())
+            .sum();
         out.push_str(&format!("{offered} tools offered\n\n"));
         for server in &self.servers {
             let v = &server.verdict;
             let word = if v.offered { "OFFERED" } else { "HIDDEN" };
-            out.push_str(&format!("{:<24} {word:<8} [{}] {}\n", server.server_id, v.layer.name(), v.rule));
+            out.push_str(&format!(
+                "{:<24} {word:<8} [{}] {}\n",
+                server.server_id,
+                v.layer.name(),
+                v.rule
+            ));
             for (tool, v) in &server.tools {
                 let word = if v.offered { "offered" } else { "hidden" };
-                out.push_str(&format!("  {tool:<30} {word:<8} [{}] {}\n", v.layer.name(), v.rule));
+                out.push_str(&format!(
+                    "  {tool:<30} {word:<8} [{}] {}\n",
+                    v.layer.name(),
+                    v.rule
+                ));
             }
         }
         out

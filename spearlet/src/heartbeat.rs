@@ -30,7 +30,11 @@ pub async fn run(
         let sms = status.status.lock().sms.clone();
         if let Some(addr) = sms {
             if client.as_ref().is_none_or(|(a, _)| *a != addr) {
-                let url = if addr.contains("://") { addr.clone() } else { format!("http://{addr}") };
+                let url = if addr.contains("://") {
+                    addr.clone()
+                } else {
+                    format!("http://{addr}")
+                };
                 client = Endpoint::from_shared(url)
                     .ok()
                     .map(|e| e.connect_timeout(Duration::from_secs(5)).connect_lazy())
@@ -47,7 +51,8 @@ pub async fn run(
                     sync_state: state as i32,
                     problems: problems(&connections),
                 };
-                let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
+                let sent =
+                    tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
                 if let Ok(Err(status)) = sent {
                     debug!(message = %status.message(), "heartbeat refused");
                 }
@@ -73,10 +78,16 @@ fn problems(connections: &Connections) -> Vec<ServerProblem> {
     for (server_id, status) in connections.status() {
         if status.state == ServerState::Failed {
             let message = status.last_error.clone().unwrap_or_else(|| "failed".into());
-            out.push(ServerProblem { server_id: server_id.clone(), message });
+            out.push(ServerProblem {
+                server_id: server_id.clone(),
+                message,
+            });
         }
         for (tool, why) in &status.quarantined {
-            out.push(ServerProblem { server_id: server_id.clone(), message: format!("tool '{tool}' quarantined: {why}") });
+            out.push(ServerProblem {
+                server_id: server_id.clone(),
+                message: format!("tool '{tool}' quarantined: {why}"),
+            });
         }
     }
     out

@@ -54,36 +54,99 @@ impl NodeView {
         let c = &self.status.counters;
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
         };
-        metric("spearlet_registry_revision", "gauge", "Applied registry revision.", view.revision);
-        metric("spearlet_registry_epoch", "gauge", "Applied registry epoch.", view.epoch);
-        metric("spearlet_registry_servers", "gauge", "Servers in the applied registry.", view.servers.len() as u64);
-        metric("spearlet_sync_reconnects_total", "counter", "Watch reconnections.", c.reconnects.load(Ordering::Relaxed));
-        metric("spearlet_snapshots_applied_total", "counter", "Snapshots applied.", c.snapshots.load(Ordering::Relaxed));
-        metric("spearlet_deltas_applied_total", "counter", "Deltas applied.", c.deltas.load(Ordering::Relaxed));
-        metric("spearlet_sync_gaps_total", "counter", "Resynchronisations after a gap or a bad snapshot.", c.gaps.load(Ordering::Relaxed));
+        metric(
+            "spearlet_registry_revision",
+            "gauge",
+            "Applied registry revision.",
+            view.revision,
+        );
+        metric(
+            "spearlet_registry_epoch",
+            "gauge",
+            "Applied registry epoch.",
+            view.epoch,
+        );
+        metric(
+            "spearlet_registry_servers",
+            "gauge",
+            "Servers in the applied registry.",
+            view.servers.len() as u64,
+        );
+        metric(
+            "spearlet_sync_reconnects_total",
+            "counter",
+            "Watch reconnections.",
+            c.reconnects.load(Ordering::Relaxed),
+        );
+        metric(
+            "spearlet_snapshots_applied_total",
+            "counter",
+            "Snapshots applied.",
+            c.snapshots.load(Ordering::Relaxed),
+        );
+        metric(
+            "spearlet_deltas_applied_total",
+            "counter",
+            "Deltas applied.",
+            c.deltas.load(Ordering::Relaxed),
+        );
+        metric(
+            "spearlet_sync_gaps_total",
+            "counter",
+            "Resynchronisations after a gap or a bad snapshot.",
+            c.gaps.load(Ordering::Relaxed),
+        );
         let _ = writeln!(out, "# HELP spearlet_sync_state 1 for the current sync state.\n# TYPE spearlet_sync_state gauge");
         for s in [SyncState::Connecting, SyncState::Synced, SyncState::Stale] {
-            let _ = writeln!(out, "spearlet_sync_state{{state=\"{}\"}} {}", state_name(s), u8::from(s == state));
+            let _ = writeln!(
+                out,
+                "spearlet_sync_state{{state=\"{}\"}} {}",
+                state_name(s),
+                u8::from(s == state)
+            );
         }
         let servers = self.connections.status();
         let _ = writeln!(out, "# HELP spearlet_mcp_server_up 1 when the server's connection is ready or degraded.\n# TYPE spearlet_mcp_server_up gauge");
         for (id, s) in &servers {
-            let up = matches!(s.state, crate::connections::ServerState::Ready | crate::connections::ServerState::Degraded);
-            let _ = writeln!(out, "spearlet_mcp_server_up{{server=\"{id}\",state=\"{}\"}} {}", s.state.name(), u8::from(up));
+            let up = matches!(
+                s.state,
+                crate::connections::ServerState::Ready | crate::connections::ServerState::Degraded
+            );
+            let _ = writeln!(
+                out,
+                "spearlet_mcp_server_up{{server=\"{id}\",state=\"{}\"}} {}",
+                s.state.name(),
+                u8::from(up)
+            );
         }
         let _ = writeln!(out, "# HELP spearlet_mcp_calls_total Tool calls per server.\n# TYPE spearlet_mcp_calls_total counter");
         for (id, s) in &servers {
-            let _ = writeln!(out, "spearlet_mcp_calls_total{{server=\"{id}\"}} {}", s.calls);
+            let _ = writeln!(
+                out,
+                "spearlet_mcp_calls_total{{server=\"{id}\"}} {}",
+                s.calls
+            );
         }
         let _ = writeln!(out, "# HELP spearlet_mcp_call_errors_total Tool calls that failed or returned isError.\n# TYPE spearlet_mcp_call_errors_total counter");
         for (id, s) in &servers {
-            let _ = writeln!(out, "spearlet_mcp_call_errors_total{{server=\"{id}\"}} {}", s.call_errors);
+            let _ = writeln!(
+                out,
+                "spearlet_mcp_call_errors_total{{server=\"{id}\"}} {}",
+                s.call_errors
+            );
         }
         let _ = writeln!(out, "# HELP spearlet_mcp_call_seconds_sum Total time in tool calls.\n# TYPE spearlet_mcp_call_seconds_sum counter");
         for (id, s) in &servers {
-            let _ = writeln!(out, "spearlet_mcp_call_seconds_sum{{server=\"{id}\"}} {:.6}", s.call_seconds);
+            let _ = writeln!(
+                out,
+                "spearlet_mcp_call_seconds_sum{{server=\"{id}\"}} {:.6}",
+                s.call_seconds
+            );
         }
         out
     }
@@ -94,8 +157,14 @@ impl NodeView {
         let bound = listener.local_addr()?;
         let (a, b, c) = (self.clone(), self.clone(), self);
         let app = Router::new()
-            .route("/registry", get(move || std::future::ready(Json(redacted_json(&a.registry.current())))))
-            .route("/status", get(move || std::future::ready(Json(b.status_json()))))
+            .route(
+                "/registry",
+                get(move || std::future::ready(Json(redacted_json(&a.registry.current())))),
+            )
+            .route(
+                "/status",
+                get(move || std::future::ready(Json(b.status_json()))),
+            )
             .route("/metrics", get(move || std::future::ready(c.metrics())))
             .route("/healthz", get(|| std::future::ready("ok\n")));
         tokio::spawn(async move {

@@ -34,7 +34,10 @@ pub enum NodeError {
     #[error(transparent)]
     State(#[from] PersistError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("no SMS address given; pass --sms host:port[,host:port...]")]
     NoSms,
 }
@@ -66,7 +69,12 @@ impl Node {
         // against whatever the sync task may already have applied.
         let on_disk = initial.position();
         if initial.epoch != 0 {
-            info!(epoch = initial.epoch, revision = initial.revision, servers = initial.servers.len(), "serving the persisted registry until SMS answers");
+            info!(
+                epoch = initial.epoch,
+                revision = initial.revision,
+                servers = initial.servers.len(),
+                "serving the persisted registry until SMS answers"
+            );
         }
         let registry = RegistryHandle::new(initial);
         let status = Arc::new(SyncStatusCell::default());
@@ -82,7 +90,11 @@ impl Node {
                     status: Arc::clone(&status),
                     connections: connections.clone(),
                 };
-                Some(view.serve(addr).await.map_err(|source| NodeError::Listen { addr, source })?)
+                Some(
+                    view.serve(addr)
+                        .await
+                        .map_err(|source| NodeError::Listen { addr, source })?,
+                )
             }
             None => None,
         };
@@ -100,7 +112,12 @@ impl Node {
         );
         let tasks = vec![
             tokio::spawn(sync.run(shutdown_rx.clone())),
-            tokio::spawn(persist(state, registry.clone(), on_disk, shutdown_rx.clone())),
+            tokio::spawn(persist(
+                state,
+                registry.clone(),
+                on_disk,
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
                 registry.clone(),
@@ -110,7 +127,15 @@ impl Node {
             )),
             invalidation,
         ];
-        Ok(Node { node_id, registry, connections, status, http_addr, shutdown, tasks })
+        Ok(Node {
+            node_id,
+            registry,
+            connections,
+            status,
+            http_addr,
+            shutdown,
+            tasks,
+        })
     }
 
     /// Stops every task, writing the final registry state first.
@@ -129,15 +154,30 @@ impl Node {
 }
 
 fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    let host: String = host.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').take(40).collect();
-    let host = if host.is_empty() { "node".to_string() } else { host };
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(40)
+        .collect();
+    let host = if host.is_empty() {
+        "node".to_string()
+    } else {
+        host
+    };
     format!("{host}-{:06x}", rand::random::<u32>() & 0xff_ffff)
 }
 
 /// Writes the registry to the state dir after changes, at most every
 /// [`PERSIST_EVERY`], and once more at shutdown.
-async fn persist(state: StateDir, registry: RegistryHandle, on_disk: (u64, u64), mut shutdown: watch::Receiver<bool>) {
+async fn persist(
+    state: StateDir,
+    registry: RegistryHandle,
+    on_disk: (u64, u64),
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut changes = registry.subscribe();
     let mut saved = on_disk;
     loop {
@@ -158,7 +198,9 @@ async fn persist(state: StateDir, registry: RegistryHandle, on_disk: (u64, u64),
             let snapshot = Arc::clone(&view);
             match tokio::task::spawn_blocking(move || writer.save_registry(&snapshot)).await {
                 Ok(Ok(())) => saved = view.position(),
-                Ok(Err(error)) => warn!(%error, "cannot persist the registry; will retry on the next change"),
+                Ok(Err(error)) => {
+                    warn!(%error, "cannot persist the registry; will retry on the next change")
+                }
                 Err(error) => warn!(%error, "persisting the registry failed"),
             }
         }

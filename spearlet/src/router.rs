@@ -45,7 +45,11 @@ pub struct ToolOutcome {
 
 impl ToolOutcome {
     fn refused(text: String) -> Self {
-        Self { text, is_error: true, executed: None }
+        Self {
+            text,
+            is_error: true,
+            executed: None,
+        }
     }
 }
 
@@ -58,7 +62,10 @@ pub struct Router {
 
 impl Router {
     pub fn new(connections: Connections, registry: RegistryHandle) -> Self {
-        Self { connections, registry }
+        Self {
+            connections,
+            registry,
+        }
     }
 
     /// Every tool the policy lets this session offer, from usable servers.
@@ -72,10 +79,14 @@ impl Router {
             .filter(|id| seen.insert(id.as_str()))
             .filter_map(|id| {
                 let spec = view.servers.get(id).and_then(|r| r.spec.as_ref());
-                server_verdict(task, session, id, spec, Ok(())).offered.then_some((id, spec?))
+                server_verdict(task, session, id, spec, Ok(()))
+                    .offered
+                    .then_some((id, spec?))
             })
             .collect();
-        let catalogs = futures::future::join_all(eligible.iter().map(|(id, _)| self.connections.catalog(id))).await;
+        let catalogs =
+            futures::future::join_all(eligible.iter().map(|(id, _)| self.connections.catalog(id)))
+                .await;
         let mut set = ToolSet::default();
         for ((server_id, spec), catalog) in eligible.into_iter().zip(catalogs) {
             let catalog = match catalog {
@@ -120,26 +131,44 @@ impl Router {
             "" => None,
             text => match serde_json::from_str::<serde_json::Value>(text) {
                 Ok(serde_json::Value::Object(map)) => Some(map),
-                Ok(_) => return ToolOutcome::refused("tool arguments must be a JSON object".into()),
-                Err(e) => return ToolOutcome::refused(format!("tool arguments are not valid JSON: {e}")),
+                Ok(_) => {
+                    return ToolOutcome::refused("tool arguments must be a JSON object".into())
+                }
+                Err(e) => {
+                    return ToolOutcome::refused(format!("tool arguments are not valid JSON: {e}"))
+                }
             },
         };
         let view = self.registry.current();
         let spec = view.servers.get(&server_id).and_then(|r| r.spec.as_ref());
         let server = server_verdict(task, session, &server_id, spec, Ok(()));
         if !server.offered {
-            return ToolOutcome::refused(format!("tool '{tool}' is not allowed now: {}", server.rule));
+            return ToolOutcome::refused(format!(
+                "tool '{tool}' is not allowed now: {}",
+                server.rule
+            ));
         }
         if let Some(spec) = spec {
             let verdict = tool_verdict(task, session, spec, &tool);
             if !verdict.offered {
-                return ToolOutcome::refused(format!("tool '{tool}' is not allowed now: {}", verdict.rule));
+                return ToolOutcome::refused(format!(
+                    "tool '{tool}' is not allowed now: {}",
+                    verdict.rule
+                ));
             }
         }
         let span = info_span!("tool_call", server_id = %server_id, tool = %tool);
-        let result = self.connections.call(&server_id, &tool, arguments).instrument(span).await;
+        let result = self
+            .connections
+            .call(&server_id, &tool, arguments)
+            .instrument(span)
+            .await;
         match result {
-            Ok(rendered) => ToolOutcome { text: rendered.text, is_error: rendered.is_error, executed: Some((server_id, tool)) },
+            Ok(rendered) => ToolOutcome {
+                text: rendered.text,
+                is_error: rendered.is_error,
+                executed: Some((server_id, tool)),
+            },
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,

@@ -13,7 +13,10 @@ use spearlet::router::Router;
 use spearlet::tools::offered_name;
 
 fn misbehaving(id: &str) -> ServerSpec {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/peers/misbehaving_server.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/peers/misbehaving_server.py"
+    );
     ServerSpec {
         id: id.into(),
         transport: Transport::Stdio as i32,
@@ -28,9 +31,22 @@ fn misbehaving(id: &str) -> ServerSpec {
 fn registry(specs: Vec<ServerSpec>) -> RegistryHandle {
     let servers = specs
         .into_iter()
-        .map(|s| (s.id.clone(), Arc::new(ServerRecord { spec: Some(s), source: None, mod_revision: 1 })))
+        .map(|s| {
+            (
+                s.id.clone(),
+                Arc::new(ServerRecord {
+                    spec: Some(s),
+                    source: None,
+                    mod_revision: 1,
+                }),
+            )
+        })
         .collect();
-    RegistryHandle::new(RegistryView { epoch: 1, revision: 1, servers })
+    RegistryHandle::new(RegistryView {
+        epoch: 1,
+        revision: 1,
+        servers,
+    })
 }
 
 fn policies() -> (TaskPolicy, SessionPolicy) {
@@ -55,7 +71,12 @@ async fn offered_tools_follow_policy_and_only_they_execute() {
     let set = router.tool_set(&task, &session).await;
     let names: BTreeSet<&str> = set.tools.iter().map(|t| t.tool.as_str()).collect();
     // bad_schema is quarantined, env is denied by the server, spawn by the task.
-    assert_eq!(names, ["crash", "grow", "hang", "huge", "ok", "stderr"].into_iter().collect());
+    assert_eq!(
+        names,
+        ["crash", "grow", "hang", "huge", "ok", "stderr"]
+            .into_iter()
+            .collect()
+    );
     let ok = set.tools.iter().find(|t| t.tool == "ok").unwrap();
     assert_eq!(ok.name, offered_name("mb", "ok"));
     assert!(ok.description.contains("'mb'") && ok.description.contains("'ok'"));
@@ -66,19 +87,37 @@ async fn offered_tools_follow_policy_and_only_they_execute() {
     assert!(!compat.is_error);
 
     // Invented names and tools that were not offered never run.
-    for invented in ["mcp.mb.env", "mcp.mb.spawn", &offered_name("mb", "env"), "ok", "mcp__bogus"] {
+    for invented in [
+        "mcp.mb.env",
+        "mcp.mb.spawn",
+        &offered_name("mb", "env"),
+        "ok",
+        "mcp__bogus",
+    ] {
         let outcome = router.execute(&task, &session, &set, invented, "{}").await;
-        assert!(outcome.is_error && outcome.executed.is_none(), "{invented}: {outcome:?}");
+        assert!(
+            outcome.is_error && outcome.executed.is_none(),
+            "{invented}: {outcome:?}"
+        );
     }
     // Bad arguments are an error result, not a crash.
-    let outcome = router.execute(&task, &session, &set, &ok.name, "[1,2").await;
+    let outcome = router
+        .execute(&task, &session, &set, &ok.name, "[1,2")
+        .await;
     assert!(outcome.is_error && outcome.text.contains("not valid JSON"));
 
     // The policy is checked again at execution: the session narrowed since.
     session.tool_denylist = vec!["ok".into()];
     let outcome = router.execute(&task, &session, &set, &ok.name, "{}").await;
-    assert!(outcome.is_error && outcome.executed.is_none(), "{outcome:?}");
-    assert!(outcome.text.contains("mcp.tool_denylist"), "{}", outcome.text);
+    assert!(
+        outcome.is_error && outcome.executed.is_none(),
+        "{outcome:?}"
+    );
+    assert!(
+        outcome.text.contains("mcp.tool_denylist"),
+        "{}",
+        outcome.text
+    );
     connections.shutdown().await;
 }
 
@@ -91,21 +130,38 @@ async fn a_crashed_server_fails_fast_then_restarts() {
     let set = router.tool_set(&task, &session).await;
     let name = |tool: &str| offered_name("mb", tool);
 
-    let crashed = router.execute(&task, &session, &set, &name("crash"), "{}").await;
-    assert!(crashed.is_error && crashed.text.contains("closed"), "{}", crashed.text);
+    let crashed = router
+        .execute(&task, &session, &set, &name("crash"), "{}")
+        .await;
+    assert!(
+        crashed.is_error && crashed.text.contains("closed"),
+        "{}",
+        crashed.text
+    );
     assert_eq!(connections.status()["mb"].state, ServerState::Failed);
     // Right after, the server is restarting: the call fails at once.
     let started = std::time::Instant::now();
-    let early = router.execute(&task, &session, &set, &name("ok"), "{}").await;
-    assert!(early.is_error && early.text.contains("restart"), "{}", early.text);
+    let early = router
+        .execute(&task, &session, &set, &name("ok"), "{}")
+        .await;
+    assert!(
+        early.is_error && early.text.contains("restart"),
+        "{}",
+        early.text
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
     // After the backoff it is back.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let back = router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    let back = router
+        .execute(&task, &session, &set, &name("ok"), "{}")
+        .await;
     assert_eq!((back.text.as_str(), back.is_error), ("ok", false));
     let status = &connections.status()["mb"];
     assert_eq!(status.restarts, 1);
-    assert!(matches!(status.state, ServerState::Ready | ServerState::Degraded));
+    assert!(matches!(
+        status.state,
+        ServerState::Ready | ServerState::Degraded
+    ));
     connections.shutdown().await;
 }
 
@@ -128,8 +184,15 @@ async fn a_registry_change_closes_exactly_that_connection() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let status = connections.status();
-    assert!(!status.contains_key("mb") && status.contains_key("other"), "{:?}", status.keys());
-    assert!(connections.catalog("mb").await.is_err(), "a removed server is unknown");
+    assert!(
+        !status.contains_key("mb") && status.contains_key("other"),
+        "{:?}",
+        status.keys()
+    );
+    assert!(
+        connections.catalog("mb").await.is_err(),
+        "a removed server is unknown"
+    );
     connections.shutdown().await;
 }
 
@@ -142,14 +205,27 @@ async fn list_changed_refreshes_the_catalog() {
     connections.call("mb", "grow", None).await.unwrap();
     let mut found = false;
     for _ in 0..100 {
-        if connections.catalog("mb").await.unwrap().tools.iter().any(|t| t.name == "grown") {
+        if connections
+            .catalog("mb")
+            .await
+            .unwrap()
+            .tools
+            .iter()
+            .any(|t| t.name == "grown")
+        {
             found = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(found, "the catalog was not refreshed after tools/list_changed");
-    assert_eq!(connections.call("mb", "grown", None).await.unwrap().text, "I am new");
+    assert!(
+        found,
+        "the catalog was not refreshed after tools/list_changed"
+    );
+    assert_eq!(
+        connections.call("mb", "grown", None).await.unwrap().text,
+        "I am new"
+    );
     connections.shutdown().await;
 }
 
@@ -157,18 +233,34 @@ async fn list_changed_refreshes_the_catalog() {
 async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
     let mut slow = misbehaving("slow");
     slow.env.insert("SLOW_START".into(), "1".into());
-    slow.timeouts = Some(spear_proto::v1::Timeouts { startup_ms: 5_000, list_tools_ms: 0, call_ms: 0 });
+    slow.timeouts = Some(spear_proto::v1::Timeouts {
+        startup_ms: 5_000,
+        list_tools_ms: 0,
+        call_ms: 0,
+    });
     let mut too_slow = misbehaving("too-slow");
     too_slow.env.insert("SLOW_START".into(), "3".into());
-    too_slow.timeouts = Some(spear_proto::v1::Timeouts { startup_ms: 500, list_tools_ms: 0, call_ms: 0 });
+    too_slow.timeouts = Some(spear_proto::v1::Timeouts {
+        startup_ms: 500,
+        list_tools_ms: 0,
+        call_ms: 0,
+    });
     let registry = registry(vec![slow, too_slow]);
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
     assert!(connections.catalog("slow").await.is_ok());
-    let error = connections.catalog("too-slow").await.unwrap_err().to_string();
+    let error = connections
+        .catalog("too-slow")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("startup timed out"), "{error}");
     let status = &connections.status()["too-slow"];
     assert_eq!(status.state, ServerState::Failed);
-    assert!(status.last_error.as_deref().unwrap_or("").contains("startup"));
+    assert!(status
+        .last_error
+        .as_deref()
+        .unwrap_or("")
+        .contains("startup"));
     connections.shutdown().await;
 }
 
@@ -176,7 +268,14 @@ async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
 async fn removing_a_server_from_the_registry_ends_its_grandchildren() {
     let registry = registry(vec![misbehaving("mb")]);
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
-    let pid: u32 = connections.call("mb", "spawn", None).await.unwrap().text.trim().parse().unwrap();
+    let pid: u32 = connections
+        .call("mb", "spawn", None)
+        .await
+        .unwrap()
+        .text
+        .trim()
+        .parse()
+        .unwrap();
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     let mut view = (*registry.current()).clone();
     view.revision = 2;
@@ -196,7 +295,12 @@ async fn removing_a_server_from_the_registry_ends_its_grandchildren() {
 
 /// Sessions run on a multi-threaded runtime: the router's futures must be Send.
 #[allow(dead_code)]
-fn router_futures_are_send(router: Router, task: TaskPolicy, session: SessionPolicy, set: spearlet::router::ToolSet) {
+fn router_futures_are_send(
+    router: Router,
+    task: TaskPolicy,
+    session: SessionPolicy,
+    set: spearlet::router::ToolSet,
+) {
     fn send<T: Send>(_: T) {}
     let r = router.clone();
     let (t, s) = (task.clone(), session.clone());

@@ -11,7 +11,10 @@ mod bench_support;
 use bench_support::*;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let all = args.is_empty();
     let want = |name: &str| all || args.iter().any(|a| a == name);
     let runtime = tokio::runtime::Builder::new_multi_thread()

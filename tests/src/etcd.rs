@@ -24,7 +24,9 @@ fn etcd_binary() -> PathBuf {
             return path;
         }
     }
-    panic!("etcd not found: install etcd-server (apt-get install etcd-server; scripts/setup.sh does)");
+    panic!(
+        "etcd not found: install etcd-server (apt-get install etcd-server; scripts/setup.sh does)"
+    );
 }
 
 impl EtcdServer {
@@ -48,7 +50,10 @@ impl EtcdServer {
         let log = std::fs::File::create(&self.log).unwrap_or_else(|e| panic!("etcd log: {e}"));
         let child = Command::new(etcd_binary())
             .arg("--name=spear-test")
-            .arg(format!("--data-dir={}", self.data.path().join("data").display()))
+            .arg(format!(
+                "--data-dir={}",
+                self.data.path().join("data").display()
+            ))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
@@ -71,15 +76,23 @@ impl EtcdServer {
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("etcd exited ({status}):\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+                    panic!(
+                        "etcd exited ({status}):\n{}",
+                        std::fs::read_to_string(&self.log).unwrap_or_default()
+                    );
                 }
             }
-            if TcpStream::connect(("127.0.0.1", self.client_port)).is_ok() && self.etcdctl(&["endpoint", "health"]).is_ok() {
+            if TcpStream::connect(("127.0.0.1", self.client_port)).is_ok()
+                && self.etcdctl(&["endpoint", "health"]).is_ok()
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("etcd did not become healthy in 30 s:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        panic!(
+            "etcd did not become healthy in 30 s:\n{}",
+            std::fs::read_to_string(&self.log).unwrap_or_default()
+        );
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -104,7 +117,8 @@ impl EtcdServer {
 
     /// Compacts history up to `revision`.
     pub fn compact(&self, revision: u64) {
-        self.etcdctl(&["compaction", &revision.to_string()]).unwrap_or_else(|e| panic!("etcd compaction: {e}"));
+        self.etcdctl(&["compaction", &revision.to_string()])
+            .unwrap_or_else(|e| panic!("etcd compaction: {e}"));
     }
 
     /// Stops etcd and starts it again on the same data and ports.

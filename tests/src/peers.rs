@@ -5,12 +5,18 @@ use std::path::PathBuf;
 
 /// An executable of an npm reference server, e.g. `mcp-server-everything`.
 pub fn npm_bin(name: &str) -> PathBuf {
-    let dir = std::env::var("SPEAR_NPM_DIR").map(PathBuf::from).unwrap_or_else(|_| {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-        PathBuf::from(home).join(".cache/spear/npm")
-    });
+    let dir = std::env::var("SPEAR_NPM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+            PathBuf::from(home).join(".cache/spear/npm")
+        });
     let path = dir.join("node_modules/.bin").join(name);
-    assert!(path.exists(), "{} is missing; run scripts/setup.sh (it installs the npm reference servers)", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing; run scripts/setup.sh (it installs the npm reference servers)",
+        path.display()
+    );
     path
 }
 
@@ -21,12 +27,18 @@ pub fn misbehaving_server() -> PathBuf {
 
 /// The Python interpreter of the venv with the Python MCP SDK.
 pub fn python_sdk() -> PathBuf {
-    let dir = std::env::var("SPEAR_VENV").map(PathBuf::from).unwrap_or_else(|_| {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-        PathBuf::from(home).join(".cache/spear/venv")
-    });
+    let dir = std::env::var("SPEAR_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+            PathBuf::from(home).join(".cache/spear/venv")
+        });
     let python = dir.join("bin/python");
-    assert!(python.exists(), "{} is missing; run scripts/setup.sh (it installs the Python MCP SDK)", python.display());
+    assert!(
+        python.exists(),
+        "{} is missing; run scripts/setup.sh (it installs the Python MCP SDK)",
+        python.display()
+    );
     python
 }
 
@@ -46,14 +58,31 @@ impl HttpPeer {
     /// Starts `command` and waits until `port` accepts connections.
     pub fn start(name: &str, mut command: std::process::Command, port: u16) -> HttpPeer {
         let logs = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let mut proc = crate::procs::Proc::spawn(name, { command.env("PORT", port.to_string()); command }, logs.path().join("peer.log"));
-        crate::wait::eventually(&format!("{name} to listen on {port}"), std::time::Duration::from_secs(30), || {
-            if !proc.is_running() {
-                panic!("{name} exited:\n{}", proc.log());
-            }
-            std::net::TcpStream::connect(("127.0.0.1", port)).map(|_| ()).map_err(|e| e.to_string())
-        });
-        HttpPeer { proc, port, _logs: logs }
+        let mut proc = crate::procs::Proc::spawn(
+            name,
+            {
+                command.env("PORT", port.to_string());
+                command
+            },
+            logs.path().join("peer.log"),
+        );
+        crate::wait::eventually(
+            &format!("{name} to listen on {port}"),
+            std::time::Duration::from_secs(30),
+            || {
+                if !proc.is_running() {
+                    panic!("{name} exited:\n{}", proc.log());
+                }
+                std::net::TcpStream::connect(("127.0.0.1", port))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        );
+        HttpPeer {
+            proc,
+            port,
+            _logs: logs,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

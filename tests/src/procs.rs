@@ -39,9 +39,18 @@ impl Proc {
         let out = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().unwrap_or_else(|e| panic!("log file: {e}"));
         command.stdin(Stdio::null()).stdout(out).stderr(err);
-        command.env("RUST_LOG", std::env::var("SPEAR_TEST_LOG").unwrap_or_else(|_| "info".into()));
-        let child = command.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Proc { name: name.to_string(), child: Some(child), log }
+        command.env(
+            "RUST_LOG",
+            std::env::var("SPEAR_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        );
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        }
     }
 
     /// The log so far.
@@ -63,8 +72,13 @@ impl Proc {
 
     /// SIGTERM, then wait up to 10 s, then SIGKILL.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
         for _ in 0..500 {
             if let Ok(Some(_)) = child.try_wait() {
                 return;
@@ -87,7 +101,10 @@ impl Proc {
     pub fn pause(&self, paused: bool) {
         if let Some(pid) = self.pid() {
             let signal = if paused { "-STOP" } else { "-CONT" };
-            let _ = Command::new("kill").arg(signal).arg(pid.to_string()).status();
+            let _ = Command::new("kill")
+                .arg(signal)
+                .arg(pid.to_string())
+                .status();
         }
     }
 }
@@ -240,13 +257,23 @@ impl SpearletProc {
             }
             crate::http::get(&http, "/status")
         });
-        SpearletProc { proc, http, state_dir: state_dir.to_path_buf(), node_id: node_id.to_string(), sms: sms.to_string() }
+        SpearletProc {
+            proc,
+            http,
+            state_dir: state_dir.to_path_buf(),
+            node_id: node_id.to_string(),
+            sms: sms.to_string(),
+        }
     }
 
     /// Stops this spearlet and starts it again with the same state dir.
     pub fn restart(mut self) -> SpearletProc {
         self.proc.stop();
-        let (node_id, sms, state_dir) = (self.node_id.clone(), self.sms.clone(), self.state_dir.clone());
+        let (node_id, sms, state_dir) = (
+            self.node_id.clone(),
+            self.sms.clone(),
+            self.state_dir.clone(),
+        );
         drop(self);
         SpearletProc::start(&node_id, &sms, &state_dir)
     }

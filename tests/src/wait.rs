@@ -4,7 +4,11 @@ use std::time::{Duration, Instant};
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics with `what`
 /// and the last observation after `timeout`.
-pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+pub fn eventually<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         match check() {

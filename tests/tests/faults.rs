@@ -36,7 +36,11 @@ fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
     eventually("the node to converge on SMS's registry", SOON, || {
         let expected = sms_registry(&sms.grpc)?;
         let got = node_registry(&node.registry()?)?;
-        if got == expected { Ok(()) } else { Err(format!("node {got:?}\nsms {expected:?}")) }
+        if got == expected {
+            Ok(())
+        } else {
+            Err(format!("node {got:?}\nsms {expected:?}"))
+        }
     });
     let history = parse(&node.applied_log()).unwrap();
     check(&history).unwrap_or_else(|e| panic!("history of {}: {e}\n{history:?}", node.node_id));
@@ -44,14 +48,20 @@ fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
 }
 
 fn snapshots(history: &[Applied]) -> usize {
-    history.iter().filter(|a| matches!(a, Applied::Snapshot { .. })).count()
+    history
+        .iter()
+        .filter(|a| matches!(a, Applied::Snapshot { .. }))
+        .count()
 }
 
 #[test]
 fn embedded_sms_restart_starts_a_new_epoch_and_the_node_resnapshots() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "a.json", &server("alpha", "one"));
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("n1", &sms.grpc, &state.path().join("n1"));
     let before = converged(&sms, &node);
@@ -60,7 +70,11 @@ fn embedded_sms_restart_starts_a_new_epoch_and_the_node_resnapshots() {
     let sms = sms.restart();
     write_file(dir.path(), "b.json", &server("beta", "two"));
     let after = converged(&sms, &node);
-    assert_ne!(sms_registry(&sms.grpc).unwrap().0, epoch_before, "an embedded SMS restart is a new epoch");
+    assert_ne!(
+        sms_registry(&sms.grpc).unwrap().0,
+        epoch_before,
+        "an embedded SMS restart is a new epoch"
+    );
     assert_eq!(snapshots(&after), snapshots(&before) + 1, "{after:?}");
 }
 
@@ -75,7 +89,10 @@ fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
         ..Default::default()
     });
     // A second replica on the same etcd, used to write while A is down.
-    let sms_b = SmsProc::start(SmsOptions { etcd: Some(etcd.endpoint()), ..Default::default() });
+    let sms_b = SmsProc::start(SmsOptions {
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("n1", &sms_a.grpc, &state.path().join("n1"));
     let before = converged(&sms_a, &node);
@@ -85,15 +102,26 @@ fn etcd_sms_restart_resumes_with_deltas_and_no_gap() {
     sms_a.proc.stop();
     for i in 0..3 {
         let spec = sms_b.workdir().join(format!("s{i}.json"));
-        std::fs::write(&spec, server(&format!("api-{i}"), "written while A was down")).unwrap();
+        std::fs::write(
+            &spec,
+            server(&format!("api-{i}"), "written while A was down"),
+        )
+        .unwrap();
         let (code, _, err) = sms_b.client(&["apply", &spec.to_string_lossy()]);
         assert_eq!(code, 0, "{err}");
     }
     let sms_a = sms_a.restart();
     let after = converged(&sms_a, &node);
-    assert_eq!(snapshots(&after), 1, "the node should resume with deltas: {after:?}");
+    assert_eq!(
+        snapshots(&after),
+        1,
+        "the node should resume with deltas: {after:?}"
+    );
     assert!(after.len() >= before.len() + 3, "{after:?}");
-    assert_eq!(sms_registry(&sms_a.grpc).unwrap(), sms_registry(&sms_b.grpc).unwrap());
+    assert_eq!(
+        sms_registry(&sms_a.grpc).unwrap(),
+        sms_registry(&sms_b.grpc).unwrap()
+    );
 }
 
 #[test]
@@ -112,11 +140,19 @@ fn etcd_compaction_while_a_node_is_away_gives_it_a_snapshot() {
     node.proc.stop();
 
     for i in 0..5 {
-        write_file(dir.path(), "a.json", &server("alpha", &format!("version {i}")));
+        write_file(
+            dir.path(),
+            "a.json",
+            &server("alpha", &format!("version {i}")),
+        );
         eventually("SMS to apply the change", SOON, || {
             let (_, out, _) = sms.client(&["servers"]);
             let revision = sms_registry(&sms.grpc)?.1;
-            if out.contains("alpha") && revision > 0 { Ok(()) } else { Err(out) }
+            if out.contains("alpha") && revision > 0 {
+                Ok(())
+            } else {
+                Err(out)
+            }
         });
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -135,7 +171,10 @@ fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "a.json", &server("alpha", "one"));
     write_file(dir.path(), "b.json", &server("beta", "two"));
-    let mut sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let mut sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("n1", &sms.grpc, &state.path().join("n1"));
     let expected = sms_registry(&sms.grpc).unwrap();
@@ -144,7 +183,10 @@ fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
     sms.proc.stop();
     let node = node.restart();
     let view = node_registry(&node.registry().unwrap()).unwrap();
-    assert_eq!(view, expected, "a restarted node without SMS serves what it had");
+    assert_eq!(
+        view, expected,
+        "a restarted node without SMS serves what it had"
+    );
     let status = node.status().unwrap();
     assert_ne!(status["sync_state"], "synced", "{status}");
 }
@@ -153,7 +195,10 @@ fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
 fn a_stalled_watcher_does_not_delay_the_others() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "big.json", &big_file("big", 300, 0));
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let stalled = SpearletProc::start("stalled", &sms.grpc, &state.path().join("stalled"));
     let healthy = SpearletProc::start("healthy", &sms.grpc, &state.path().join("healthy"));
@@ -166,11 +211,19 @@ fn a_stalled_watcher_does_not_delay_the_others() {
     for version in 1..=20 {
         let before = sms_registry(&sms.grpc).unwrap().1;
         write_file(dir.path(), "big.json", &big_file("big", 300, version));
-        eventually("SMS and the healthy node to apply each change", SOON, || {
-            let expected = sms_registry(&sms.grpc)?;
-            let got = node_registry(&healthy.registry()?)?;
-            if expected.1 > before && got == expected { Ok(()) } else { Err(format!("at {}", got.1)) }
-        });
+        eventually(
+            "SMS and the healthy node to apply each change",
+            SOON,
+            || {
+                let expected = sms_registry(&sms.grpc)?;
+                let got = node_registry(&healthy.registry()?)?;
+                if expected.1 > before && got == expected {
+                    Ok(())
+                } else {
+                    Err(format!("at {}", got.1))
+                }
+            },
+        );
     }
     converged(&sms, &healthy);
 

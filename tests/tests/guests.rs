@@ -22,11 +22,19 @@ use spearlet::tools::offered_name;
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 fn guest(name: &str) -> Vec<u8> {
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| {
-        let exe = std::env::current_exe().unwrap();
-        exe.parent().and_then(|p| p.parent()).and_then(|p| p.parent()).map(PathBuf::from).unwrap()
-    });
-    let path = target.join("wasm32-wasip1/debug/examples").join(format!("{name}.wasm"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let exe = std::env::current_exe().unwrap();
+            exe.parent()
+                .and_then(|p| p.parent())
+                .and_then(|p| p.parent())
+                .map(PathBuf::from)
+                .unwrap()
+        });
+    let path = target
+        .join("wasm32-wasip1/debug/examples")
+        .join(format!("{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!("{}: {e}; build the example guests: cargo build --target wasm32-wasip1 -p spear-guest --examples (scripts/test.sh does)", path.display())
     })
@@ -74,13 +82,23 @@ async fn node() -> Node {
     let spec = ServerSpec {
         id: "fs".into(),
         transport: Transport::Stdio as i32,
-        command: npm_bin("mcp-server-filesystem").to_string_lossy().into_owned(),
+        command: npm_bin("mcp-server-filesystem")
+            .to_string_lossy()
+            .into_owned(),
         args: vec![root.to_string_lossy().into_owned()],
         enabled: true,
         ..Default::default()
     };
-    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 1 };
-    let registry = RegistryHandle::new(RegistryView { epoch: 1, revision: 1, servers: [("fs".to_string(), Arc::new(record))].into() });
+    let record = ServerRecord {
+        spec: Some(spec),
+        source: None,
+        mod_revision: 1,
+    };
+    let registry = RegistryHandle::new(RegistryView {
+        epoch: 1,
+        revision: 1,
+        servers: [("fs".to_string(), Arc::new(record))].into(),
+    });
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
     let addr = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
     let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
@@ -92,7 +110,13 @@ async fn node() -> Node {
         stream: false,
     }));
     let runtime = GuestRuntime::new(None).unwrap();
-    Node { runtime, router: Router::new(connections.clone(), registry), connections, backend, _files: files }
+    Node {
+        runtime,
+        router: Router::new(connections.clone(), registry),
+        connections,
+        backend,
+        _files: files,
+    }
 }
 
 fn task() -> TaskPolicy {
@@ -106,23 +130,44 @@ fn task() -> TaskPolicy {
 }
 
 fn context(node: &Node, stdin: &str) -> RunContext {
-    RunContext { task: task(), router: node.router.clone(), backend: node.backend.clone(), stdin: stdin.as_bytes().to_vec() }
+    RunContext {
+        task: task(),
+        router: node.router.clone(),
+        backend: node.backend.clone(),
+        stdin: stdin.as_bytes().to_vec(),
+    }
 }
 
 fn limits() -> GuestLimits {
-    GuestLimits { cpu: Duration::from_millis(500), wall: Duration::from_secs(20), ..GuestLimits::default() }
+    GuestLimits {
+        cpu: Duration::from_millis(500),
+        wall: Duration::from_secs(20),
+        ..GuestLimits::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fs_agent_answers_with_what_the_filesystem_server_returned() {
     let node = node().await;
     let pre = node.runtime.load(&guest("fs-agent")).unwrap();
-    let outcome = node.runtime.run(&pre, context(&node, "What does notes.txt say?"), limits()).await;
+    let outcome = node
+        .runtime
+        .run(&pre, context(&node, "What does notes.txt say?"), limits())
+        .await;
     let stdout = String::from_utf8_lossy(&outcome.stdout);
-    assert_eq!(outcome.exit_code, Some(0), "{:?} {}", outcome.error, String::from_utf8_lossy(&outcome.stderr));
+    assert_eq!(
+        outcome.exit_code,
+        Some(0),
+        "{:?} {}",
+        outcome.error,
+        String::from_utf8_lossy(&outcome.stderr)
+    );
     assert!(stdout.contains("the launch code is 0000"), "{stdout}");
     assert_eq!(outcome.trace.len(), 1);
-    assert_eq!(outcome.trace[0].executed, Some(("fs".to_string(), "read_text_file".to_string())));
+    assert_eq!(
+        outcome.trace[0].executed,
+        Some(("fs".to_string(), "read_text_file".to_string()))
+    );
     node.connections.shutdown().await;
 }
 
@@ -134,13 +179,19 @@ async fn the_escalation_guest_is_refused_every_time() {
     let stdout = String::from_utf8_lossy(&outcome.stdout);
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
     assert_eq!(stdout.matches("refused (EACCES)").count(), 3, "{stdout}");
-    assert!(stdout.contains(r#"mcp.server_ids is still ["fs"]"#), "{stdout}");
+    assert!(
+        stdout.contains(r#"mcp.server_ids is still ["fs"]"#),
+        "{stdout}"
+    );
     node.connections.shutdown().await;
 }
 
 /// Runs a hostile module and returns (exit code, error).
 async fn hostile(node: &Node, wat: &str) -> (Option<i32>, Option<String>) {
-    let pre = node.runtime.load(wat.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let pre = node
+        .runtime
+        .load(wat.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
     let outcome = node.runtime.run(&pre, context(node, ""), limits()).await;
     (outcome.exit_code, outcome.error)
 }
@@ -150,29 +201,45 @@ const EXIT: &str = r#"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
     let node = node().await;
-    let (_, error) = hostile(&node, r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#).await;
-    assert!(error.as_deref().unwrap_or("").contains("CPU budget"), "{error:?}");
+    let (_, error) = hostile(
+        &node,
+        r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+    )
+    .await;
+    assert!(
+        error.as_deref().unwrap_or("").contains("CPU budget"),
+        "{error:?}"
+    );
 
     let bomb = r#"(module (memory (export "memory") 1) (func (export "_start") (loop (drop (memory.grow (i32.const 256))) br 0)))"#;
     let (_, error) = hostile(&node, bomb).await;
-    assert!(error.as_deref().unwrap_or("").contains("memory"), "{error:?}");
+    assert!(
+        error.as_deref().unwrap_or("").contains("memory"),
+        "{error:?}"
+    );
 
     let recursion = r#"(module (memory (export "memory") 1) (func $f (call $f)) (func (export "_start") (call $f)))"#;
     let (_, error) = hostile(&node, recursion).await;
-    assert!(error.as_deref().unwrap_or("").contains("stack"), "{error:?}");
+    assert!(
+        error.as_deref().unwrap_or("").contains("stack"),
+        "{error:?}"
+    );
 
     // Out-of-bounds pointer and length: the host answers -EFAULT (14).
-    let oob = format!(r#"(module {EXIT}
+    let oob = format!(
+        r#"(module {EXIT}
         (import "spear" "cchat_create" (func $create (result i32)))
         (import "spear" "cchat_write_msg" (func $write (param i32 i32 i32 i32 i32) (result i32)))
         (memory (export "memory") 1)
         (func (export "_start")
           (call $exit (i32.sub (i32.const 0)
-            (call $write (call $create) (i32.const 65530) (i32.const 100) (i32.const 0) (i32.const 4))))))"#);
+            (call $write (call $create) (i32.const 65530) (i32.const 100) (i32.const 0) (i32.const 4))))))"#
+    );
     assert_eq!(hostile(&node, &oob).await.0, Some(14));
 
     // An absurd output-buffer capacity next to the end of memory: -EFAULT.
-    let absurd = format!(r#"(module {EXIT}
+    let absurd = format!(
+        r#"(module {EXIT}
         (import "spear" "cchat_create" (func $create (result i32)))
         (import "spear" "cchat_ctl_get_param" (func $get (param i32 i32 i32 i32 i32) (result i32)))
         (memory (export "memory") 1)
@@ -180,11 +247,13 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
         (data (i32.const 100) "\ff\ff\ff\ff")
         (func (export "_start")
           (call $exit (i32.sub (i32.const 0)
-            (call $get (call $create) (i32.const 0) (i32.const 14) (i32.const 65533) (i32.const 100))))))"#);
+            (call $get (call $create) (i32.const 0) (i32.const 14) (i32.const 65533) (i32.const 100))))))"#
+    );
     assert_eq!(hostile(&node, &absurd).await.0, Some(14));
 
     // Thousands of sessions never closed: -EMFILE (24) once the cap is hit.
-    let sessions = format!(r#"(module {EXIT}
+    let sessions = format!(
+        r#"(module {EXIT}
         (import "spear" "cchat_create" (func $create (result i32)))
         (memory (export "memory") 1)
         (func (export "_start") (local $i i32) (local $r i32)
@@ -192,11 +261,13 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
             (local.set $r (call $create))
             (if (i32.lt_s (local.get $r) (i32.const 0)) (then (call $exit (i32.sub (i32.const 0) (local.get $r)))))
             (local.set $i (i32.add (local.get $i) (i32.const 1)))
-            (br_if $again (i32.lt_u (local.get $i) (i32.const 5000))))))"#);
+            (br_if $again (i32.lt_u (local.get $i) (i32.const 5000))))))"#
+    );
     assert_eq!(hostile(&node, &sessions).await.0, Some(24));
 
     // Escalations through the raw ABI: -EACCES (13), nothing changed.
-    let escalate = format!(r#"(module {EXIT}
+    let escalate = format!(
+        r#"(module {EXIT}
         (import "spear" "cchat_create" (func $create (result i32)))
         (import "spear" "cchat_ctl_set_param" (func $set (param i32 i32 i32 i32 i32) (result i32)))
         (memory (export "memory") 1)
@@ -204,12 +275,16 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
         (data (i32.const 100) "[]")
         (func (export "_start")
           (call $exit (i32.sub (i32.const 0)
-            (call $set (call $create) (i32.const 0) (i32.const 22) (i32.const 100) (i32.const 2))))))"#);
+            (call $set (call $create) (i32.const 0) (i32.const 22) (i32.const 100) (i32.const 2))))))"#
+    );
     assert_eq!(hostile(&node, &escalate).await.0, Some(13));
 
     // After all that, a normal guest still runs.
     let pre = node.runtime.load(&guest("fs-agent")).unwrap();
-    let outcome = node.runtime.run(&pre, context(&node, "again"), limits()).await;
+    let outcome = node
+        .runtime
+        .run(&pre, context(&node, "again"), limits())
+        .await;
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
     node.connections.shutdown().await;
 }

@@ -30,7 +30,18 @@ fn server_everything_over_streamable_http() {
     let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &url], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l.starts_with("echo")), "{out}");
-    let (code, out, err) = spearlet_mcp(&["call", "--url", &url, "--tool", "echo", "--args", r#"{"message": "over http"}"#], &[]);
+    let (code, out, err) = spearlet_mcp(
+        &[
+            "call",
+            "--url",
+            &url,
+            "--tool",
+            "echo",
+            "--args",
+            r#"{"message": "over http"}"#,
+        ],
+        &[],
+    );
     assert_eq!((code, out.trim()), (0, "Echo: over http"), "{err}");
 }
 
@@ -46,15 +57,51 @@ fn python_sdk_server_over_streamable_http() {
     for tool in ["add", "fail", "authorization"] {
         assert!(out.lines().any(|l| l.starts_with(tool)), "{tool}: {out}");
     }
-    let (code, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "add", "--args", r#"{"a": 20, "b": 22}"#], &[]);
+    let (code, out, _) = spearlet_mcp(
+        &[
+            "call",
+            "--url",
+            &url,
+            "--tool",
+            "add",
+            "--args",
+            r#"{"a": 20, "b": 22}"#,
+        ],
+        &[],
+    );
     assert_eq!(code, 0);
-    assert!(out.contains("42") && out.contains(r#"{"result":42}"#), "text and structuredContent: {out}");
-    let (code, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "fail", "--args", r#"{"reason": "disk on fire"}"#], &[]);
+    assert!(
+        out.contains("42") && out.contains(r#"{"result":42}"#),
+        "text and structuredContent: {out}"
+    );
+    let (code, out, _) = spearlet_mcp(
+        &[
+            "call",
+            "--url",
+            &url,
+            "--tool",
+            "fail",
+            "--args",
+            r#"{"reason": "disk on fire"}"#,
+        ],
+        &[],
+    );
     assert_eq!(code, 1, "isError is kept");
     assert!(out.contains("disk on fire"), "{out}");
     // A header given as a reference is resolved on the node.
     let header = "Authorization=Bearer ${PEER_TOKEN}";
-    let (_, out, err) = spearlet_mcp(&["call", "--url", &url, "--header", header, "--tool", "authorization"], &[("PEER_TOKEN", "python-peer-token")]);
+    let (_, out, err) = spearlet_mcp(
+        &[
+            "call",
+            "--url",
+            &url,
+            "--header",
+            header,
+            "--tool",
+            "authorization",
+        ],
+        &[("PEER_TOKEN", "python-peer-token")],
+    );
     assert!(out.starts_with("authorized"), "{out} {err}");
     let (_, out, _) = spearlet_mcp(&["call", "--url", &url, "--tool", "authorization"], &[]);
     assert!(out.starts_with("unauthorized"), "{out}");
@@ -69,10 +116,34 @@ fn server_everything_over_the_legacy_sse_transport() {
     let (code, out, err) = spearlet_mcp(&["list-tools", "--sse", "--url", &url], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.lines().any(|l| l.starts_with("get-sum")), "{out}");
-    let (code, out, err) = spearlet_mcp(&["call", "--sse", "--url", &url, "--tool", "get-sum", "--args", r#"{"a": 1, "b": 2}"#], &[]);
+    let (code, out, err) = spearlet_mcp(
+        &[
+            "call",
+            "--sse",
+            "--url",
+            &url,
+            "--tool",
+            "get-sum",
+            "--args",
+            r#"{"a": 1, "b": 2}"#,
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains('3'), "{out}");
-    let (code, out, _) = spearlet_mcp(&["call", "--sse", "--url", &url, "--tool", "get-sum", "--args", r#"{"a": "x"}"#], &[]);
+    let (code, out, _) = spearlet_mcp(
+        &[
+            "call",
+            "--sse",
+            "--url",
+            &url,
+            "--tool",
+            "get-sum",
+            "--args",
+            r#"{"a": "x"}"#,
+        ],
+        &[],
+    );
     assert_eq!(code, 1, "{out}");
 }
 
@@ -102,11 +173,20 @@ fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
         enabled: true,
         ..Default::default()
     };
-    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 1 };
-    let view = RegistryView { epoch: 1, revision: 1, servers: [("py".to_string(), Arc::new(record))].into() };
+    let record = ServerRecord {
+        spec: Some(spec),
+        source: None,
+        mod_revision: 1,
+    };
+    let view = RegistryView {
+        epoch: 1,
+        revision: 1,
+        servers: [("py".to_string(), Arc::new(record))].into(),
+    };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let (connections, _watch) = Connections::new(RegistryHandle::new(view), Arc::new(|_: &str| None));
+        let (connections, _watch) =
+            Connections::new(RegistryHandle::new(view), Arc::new(|_: &str| None));
         let args = serde_json::json!({"a": 1, "b": 2}).as_object().cloned();
         let first = connections.call("py", "add", args.clone()).await.unwrap();
         assert!(first.text.starts_with('3'), "{}", first.text);

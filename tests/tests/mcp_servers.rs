@@ -24,7 +24,9 @@ fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap_or_else(|e| panic!("run spearlet mcp: {e}"));
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run spearlet mcp: {e}"));
     Output {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -33,7 +35,9 @@ fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 fn everything() -> String {
-    npm_bin("mcp-server-everything").to_string_lossy().into_owned()
+    npm_bin("mcp-server-everything")
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn misbehaving() -> String {
@@ -46,34 +50,138 @@ fn server_everything_over_stdio_lists_calls_and_reports_errors() {
     let list = spearlet_mcp(&["list-tools", "--", &e, "stdio"], &[]);
     assert_eq!(list.code, 0, "{}", list.stderr);
     for tool in ["echo", "get-sum", "get-env"] {
-        assert!(list.stdout.lines().any(|l| l.starts_with(tool)), "{tool} missing:\n{}", list.stdout);
+        assert!(
+            list.stdout.lines().any(|l| l.starts_with(tool)),
+            "{tool} missing:\n{}",
+            list.stdout
+        );
     }
-    let echo = spearlet_mcp(&["call", "--tool", "echo", "--args", r#"{"message": "hello spear"}"#, "--", &e, "stdio"], &[]);
-    assert_eq!((echo.code, echo.stdout.trim()), (0, "Echo: hello spear"), "{}", echo.stderr);
-    let sum = spearlet_mcp(&["call", "--tool", "get-sum", "--args", r#"{"a": 2, "b": 40}"#, "--", &e, "stdio"], &[]);
+    let echo = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "echo",
+            "--args",
+            r#"{"message": "hello spear"}"#,
+            "--",
+            &e,
+            "stdio",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (echo.code, echo.stdout.trim()),
+        (0, "Echo: hello spear"),
+        "{}",
+        echo.stderr
+    );
+    let sum = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "get-sum",
+            "--args",
+            r#"{"a": 2, "b": 40}"#,
+            "--",
+            &e,
+            "stdio",
+        ],
+        &[],
+    );
     assert!(sum.stdout.contains("42"), "{}", sum.stdout);
-    let bad = spearlet_mcp(&["call", "--tool", "get-sum", "--args", r#"{"a": "two"}"#, "--", &e, "stdio"], &[]);
+    let bad = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "get-sum",
+            "--args",
+            r#"{"a": "two"}"#,
+            "--",
+            &e,
+            "stdio",
+        ],
+        &[],
+    );
     assert_eq!(bad.code, 1);
     assert!(bad.stdout.contains("expected number"), "{}", bad.stdout);
-    let structured = spearlet_mcp(&["call", "--tool", "get-structured-content", "--args", r#"{"location": "New York"}"#, "--", &e, "stdio"], &[]);
-    assert!(structured.stdout.contains("temperature"), "{}", structured.stdout);
+    let structured = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "get-structured-content",
+            "--args",
+            r#"{"location": "New York"}"#,
+            "--",
+            &e,
+            "stdio",
+        ],
+        &[],
+    );
+    assert!(
+        structured.stdout.contains("temperature"),
+        "{}",
+        structured.stdout
+    );
 }
 
 #[test]
 fn server_filesystem_reads_inside_its_root_and_refuses_outside() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("notes.txt"), "spear notes: 7 tools").unwrap();
-    let fs = npm_bin("mcp-server-filesystem").to_string_lossy().into_owned();
-    let root_path = root.path().canonicalize().unwrap().to_string_lossy().into_owned();
+    let fs = npm_bin("mcp-server-filesystem")
+        .to_string_lossy()
+        .into_owned();
+    let root_path = root
+        .path()
+        .canonicalize()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let list = spearlet_mcp(&["list-tools", "--", &fs, &root_path], &[]);
-    assert!(list.stdout.contains("read_text_file") && list.stdout.contains("list_directory"), "{}", list.stdout);
+    assert!(
+        list.stdout.contains("read_text_file") && list.stdout.contains("list_directory"),
+        "{}",
+        list.stdout
+    );
     let file = format!("{root_path}/notes.txt");
-    let read = spearlet_mcp(&["call", "--tool", "read_text_file", "--args", &format!(r#"{{"path": "{file}"}}"#), "--", &fs, &root_path], &[]);
+    let read = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "read_text_file",
+            "--args",
+            &format!(r#"{{"path": "{file}"}}"#),
+            "--",
+            &fs,
+            &root_path,
+        ],
+        &[],
+    );
     assert_eq!(read.code, 0, "{} {}", read.stdout, read.stderr);
-    assert!(read.stdout.contains("spear notes: 7 tools"), "{}", read.stdout);
-    let outside = spearlet_mcp(&["call", "--tool", "read_text_file", "--args", r#"{"path": "/etc/hostname"}"#, "--", &fs, &root_path], &[]);
+    assert!(
+        read.stdout.contains("spear notes: 7 tools"),
+        "{}",
+        read.stdout
+    );
+    let outside = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "read_text_file",
+            "--args",
+            r#"{"path": "/etc/hostname"}"#,
+            "--",
+            &fs,
+            &root_path,
+        ],
+        &[],
+    );
     assert_eq!(outside.code, 1, "{}", outside.stdout);
-    assert!(outside.stdout.to_lowercase().contains("denied") || outside.stdout.contains("outside"), "{}", outside.stdout);
+    assert!(
+        outside.stdout.to_lowercase().contains("denied") || outside.stdout.contains("outside"),
+        "{}",
+        outside.stdout
+    );
 }
 
 #[test]
@@ -86,38 +194,97 @@ fn a_registered_server_gets_node_side_references_and_nothing_else() {
         "env": {"DECLARED": "${NODE_SIDE}"},
     });
     write_file(dir.path(), "everything.json", &spec.to_string());
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node_dir = state.path().join("n1");
     let node = SpearletProc::start("n1", &sms.grpc, &node_dir);
-    eventually("the node to persist the server", Duration::from_secs(10), || {
-        if node_dir.join("registry.pb").exists() && node.registry()?.to_string().contains("everything") {
-            Ok(())
-        } else {
-            Err("not yet".to_string())
-        }
-    });
+    eventually(
+        "the node to persist the server",
+        Duration::from_secs(10),
+        || {
+            if node_dir.join("registry.pb").exists()
+                && node.registry()?.to_string().contains("everything")
+            {
+                Ok(())
+            } else {
+                Err("not yet".to_string())
+            }
+        },
+    );
     std::thread::sleep(Duration::from_millis(300));
     let state_dir = node_dir.to_string_lossy().into_owned();
     let env = spearlet_mcp(
-        &["call", "--server", "everything", "--state-dir", &state_dir, "--tool", "get-env"],
-        &[("NODE_SIDE", "resolved-on-the-node"), ("OPENAI_API_KEY", "sk-node-only-secret")],
+        &[
+            "call",
+            "--server",
+            "everything",
+            "--state-dir",
+            &state_dir,
+            "--tool",
+            "get-env",
+        ],
+        &[
+            ("NODE_SIDE", "resolved-on-the-node"),
+            ("OPENAI_API_KEY", "sk-node-only-secret"),
+        ],
     );
     assert_eq!(env.code, 0, "{} {}", env.stdout, env.stderr);
-    assert!(env.stdout.contains("resolved-on-the-node"), "{}", env.stdout);
-    assert!(!env.stdout.contains("OPENAI_API_KEY") && !env.stdout.contains("sk-node-only-secret"), "{}", env.stdout);
+    assert!(
+        env.stdout.contains("resolved-on-the-node"),
+        "{}",
+        env.stdout
+    );
+    assert!(
+        !env.stdout.contains("OPENAI_API_KEY") && !env.stdout.contains("sk-node-only-secret"),
+        "{}",
+        env.stdout
+    );
 
-    let unset = spearlet_mcp(&["call", "--server", "everything", "--state-dir", &state_dir, "--tool", "get-env"], &[]);
+    let unset = spearlet_mcp(
+        &[
+            "call",
+            "--server",
+            "everything",
+            "--state-dir",
+            &state_dir,
+            "--tool",
+            "get-env",
+        ],
+        &[],
+    );
     assert_eq!(unset.code, 1);
-    assert!(unset.stderr.contains("NODE_SIDE") && unset.stderr.contains("env.DECLARED"), "{}", unset.stderr);
+    assert!(
+        unset.stderr.contains("NODE_SIDE") && unset.stderr.contains("env.DECLARED"),
+        "{}",
+        unset.stderr
+    );
 }
 
 #[test]
 fn a_crash_mid_call_fails_fast_not_at_the_timeout() {
     let m = misbehaving();
-    let out = spearlet_mcp(&["call", "--tool", "crash", "--timeout-ms", "60000", "--", "python3", &m], &[]);
+    let out = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "crash",
+            "--timeout-ms",
+            "60000",
+            "--",
+            "python3",
+            &m,
+        ],
+        &[],
+    );
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("connection is closed"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("connection is closed"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stderr.contains("timed out"), "{}", out.stderr);
 }
 
@@ -127,9 +294,27 @@ fn a_hung_call_times_out_and_the_server_is_told_to_cancel() {
     let log = tempfile::tempdir().unwrap();
     let log_file = log.path().join("notifications.log");
     let env_arg = format!("MISBEHAVING_LOG={}", log_file.display());
-    let out = spearlet_mcp(&["call", "--tool", "hang", "--timeout-ms", "300", "--env", &env_arg, "--", "python3", &m], &[]);
+    let out = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "hang",
+            "--timeout-ms",
+            "300",
+            "--env",
+            &env_arg,
+            "--",
+            "python3",
+            &m,
+        ],
+        &[],
+    );
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("timed out after 300ms"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("timed out after 300ms"),
+        "{}",
+        out.stderr
+    );
     let seen = std::fs::read_to_string(&log_file).unwrap_or_default();
     assert!(seen.contains("notifications/cancelled"), "{seen}");
 }
@@ -137,29 +322,68 @@ fn a_hung_call_times_out_and_the_server_is_told_to_cancel() {
 #[test]
 fn huge_output_is_capped_with_a_marker() {
     let m = misbehaving();
-    let out = spearlet_mcp(&["call", "--tool", "huge", "--args", r#"{"bytes": 3000000}"#, "--max-output-bytes", "4096", "--", "python3", &m], &[]);
+    let out = spearlet_mcp(
+        &[
+            "call",
+            "--tool",
+            "huge",
+            "--args",
+            r#"{"bytes": 3000000}"#,
+            "--max-output-bytes",
+            "4096",
+            "--",
+            "python3",
+            &m,
+        ],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.len() <= 4096 + 1, "{} bytes", out.stdout.len());
-    assert!(out.stdout.contains("[output truncated:") && out.stdout.contains("of 3000000 bytes shown]"));
+    assert!(
+        out.stdout.contains("[output truncated:") && out.stdout.contains("of 3000000 bytes shown]")
+    );
 }
 
 #[test]
 fn a_tool_with_an_invalid_schema_is_quarantined_alone() {
     let out = spearlet_mcp(&["list-tools", "--", "python3", &misbehaving()], &[]);
-    assert!(out.stdout.lines().any(|l| l.starts_with("bad_schema") && l.contains("QUARANTINED")), "{}", out.stdout);
-    assert!(out.stdout.lines().any(|l| l.starts_with("ok ") && !l.contains("QUARANTINED")), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("bad_schema") && l.contains("QUARANTINED")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("ok ") && !l.contains("QUARANTINED")),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
 fn grandchildren_do_not_outlive_their_server() {
-    let out = spearlet_mcp(&["call", "--tool", "spawn", "--", "python3", &misbehaving()], &[]);
+    let out = spearlet_mcp(
+        &["call", "--tool", "spawn", "--", "python3", &misbehaving()],
+        &[],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let pid: u32 = out.stdout.trim().parse().unwrap_or_else(|_| panic!("no pid in {:?}", out.stdout));
+    let pid: u32 = out
+        .stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid in {:?}", out.stdout));
     eventually("the grandchild to be gone", Duration::from_secs(5), || {
         if Path::new(&format!("/proc/{pid}")).exists() {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             // A zombie waiting for init to reap it is gone for our purposes.
-            if stat.split_whitespace().nth(2) == Some("Z") { Ok(()) } else { Err(format!("{pid} still runs")) }
+            if stat.split_whitespace().nth(2) == Some("Z") {
+                Ok(())
+            } else {
+                Err(format!("{pid} still runs"))
+            }
         } else {
             Ok(())
         }
@@ -170,12 +394,27 @@ fn grandchildren_do_not_outlive_their_server() {
 fn server_stderr_is_bounded_and_secrets_are_redacted() {
     let secret = "sk-stderr-secret-991";
     let out = spearlet_mcp(
-        &["call", "--tool", "stderr", "--args", r#"{"lines": 5000}"#, "--env", "TOKEN=${SPEAR_TEST_TOKEN}", "--", "python3", &misbehaving()],
+        &[
+            "call",
+            "--tool",
+            "stderr",
+            "--args",
+            r#"{"lines": 5000}"#,
+            "--env",
+            "TOKEN=${SPEAR_TEST_TOKEN}",
+            "--",
+            "python3",
+            &misbehaving(),
+        ],
         &[("SPEAR_TEST_TOKEN", secret)],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!out.stderr.contains(secret), "a secret reached the log");
-    let logged = out.stderr.lines().filter(|l| l.contains("stderr: line")).count();
+    let logged = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("stderr: line"))
+        .count();
     assert!(logged > 0 && logged <= 200, "{logged} stderr lines logged");
     assert!(out.stderr.contains("token=<redacted>"));
 }

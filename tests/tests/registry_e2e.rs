@@ -13,7 +13,9 @@ const SOON: Duration = Duration::from_secs(10);
 /// The node's servers as (id, description) pairs, sorted.
 fn node_servers(node: &SpearletProc) -> Result<Vec<(String, String)>, String> {
     let registry = node.registry()?;
-    let servers = registry["servers"].as_array().ok_or(format!("no servers array: {registry}"))?;
+    let servers = registry["servers"]
+        .as_array()
+        .ok_or(format!("no servers array: {registry}"))?;
     let mut out: Vec<(String, String)> = servers
         .iter()
         .map(|s| {
@@ -29,8 +31,10 @@ fn node_servers(node: &SpearletProc) -> Result<Vec<(String, String)>, String> {
 }
 
 fn wait_node_has(node: &SpearletProc, expected: &[(&str, &str)]) {
-    let expected: Vec<(String, String)> =
-        expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
     eventually("the node's registry", SOON, || {
         let got = node_servers(node)?;
         if got == expected {
@@ -42,14 +46,20 @@ fn wait_node_has(node: &SpearletProc, expected: &[(&str, &str)]) {
 }
 
 fn file_problems(sms: &SmsProc) -> Vec<Value> {
-    sms.status()["file_problems"].as_array().cloned().unwrap_or_default()
+    sms.status()["file_problems"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 #[test]
 fn file_add_change_delete_reach_the_node() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "a.json", &server("alpha", "first"));
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("alpha", "first")]);
@@ -67,7 +77,11 @@ fn file_add_change_delete_reach_the_node() {
     std::fs::rename(dir.path().join("a.json"), dir.path().join("renamed.json")).unwrap();
     eventually("the server to move to renamed.json", SOON, || {
         let (_, out, _) = sms.client(&["servers"]);
-        if out.contains("file:renamed.json") { Ok(()) } else { Err(out) }
+        if out.contains("file:renamed.json") {
+            Ok(())
+        } else {
+            Err(out)
+        }
     });
     wait_node_has(&node, &[("alpha", "changed")]);
 
@@ -86,7 +100,10 @@ fn file_add_change_delete_reach_the_node() {
 fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "fs.json", &server("fs", "good"));
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("fs", "good")]);
@@ -100,11 +117,18 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     );
     let problems = eventually("the bad file to be reported", SOON, || {
         let problems = file_problems(&sms);
-        if problems.is_empty() { Err("no problems yet".into()) } else { Ok(problems) }
+        if problems.is_empty() {
+            Err("no problems yet".into())
+        } else {
+            Ok(problems)
+        }
     });
     let text = serde_json::to_string(&problems).unwrap();
     assert!(text.contains("fs.json"), "{text}");
-    assert!(text.contains("allowd_tools") && text.contains("allowed_tools"), "{text}");
+    assert!(
+        text.contains("allowd_tools") && text.contains("allowed_tools"),
+        "{text}"
+    );
 
     // Nothing changed for the node or the registry.
     std::thread::sleep(Duration::from_millis(500));
@@ -115,7 +139,11 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     write_file(dir.path(), "fs.json", "{\"id\": \"fs\", ");
     eventually("the JSON error to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
-        if text.contains("fs.json") && text.contains("line") { Ok(()) } else { Err(text) }
+        if text.contains("fs.json") && text.contains("line") {
+            Ok(())
+        } else {
+            Err(text)
+        }
     });
     wait_node_has(&node, &[("fs", "good")]);
     write_file(dir.path(), "fs.json", &server("fs", "fixed"));
@@ -127,7 +155,10 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
 fn a_duplicate_id_across_files_names_both_files() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "first.json", &server("shared", "from first"));
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("shared", "from first")]);
@@ -135,9 +166,16 @@ fn a_duplicate_id_across_files_names_both_files() {
     write_file(dir.path(), "second.json", &server("shared", "from second"));
     let text = eventually("the duplicate to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
-        if text.contains("shared") { Ok(text) } else { Err(text) }
+        if text.contains("shared") {
+            Ok(text)
+        } else {
+            Err(text)
+        }
     });
-    assert!(text.contains("first.json") && text.contains("second.json"), "{text}");
+    assert!(
+        text.contains("first.json") && text.contains("second.json"),
+        "{text}"
+    );
     wait_node_has(&node, &[("shared", "from first")]);
 
     // Removing the first file lets the second one take the id.
@@ -171,12 +209,16 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
 
     let (code, out, err) = sms.client(&["apply", &spec, "--token", "t0ken-value"]);
     assert_eq!(code, 0, "{out} {err}");
-    wait_node_has(&node, &[("api", "from the admin API"), ("fs", "from a file")]);
+    wait_node_has(
+        &node,
+        &[("api", "from the admin API"), ("fs", "from a file")],
+    );
 
     // A file's server cannot be replaced or deleted through the API.
     let hijack = sms.workdir().join("hijack.json");
     std::fs::write(&hijack, server("fs", "hijacked")).unwrap();
-    let (code, _, err) = sms.client(&["apply", &hijack.to_string_lossy(), "--token", "t0ken-value"]);
+    let (code, _, err) =
+        sms.client(&["apply", &hijack.to_string_lossy(), "--token", "t0ken-value"]);
     assert_ne!(code, 0);
     assert!(err.contains("fs.json"), "{err}");
     let (code, _, err) = sms.client(&["delete", "fs", "--token", "t0ken-value"]);
@@ -187,7 +229,11 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
     write_file(dir.path(), "api.json", &server("api", "file wants it"));
     eventually("the ownership conflict to be reported", SOON, || {
         let text = serde_json::to_string(&file_problems(&sms)).unwrap();
-        if text.contains("admin API") { Ok(()) } else { Err(text) }
+        if text.contains("admin API") {
+            Ok(())
+        } else {
+            Err(text)
+        }
     });
 
     let (code, _, err) = sms.client(&["delete", "api", "--token", "t0ken-value"]);
@@ -199,10 +245,14 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
 #[test]
 fn sms_validate_exit_codes() {
     let run = |args: &[&str]| {
-        let out = std::process::Command::new(bin("sms")).args(args).output().unwrap();
+        let out = std::process::Command::new(bin("sms"))
+            .args(args)
+            .output()
+            .unwrap();
         (
             out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
         )
     };
     let good = tempfile::tempdir().unwrap();
@@ -244,16 +294,26 @@ fn secrets_never_reach_logs_status_or_views() {
         "headers": {"Bad Header": secret, "Authorization": format!("Bearer {secret} ${{BROKEN")},
     });
     write_file(dir.path(), "remote.json", &bad.to_string());
-    let sms = SmsProc::start(SmsOptions { mcp_dir: Some(dir.path().into()), ..Default::default() });
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
     let state = tempfile::tempdir().unwrap();
     let node_dir = state.path().join("n1");
     let node = SpearletProc::start("node-1", &sms.grpc, &node_dir);
     eventually("the node to hold vault", SOON, || {
         let view = node.registry()?;
-        if view.to_string().contains("vault") { Ok(()) } else { Err(view.to_string()) }
+        if view.to_string().contains("vault") {
+            Ok(())
+        } else {
+            Err(view.to_string())
+        }
     });
     let status = sms.status();
-    assert!(status.to_string().contains("remote.json"), "the bad file is reported: {status}");
+    assert!(
+        status.to_string().contains("remote.json"),
+        "the bad file is reported: {status}"
+    );
 
     let registry_cli = std::process::Command::new(bin("spearlet"))
         .args(["registry", "--json", "--state-dir"])
@@ -267,7 +327,10 @@ fn secrets_never_reach_logs_status_or_views() {
         ("node /registry", node.registry().unwrap().to_string()),
         ("node /status", node.status().unwrap().to_string()),
         ("node log", node.proc.log()),
-        ("spearlet registry --json", String::from_utf8_lossy(&registry_cli.stdout).into_owned()),
+        (
+            "spearlet registry --json",
+            String::from_utf8_lossy(&registry_cli.stdout).into_owned(),
+        ),
     ];
     for (what, text) in outputs {
         assert!(!text.contains(secret), "{what} shows a secret:\n{text}");

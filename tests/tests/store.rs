@@ -6,19 +6,29 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use spear_proto::v1::{ServerRecord, ServerSpec};
-use spear_sms::store::{Change, Committed, EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
+use spear_sms::store::{
+    Change, Committed, EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError,
+};
 use spear_tests::etcd::EtcdServer;
 
 fn record(id: &str, description: &str) -> ServerRecord {
     ServerRecord {
-        spec: Some(ServerSpec { id: id.into(), description: description.into(), enabled: true, ..Default::default() }),
+        spec: Some(ServerSpec {
+            id: id.into(),
+            description: description.into(),
+            enabled: true,
+            ..Default::default()
+        }),
         source: None,
         mod_revision: 0,
     }
 }
 
 fn upsert(ids: &[&str]) -> Change {
-    Change { upserts: ids.iter().map(|id| record(id, "x")).collect(), deletes: vec![] }
+    Change {
+        upserts: ids.iter().map(|id| record(id, "x")).collect(),
+        deletes: vec![],
+    }
 }
 
 async fn etcd_store(etcd: &EtcdServer) -> Arc<dyn RegistryStore> {
@@ -69,34 +79,56 @@ async fn load_empty_commit_and_load(store: Arc<dyn RegistryStore>) {
     assert_ne!(empty.epoch, 0);
     let r1 = store.commit(0, upsert(&["a", "b"])).await.unwrap();
     assert!(r1 > 0);
-    let r2 = store.commit(r1, Change { upserts: vec![record("a", "changed")], deletes: vec!["b".into()] }).await.unwrap();
+    let r2 = store
+        .commit(
+            r1,
+            Change {
+                upserts: vec![record("a", "changed")],
+                deletes: vec!["b".into()],
+            },
+        )
+        .await
+        .unwrap();
     assert!(r2 > r1);
     let loaded = store.load().await.unwrap();
     assert_eq!((loaded.epoch, loaded.revision), (empty.epoch, r2));
     let ids: Vec<&str> = loaded.servers.keys().map(String::as_str).collect();
     assert_eq!(ids, ["a"]);
     assert_eq!(loaded.servers["a"].mod_revision, r2);
-    assert_eq!(loaded.servers["a"].spec.as_ref().unwrap().description, "changed");
+    assert_eq!(
+        loaded.servers["a"].spec.as_ref().unwrap().description,
+        "changed"
+    );
 }
 conformance!(load_and_commit, load_empty_commit_and_load);
 
 async fn conflicts_change_nothing(store: Arc<dyn RegistryStore>) {
     let r1 = store.commit(0, upsert(&["a"])).await.unwrap();
     match store.commit(0, upsert(&["b"])).await {
-        Err(StoreError::Conflict { expected: 0, actual }) => assert_eq!(actual, r1),
+        Err(StoreError::Conflict {
+            expected: 0,
+            actual,
+        }) => assert_eq!(actual, r1),
         other => panic!("expected a conflict, got {other:?}"),
     }
     let loaded = store.load().await.unwrap();
     assert_eq!(loaded.revision, r1);
     assert_eq!(loaded.servers.len(), 1);
-    assert_eq!(store.commit(r1, Change::default()).await.unwrap(), r1, "an empty change commits nothing");
+    assert_eq!(
+        store.commit(r1, Change::default()).await.unwrap(),
+        r1,
+        "an empty change commits nothing"
+    );
     assert_eq!(store.load().await.unwrap().revision, r1);
 }
 conformance!(conflicts, conflicts_change_nothing);
 
 async fn concurrent_writers_one_wins(store: Arc<dyn RegistryStore>) {
     let r1 = store.commit(0, upsert(&["seed"])).await.unwrap();
-    let (a, b) = tokio::join!(store.commit(r1, upsert(&["a"])), store.commit(r1, upsert(&["b"])));
+    let (a, b) = tokio::join!(
+        store.commit(r1, upsert(&["a"])),
+        store.commit(r1, upsert(&["b"]))
+    );
     let wins = [a.is_ok(), b.is_ok()].iter().filter(|w| **w).count();
     assert_eq!(wins, 1, "{a:?} {b:?}");
     assert_eq!(store.load().await.unwrap().servers.len(), 2);
@@ -106,7 +138,16 @@ conformance!(concurrent_writers, concurrent_writers_one_wins);
 async fn watch_sees_every_change_in_order(store: Arc<dyn RegistryStore>) {
     let r1 = store.commit(0, upsert(&["a"])).await.unwrap();
     let r2 = store.commit(r1, upsert(&["b"])).await.unwrap();
-    let r3 = store.commit(r2, Change { upserts: vec![], deletes: vec!["a".into()] }).await.unwrap();
+    let r3 = store
+        .commit(
+            r2,
+            Change {
+                upserts: vec![],
+                deletes: vec!["a".into()],
+            },
+        )
+        .await
+        .unwrap();
 
     let mut from_start = store.watch(0).await.unwrap();
     let c1 = next(&mut from_start).await;
@@ -115,7 +156,10 @@ async fn watch_sees_every_change_in_order(store: Arc<dyn RegistryStore>) {
     let c2 = next(&mut from_start).await;
     assert_eq!((c2.prev_revision, c2.revision), (r1, r2));
     let c3 = next(&mut from_start).await;
-    assert_eq!((c3.prev_revision, c3.revision, c3.deletes.clone()), (r2, r3, vec!["a".to_string()]));
+    assert_eq!(
+        (c3.prev_revision, c3.revision, c3.deletes.clone()),
+        (r2, r3, vec!["a".to_string()])
+    );
 
     let mut from_middle = store.watch(r2).await.unwrap();
     assert_eq!(next(&mut from_middle).await.revision, r3);
@@ -133,7 +177,10 @@ async fn ten_thousand_servers_round_trip(store: Arc<dyn RegistryStore>) {
     let ids: Vec<String> = (0..10_000).map(|i| format!("server-{i:05}")).collect();
     let mut revision = 0;
     for chunk in ids.chunks(2_000) {
-        let change = Change { upserts: chunk.iter().map(|id| record(id, "bulk")).collect(), deletes: vec![] };
+        let change = Change {
+            upserts: chunk.iter().map(|id| record(id, "bulk")).collect(),
+            deletes: vec![],
+        };
         revision = store.commit(revision, change).await.unwrap();
     }
     let loaded = store.load().await.unwrap();
@@ -171,12 +218,17 @@ async fn etcd_compaction_is_reported() {
     etcd.compact(revision);
     let error = match store.watch(0).await {
         Err(e) => e,
-        Ok(mut stream) => match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
-            Ok(Some(Err(e))) => e,
-            other => panic!("expected compaction, got {other:?}"),
-        },
+        Ok(mut stream) => {
+            match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+                Ok(Some(Err(e))) => e,
+                other => panic!("expected compaction, got {other:?}"),
+            }
+        }
     };
-    assert!(matches!(error, StoreError::Compacted { compacted } if compacted == revision), "{error}");
+    assert!(
+        matches!(error, StoreError::Compacted { compacted } if compacted == revision),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -190,12 +242,19 @@ async fn etcd_replicas_share_epoch_revisions_and_survive_an_etcd_restart() {
     assert_eq!((la.epoch, la.revision), (lb.epoch, lb.revision));
     assert_eq!(la.revision, r2);
     // A stale replica's write is refused, not merged.
-    assert!(matches!(a.commit(r1, upsert(&["c"])).await, Err(StoreError::Conflict { .. })));
+    assert!(matches!(
+        a.commit(r1, upsert(&["c"])).await,
+        Err(StoreError::Conflict { .. })
+    ));
 
     etcd.restart();
     let c = connect(&etcd).await;
     let lc = c.load().await.unwrap();
-    assert_eq!((lc.epoch, lc.revision), (la.epoch, r2), "an etcd restart keeps the epoch and history");
+    assert_eq!(
+        (lc.epoch, lc.revision),
+        (la.epoch, r2),
+        "an etcd restart keeps the epoch and history"
+    );
     let mut stream = c.watch(r1).await.unwrap();
     let resumed = next(&mut stream).await;
     assert_eq!((resumed.prev_revision, resumed.revision), (r1, r2));

@@ -8,14 +8,19 @@ use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::status_client::StatusClient;
 use spear_proto::v1::{
-    source, DeleteServerRequest, ListServersRequest, StatusRequest, SyncState, Transport, UpsertServerRequest,
+    source, DeleteServerRequest, ListServersRequest, StatusRequest, SyncState, Transport,
+    UpsertServerRequest,
 };
 use tonic::transport::Channel;
 
 use super::ClientArgs;
 
 async fn channel(args: &ClientArgs) -> Result<Channel> {
-    let url = if args.addr.contains("://") { args.addr.clone() } else { format!("http://{}", args.addr) };
+    let url = if args.addr.contains("://") {
+        args.addr.clone()
+    } else {
+        format!("http://{}", args.addr)
+    };
     Channel::from_shared(url.clone())
         .with_context(|| format!("{} is not a valid SMS address; use host:port", args.addr))?
         .connect()
@@ -26,7 +31,9 @@ async fn channel(args: &ClientArgs) -> Result<Channel> {
 fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
     let mut request = tonic::Request::new(body);
     if let Some(token) = &args.token {
-        let value = format!("Bearer {token}").parse().context("the admin token contains characters not allowed in a header")?;
+        let value = format!("Bearer {token}")
+            .parse()
+            .context("the admin token contains characters not allowed in a header")?;
         request.metadata_mut().insert("authorization", value);
     }
     Ok(request)
@@ -43,7 +50,11 @@ fn sync_state(state: i32) -> &'static str {
 
 pub async fn status(args: &ClientArgs) -> Result<()> {
     let mut client = StatusClient::new(channel(args).await?);
-    let status = client.get_status(StatusRequest {}).await.map_err(|s| anyhow::anyhow!("{}", s.message()))?.into_inner();
+    let status = client
+        .get_status(StatusRequest {})
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
     if args.json {
         let json = serde_json::json!({
             "epoch": status.epoch, "revision": status.revision, "servers": status.server_count,
@@ -67,13 +78,27 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
     } else {
         println!("files: {} problems", status.file_problems.len());
         for p in &status.file_problems {
-            let path = if p.path.is_empty() { String::new() } else { format!("{}: ", p.path) };
+            let path = if p.path.is_empty() {
+                String::new()
+            } else {
+                format!("{}: ", p.path)
+            };
             println!("  {}: {path}{}", p.file, p.message);
         }
     }
-    println!("{:<32} {:>10} {:>8} {:<10} {:>6}", "NODE", "REVISION", "LAG", "SYNC", "ALIVE");
+    println!(
+        "{:<32} {:>10} {:>8} {:<10} {:>6}",
+        "NODE", "REVISION", "LAG", "SYNC", "ALIVE"
+    );
     for n in &status.nodes {
-        println!("{:<32} {:>10} {:>8} {:<10} {:>6}", n.node_id, n.applied_revision, n.lag, sync_state(n.sync_state), n.alive);
+        println!(
+            "{:<32} {:>10} {:>8} {:<10} {:>6}",
+            n.node_id,
+            n.applied_revision,
+            n.lag,
+            sync_state(n.sync_state),
+            n.alive
+        );
         for p in &n.problems {
             println!("  {}: {}", p.server_id, p.message);
         }
@@ -83,12 +108,20 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
 
 pub async fn servers(args: &ClientArgs) -> Result<()> {
     let mut client = RegistryClient::new(channel(args).await?);
-    let list = client.list_servers(ListServersRequest {}).await.map_err(|s| anyhow::anyhow!("{}", s.message()))?.into_inner();
+    let list = client
+        .list_servers(ListServersRequest {})
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
     println!("epoch {} revision {}", list.epoch, list.revision);
-    println!("{:<32} {:<16} {:<8} {:<24} {:>10}", "ID", "TRANSPORT", "ENABLED", "SOURCE", "REVISION");
+    println!(
+        "{:<32} {:<16} {:<8} {:<24} {:>10}",
+        "ID", "TRANSPORT", "ENABLED", "SOURCE", "REVISION"
+    );
     for record in &list.servers {
         let Some(spec) = &record.spec else { continue };
-        let transport = match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
+        let transport = match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified)
+        {
             Transport::Stdio => "stdio",
             Transport::StreamableHttp => "streamable_http",
             Transport::Sse => "sse",
@@ -99,7 +132,10 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
             Some(source::Kind::Admin(_)) => "admin".to_string(),
             None => "?".to_string(),
         };
-        println!("{:<32} {:<16} {:<8} {:<24} {:>10}", spec.id, transport, spec.enabled, source, record.mod_revision);
+        println!(
+            "{:<32} {:<16} {:<8} {:<24} {:>10}",
+            spec.id, transport, spec.enabled, source, record.mod_revision
+        );
     }
     Ok(())
 }
@@ -107,9 +143,12 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
 pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
     let mut json = String::new();
     if file == Path::new("-") {
-        std::io::stdin().read_to_string(&mut json).context("cannot read standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut json)
+            .context("cannot read standard input")?;
     } else {
-        json = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        json = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
     }
     let mut client = AdminClient::new(channel(args).await?);
     let response = client

@@ -67,14 +67,17 @@ struct FileConfig {
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("config file {} is invalid", path.display()))
 }
 
 fn init_logging(format: &str) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         "human" => builder.try_init(),
         "json" => builder.json().try_init(),
@@ -89,21 +92,44 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
         Some(path) => read_file_config(path)?,
         None => FileConfig::default(),
     };
-    let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7300)));
-    let metrics = args.metrics_listen.clone().or(file.metrics_listen).unwrap_or_else(|| "127.0.0.1:9300".to_string());
+    let listen = args
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7300)));
+    let metrics = args
+        .metrics_listen
+        .clone()
+        .or(file.metrics_listen)
+        .unwrap_or_else(|| "127.0.0.1:9300".to_string());
     let metrics_listen = if metrics == "off" {
         None
     } else {
-        Some(metrics.parse::<SocketAddr>().with_context(|| format!("--metrics-listen '{metrics}' is not host:port or off"))?)
+        Some(
+            metrics
+                .parse::<SocketAddr>()
+                .with_context(|| format!("--metrics-listen '{metrics}' is not host:port or off"))?,
+        )
     };
-    let endpoints = args.etcd_endpoints.clone().or(file.etcd_endpoints).unwrap_or_default();
-    let endpoints: Vec<String> = endpoints.into_iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect();
+    let endpoints = args
+        .etcd_endpoints
+        .clone()
+        .or(file.etcd_endpoints)
+        .unwrap_or_default();
+    let endpoints: Vec<String> = endpoints
+        .into_iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
     let store = if endpoints.is_empty() {
         StoreConfig::Memory
     } else {
         StoreConfig::Etcd(EtcdStoreConfig {
             endpoints,
-            prefix: args.etcd_prefix.clone().or(file.etcd_prefix).unwrap_or_else(|| "/spear".to_string()),
+            prefix: args
+                .etcd_prefix
+                .clone()
+                .or(file.etcd_prefix)
+                .unwrap_or_else(|| "/spear".to_string()),
             connect_timeout: Duration::from_secs(5),
         })
     };
@@ -120,7 +146,11 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
         }
         hub.history_len = n;
     }
-    let log_format = args.log_format.clone().or(file.log_format).unwrap_or_else(|| "human".to_string());
+    let log_format = args
+        .log_format
+        .clone()
+        .or(file.log_format)
+        .unwrap_or_else(|| "human".to_string());
     let config = SmsConfig {
         listen,
         metrics_listen,
@@ -149,7 +179,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             "metrics": sms.metrics_addr.map(|a| a.to_string()),
         });
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, ready.to_string()).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::write(&tmp, ready.to_string())
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     }
     info!(grpc = %sms.grpc_addr, metrics = ?sms.metrics_addr, "SMS serving");
@@ -162,13 +193,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(term) => term,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

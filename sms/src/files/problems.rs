@@ -45,7 +45,10 @@ impl FileProblems {
 
     /// Drops entries of files no longer in the directory.
     pub fn retain_files(&self, present: &BTreeSet<String>) {
-        self.inner.write().by_file.retain(|file, _| present.contains(file));
+        self.inner
+            .write()
+            .by_file
+            .retain(|file, _| present.contains(file));
     }
 
     pub fn set_skipped(&self, skipped: Vec<(String, String)>) {
@@ -68,9 +71,20 @@ impl FileProblems {
         let inner = self.inner.read();
         let mut out: Vec<FileProblem> = Vec::new();
         if let Some(error) = &inner.dir_error {
-            out.push(FileProblem { file: String::new(), path: String::new(), message: error.clone() });
+            out.push(FileProblem {
+                file: String::new(),
+                path: String::new(),
+                message: error.clone(),
+            });
         }
-        out.extend(inner.by_file.values().flatten().cloned().map(FileProblem::from));
+        out.extend(
+            inner
+                .by_file
+                .values()
+                .flatten()
+                .cloned()
+                .map(FileProblem::from),
+        );
         out
     }
 }

@@ -21,7 +21,9 @@ use crate::writer::{RegistryWriter, WriteError};
 
 /// The source recorded for servers declared by `file`.
 pub fn file_source(file: &str) -> Source {
-    Source { kind: Some(source::Kind::File(file.to_string())) }
+    Source {
+        kind: Some(source::Kind::File(file.to_string())),
+    }
 }
 
 /// The file a record came from, if it came from a file.
@@ -49,7 +51,13 @@ impl Reconciler {
         writer: Arc<RegistryWriter>,
         problems: Arc<FileProblems>,
     ) -> Self {
-        Self { dir, hub, writer, problems, applied: HashMap::new() }
+        Self {
+            dir,
+            hub,
+            writer,
+            problems,
+            applied: HashMap::new(),
+        }
     }
 
     /// True while some file is rejected.
@@ -71,11 +79,17 @@ impl Reconciler {
             }
         };
         self.problems.set_dir_error(None);
-        self.problems.set_skipped(scan.skipped.iter().map(|s| (s.name.clone(), s.reason.clone())).collect());
+        self.problems.set_skipped(
+            scan.skipped
+                .iter()
+                .map(|s| (s.name.clone(), s.reason.clone()))
+                .collect(),
+        );
         let present: BTreeSet<String> = scan.files.iter().map(|f| f.name.clone()).collect();
 
         for file in scan.files {
-            if self.applied.get(&file.name) == Some(&file.digest) && !self.problems.has(&file.name) {
+            if self.applied.get(&file.name) == Some(&file.digest) && !self.problems.has(&file.name)
+            {
                 continue;
             }
             match file.outcome {
@@ -113,8 +127,12 @@ impl Reconciler {
                 .apply(|view| Ok::<_, ()>(plan_removal(&view, gone)))
                 .await;
             match result {
-                Ok(revision) => info!(file = %gone, revision, "file removed; its servers left the registry"),
-                Err(error) => warn!(file = %gone, error = %error_text(&error), "cannot remove the servers of a deleted file; will retry"),
+                Ok(revision) => {
+                    info!(file = %gone, revision, "file removed; its servers left the registry")
+                }
+                Err(error) => {
+                    warn!(file = %gone, error = %error_text(&error), "cannot remove the servers of a deleted file; will retry")
+                }
             }
         }
     }
@@ -122,7 +140,10 @@ impl Reconciler {
     /// Files that own at least one registered server.
     fn owning_files(&self) -> BTreeSet<String> {
         self.hub.with_servers(|_, _, view| {
-            view.iter().filter_map(record_file).map(str::to_string).collect()
+            view.iter()
+                .filter_map(record_file)
+                .map(str::to_string)
+                .collect()
         })
     }
 
@@ -173,7 +194,11 @@ pub fn plan_file(
                 _ => None,
             };
             if let Some(message) = owner_problem {
-                problems.push(Problem { file: file.to_string(), path: String::new(), message });
+                problems.push(Problem {
+                    file: file.to_string(),
+                    path: String::new(),
+                    message,
+                });
                 continue;
             }
             if existing.spec.as_ref() == Some(*spec) && existing.source.as_ref() == Some(&source) {

@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use spear_proto::v1::admin_server::Admin as AdminApi;
-use spear_proto::v1::{DeleteServerRequest, DeleteServerResponse, UpsertServerRequest, UpsertServerResponse};
+use spear_proto::v1::{
+    DeleteServerRequest, DeleteServerResponse, UpsertServerRequest, UpsertServerResponse,
+};
 use tonic::{Request, Response, Status};
 use tracing::info;
 

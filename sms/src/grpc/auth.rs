@@ -9,7 +9,11 @@ pub struct AdminToken(Option<String>);
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "AdminToken(<set>)" } else { "AdminToken(<none>)" })
+        f.write_str(if self.0.is_some() {
+            "AdminToken(<set>)"
+        } else {
+            "AdminToken(<none>)"
+        })
     }
 }
 
@@ -20,7 +24,9 @@ impl AdminToken {
 
     /// Refuses `request` unless it carries `authorization: Bearer <token>`.
     pub fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        let Some(expected) = &self.0 else { return Ok(()) };
+        let Some(expected) = &self.0 else {
+            return Ok(());
+        };
         let presented = request
             .metadata()
             .get("authorization")
@@ -69,6 +75,8 @@ mod tests {
     #[test]
     fn no_token_means_open() {
         assert!(AdminToken::new(None).check(&with_auth(None)).is_ok());
-        assert!(AdminToken::new(Some(String::new())).check(&with_auth(None)).is_ok());
+        assert!(AdminToken::new(Some(String::new()))
+            .check(&with_auth(None))
+            .is_ok());
     }
 }

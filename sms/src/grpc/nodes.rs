@@ -19,10 +19,15 @@ impl NodesService {
 
 #[tonic::async_trait]
 impl Nodes for NodesService {
-    async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
+    async fn heartbeat(
+        &self,
+        request: Request<HeartbeatRequest>,
+    ) -> Result<Response<HeartbeatResponse>, Status> {
         self.nodes
             .heartbeat(request.into_inner())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        Ok(Response::new(HeartbeatResponse { ttl_ms: NODE_TTL.as_millis() as u32 }))
+        Ok(Response::new(HeartbeatResponse {
+            ttl_ms: NODE_TTL.as_millis() as u32,
+        }))
     }
 }

@@ -25,17 +25,22 @@ impl Registry for RegistryService {
         _request: Request<ListServersRequest>,
     ) -> Result<Response<ListServersResponse>, Status> {
         self.hub.wait_loaded().await;
-        let response = self.hub.with_servers(|epoch, revision, view| ListServersResponse {
-            epoch,
-            revision,
-            servers: view.iter().cloned().collect(),
-        });
+        let response = self
+            .hub
+            .with_servers(|epoch, revision, view| ListServersResponse {
+                epoch,
+                revision,
+                servers: view.iter().cloned().collect(),
+            });
         Ok(Response::new(response))
     }
 
     type WatchStream = WatchStream;
 
-    async fn watch(&self, request: Request<WatchRequest>) -> Result<Response<Self::WatchStream>, Status> {
+    async fn watch(
+        &self,
+        request: Request<WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
         let request = request.into_inner();
         debug!(node_id = %request.node_id, epoch = request.epoch, revision = request.revision, "watch opened");
         Ok(Response::new(self.hub.watch(request)))

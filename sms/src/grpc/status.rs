@@ -18,7 +18,11 @@ pub struct StatusService {
 
 impl StatusService {
     pub fn new(hub: Arc<Hub>, nodes: Arc<NodeTable>, problems: Arc<FileProblems>) -> Self {
-        Self { hub, nodes, problems }
+        Self {
+            hub,
+            nodes,
+            problems,
+        }
     }
 
     /// The status as of now.
@@ -38,7 +42,10 @@ impl StatusService {
 
 #[tonic::async_trait]
 impl StatusApi for StatusService {
-    async fn get_status(&self, _request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+    async fn get_status(
+        &self,
+        _request: Request<StatusRequest>,
+    ) -> Result<Response<StatusResponse>, Status> {
         Ok(Response::new(self.snapshot()))
     }
 }

@@ -66,7 +66,13 @@ impl NodeTable {
         if nodes.len() >= MAX_NODES && !nodes.contains_key(&report.node_id) {
             return Err(NodeError::TooMany);
         }
-        nodes.insert(report.node_id.clone(), NodeEntry { report, last_seen: now });
+        nodes.insert(
+            report.node_id.clone(),
+            NodeEntry {
+                report,
+                last_seen: now,
+            },
+        );
         Ok(())
     }
 
@@ -131,12 +137,18 @@ mod tests {
         table.heartbeat(hb("c", 3, 12)).unwrap();
         let status = table.status(7, 12);
         let lag: Vec<(String, u64)> = status.iter().map(|n| (n.node_id.clone(), n.lag)).collect();
-        assert_eq!(lag, vec![("a".into(), 2), ("b".into(), 0), ("c".into(), 12)]);
+        assert_eq!(
+            lag,
+            vec![("a".into(), 2), ("b".into(), 0), ("c".into(), 12)]
+        );
         assert!(status.iter().all(|n| n.alive));
     }
 
     #[test]
     fn empty_node_id_is_refused() {
-        assert!(matches!(NodeTable::default().heartbeat(hb("", 1, 1)), Err(NodeError::EmptyId)));
+        assert!(matches!(
+            NodeTable::default().heartbeat(hb("", 1, 1)),
+            Err(NodeError::EmptyId)
+        ));
     }
 }

@@ -7,20 +7,45 @@ use serde_json::{Map, Value};
 use spear_proto::v1::{Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
 
 use super::ids::check_server_id;
-use spear_proto::patterns::check_pattern;
 use super::problem::Problem;
 use super::refs::{check_references, is_env_name, starts_with_reference};
 use super::suggest::closest;
+use spear_proto::patterns::check_pattern;
 
 /// Keys of a server in the native (one server per file) shape.
 pub const NATIVE_KEYS: &[&str] = &[
-    "id", "description", "transport", "command", "args", "env", "cwd", "url", "headers",
-    "allowed_tools", "denied_tools", "timeouts_ms", "limits", "enabled",
+    "id",
+    "description",
+    "transport",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "allowed_tools",
+    "denied_tools",
+    "timeouts_ms",
+    "limits",
+    "enabled",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
-    "description", "transport", "type", "command", "args", "env", "cwd", "url", "headers",
-    "allowed_tools", "denied_tools", "timeouts_ms", "limits", "enabled", "disabled",
+    "description",
+    "transport",
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "allowed_tools",
+    "denied_tools",
+    "timeouts_ms",
+    "limits",
+    "enabled",
+    "disabled",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
@@ -40,12 +65,19 @@ pub struct Problems {
 
 impl Problems {
     pub fn new(file: &str) -> Self {
-        Self { file: file.to_string(), list: Vec::new() }
+        Self {
+            file: file.to_string(),
+            list: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, path: &str, message: impl Into<String>) {
         if self.list.len() < MAX_PROBLEMS {
-            self.list.push(Problem { file: self.file.clone(), path: path.to_string(), message: message.into() });
+            self.list.push(Problem {
+                file: self.file.clone(),
+                path: path.to_string(),
+                message: message.into(),
+            });
         }
     }
 
@@ -82,7 +114,11 @@ pub fn parse_entry(
     id_from_key: Option<&str>,
 ) -> Option<ServerSpec> {
     let before = problems.list.len();
-    let known = if shape == Shape::Native { NATIVE_KEYS } else { SHARED_KEYS };
+    let known = if shape == Shape::Native {
+        NATIVE_KEYS
+    } else {
+        SHARED_KEYS
+    };
     unknown_keys(problems, path, entry, known);
 
     let id = match (shape, id_from_key) {
@@ -100,7 +136,10 @@ pub fn parse_entry(
                 id.clone()
             }
             Some(other) => {
-                problems.push(&format!("{path}.id"), format!("expected a string, found {}", kind(other)));
+                problems.push(
+                    &format!("{path}.id"),
+                    format!("expected a string, found {}", kind(other)),
+                );
                 String::new()
             }
             None => {
@@ -110,18 +149,27 @@ pub fn parse_entry(
         },
     };
 
-    let mut spec = ServerSpec { id, enabled: true, ..Default::default() };
+    let mut spec = ServerSpec {
+        id,
+        enabled: true,
+        ..Default::default()
+    };
     spec.description = string(problems, path, entry, "description").unwrap_or_default();
     if spec.description.chars().count() > MAX_DESCRIPTION {
-        problems.push(&format!("{path}.description"), format!("is longer than {MAX_DESCRIPTION} characters"));
+        problems.push(
+            &format!("{path}.description"),
+            format!("is longer than {MAX_DESCRIPTION} characters"),
+        );
     }
     spec.command = string(problems, path, entry, "command").unwrap_or_default();
     spec.cwd = string(problems, path, entry, "cwd").unwrap_or_default();
     spec.url = string(problems, path, entry, "url").unwrap_or_default();
     spec.args = string_list(problems, path, entry, "args", true).unwrap_or_default();
     spec.env = string_map(problems, path, entry, "env", MapKind::Env).unwrap_or_default();
-    spec.headers = string_map(problems, path, entry, "headers", MapKind::Header).unwrap_or_default();
-    spec.allowed_tools = patterns(problems, path, entry, "allowed_tools").map(|patterns| ToolPatterns { patterns });
+    spec.headers =
+        string_map(problems, path, entry, "headers", MapKind::Header).unwrap_or_default();
+    spec.allowed_tools =
+        patterns(problems, path, entry, "allowed_tools").map(|patterns| ToolPatterns { patterns });
     spec.denied_tools = patterns(problems, path, entry, "denied_tools").unwrap_or_default();
     spec.timeouts = timeouts(problems, path, entry);
     spec.limits = limits(problems, path, entry);
@@ -145,24 +193,44 @@ fn unknown_keys(problems: &mut Problems, path: &str, entry: &Map<String, Value>,
             Some(k) => format!("; did you mean '{k}'?"),
             None => format!("; known keys are {}", known.join(", ")),
         };
-        problems.push(&format!("{path}.{key}"), format!("unknown key '{key}'{hint}"));
+        problems.push(
+            &format!("{path}.{key}"),
+            format!("unknown key '{key}'{hint}"),
+        );
     }
 }
 
-fn string(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<String> {
+fn string(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    key: &str,
+) -> Option<String> {
     match entry.get(key)? {
         Value::String(s) => Some(s.clone()),
         other => {
-            problems.push(&format!("{path}.{key}"), format!("expected a string, found {}", kind(other)));
+            problems.push(
+                &format!("{path}.{key}"),
+                format!("expected a string, found {}", kind(other)),
+            );
             None
         }
     }
 }
 
-fn string_list(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str, refs: bool) -> Option<Vec<String>> {
+fn string_list(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    key: &str,
+    refs: bool,
+) -> Option<Vec<String>> {
     let value = entry.get(key)?;
     let Value::Array(items) = value else {
-        problems.push(&format!("{path}.{key}"), format!("expected an array of strings, found {}", kind(value)));
+        problems.push(
+            &format!("{path}.{key}"),
+            format!("expected an array of strings, found {}", kind(value)),
+        );
         return None;
     };
     let mut out = Vec::with_capacity(items.len());
@@ -176,7 +244,10 @@ fn string_list(problems: &mut Problems, path: &str, entry: &Map<String, Value>, 
                 }
                 out.push(s.clone());
             }
-            other => problems.push(&format!("{path}.{key}[{i}]"), format!("expected a string, found {}", kind(other))),
+            other => problems.push(
+                &format!("{path}.{key}[{i}]"),
+                format!("expected a string, found {}", kind(other)),
+            ),
         }
     }
     Some(out)
@@ -188,10 +259,19 @@ enum MapKind {
     Header,
 }
 
-fn string_map(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str, map: MapKind) -> Option<HashMap<String, String>> {
+fn string_map(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    key: &str,
+    map: MapKind,
+) -> Option<HashMap<String, String>> {
     let value = entry.get(key)?;
     let Value::Object(object) = value else {
-        problems.push(&format!("{path}.{key}"), format!("expected an object of strings, found {}", kind(value)));
+        problems.push(
+            &format!("{path}.{key}"),
+            format!("expected an object of strings, found {}", kind(value)),
+        );
         return None;
     };
     let mut out = HashMap::with_capacity(object.len());
@@ -216,7 +296,10 @@ fn string_map(problems: &mut Problems, path: &str, entry: &Map<String, Value>, k
                 out.insert(name.clone(), v.clone());
             }
             // Never echo the value: it may be a secret.
-            other => problems.push(&at, format!("expected a string value, found {}", kind(other))),
+            other => problems.push(
+                &at,
+                format!("expected a string value, found {}", kind(other)),
+            ),
         }
     }
     Some(out)
@@ -226,7 +309,12 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn patterns(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<Vec<String>> {
+fn patterns(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    key: &str,
+) -> Option<Vec<String>> {
     let list = string_list(problems, path, entry, key, false)?;
     for (i, pattern) in list.iter().enumerate() {
         if let Err(message) = check_pattern(pattern) {
@@ -244,16 +332,28 @@ fn bounded(problems: &mut Problems, at: &str, value: &Value, max: u64, unit: &st
                 Value::Number(n) => format!("{n}"),
                 other => kind(other).to_string(),
             };
-            problems.push(at, format!("expected a whole number of {unit} from 1 to {max}, found {found}"));
+            problems.push(
+                at,
+                format!("expected a whole number of {unit} from 1 to {max}, found {found}"),
+            );
             0
         }
     }
 }
 
-fn object<'a>(problems: &mut Problems, path: &str, entry: &'a Map<String, Value>, key: &str, known: &[&str]) -> Option<&'a Map<String, Value>> {
+fn object<'a>(
+    problems: &mut Problems,
+    path: &str,
+    entry: &'a Map<String, Value>,
+    key: &str,
+    known: &[&str],
+) -> Option<&'a Map<String, Value>> {
     let value = entry.get(key)?;
     let Value::Object(object) = value else {
-        problems.push(&format!("{path}.{key}"), format!("expected an object, found {}", kind(value)));
+        problems.push(
+            &format!("{path}.{key}"),
+            format!("expected an object, found {}", kind(value)),
+        );
         return None;
     };
     unknown_keys(problems, &format!("{path}.{key}"), object, known);
@@ -265,30 +365,69 @@ fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> 
     let mut get = |key: &str| {
         object
             .get(key)
-            .map(|v| bounded(problems, &format!("{path}.timeouts_ms.{key}"), v, MAX_TIMEOUT_MS, "milliseconds") as u32)
+            .map(|v| {
+                bounded(
+                    problems,
+                    &format!("{path}.timeouts_ms.{key}"),
+                    v,
+                    MAX_TIMEOUT_MS,
+                    "milliseconds",
+                ) as u32
+            })
             .unwrap_or(0)
     };
-    Some(Timeouts { startup_ms: get("startup"), list_tools_ms: get("list_tools"), call_ms: get("call") })
+    Some(Timeouts {
+        startup_ms: get("startup"),
+        list_tools_ms: get("list_tools"),
+        call_ms: get("call"),
+    })
 }
 
 fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Limits> {
     let object = object(problems, path, entry, "limits", LIMIT_KEYS)?;
     let max_concurrency = object
         .get("max_concurrency")
-        .map(|v| bounded(problems, &format!("{path}.limits.max_concurrency"), v, MAX_CONCURRENCY, "calls") as u32)
+        .map(|v| {
+            bounded(
+                problems,
+                &format!("{path}.limits.max_concurrency"),
+                v,
+                MAX_CONCURRENCY,
+                "calls",
+            ) as u32
+        })
         .unwrap_or(0);
     let max_output_bytes = object
         .get("max_output_bytes")
-        .map(|v| bounded(problems, &format!("{path}.limits.max_output_bytes"), v, MAX_OUTPUT_BYTES, "bytes"))
+        .map(|v| {
+            bounded(
+                problems,
+                &format!("{path}.limits.max_output_bytes"),
+                v,
+                MAX_OUTPUT_BYTES,
+                "bytes",
+            )
+        })
         .unwrap_or(0);
-    Some(Limits { max_concurrency, max_output_bytes })
+    Some(Limits {
+        max_concurrency,
+        max_output_bytes,
+    })
 }
 
-fn boolean(problems: &mut Problems, path: &str, entry: &Map<String, Value>, key: &str) -> Option<bool> {
+fn boolean(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    key: &str,
+) -> Option<bool> {
     match entry.get(key)? {
         Value::Bool(b) => Some(*b),
         other => {
-            problems.push(&format!("{path}.{key}"), format!("expected true or false, found {}", kind(other)));
+            problems.push(
+                &format!("{path}.{key}"),
+                format!("expected true or false, found {}", kind(other)),
+            );
             None
         }
     }
@@ -299,7 +438,10 @@ fn enabled(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> b
     let disabled = boolean(problems, path, entry, "disabled");
     match (enabled, disabled) {
         (Some(e), Some(d)) if e == d => {
-            problems.push(&format!("{path}.disabled"), "contradicts \"enabled\"; keep only one of them");
+            problems.push(
+                &format!("{path}.disabled"),
+                "contradicts \"enabled\"; keep only one of them",
+            );
             e
         }
         (Some(e), _) => e,
@@ -308,13 +450,20 @@ fn enabled(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> b
     }
 }
 
-fn transport(problems: &mut Problems, path: &str, entry: &Map<String, Value>, spec: &ServerSpec) -> Transport {
+fn transport(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    spec: &ServerSpec,
+) -> Transport {
     let declared = string(problems, path, entry, "transport").map(|t| ("transport", t));
     let typed = string(problems, path, entry, "type").map(|t| ("type", t));
     let parse = |key: &str, value: &str| -> Option<Transport> {
         match (key, value) {
             (_, "stdio") => Some(Transport::Stdio),
-            (_, "streamable_http") | ("type", "http") | ("type", "streamable-http") => Some(Transport::StreamableHttp),
+            (_, "streamable_http") | ("type", "http") | ("type", "streamable-http") => {
+                Some(Transport::StreamableHttp)
+            }
             (_, "sse") => Some(Transport::Sse),
             _ => None,
         }
@@ -324,13 +473,26 @@ fn transport(problems: &mut Problems, path: &str, entry: &Map<String, Value>, sp
         match parse(key, &value) {
             Some(t) => {
                 if chosen.is_some_and(|c| c != t) {
-                    problems.push(&format!("{path}.{key}"), "contradicts the other transport setting; keep only one");
+                    problems.push(
+                        &format!("{path}.{key}"),
+                        "contradicts the other transport setting; keep only one",
+                    );
                 }
                 chosen = Some(t);
             }
             None => {
-                let allowed = if key == "type" { "stdio, http, streamable_http or sse" } else { "stdio, streamable_http or sse" };
-                problems.push(&format!("{path}.{key}"), format!("unknown transport '{}'; use {allowed}", value.escape_default()));
+                let allowed = if key == "type" {
+                    "stdio, http, streamable_http or sse"
+                } else {
+                    "stdio, streamable_http or sse"
+                };
+                problems.push(
+                    &format!("{path}.{key}"),
+                    format!(
+                        "unknown transport '{}'; use {allowed}",
+                        value.escape_default()
+                    ),
+                );
             }
         }
     }
@@ -346,17 +508,28 @@ fn transport(problems: &mut Problems, path: &str, entry: &Map<String, Value>, sp
         }
         (false, false) => {
             let _ = spec;
-            problems.push(path, "has neither \"command\" (a local stdio server) nor \"url\" (a remote server)");
+            problems.push(
+                path,
+                "has neither \"command\" (a local stdio server) nor \"url\" (a remote server)",
+            );
             Transport::Unspecified
         }
     }
 }
 
-fn check_transport_fields(problems: &mut Problems, path: &str, entry: &Map<String, Value>, spec: &ServerSpec) {
+fn check_transport_fields(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    spec: &ServerSpec,
+) {
     match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
         Transport::Stdio => {
             if spec.command.trim().is_empty() && entry.get("command").is_none_or(Value::is_string) {
-                problems.push(&format!("{path}.command"), "a stdio server needs a non-empty \"command\"");
+                problems.push(
+                    &format!("{path}.command"),
+                    "a stdio server needs a non-empty \"command\"",
+                );
             }
             for key in ["url", "headers"] {
                 if entry.contains_key(key) {
@@ -373,11 +546,19 @@ fn check_transport_fields(problems: &mut Problems, path: &str, entry: &Map<Strin
                 || url.starts_with("https://")
                 || starts_with_reference(url))
             {
-                problems.push(&format!("{path}.url"), "must start with http:// or https://");
+                problems.push(
+                    &format!("{path}.url"),
+                    "must start with http:// or https://",
+                );
             }
             for key in ["command", "args", "env", "cwd"] {
                 if entry.contains_key(key) {
-                    problems.push(&format!("{path}.{key}"), format!("\"{key}\" is for stdio servers; a remote server uses url and headers"));
+                    problems.push(
+                        &format!("{path}.{key}"),
+                        format!(
+                            "\"{key}\" is for stdio servers; a remote server uses url and headers"
+                        ),
+                    );
                 }
             }
         }

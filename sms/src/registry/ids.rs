@@ -5,20 +5,35 @@ pub const MAX_ID_LEN: usize = 63;
 
 /// Checks a server id; the error says what is wrong and what is allowed.
 pub fn check_server_id(id: &str) -> Result<(), String> {
-    const RULE: &str = "use lowercase letters, digits, '-' and '_', starting with a letter or digit";
+    const RULE: &str =
+        "use lowercase letters, digits, '-' and '_', starting with a letter or digit";
     if id.is_empty() {
         return Err(format!("server id is empty; {RULE}"));
     }
     if id.len() > MAX_ID_LEN {
-        return Err(format!("server id is {} characters long; the limit is {MAX_ID_LEN}", id.chars().count()));
+        return Err(format!(
+            "server id is {} characters long; the limit is {MAX_ID_LEN}",
+            id.chars().count()
+        ));
     }
     let mut chars = id.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if !first_ok {
-        return Err(format!("server id '{}' must start with a lowercase letter or digit; {RULE}", printable(id)));
+        return Err(format!(
+            "server id '{}' must start with a lowercase letter or digit; {RULE}",
+            printable(id)
+        ));
     }
-    if let Some(bad) = id.chars().find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_')) {
-        return Err(format!("server id '{}' contains {bad:?}; {RULE}", printable(id)));
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_'))
+    {
+        return Err(format!(
+            "server id '{}' contains {bad:?}; {RULE}",
+            printable(id)
+        ));
     }
     Ok(())
 }
@@ -46,7 +61,9 @@ mod tests {
         assert!(check_server_id("-x").unwrap_err().contains("start with"));
         assert!(check_server_id("a.b").unwrap_err().contains("'.'"));
         assert!(check_server_id("a b").unwrap_err().contains("' '"));
-        assert!(check_server_id(&"a".repeat(64)).unwrap_err().contains("limit is 63"));
+        assert!(check_server_id(&"a".repeat(64))
+            .unwrap_err()
+            .contains("limit is 63"));
         assert!(check_server_id("é").is_err());
     }
 }

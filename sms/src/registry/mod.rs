@@ -15,7 +15,7 @@ mod tests;
 
 pub use ids::{check_server_id, MAX_ID_LEN};
 pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
-pub use spear_proto::patterns::{check_pattern, glob_match};
 pub use problem::Problem;
 pub use refs::check_references;
 pub use scan::{scan_dir, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped};
+pub use spear_proto::patterns::{check_pattern, glob_match};

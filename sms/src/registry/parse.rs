@@ -17,12 +17,22 @@ pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Vec<ServerSpec>, Vec<Probl
         return Err(problems.list);
     };
     let Value::Object(root) = root else {
-        problems.push("$", format!("expected an object (one server, or {{\"mcpServers\": {{...}}}}), found {}", kind(&root)));
+        problems.push(
+            "$",
+            format!(
+                "expected an object (one server, or {{\"mcpServers\": {{...}}}}), found {}",
+                kind(&root)
+            ),
+        );
         return Err(problems.list);
     };
     let specs = match shared_key(&root) {
         Some(key) => parse_shared(&mut problems, &root, key),
-        None if root.contains_key("id") => parse_entry(&mut problems, "$", &root, Shape::Native, None).into_iter().collect(),
+        None if root.contains_key("id") => {
+            parse_entry(&mut problems, "$", &root, Shape::Native, None)
+                .into_iter()
+                .collect()
+        }
         None => {
             problems.push(
                 "$",
@@ -45,7 +55,10 @@ pub fn parse_server_json(origin: &str, json: &str) -> Result<ServerSpec, Vec<Pro
         return Err(problems.list);
     };
     let Value::Object(root) = root else {
-        problems.push("$", format!("expected one server as an object, found {}", kind(&root)));
+        problems.push(
+            "$",
+            format!("expected one server as an object, found {}", kind(&root)),
+        );
         return Err(problems.list);
     };
     match parse_entry(&mut problems, "$", &root, Shape::Native, None) {
@@ -57,14 +70,26 @@ pub fn parse_server_json(origin: &str, json: &str) -> Result<ServerSpec, Vec<Pro
 /// The file-level checks: size, UTF-8, emptiness, JSON syntax.
 fn read_json(problems: &mut Problems, bytes: &[u8]) -> Option<Value> {
     if bytes.len() > MAX_FILE_BYTES {
-        problems.push("", format!("file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files", bytes.len()));
+        problems.push(
+            "",
+            format!(
+                "file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files",
+                bytes.len()
+            ),
+        );
         return None;
     }
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = match std::str::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => {
-            problems.push("", format!("file is not UTF-8 (invalid byte at offset {}); save it as UTF-8", e.valid_up_to()));
+            problems.push(
+                "",
+                format!(
+                    "file is not UTF-8 (invalid byte at offset {}); save it as UTF-8",
+                    e.valid_up_to()
+                ),
+            );
             return None;
         }
     };
@@ -75,7 +100,15 @@ fn read_json(problems: &mut Problems, bytes: &[u8]) -> Option<Value> {
     match serde_json::from_str::<Value>(text) {
         Ok(value) => Some(value),
         Err(e) => {
-            problems.push("", format!("invalid JSON at line {} column {}: {}", e.line(), e.column(), strip_position(&e.to_string())));
+            problems.push(
+                "",
+                format!(
+                    "invalid JSON at line {} column {}: {}",
+                    e.line(),
+                    e.column(),
+                    strip_position(&e.to_string())
+                ),
+            );
             None
         }
     }
@@ -88,7 +121,9 @@ fn strip_position(message: &str) -> &str {
 
 /// `mcpServers` (Claude Desktop, Cursor) or `servers` (VS Code).
 fn shared_key(root: &Map<String, Value>) -> Option<&'static str> {
-    ["mcpServers", "servers"].into_iter().find(|k| root.contains_key(*k))
+    ["mcpServers", "servers"]
+        .into_iter()
+        .find(|k| root.contains_key(*k))
 }
 
 fn parse_shared(problems: &mut Problems, root: &Map<String, Value>, key: &str) -> Vec<ServerSpec> {
@@ -98,9 +133,17 @@ fn parse_shared(problems: &mut Problems, root: &Map<String, Value>, key: &str) -
             format!("unknown key '{other}'; a shared-shape file holds only \"{key}\""),
         );
     }
-    let Some(servers) = root.get(key) else { return Vec::new() };
+    let Some(servers) = root.get(key) else {
+        return Vec::new();
+    };
     let Value::Object(servers) = servers else {
-        problems.push(&format!("$.{key}"), format!("expected an object of servers by id, found {}", kind(servers)));
+        problems.push(
+            &format!("$.{key}"),
+            format!(
+                "expected an object of servers by id, found {}",
+                kind(servers)
+            ),
+        );
         return Vec::new();
     };
     let mut specs = Vec::with_capacity(servers.len());

@@ -24,6 +24,10 @@ impl std::fmt::Display for Problem {
 
 impl From<Problem> for FileProblem {
     fn from(p: Problem) -> Self {
-        FileProblem { file: p.file, path: p.path, message: p.message }
+        FileProblem {
+            file: p.file,
+            path: p.path,
+            message: p.message,
+        }
     }
 }

@@ -16,7 +16,10 @@ pub fn check_references(text: &str) -> Result<(), String> {
         }
         if bytes[i] == b'$' && bytes.get(i + 1) == Some(&b'{') {
             let Some(len) = text[i + 2..].find('}') else {
-                return Err("has an unterminated '${'; close it with '}' or write '$${' for a literal '${'".into());
+                return Err(
+                    "has an unterminated '${'; close it with '}' or write '$${' for a literal '${'"
+                        .into(),
+                );
             };
             let inner = &text[i + 2..i + 2 + len];
             let name = inner.split_once(":-").map_or(inner, |(name, _)| name);
@@ -37,7 +40,9 @@ pub fn check_references(text: &str) -> Result<(), String> {
 /// Names of environment variables: `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -52,7 +57,16 @@ mod tests {
 
     #[test]
     fn well_formed_references_pass() {
-        for ok in ["plain", "${TOKEN}", "Bearer ${TOKEN}", "${A:-default}", "${A:-}", "$${literal}", "$5", "a$b"] {
+        for ok in [
+            "plain",
+            "${TOKEN}",
+            "Bearer ${TOKEN}",
+            "${A:-default}",
+            "${A:-}",
+            "$${literal}",
+            "$5",
+            "a$b",
+        ] {
             assert!(check_references(ok).is_ok(), "{ok}");
         }
     }

@@ -56,7 +56,10 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<DirScan> {
             continue;
         }
         if name.starts_with('.') || name.starts_with('#') {
-            scan.skipped.push(Skipped { name, reason: "hidden or editor temporary file".into() });
+            scan.skipped.push(Skipped {
+                name,
+                reason: "hidden or editor temporary file".into(),
+            });
             continue;
         }
         names.push(name);
@@ -64,7 +67,11 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<DirScan> {
     names.sort();
     for name in names {
         match read_file(&root, &dir.join(&name), &name) {
-            Entry::File(outcome, digest) => scan.files.push(ScannedFile { name, outcome, digest }),
+            Entry::File(outcome, digest) => scan.files.push(ScannedFile {
+                name,
+                outcome,
+                digest,
+            }),
             Entry::Skip(reason) => scan.skipped.push(Skipped { name, reason }),
         }
     }
@@ -79,7 +86,14 @@ enum Entry {
 fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
     let invalid = |message: String| {
         let digest: [u8; 32] = Sha256::digest(message.as_bytes()).into();
-        Entry::File(FileOutcome::Invalid(vec![Problem { file: name.to_string(), path: String::new(), message }]), digest)
+        Entry::File(
+            FileOutcome::Invalid(vec![Problem {
+                file: name.to_string(),
+                path: String::new(),
+                message,
+            }]),
+            digest,
+        )
     };
     let link = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -87,9 +101,14 @@ fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
     };
     if link.file_type().is_symlink() {
         match path.canonicalize() {
-            Err(_) => return invalid("is a symlink to nothing (dangling); fix or remove the link".into()),
+            Err(_) => {
+                return invalid("is a symlink to nothing (dangling); fix or remove the link".into())
+            }
             Ok(target) if !target.starts_with(root) => {
-                return invalid("is a symlink pointing outside the MCP directory; copy the file in instead".into())
+                return invalid(
+                    "is a symlink pointing outside the MCP directory; copy the file in instead"
+                        .into(),
+                )
             }
             Ok(_) => {}
         }
@@ -105,10 +124,14 @@ fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
         return Entry::Skip("not a regular file".into());
     }
     if meta.len() > MAX_FILE_BYTES as u64 {
-        return invalid(format!("file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files", meta.len()));
+        return invalid(format!(
+            "file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files",
+            meta.len()
+        ));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    let read = std::fs::File::open(path).and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes));
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes));
     if let Err(e) = read {
         return invalid(format!("cannot read the file: {e}"));
     }

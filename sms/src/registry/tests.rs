@@ -12,7 +12,11 @@ fn problems(file: &str, text: &str) -> Vec<Problem> {
 }
 
 fn joined(problems: &[Problem]) -> String {
-    problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -30,8 +34,14 @@ fn native_shape_with_every_field() {
     let s = &specs[0];
     assert_eq!(s.id, "fs");
     assert_eq!(s.transport, Transport::Stdio as i32);
-    assert_eq!(s.env["API_TOKEN"], "${FS_TOKEN}", "references are kept, never resolved");
-    assert_eq!(s.allowed_tools.as_ref().unwrap().patterns, vec!["read_*", "list_*"]);
+    assert_eq!(
+        s.env["API_TOKEN"], "${FS_TOKEN}",
+        "references are kept, never resolved"
+    );
+    assert_eq!(
+        s.allowed_tools.as_ref().unwrap().patterns,
+        vec!["read_*", "list_*"]
+    );
     assert_eq!(s.denied_tools, vec!["write_file"]);
     assert_eq!(s.timeouts.unwrap().call_ms, 30000);
     assert_eq!(s.limits.unwrap().max_concurrency, 8);
@@ -42,8 +52,15 @@ fn native_shape_with_every_field() {
 fn allowed_tools_absent_means_all_and_empty_means_none() {
     let all = parse_file("a.json", br#"{"id": "a", "command": "x"}"#).unwrap();
     assert!(all[0].allowed_tools.is_none());
-    let none = parse_file("a.json", br#"{"id": "a", "command": "x", "allowed_tools": []}"#).unwrap();
-    assert_eq!(none[0].allowed_tools.as_ref().map(|p| p.patterns.len()), Some(0));
+    let none = parse_file(
+        "a.json",
+        br#"{"id": "a", "command": "x", "allowed_tools": []}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        none[0].allowed_tools.as_ref().map(|p| p.patterns.len()),
+        Some(0)
+    );
 }
 
 #[test]
@@ -61,46 +78,94 @@ fn shared_shape_as_claude_desktop_and_cursor_write_it() {
     assert_eq!(by_id("legacy").transport, Transport::Sse as i32);
     assert!(!by_id("off").enabled);
     // VS Code's "servers" key is the same shape.
-    let vscode = parse_file("v.json", br#"{"servers": {"x": {"type": "http", "url": "http://h/mcp"}}}"#).unwrap();
+    let vscode = parse_file(
+        "v.json",
+        br#"{"servers": {"x": {"type": "http", "url": "http://h/mcp"}}}"#,
+    )
+    .unwrap();
     assert_eq!(vscode[0].transport, Transport::StreamableHttp as i32);
 }
 
 #[test]
 fn unknown_keys_name_the_path_and_the_closest_key() {
-    let p = problems("fs.json", r#"{"id": "fs", "command": "x", "allowd_tools": ["a"]}"#);
+    let p = problems(
+        "fs.json",
+        r#"{"id": "fs", "command": "x", "allowd_tools": ["a"]}"#,
+    );
     let text = joined(&p);
-    assert!(text.contains("fs.json: $.allowd_tools: unknown key 'allowd_tools'; did you mean 'allowed_tools'?"), "{text}");
+    assert!(
+        text.contains(
+            "fs.json: $.allowd_tools: unknown key 'allowd_tools'; did you mean 'allowed_tools'?"
+        ),
+        "{text}"
+    );
     let p = problems("s.json", r#"{"mcpServers": {"fs": {"comand": "x"}}}"#);
     assert!(joined(&p).contains("$.mcpServers.fs.comand") && joined(&p).contains("'command'"));
-    let p = problems("t.json", r#"{"id": "t", "command": "x", "timeouts_ms": {"cal": 5}}"#);
+    let p = problems(
+        "t.json",
+        r#"{"id": "t", "command": "x", "timeouts_ms": {"cal": 5}}"#,
+    );
     assert!(joined(&p).contains("$.timeouts_ms.cal") && joined(&p).contains("'call'"));
 }
 
 #[test]
 fn wrong_types_say_what_was_expected_and_found() {
-    let p = problems("a.json", r#"{"id": "a", "command": "x", "args": "not-a-list", "timeouts_ms": {"call": "30s"}}"#);
+    let p = problems(
+        "a.json",
+        r#"{"id": "a", "command": "x", "args": "not-a-list", "timeouts_ms": {"call": "30s"}}"#,
+    );
     let text = joined(&p);
-    assert!(text.contains("$.args: expected an array of strings, found a string"), "{text}");
-    assert!(text.contains("$.timeouts_ms.call: expected a whole number of milliseconds"), "{text}");
-    let p = problems("a.json", r#"{"id": "a", "command": "x", "limits": {"max_concurrency": 0}}"#);
+    assert!(
+        text.contains("$.args: expected an array of strings, found a string"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$.timeouts_ms.call: expected a whole number of milliseconds"),
+        "{text}"
+    );
+    let p = problems(
+        "a.json",
+        r#"{"id": "a", "command": "x", "limits": {"max_concurrency": 0}}"#,
+    );
     assert!(joined(&p).contains("from 1 to 1024"));
 }
 
 #[test]
 fn every_problem_is_reported_not_just_the_first() {
-    let p = problems("a.json", r#"{"id": "A", "command": 3, "enabled": "yes", "bogus": 1}"#);
+    let p = problems(
+        "a.json",
+        r#"{"id": "A", "command": 3, "enabled": "yes", "bogus": 1}"#,
+    );
     assert!(p.len() >= 4, "{}", joined(&p));
 }
 
 #[test]
 fn transports_check_their_own_fields() {
-    let text = joined(&problems("a.json", r#"{"id": "a", "command": "x", "url": "http://h"}"#));
+    let text = joined(&problems(
+        "a.json",
+        r#"{"id": "a", "command": "x", "url": "http://h"}"#,
+    ));
     assert!(text.contains("both"), "{text}");
-    let text = joined(&problems("a.json", r#"{"id": "a", "transport": "stdio", "url": "http://h"}"#));
-    assert!(text.contains("non-empty \"command\"") && text.contains("$.url"), "{text}");
-    let text = joined(&problems("a.json", r#"{"id": "a", "transport": "sse", "url": "ftp://h", "env": {}}"#));
-    assert!(text.contains("http:// or https://") && text.contains("$.env"), "{text}");
-    let text = joined(&problems("a.json", r#"{"id": "a", "transport": "websocket", "url": "http://h"}"#));
+    let text = joined(&problems(
+        "a.json",
+        r#"{"id": "a", "transport": "stdio", "url": "http://h"}"#,
+    ));
+    assert!(
+        text.contains("non-empty \"command\"") && text.contains("$.url"),
+        "{text}"
+    );
+    let text = joined(&problems(
+        "a.json",
+        r#"{"id": "a", "transport": "sse", "url": "ftp://h", "env": {}}"#,
+    ));
+    assert!(
+        text.contains("http:// or https://") && text.contains("$.env"),
+        "{text}"
+    );
+    let text = joined(&problems(
+        "a.json",
+        r#"{"id": "a", "transport": "websocket", "url": "http://h"}"#,
+    ));
     assert!(text.contains("unknown transport 'websocket'"), "{text}");
     let text = joined(&problems("a.json", r#"{"id": "a"}"#));
     assert!(text.contains("neither"), "{text}");
@@ -110,12 +175,18 @@ fn transports_check_their_own_fields() {
 #[test]
 fn secrets_never_appear_in_messages() {
     let secret = "sk-live-0123456789";
-    let text = format!(r#"{{"id": "a", "command": "x", "env": {{"TOKEN": "{secret} ${{BROKEN", "1BAD": "{secret}", "N": 5}}}}"#);
+    let text = format!(
+        r#"{{"id": "a", "command": "x", "env": {{"TOKEN": "{secret} ${{BROKEN", "1BAD": "{secret}", "N": 5}}}}"#
+    );
     let p = problems("a.json", &text);
     let text = joined(&p);
-    assert!(text.contains("$.env.TOKEN") && text.contains("$.env.1BAD") && text.contains("$.env.N"), "{text}");
+    assert!(
+        text.contains("$.env.TOKEN") && text.contains("$.env.1BAD") && text.contains("$.env.N"),
+        "{text}"
+    );
     assert!(!text.contains(secret), "{text}");
-    let headers = format!(r#"{{"id": "a", "url": "http://h", "headers": {{"Bad Header": "{secret}"}}}}"#);
+    let headers =
+        format!(r#"{{"id": "a", "url": "http://h", "headers": {{"Bad Header": "{secret}"}}}}"#);
     assert!(!joined(&problems("a.json", &headers)).contains(secret));
 }
 
@@ -128,19 +199,33 @@ fn references_are_checked_in_args_url_env_and_headers() {
     ] {
         assert!(parse_file("a.json", text.as_bytes()).is_err(), "{text}");
     }
-    assert!(parse_file("a.json", br#"{"id": "a", "command": "x", "args": ["$${NOT_A_REF}", "${A:-d}"]}"#).is_ok());
+    assert!(parse_file(
+        "a.json",
+        br#"{"id": "a", "command": "x", "args": ["$${NOT_A_REF}", "${A:-d}"]}"#
+    )
+    .is_ok());
 }
 
 #[test]
 fn patterns_are_checked() {
-    let text = joined(&problems("a.json", r#"{"id": "a", "command": "x", "allowed_tools": ["ok_*", "", "with space"]}"#));
-    assert!(text.contains("$.allowed_tools[1]") && text.contains("$.allowed_tools[2]"), "{text}");
+    let text = joined(&problems(
+        "a.json",
+        r#"{"id": "a", "command": "x", "allowed_tools": ["ok_*", "", "with space"]}"#,
+    ));
+    assert!(
+        text.contains("$.allowed_tools[1]") && text.contains("$.allowed_tools[2]"),
+        "{text}"
+    );
 }
 
 #[test]
 fn ids_are_checked_in_both_shapes() {
     assert!(joined(&problems("a.json", r#"{"id": "Bad", "command": "x"}"#)).contains("$.id"));
-    assert!(joined(&problems("a.json", r#"{"mcpServers": {"Bad Id": {"command": "x"}}}"#)).contains("$.mcpServers.Bad Id"));
+    assert!(joined(&problems(
+        "a.json",
+        r#"{"mcpServers": {"Bad Id": {"command": "x"}}}"#
+    ))
+    .contains("$.mcpServers.Bad Id"));
     assert!(joined(&problems("a.json", r#"{"command": "x"}"#)).contains("declares no server"));
 }
 
@@ -181,14 +266,27 @@ mod dir {
         fs::write(d.join("a.json~"), "x").unwrap();
         fs::create_dir(d.join("sub.json")).unwrap();
         let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("o.json"), r#"{"id": "o", "command": "x"}"#).unwrap();
+        fs::write(
+            outside.path().join("o.json"),
+            r#"{"id": "o", "command": "x"}"#,
+        )
+        .unwrap();
         std::os::unix::fs::symlink(outside.path().join("o.json"), d.join("escape.json")).unwrap();
         std::os::unix::fs::symlink(d.join("a.json"), d.join("inside.json")).unwrap();
         std::os::unix::fs::symlink(d.join("missing"), d.join("dangling.json")).unwrap();
 
         let scan = scan_dir(d).unwrap();
         let names: Vec<&str> = scan.files.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["a.json", "b.json", "dangling.json", "escape.json", "inside.json"]);
+        assert_eq!(
+            names,
+            [
+                "a.json",
+                "b.json",
+                "dangling.json",
+                "escape.json",
+                "inside.json"
+            ]
+        );
         let outcome = |n: &str| &scan.files.iter().find(|f| f.name == n).unwrap().outcome;
         assert!(matches!(outcome("a.json"), FileOutcome::Servers(s) if s.len() == 1));
         assert!(matches!(outcome("inside.json"), FileOutcome::Servers(_)));
@@ -202,14 +300,21 @@ mod dir {
             other => panic!("{other:?}"),
         }
         let skipped: Vec<&str> = scan.skipped.iter().map(|s| s.name.as_str()).collect();
-        assert!(skipped.contains(&".hidden.json") && skipped.contains(&"sub.json"), "{skipped:?}");
+        assert!(
+            skipped.contains(&".hidden.json") && skipped.contains(&"sub.json"),
+            "{skipped:?}"
+        );
     }
 
     #[test]
     fn validate_reports_duplicates_with_both_files() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("a.json"), r#"{"id": "x", "command": "c"}"#).unwrap();
-        fs::write(dir.path().join("b.json"), r#"{"mcpServers": {"x": {"command": "c"}}}"#).unwrap();
+        fs::write(
+            dir.path().join("b.json"),
+            r#"{"mcpServers": {"x": {"command": "c"}}}"#,
+        )
+        .unwrap();
         let (_, problems) = validate_dir(dir.path()).unwrap();
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].file, "b.json");
@@ -221,6 +326,8 @@ mod dir {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("big.json"), vec![b' '; MAX_FILE_BYTES + 10]).unwrap();
         let scan = scan_dir(dir.path()).unwrap();
-        assert!(matches!(&scan.files[0].outcome, FileOutcome::Invalid(p) if p[0].message.contains("limit")));
+        assert!(
+            matches!(&scan.files[0].outcome, FileOutcome::Invalid(p) if p[0].message.contains("limit"))
+        );
     }
 }

@@ -5,7 +5,10 @@ use super::Revision;
 pub enum StoreError {
     /// The registry moved since the revision the writer based its change on.
     #[error("the registry changed concurrently (expected revision {expected}, found {actual}); retry on the new state")]
-    Conflict { expected: Revision, actual: Revision },
+    Conflict {
+        expected: Revision,
+        actual: Revision,
+    },
     /// History right after the requested revision is gone: `compacted` is the
     /// lowest revision a watch can start after now. The reader needs a snapshot.
     #[error("registry history before revision {compacted} has been compacted; a full snapshot is needed")]

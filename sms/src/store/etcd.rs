@@ -16,13 +16,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, Txn, TxnOp, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, Txn, TxnOp,
+    WatchOptions,
 };
 use prost::Message;
 use spear_proto::v1::ServerRecord;
 use tracing::debug;
 
-use super::{Change, Committed, CommittedStream, Epoch, RegistryStore, Revision, Snapshot, StoreError};
+use super::{
+    Change, Committed, CommittedStream, Epoch, RegistryStore, Revision, Snapshot, StoreError,
+};
 
 /// Responses as large as a 10,000-server registry must decode.
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
@@ -39,7 +42,11 @@ pub struct EtcdStoreConfig {
 
 impl Default for EtcdStoreConfig {
     fn default() -> Self {
-        Self { endpoints: vec!["http://127.0.0.1:2379".into()], prefix: "/spear".into(), connect_timeout: Duration::from_secs(5) }
+        Self {
+            endpoints: vec!["http://127.0.0.1:2379".into()],
+            prefix: "/spear".into(),
+            connect_timeout: Duration::from_secs(5),
+        }
     }
 }
 
@@ -94,26 +101,39 @@ impl EtcdStore {
             .await
             .map_err(|e| unavailable(&format!("connect to {}", config.endpoints.join(",")), e))?;
         let keys = Keys::new(&config.prefix);
-        let mut store = EtcdStore { client, epoch: 0, prefix: config.prefix.clone(), keys };
+        let mut store = EtcdStore {
+            client,
+            epoch: 0,
+            prefix: config.prefix.clone(),
+            keys,
+        };
         let response = store
             .client
             .get(store.keys.head.clone(), None)
             .await
             .map_err(|e| unavailable("read", e))?;
-        store.epoch = response.header().map(|h| h.cluster_id()).unwrap_or(0).max(1);
+        store.epoch = response
+            .header()
+            .map(|h| h.cluster_id())
+            .unwrap_or(0)
+            .max(1);
         Ok(store)
     }
 
     fn decode(&self, kv: &KeyValue) -> Result<ServerRecord, StoreError> {
         let key = String::from_utf8_lossy(kv.key()).into_owned();
-        let mut record = ServerRecord::decode(kv.value())
-            .map_err(|e| StoreError::Corrupt { key: key.clone(), reason: e.to_string() })?;
+        let mut record = ServerRecord::decode(kv.value()).map_err(|e| StoreError::Corrupt {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
         record.mod_revision = kv.mod_revision() as u64;
         Ok(record)
     }
 
     fn server_id<'a>(&self, key: &'a [u8]) -> Option<&'a str> {
-        std::str::from_utf8(key).ok()?.strip_prefix(self.keys.servers.as_str())
+        std::str::from_utf8(key)
+            .ok()?
+            .strip_prefix(self.keys.servers.as_str())
     }
 }
 
@@ -124,12 +144,21 @@ impl RegistryStore for EtcdStore {
     }
 
     async fn load(&self) -> Result<Snapshot, StoreError> {
-        let mut kv = self.client.kv_client().max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let mut kv = self
+            .client
+            .kv_client()
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
         let response = kv
-            .get(self.keys.registry.clone(), Some(GetOptions::new().with_prefix()))
+            .get(
+                self.keys.registry.clone(),
+                Some(GetOptions::new().with_prefix()),
+            )
             .await
             .map_err(|e| unavailable("read", e))?;
-        let mut snapshot = Snapshot { epoch: self.epoch, ..Default::default() };
+        let mut snapshot = Snapshot {
+            epoch: self.epoch,
+            ..Default::default()
+        };
         for kv in response.kvs() {
             if kv.key() == self.keys.head.as_bytes() {
                 snapshot.revision = kv.mod_revision() as u64;
@@ -149,7 +178,11 @@ impl RegistryStore for EtcdStore {
         } else {
             Compare::mod_revision(self.keys.head.clone(), CompareOp::Equal, expected as i64)
         };
-        let mut ops = vec![TxnOp::put(self.keys.head.clone(), expected.to_string(), None)];
+        let mut ops = vec![TxnOp::put(
+            self.keys.head.clone(),
+            expected.to_string(),
+            None,
+        )];
         for id in &change.deletes {
             ops.push(TxnOp::delete(self.keys.server(id), None));
         }
@@ -157,7 +190,11 @@ impl RegistryStore for EtcdStore {
             let Some(spec) = &record.spec else { continue };
             let mut stored = record.clone();
             stored.mod_revision = 0;
-            ops.push(TxnOp::put(self.keys.server(&spec.id), stored.encode_to_vec(), None));
+            ops.push(TxnOp::put(
+                self.keys.server(&spec.id),
+                stored.encode_to_vec(),
+                None,
+            ));
         }
         let mut client = self.client.clone();
         let response = client
@@ -167,8 +204,15 @@ impl RegistryStore for EtcdStore {
         if response.succeeded() {
             return Ok(response.header().map(|h| h.revision() as u64).unwrap_or(0));
         }
-        let head = client.get(self.keys.head.clone(), None).await.map_err(|e| unavailable("read", e))?;
-        let actual = head.kvs().first().map(|kv| kv.mod_revision() as u64).unwrap_or(0);
+        let head = client
+            .get(self.keys.head.clone(), None)
+            .await
+            .map_err(|e| unavailable("read", e))?;
+        let actual = head
+            .kvs()
+            .first()
+            .map(|kv| kv.mod_revision() as u64)
+            .unwrap_or(0);
         Err(StoreError::Conflict { expected, actual })
     }
 
@@ -188,16 +232,19 @@ impl RegistryStore for EtcdStore {
             pending: std::collections::VecDeque::new(),
             done: false,
         };
-        Ok(Box::pin(futures::stream::unfold(reader, |mut reader| async move {
-            if reader.done {
-                return None;
-            }
-            let item = reader.next().await;
-            if matches!(item, Some(Err(_)) | None) {
-                reader.done = true;
-            }
-            item.map(|item| (item, reader))
-        })))
+        Ok(Box::pin(futures::stream::unfold(
+            reader,
+            |mut reader| async move {
+                if reader.done {
+                    return None;
+                }
+                let item = reader.next().await;
+                if matches!(item, Some(Err(_)) | None) {
+                    reader.done = true;
+                }
+                item.map(|item| (item, reader))
+            },
+        )))
     }
 }
 
@@ -217,12 +264,16 @@ impl Reader {
             }
             let response = match self.stream.message().await {
                 Ok(Some(response)) => response,
-                Ok(None) => return Some(Err(StoreError::Unavailable("etcd closed the watch".into()))),
+                Ok(None) => {
+                    return Some(Err(StoreError::Unavailable("etcd closed the watch".into())))
+                }
                 Err(e) => return Some(Err(unavailable("watch", e))),
             };
             if response.canceled() {
                 if response.compact_revision() > 0 {
-                    return Some(Err(StoreError::Compacted { compacted: response.compact_revision() as u64 }));
+                    return Some(Err(StoreError::Compacted {
+                        compacted: response.compact_revision() as u64,
+                    }));
                 }
                 return Some(Err(StoreError::Unavailable(format!(
                     "etcd canceled the watch: {}",
@@ -234,12 +285,22 @@ impl Reader {
                 let revision = kv.mod_revision() as u64;
                 if self.pending.back().is_none_or(|c| c.revision != revision) {
                     // prev_revision 0 until the head's event of this revision says it.
-                    self.pending.push_back(Committed { revision, prev_revision: 0, upserts: vec![], deletes: vec![] });
+                    self.pending.push_back(Committed {
+                        revision,
+                        prev_revision: 0,
+                        upserts: vec![],
+                        deletes: vec![],
+                    });
                 }
-                let Some(change) = self.pending.back_mut() else { continue };
+                let Some(change) = self.pending.back_mut() else {
+                    continue;
+                };
                 let key = kv.key();
                 if key == self.keys.head.as_bytes() {
-                    match std::str::from_utf8(kv.value()).ok().and_then(|v| v.parse().ok()) {
+                    match std::str::from_utf8(kv.value())
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                    {
                         Some(prev) => change.prev_revision = prev,
                         None => {
                             return Some(Err(StoreError::Corrupt {
@@ -250,7 +311,10 @@ impl Reader {
                     }
                     continue;
                 }
-                let Some(id) = std::str::from_utf8(key).ok().and_then(|k| k.strip_prefix(self.keys.servers.as_str())) else {
+                let Some(id) = std::str::from_utf8(key)
+                    .ok()
+                    .and_then(|k| k.strip_prefix(self.keys.servers.as_str()))
+                else {
                     continue;
                 };
                 match event.event_type() {
@@ -278,7 +342,10 @@ impl EtcdStore {
     /// Compacts etcd's history up to `revision` (operators and tests).
     pub async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         let mut client = self.client.clone();
-        client.compact(revision as i64, None).await.map_err(|e| unavailable("compact", e))?;
+        client
+            .compact(revision as i64, None)
+            .await
+            .map_err(|e| unavailable("compact", e))?;
         Ok(())
     }
 }

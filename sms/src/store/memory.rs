@@ -12,7 +12,9 @@ use parking_lot::Mutex;
 use spear_proto::v1::ServerRecord;
 use tokio::sync::watch;
 
-use super::{Change, Committed, CommittedStream, Epoch, RegistryStore, Revision, Snapshot, StoreError};
+use super::{
+    Change, Committed, CommittedStream, Epoch, RegistryStore, Revision, Snapshot, StoreError,
+};
 
 /// Changes kept by default for watchers that fall behind.
 pub const DEFAULT_HISTORY: usize = 100_000;
@@ -28,7 +30,9 @@ struct State {
 impl State {
     /// The oldest `after` a watcher can start from.
     fn oldest_resumable(&self) -> Revision {
-        self.history.front().map_or(self.revision, |c| c.prev_revision)
+        self.history
+            .front()
+            .map_or(self.revision, |c| c.prev_revision)
     }
 }
 
@@ -75,7 +79,9 @@ impl Inner {
     fn changes_after(&self, after: Revision) -> Result<Vec<Arc<Committed>>, StoreError> {
         let state = self.state.lock();
         if after < state.oldest_resumable() {
-            return Err(StoreError::Compacted { compacted: state.oldest_resumable() });
+            return Err(StoreError::Compacted {
+                compacted: state.oldest_resumable(),
+            });
         }
         let start = state.history.partition_point(|c| c.revision <= after);
         Ok(state.history.iter().skip(start).cloned().collect())
@@ -90,16 +96,26 @@ impl RegistryStore for MemoryStore {
 
     async fn load(&self) -> Result<Snapshot, StoreError> {
         let state = self.inner.state.lock();
-        Ok(Snapshot { epoch: self.inner.epoch, revision: state.revision, servers: state.servers.clone() })
+        Ok(Snapshot {
+            epoch: self.inner.epoch,
+            revision: state.revision,
+            servers: state.servers.clone(),
+        })
     }
 
     async fn commit(&self, expected: Revision, change: Change) -> Result<Revision, StoreError> {
         let mut state = self.inner.state.lock();
         if state.revision != expected {
-            return Err(StoreError::Conflict { expected, actual: state.revision });
+            return Err(StoreError::Conflict {
+                expected,
+                actual: state.revision,
+            });
         }
-        let deletes: Vec<String> =
-            change.deletes.into_iter().filter(|id| state.servers.contains_key(id)).collect();
+        let deletes: Vec<String> = change
+            .deletes
+            .into_iter()
+            .filter(|id| state.servers.contains_key(id))
+            .collect();
         if change.upserts.is_empty() && deletes.is_empty() {
             return Ok(expected);
         }
@@ -117,7 +133,12 @@ impl RegistryStore for MemoryStore {
             }
         }
         state.revision = revision;
-        state.history.push_back(Arc::new(Committed { revision, prev_revision: expected, upserts, deletes }));
+        state.history.push_back(Arc::new(Committed {
+            revision,
+            prev_revision: expected,
+            upserts,
+            deletes,
+        }));
         while state.history.len() > self.inner.history_limit {
             state.history.pop_front();
         }
@@ -135,10 +156,13 @@ impl RegistryStore for MemoryStore {
             cursor: after,
             queue: VecDeque::new(),
         };
-        Ok(Box::pin(futures::stream::unfold(watcher, |mut w| async move {
-            let item = w.next().await;
-            Some((item, w))
-        })))
+        Ok(Box::pin(futures::stream::unfold(
+            watcher,
+            |mut w| async move {
+                let item = w.next().await;
+                Some((item, w))
+            },
+        )))
     }
 }
 

@@ -149,20 +149,28 @@ mod tests {
         let frames = snapshot_frames(9, 12, encoded.iter());
         assert_eq!(frames.len(), 1);
         let frame = decode(&frames[0]);
-        assert_eq!((frame.epoch, frame.revision, frame.index, frame.total), (9, 12, 0, 1));
+        assert_eq!(
+            (frame.epoch, frame.revision, frame.index, frame.total),
+            (9, 12, 0, 1)
+        );
         assert_eq!(frame.servers, records);
     }
 
     #[test]
     fn big_snapshots_are_chunked_under_the_limit_and_keep_every_record() {
-        let records: Vec<ServerRecord> =
-            (0..300).map(|i| record(&format!("s{i:03}"), 10_000)).collect();
+        let records: Vec<ServerRecord> = (0..300)
+            .map(|i| record(&format!("s{i:03}"), 10_000))
+            .collect();
         let encoded: Vec<Bytes> = records.iter().map(encode_record).collect();
         let frames = snapshot_frames(1, 2, encoded.iter());
         assert!(frames.len() >= 3, "{} frames", frames.len());
         let mut seen = Vec::new();
         for (i, f) in frames.iter().enumerate() {
-            assert!(f.len() <= MAX_FRAME_BYTES + 16, "frame {i} is {} bytes", f.len());
+            assert!(
+                f.len() <= MAX_FRAME_BYTES + 16,
+                "frame {i} is {} bytes",
+                f.len()
+            );
             let frame = decode(f);
             assert_eq!(frame.index as usize, i);
             assert_eq!(frame.total as usize, frames.len());

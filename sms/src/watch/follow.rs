@@ -133,7 +133,10 @@ async fn follow(hub: &Hub, mut stream: Option<CommittedStream>, backoff: &mut Ba
                 }
             }
             Some(Err(StoreError::Compacted { compacted })) => {
-                warn!(compacted, "registry history compacted under the hub; reloading");
+                warn!(
+                    compacted,
+                    "registry history compacted under the hub; reloading"
+                );
                 return;
             }
             Some(Err(error)) => {

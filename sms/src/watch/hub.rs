@@ -185,7 +185,13 @@ impl Hub {
     /// Runs `f` over the current servers, with the revision they are at.
     pub fn with_servers<R>(&self, f: impl FnOnce(Epoch, Revision, ServersView<'_>) -> R) -> R {
         let state = self.state.read();
-        f(state.epoch, state.revision, ServersView { servers: &state.servers })
+        f(
+            state.epoch,
+            state.revision,
+            ServersView {
+                servers: &state.servers,
+            },
+        )
     }
 
     /// Waits until the first snapshot is loaded.
@@ -313,7 +319,9 @@ impl Hub {
             state.servers.remove(id);
         }
         for record in &committed.upserts {
-            let Some(spec) = record.spec.as_ref() else { continue };
+            let Some(spec) = record.spec.as_ref() else {
+                continue;
+            };
             let entry = Entry {
                 record: record.clone(),
                 encoded: encode::encode_record(record),
@@ -331,11 +339,15 @@ impl Hub {
 
     fn push_delta(&self, state: &mut State, revision: Revision, event: EncodedEvent) {
         state.ring_bytes += event.len();
-        state.ring.push_back(Arc::new(DeltaFrame { revision, event }));
+        state
+            .ring
+            .push_back(Arc::new(DeltaFrame { revision, event }));
         while state.ring.len() > self.config.history_len
             || (state.ring_bytes > self.config.history_bytes && state.ring.len() > 1)
         {
-            let Some(evicted) = state.ring.pop_front() else { break };
+            let Some(evicted) = state.ring.pop_front() else {
+                break;
+            };
             state.ring_bytes -= evicted.event.len();
             state.ring_base = evicted.revision;
         }

@@ -133,7 +133,10 @@ impl Cursor {
             frames = snapshot.frames.len(),
             "sending snapshot"
         );
-        self.hub.stats.snapshots_sent.fetch_add(1, Ordering::Relaxed);
+        self.hub
+            .stats
+            .snapshots_sent
+            .fetch_add(1, Ordering::Relaxed);
         self.position = Some((snapshot.epoch, snapshot.revision));
         self.pending.extend(snapshot.frames.iter().cloned());
         self.next_progress = Instant::now() + self.hub.config.progress_interval;

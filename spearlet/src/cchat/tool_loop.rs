@@ -78,7 +78,12 @@ pub async fn run_tool_loop(
             parameters: serde_json::Value::Object((*t.input_schema).clone()),
         })
         .collect();
-    let mut outcome = LoopOutcome { result: Err(LoopError::Deadline), usage: Usage::default(), trace: Vec::new(), iterations: 0 };
+    let mut outcome = LoopOutcome {
+        result: Err(LoopError::Deadline),
+        usage: Usage::default(),
+        trace: Vec::new(),
+        iterations: 0,
+    };
     let mut calls_made: u32 = 0;
     loop {
         if outcome.iterations >= limits.max_iterations {
@@ -116,14 +121,22 @@ pub async fn run_tool_loop(
         let results = futures::future::join_all(run.iter().map(|call| async move {
             let started = Instant::now();
             let left = deadline.saturating_duration_since(started);
-            let executed = tokio::time::timeout(left, router.execute(task, session, set, &call.name, &call.arguments)).await;
+            let executed = tokio::time::timeout(
+                left,
+                router.execute(task, session, set, &call.name, &call.arguments),
+            )
+            .await;
             (call, started.elapsed(), executed)
         }))
         .await;
         for (call, duration, executed) in results {
             let (text, is_error, ran) = match executed {
                 Ok(o) => (o.text, o.is_error, o.executed),
-                Err(_) => ("the tool call was cut short by the session deadline".to_string(), true, None),
+                Err(_) => (
+                    "the tool call was cut short by the session deadline".to_string(),
+                    true,
+                    None,
+                ),
             };
             outcome.trace.push(CallTrace {
                 tool_call_id: call.id.clone(),
@@ -136,7 +149,10 @@ pub async fn run_tool_loop(
             messages.push(ChatMessage::tool(&call.id, text));
         }
         for call in refused {
-            let text = format!("not executed: this send reached max_total_tool_calls ({})", limits.max_total_tool_calls);
+            let text = format!(
+                "not executed: this send reached max_total_tool_calls ({})",
+                limits.max_total_tool_calls
+            );
             outcome.trace.push(CallTrace {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),

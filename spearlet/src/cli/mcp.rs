@@ -17,7 +17,6 @@ use crate::mcp::Timeouts;
 use crate::persist::StateDir;
 use crate::registry::{RegistryHandle, RegistryView};
 
-
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// List a server's tools (quarantined ones say why).
@@ -78,12 +77,18 @@ impl Target {
             }
             let mut headers = std::collections::HashMap::new();
             for pair in &self.header {
-                let (name, value) = pair.split_once('=').with_context(|| format!("--header {pair}: expected NAME=VALUE"))?;
+                let (name, value) = pair
+                    .split_once('=')
+                    .with_context(|| format!("--header {pair}: expected NAME=VALUE"))?;
                 headers.insert(name.to_string(), value.to_string());
             }
             return Ok(ServerSpec {
                 id: "adhoc".into(),
-                transport: if self.sse { Transport::Sse as i32 } else { Transport::StreamableHttp as i32 },
+                transport: if self.sse {
+                    Transport::Sse as i32
+                } else {
+                    Transport::StreamableHttp as i32
+                },
                 url: url.clone(),
                 headers,
                 enabled: true,
@@ -92,17 +97,29 @@ impl Target {
         }
         match (&self.server, self.command.split_first()) {
             (Some(id), None) => {
-                let dir = self.state_dir.as_ref().context("--server needs --state-dir")?;
+                let dir = self
+                    .state_dir
+                    .as_ref()
+                    .context("--server needs --state-dir")?;
                 let view = StateDir::at(dir).load_registry();
                 let record = view.servers.get(id).with_context(|| {
-                    format!("server '{id}' is not in this node's registry ({} servers at revision {})", view.servers.len(), view.revision)
+                    format!(
+                        "server '{id}' is not in this node's registry ({} servers at revision {})",
+                        view.servers.len(),
+                        view.revision
+                    )
                 })?;
-                record.spec.clone().context("the registry entry has no spec")
+                record
+                    .spec
+                    .clone()
+                    .context("the registry entry has no spec")
             }
             (None, Some((program, args))) => {
                 let mut env = std::collections::HashMap::new();
                 for pair in &self.env {
-                    let (name, value) = pair.split_once('=').with_context(|| format!("--env {pair}: expected NAME=VALUE"))?;
+                    let (name, value) = pair
+                        .split_once('=')
+                        .with_context(|| format!("--env {pair}: expected NAME=VALUE"))?;
                     env.insert(name.to_string(), value.to_string());
                 }
                 Ok(ServerSpec {
@@ -116,7 +133,9 @@ impl Target {
                 })
             }
             (Some(_), Some(_)) => bail!("give either --server or a command after --, not both"),
-            (None, None) => bail!("say which server: --server ID --state-dir DIR, --url URL, or -- COMMAND ARGS..."),
+            (None, None) => bail!(
+                "say which server: --server ID --state-dir DIR, --url URL, or -- COMMAND ARGS..."
+            ),
         }
     }
 
@@ -145,8 +164,16 @@ impl Target {
 /// the command behaves exactly as the node does (limits, quarantine, rendering).
 fn connections_for(spec: ServerSpec) -> (Connections, tokio::task::JoinHandle<()>) {
     let id = spec.id.clone();
-    let record = ServerRecord { spec: Some(spec), source: None, mod_revision: 0 };
-    let view = RegistryView { epoch: 1, revision: 1, servers: [(id, Arc::new(record))].into() };
+    let record = ServerRecord {
+        spec: Some(spec),
+        source: None,
+        mod_revision: 0,
+    };
+    let view = RegistryView {
+        epoch: 1,
+        revision: 1,
+        servers: [(id, Arc::new(record))].into(),
+    };
     let lookup: Lookup = Arc::new(|name: &str| std::env::var(name).ok());
     Connections::new(RegistryHandle::new(view), lookup)
 }
@@ -163,7 +190,13 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             watcher.abort();
             let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
             for tool in &catalog.tools {
-                let description = tool.description.as_deref().unwrap_or("").lines().next().unwrap_or("");
+                let description = tool
+                    .description
+                    .as_deref()
+                    .unwrap_or("")
+                    .lines()
+                    .next()
+                    .unwrap_or("");
                 println!("{:<32} {description}", tool.name);
             }
             for (tool, why) in &catalog.quarantined {
@@ -171,10 +204,16 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             }
             Ok(0)
         }
-        McpCommand::Call { target, tool, args, max_output_bytes } => {
+        McpCommand::Call {
+            target,
+            tool,
+            args,
+            max_output_bytes,
+        } => {
             let spec = target.effective_spec(max_output_bytes)?;
             let id = spec.id.clone();
-            let arguments: serde_json::Value = serde_json::from_str(&args).context("--args is not valid JSON")?;
+            let arguments: serde_json::Value =
+                serde_json::from_str(&args).context("--args is not valid JSON")?;
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object");
             };

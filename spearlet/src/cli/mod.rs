@@ -36,7 +36,11 @@ pub enum Command {
         #[arg(long, env = "SPEARLET_NODE_ID")]
         node_id: Option<String>,
         /// HTTP address for /registry, /status and /metrics; "off" disables it.
-        #[arg(long, env = "SPEARLET_METRICS_LISTEN", default_value = "127.0.0.1:9400")]
+        #[arg(
+            long,
+            env = "SPEARLET_METRICS_LISTEN",
+            default_value = "127.0.0.1:9400"
+        )]
         metrics_listen: String,
         /// Log format: human or json.
         #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
@@ -76,7 +80,9 @@ pub enum Command {
 fn init_logging(format: &str) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         "human" => builder.try_init(),
         "json" => builder.json().try_init(),
@@ -88,7 +94,13 @@ fn init_logging(format: &str) -> Result<()> {
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Explain { task, set, state_dir, no_connect, json } => {
+        Command::Explain {
+            task,
+            set,
+            state_dir,
+            no_connect,
+            json,
+        } => {
             init_logging("human")?;
             explain(&task, &set, &state_dir, no_connect, json).await
         }
@@ -98,7 +110,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Registry { state_dir, json } => {
             if !state_dir.exists() {
-                bail!("state dir {} does not exist; is this the node's --state-dir?", state_dir.display());
+                bail!(
+                    "state dir {} does not exist; is this the node's --state-dir?",
+                    state_dir.display()
+                );
             }
             let view = StateDir::at(&state_dir).load_registry();
             if json {
@@ -108,15 +123,33 @@ pub async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Command::Run { sms, state_dir, node_id, metrics_listen, log_format } => {
+        Command::Run {
+            sms,
+            state_dir,
+            node_id,
+            metrics_listen,
+            log_format,
+        } => {
             init_logging(&log_format)?;
             let http_listen = if metrics_listen == "off" {
                 None
             } else {
-                Some(metrics_listen.parse::<SocketAddr>().with_context(|| format!("--metrics-listen '{metrics_listen}' is not host:port or off"))?)
+                Some(metrics_listen.parse::<SocketAddr>().with_context(|| {
+                    format!("--metrics-listen '{metrics_listen}' is not host:port or off")
+                })?)
             };
-            let sms: Vec<String> = sms.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            let node = Node::start(NodeConfig { sms, state_dir, node_id, http_listen }).await?;
+            let sms: Vec<String> = sms
+                .into_iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let node = Node::start(NodeConfig {
+                sms,
+                state_dir,
+                node_id,
+                http_listen,
+            })
+            .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, "spearlet running");
             shutdown_signal().await;
             info!("shutting down");
@@ -126,23 +159,39 @@ pub async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-async fn explain(task: &std::path::Path, set: &[String], state_dir: &std::path::Path, no_connect: bool, json: bool) -> Result<i32> {
-    let text = std::fs::read_to_string(task).with_context(|| format!("cannot read task config {}", task.display()))?;
-    let task = crate::policy::parse_task_config(&text).map_err(|e| anyhow::anyhow!("{}: {e}", task.display()))?;
+async fn explain(
+    task: &std::path::Path,
+    set: &[String],
+    state_dir: &std::path::Path,
+    no_connect: bool,
+    json: bool,
+) -> Result<i32> {
+    let text = std::fs::read_to_string(task)
+        .with_context(|| format!("cannot read task config {}", task.display()))?;
+    let task = crate::policy::parse_task_config(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", task.display()))?;
     let mut writes = Vec::new();
     for pair in set {
-        let (key, value) = pair.split_once('=').with_context(|| format!("--set {pair}: expected KEY=JSON"))?;
-        let value: serde_json::Value = serde_json::from_str(value).with_context(|| format!("--set {key}: the value is not JSON"))?;
+        let (key, value) = pair
+            .split_once('=')
+            .with_context(|| format!("--set {pair}: expected KEY=JSON"))?;
+        let value: serde_json::Value = serde_json::from_str(value)
+            .with_context(|| format!("--set {key}: the value is not JSON"))?;
         writes.push((key.to_string(), value));
     }
     if !state_dir.exists() {
-        bail!("state dir {} does not exist; is this the node's --state-dir?", state_dir.display());
+        bail!(
+            "state dir {} does not exist; is this the node's --state-dir?",
+            state_dir.display()
+        );
     }
     let view = StateDir::at(state_dir).load_registry();
     let registry = crate::registry::RegistryHandle::new(view.clone());
-    let lookup: crate::connections::Lookup = std::sync::Arc::new(|name: &str| std::env::var(name).ok());
+    let lookup: crate::connections::Lookup =
+        std::sync::Arc::new(|name: &str| std::env::var(name).ok());
     let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
-    let explanation = crate::explain::explain(&task, &writes, &view, (!no_connect).then_some(&connections)).await;
+    let explanation =
+        crate::explain::explain(&task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
     watcher.abort();
     if json {

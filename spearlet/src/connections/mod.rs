@@ -42,7 +42,13 @@ impl Connections {
     /// Starts watching the registry: a change to a server closes exactly
     /// that server's connection and drops its catalog.
     pub fn new(registry: RegistryHandle, lookup: Lookup) -> (Connections, JoinHandle<()>) {
-        let connections = Connections { inner: Arc::new(Inner { registry, lookup, slots: Mutex::default() }) };
+        let connections = Connections {
+            inner: Arc::new(Inner {
+                registry,
+                lookup,
+                slots: Mutex::default(),
+            }),
+        };
         let watcher = tokio::spawn(connections.clone().invalidate_on_change());
         (connections, watcher)
     }
@@ -53,7 +59,11 @@ impl Connections {
             let change = changes.borrow_and_update().clone();
             let stale: Vec<Arc<Slot>> = {
                 let mut slots = self.inner.slots.lock();
-                change.affected.iter().filter_map(|id| slots.remove(id)).collect()
+                change
+                    .affected
+                    .iter()
+                    .filter_map(|id| slots.remove(id))
+                    .collect()
             };
             for slot in stale {
                 info!(server_id = %slot.id(), "server changed in the registry; closing its connection");
@@ -68,8 +78,14 @@ impl Connections {
             return Ok(Arc::clone(slot));
         }
         let view = self.inner.registry.current();
-        let record = view.servers.get(server_id).ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
-        let spec = record.spec.clone().ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
+        let record = view
+            .servers
+            .get(server_id)
+            .ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
+        let spec = record
+            .spec
+            .clone()
+            .ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
         let mut slots = self.inner.slots.lock();
         let slot = slots
             .entry(server_id.to_string())
@@ -84,14 +100,22 @@ impl Connections {
 
     /// Calls `tool`, within the server's concurrency limit and timeout, and
     /// renders the result within its output limit.
-    pub async fn call(&self, server_id: &str, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
+    pub async fn call(
+        &self,
+        server_id: &str,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<RenderedResult, McpError> {
         self.slot(server_id)?.call(tool, arguments).await
     }
 
     /// State of every server this node has used.
     pub fn status(&self) -> BTreeMap<String, ServerStatus> {
         let slots: Vec<Arc<Slot>> = self.inner.slots.lock().values().cloned().collect();
-        slots.iter().map(|s| (s.id().to_string(), s.status())).collect()
+        slots
+            .iter()
+            .map(|s| (s.id().to_string(), s.status()))
+            .collect()
     }
 
     /// Closes every connection.

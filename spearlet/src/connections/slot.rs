@@ -9,7 +9,9 @@ use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn};
 
 use super::Lookup;
-use crate::mcp::{check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts};
+use crate::mcp::{
+    check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts,
+};
 use crate::sync::Backoff;
 use crate::tools::offered_name;
 
@@ -92,9 +94,16 @@ pub(super) struct Slot {
 impl Slot {
     pub fn new(spec: ServerSpec, lookup: Lookup) -> Self {
         let limits = spec.limits.unwrap_or_default();
-        let max_concurrency = if limits.max_concurrency == 0 { DEFAULT_MAX_CONCURRENCY } else { limits.max_concurrency as usize };
-        let max_output_bytes =
-            if limits.max_output_bytes == 0 { DEFAULT_MAX_OUTPUT_BYTES } else { limits.max_output_bytes as usize };
+        let max_concurrency = if limits.max_concurrency == 0 {
+            DEFAULT_MAX_CONCURRENCY
+        } else {
+            limits.max_concurrency as usize
+        };
+        let max_output_bytes = if limits.max_output_bytes == 0 {
+            DEFAULT_MAX_OUTPUT_BYTES
+        } else {
+            limits.max_output_bytes as usize
+        };
         Self {
             timeouts: Timeouts::for_spec(&spec),
             max_output_bytes,
@@ -145,7 +154,10 @@ impl Slot {
             let now = Instant::now();
             if now < not_before {
                 let last_error = self.status.lock().last_error.clone().unwrap_or_default();
-                return Err(McpError::Restarting { last_error, retry_in: not_before - now });
+                return Err(McpError::Restarting {
+                    last_error,
+                    retry_in: not_before - now,
+                });
             }
         }
         self.status.lock().state = ServerState::Starting;
@@ -162,7 +174,11 @@ impl Slot {
                 }
                 status.state = ServerState::Ready;
                 info!(server_id = %self.spec.id, pid = ?client.pid(), "MCP server connected");
-                *live = Some(Live { tools_changed: client.tools_changed(), client: Arc::clone(&client), catalog: None });
+                *live = Some(Live {
+                    tools_changed: client.tools_changed(),
+                    client: Arc::clone(&client),
+                    catalog: None,
+                });
                 Ok(client)
             }
             Err(error) => {
@@ -243,10 +259,17 @@ impl Slot {
     }
 
     /// Calls `tool` within the concurrency limit and timeout.
-    pub async fn call(&self, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<RenderedResult, McpError> {
         let _permit = tokio::time::timeout(self.timeouts.call, self.permits.acquire())
             .await
-            .map_err(|_| McpError::Timeout { what: "waiting for a free call slot", after: self.timeouts.call })?
+            .map_err(|_| McpError::Timeout {
+                what: "waiting for a free call slot",
+                after: self.timeouts.call,
+            })?
             .map_err(|_| McpError::Closed)?;
         let started = Instant::now();
         let outcome = self.call_connected(tool, arguments).await;
@@ -260,7 +283,11 @@ impl Slot {
         outcome
     }
 
-    async fn call_connected(&self, tool: &str, arguments: Option<JsonObject>) -> Result<RenderedResult, McpError> {
+    async fn call_connected(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<RenderedResult, McpError> {
         let client = self.connected().await?;
         match client.call_tool(tool, arguments, self.timeouts.call).await {
             Ok(result) => Ok(render_result(&result, self.max_output_bytes)),

@@ -47,13 +47,25 @@ pub struct AnthropicBackend {
 
 impl AnthropicBackend {
     pub fn new(config: AnthropicConfig) -> Self {
-        Self { config, http: crate::mcp::http_client() }
+        Self {
+            config,
+            http: crate::mcp::http_client(),
+        }
     }
 }
 
 /// The request body for `messages` with `tools`.
-pub fn request_body(model: &str, max_tokens: u32, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
-    let system: Vec<&str> = messages.iter().filter(|m| m.role == Role::System).filter_map(|m| m.content.as_deref()).collect();
+pub fn request_body(
+    model: &str,
+    max_tokens: u32,
+    messages: &[ChatMessage],
+    tools: &[ToolSpec],
+) -> Value {
+    let system: Vec<&str> = messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .filter_map(|m| m.content.as_deref())
+        .collect();
     let mut out: Vec<Value> = Vec::new();
     for m in messages.iter().filter(|m| m.role != Role::System) {
         match m.role {
@@ -96,44 +108,86 @@ pub fn request_body(model: &str, max_tokens: u32, messages: &[ChatMessage], tool
 
 /// Parses a messages API response.
 pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
-    let blocks = body.get("content").and_then(Value::as_array).ok_or_else(|| LlmError::BadReply("no content".into()))?;
+    let blocks = body
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| LlmError::BadReply("no content".into()))?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or_default()),
+            Some("text") => text.push_str(
+                block
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
             Some("tool_use") => {
-                let id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+                let id = block
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 if id.is_empty() {
                     return Err(LlmError::BadReply("a tool_use block has no id".into()));
                 }
                 tool_calls.push(ToolCall {
                     id,
-                    name: block.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    arguments: block.get("input").cloned().unwrap_or_else(|| json!({})).to_string(),
+                    name: block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    arguments: block
+                        .get("input")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}))
+                        .to_string(),
                 });
             }
             _ => {}
         }
     }
     let usage = Usage {
-        prompt_tokens: body.pointer("/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: body.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0),
+        prompt_tokens: body
+            .pointer("/usage/input_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        completion_tokens: body
+            .pointer("/usage/output_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     };
     let content = (!text.is_empty()).then_some(text);
-    Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage })
+    Ok(Reply {
+        message: ChatMessage {
+            role: Role::Assistant,
+            content,
+            tool_calls,
+            tool_call_id: None,
+        },
+        usage,
+    })
 }
 
 #[async_trait]
 impl LlmBackend for AnthropicBackend {
-    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Reply, LlmError> {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
         let mut body = request_body(&self.config.model, self.config.max_tokens, messages, tools);
         if self.config.stream {
             body["stream"] = json!(true);
         }
         let request = || {
-            let request = self.http.post(&url).header("anthropic-version", API_VERSION).json(&body);
+            let request = self
+                .http
+                .post(&url)
+                .header("anthropic-version", API_VERSION)
+                .json(&body);
             match &self.config.api_key {
                 Some(key) => request.header("x-api-key", key),
                 None => request,

@@ -41,7 +41,10 @@ pub struct OpenAiBackend {
 
 impl OpenAiBackend {
     pub fn new(config: OpenAiConfig) -> Self {
-        Self { config, http: crate::mcp::http_client() }
+        Self {
+            config,
+            http: crate::mcp::http_client(),
+        }
     }
 
     fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
@@ -85,28 +88,73 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
     let message = body
         .pointer("/choices/0/message")
         .ok_or_else(|| LlmError::BadReply("no choices[0].message".into()))?;
-    let content = message.get("content").and_then(Value::as_str).map(str::to_string);
+    let content = message
+        .get("content")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let mut tool_calls = Vec::new();
-    for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-        let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
-        let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_string();
-        let arguments = call.pointer("/function/arguments").and_then(Value::as_str).unwrap_or("{}").to_string();
+    for call in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = call
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let arguments = call
+            .pointer("/function/arguments")
+            .and_then(Value::as_str)
+            .unwrap_or("{}")
+            .to_string();
         if id.is_empty() {
             return Err(LlmError::BadReply("a tool call has no id".into()));
         }
-        tool_calls.push(ToolCall { id, name, arguments });
+        tool_calls.push(ToolCall {
+            id,
+            name,
+            arguments,
+        });
     }
     let usage = Usage {
-        prompt_tokens: body.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: body.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        prompt_tokens: body
+            .pointer("/usage/prompt_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        completion_tokens: body
+            .pointer("/usage/completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     };
-    Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage })
+    Ok(Reply {
+        message: ChatMessage {
+            role: Role::Assistant,
+            content,
+            tool_calls,
+            tool_call_id: None,
+        },
+        usage,
+    })
 }
 
 #[async_trait]
 impl LlmBackend for OpenAiBackend {
-    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError> {
-        let url = format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'));
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Reply, LlmError> {
+        let url = format!(
+            "{}/chat/completions",
+            self.config.base_url.trim_end_matches('/')
+        );
         let body = self.body(messages, tools);
         let request = || {
             let request = self.http.post(&url).json(&body);

@@ -33,13 +33,25 @@ pub async fn send(
         if status.is_success() {
             return Ok(response);
         }
-        let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
         let retryable = status.as_u16() == 429 || status.is_server_error();
         if !retryable || attempt >= max_retries {
-            return Err(LlmError::Provider { status: status.as_u16(), message: provider_message(&text) });
+            return Err(LlmError::Provider {
+                status: status.as_u16(),
+                message: provider_message(&text),
+            });
         }
-        let delay = retry_after.unwrap_or_else(|| Duration::from_millis(250 * 2u64.pow(attempt.min(8))));
-        warn!(status = status.as_u16(), attempt, ?delay, "model provider busy or failing; retrying");
+        let delay =
+            retry_after.unwrap_or_else(|| Duration::from_millis(250 * 2u64.pow(attempt.min(8))));
+        warn!(
+            status = status.as_u16(),
+            attempt,
+            ?delay,
+            "model provider busy or failing; retrying"
+        );
         tokio::time::sleep(delay).await;
         attempt += 1;
     }
@@ -47,7 +59,10 @@ pub async fn send(
 
 /// The JSON body of a successful response.
 pub async fn json(response: reqwest::Response) -> Result<Value, LlmError> {
-    let text = response.text().await.map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+    let text = response
+        .text()
+        .await
+        .map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
     serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()))
 }
 
@@ -56,6 +71,10 @@ pub async fn json(response: reqwest::Response) -> Result<Value, LlmError> {
 fn provider_message(body: &str) -> String {
     serde_json::from_str::<Value>(body)
         .ok()
-        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_string))
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| body.chars().take(200).collect())
 }

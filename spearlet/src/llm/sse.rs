@@ -26,7 +26,10 @@ impl Parser {
             let line = line.trim_end_matches(['\n', '\r']);
             if line.is_empty() {
                 if !self.data.is_empty() || !self.name.is_empty() {
-                    events.push(Event { name: std::mem::take(&mut self.name), data: std::mem::take(&mut self.data) });
+                    events.push(Event {
+                        name: std::mem::take(&mut self.name),
+                        data: std::mem::take(&mut self.data),
+                    });
                 }
             } else if let Some(value) = line.strip_prefix("event:") {
                 self.name = value.trim_start().to_string();
@@ -55,9 +58,18 @@ mod tests {
         let mut p = Parser::default();
         assert!(p.feed(b"event: a\r\ndata: {\"x\"").is_empty());
         let events = p.feed(b":1}\n\ndata: [DONE]\n\n");
-        assert_eq!(events, vec![
-            Event { name: "a".into(), data: "{\"x\":1}".into() },
-            Event { name: String::new(), data: "[DONE]".into() },
-        ]);
+        assert_eq!(
+            events,
+            vec![
+                Event {
+                    name: "a".into(),
+                    data: "{\"x\":1}".into()
+                },
+                Event {
+                    name: String::new(),
+                    data: "[DONE]".into()
+                },
+            ]
+        );
     }
 }

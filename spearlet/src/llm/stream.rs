@@ -35,7 +35,12 @@ impl Assembler {
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 self.text.push_str(text);
             }
-            for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let partial = self.calls.entry(index).or_default();
                 if let Some(id) = call.get("id").and_then(Value::as_str) {
@@ -50,8 +55,14 @@ impl Assembler {
             }
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage.prompt_tokens = usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
-            self.usage.completion_tokens = usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0);
+            self.usage.prompt_tokens = usage
+                .get("prompt_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            self.usage.completion_tokens = usage
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
         }
     }
 
@@ -59,32 +70,56 @@ impl Assembler {
     pub fn anthropic_event(&mut self, event: &Value) {
         match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
-                self.usage.prompt_tokens = event.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0);
+                self.usage.prompt_tokens = event
+                    .pointer("/message/usage/input_tokens")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
             }
             Some("content_block_start") => {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let block = event.get("content_block").cloned().unwrap_or(Value::Null);
                 if block.get("type").and_then(Value::as_str) == Some("tool_use") {
                     let partial = self.calls.entry(index).or_default();
-                    partial.id = block.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
-                    partial.name = block.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+                    partial.id = block
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    partial.name = block
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
                 }
             }
             Some("content_block_delta") => {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => self.text.push_str(delta.get("text").and_then(Value::as_str).unwrap_or_default()),
+                    Some("text_delta") => self.text.push_str(
+                        delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    ),
                     Some("input_json_delta") => {
                         if let Some(partial) = self.calls.get_mut(&index) {
-                            partial.arguments.push_str(delta.get("partial_json").and_then(Value::as_str).unwrap_or_default());
+                            partial.arguments.push_str(
+                                delta
+                                    .get("partial_json")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default(),
+                            );
                         }
                     }
                     _ => {}
                 }
             }
             Some("message_delta") => {
-                if let Some(out) = event.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                if let Some(out) = event
+                    .pointer("/usage/output_tokens")
+                    .and_then(Value::as_u64)
+                {
                     self.usage.completion_tokens = out;
                 }
             }
@@ -99,11 +134,27 @@ impl Assembler {
             if p.id.is_empty() {
                 return Err(LlmError::BadReply("a streamed tool call has no id".into()));
             }
-            let arguments = if p.arguments.trim().is_empty() { "{}".to_string() } else { p.arguments };
-            tool_calls.push(ToolCall { id: p.id, name: p.name, arguments });
+            let arguments = if p.arguments.trim().is_empty() {
+                "{}".to_string()
+            } else {
+                p.arguments
+            };
+            tool_calls.push(ToolCall {
+                id: p.id,
+                name: p.name,
+                arguments,
+            });
         }
         let content = (!self.text.is_empty()).then_some(self.text);
-        Ok(Reply { message: ChatMessage { role: Role::Assistant, content, tool_calls, tool_call_id: None }, usage: self.usage })
+        Ok(Reply {
+            message: ChatMessage {
+                role: Role::Assistant,
+                content,
+                tool_calls,
+                tool_call_id: None,
+            },
+            usage: self.usage,
+        })
     }
 }
 
@@ -120,15 +171,24 @@ pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Resul
     let mut assembler = Assembler::default();
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| LlmError::BadReply(format!("the stream broke: {}", e.without_url())))?;
+        let chunk = chunk
+            .map_err(|e| LlmError::BadReply(format!("the stream broke: {}", e.without_url())))?;
         for event in parser.feed(&chunk) {
             if event.data == "[DONE]" {
                 return assembler.finish();
             }
-            let value: Value = serde_json::from_str(&event.data).map_err(|e| LlmError::BadReply(format!("a stream event is not JSON: {e}")))?;
+            let value: Value = serde_json::from_str(&event.data)
+                .map_err(|e| LlmError::BadReply(format!("a stream event is not JSON: {e}")))?;
             if value.get("type").and_then(Value::as_str) == Some("error") {
-                let message = value.pointer("/error/message").and_then(Value::as_str).unwrap_or("error").to_string();
-                return Err(LlmError::Provider { status: 200, message });
+                let message = value
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_string();
+                return Err(LlmError::Provider {
+                    status: 200,
+                    message,
+                });
             }
             match dialect {
                 Dialect::OpenAi => assembler.openai_chunk(&value),
@@ -141,8 +201,12 @@ pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Resul
             }
         }
         if parser.pending() > MAX_STREAM_BYTES {
-            return Err(LlmError::BadReply("a streamed answer exceeded 32 MiB".into()));
+            return Err(LlmError::BadReply(
+                "a streamed answer exceeded 32 MiB".into(),
+            ));
         }
     }
-    Err(LlmError::BadReply("the stream ended before the answer was complete".into()))
+    Err(LlmError::BadReply(
+        "the stream ended before the answer was complete".into(),
+    ))
 }

@@ -33,15 +33,30 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn user(text: &str) -> Self {
-        Self { role: Role::User, content: Some(text.to_string()), tool_calls: vec![], tool_call_id: None }
+        Self {
+            role: Role::User,
+            content: Some(text.to_string()),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
 
     pub fn system(text: &str) -> Self {
-        Self { role: Role::System, content: Some(text.to_string()), tool_calls: vec![], tool_call_id: None }
+        Self {
+            role: Role::System,
+            content: Some(text.to_string()),
+            tool_calls: vec![],
+            tool_call_id: None,
+        }
     }
 
     pub fn tool(call_id: &str, text: String) -> Self {
-        Self { role: Role::Tool, content: Some(text), tool_calls: vec![], tool_call_id: Some(call_id.to_string()) }
+        Self {
+            role: Role::Tool,
+            content: Some(text),
+            tool_calls: vec![],
+            tool_call_id: Some(call_id.to_string()),
+        }
     }
 }
 
@@ -93,5 +108,9 @@ pub enum LlmError {
 /// A chat completion backend.
 #[async_trait]
 pub trait LlmBackend: Send + Sync {
-    async fn complete(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Result<Reply, LlmError>;
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Reply, LlmError>;
 }

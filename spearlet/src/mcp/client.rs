@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, PaginatedRequestParams, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    PaginatedRequestParams, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -22,7 +23,10 @@ pub enum McpError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
     #[error("cannot start '{program}': {source}")]
-    Spawn { program: String, source: std::io::Error },
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
     #[error("the server did not complete the MCP handshake: {0}")]
     Initialize(String),
     #[error("{what} timed out after {after:?}")]
@@ -40,7 +44,10 @@ pub enum McpError {
     #[error("server '{0}' is not in this node's registry")]
     UnknownServer(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
-    Restarting { last_error: String, retry_in: Duration },
+    Restarting {
+        last_error: String,
+        retry_in: Duration,
+    },
 }
 
 /// Receives server notifications; counts `tools/list_changed`.
@@ -71,8 +78,14 @@ impl Timeouts {
     /// The server's declared timeouts, or these defaults.
     pub fn for_spec(spec: &ServerSpec) -> Self {
         let t = spec.timeouts.unwrap_or_default();
-        let pick = |ms: u32, default: u64| Duration::from_millis(if ms == 0 { default } else { u64::from(ms) });
-        Self { startup: pick(t.startup_ms, 30_000), list_tools: pick(t.list_tools_ms, 10_000), call: pick(t.call_ms, 60_000) }
+        let pick = |ms: u32, default: u64| {
+            Duration::from_millis(if ms == 0 { default } else { u64::from(ms) })
+        };
+        Self {
+            startup: pick(t.startup_ms, 30_000),
+            list_tools: pick(t.list_tools_ms, 10_000),
+            call: pick(t.call_ms, 60_000),
+        }
     }
 }
 
@@ -84,7 +97,10 @@ pub struct McpClient {
 }
 
 /// Resolves a stdio server's command line and env on this node.
-pub fn stdio_command(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<(StdioCommand, Resolver), ResolveError> {
+pub fn stdio_command(
+    spec: &ServerSpec,
+    lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<(StdioCommand, Resolver), ResolveError> {
     let mut resolver = Resolver::default();
     let program = resolver.resolve("command", &spec.command, lookup)?;
     let args = spec
@@ -101,12 +117,23 @@ pub fn stdio_command(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String>
         env.push((name.clone(), value));
     }
     let cwd = (!spec.cwd.is_empty()).then(|| spec.cwd.clone().into());
-    Ok((StdioCommand { program, args, env, cwd }, resolver))
+    Ok((
+        StdioCommand {
+            program,
+            args,
+            env,
+            cwd,
+        },
+        resolver,
+    ))
 }
 
 impl McpClient {
     /// Starts `spec`'s server and completes the MCP handshake.
-    pub async fn connect(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
+    pub async fn connect(
+        spec: &ServerSpec,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<McpClient, McpError> {
         match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
             Transport::Stdio => Self::connect_stdio(spec, lookup).await,
             Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
@@ -116,32 +143,56 @@ impl McpClient {
     }
 
     /// A Streamable HTTP server, through the node's pooled HTTP client.
-    async fn connect_http(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
+    async fn connect_http(
+        spec: &ServerSpec,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::http::streamable_transport(target)?;
         let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
-        Ok(McpClient { service, child: None, tools_changed })
+        Ok(McpClient {
+            service,
+            child: None,
+            tools_changed,
+        })
     }
 
     /// A legacy HTTP+SSE server (MCP 2024-11-05).
-    async fn connect_sse(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
+    async fn connect_sse(
+        spec: &ServerSpec,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
         let transport = super::sse::connect(target, timeouts.startup).await?;
         let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
-        Ok(McpClient { service, child: None, tools_changed })
+        Ok(McpClient {
+            service,
+            child: None,
+            tools_changed,
+        })
     }
 
     /// A local server as a supervised child process.
-    async fn connect_stdio(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<McpClient, McpError> {
+    async fn connect_stdio(
+        spec: &ServerSpec,
+        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))
-            .map_err(|source| McpError::Spawn { program: command.program.clone(), source })?;
+            .map_err(|source| McpError::Spawn {
+                program: command.program.clone(),
+                source,
+            })?;
         let mut child = Some(child);
         match handshake((stdout, stdin), timeouts.startup).await {
-            Ok((service, tools_changed)) => Ok(McpClient { service, child, tools_changed }),
+            Ok((service, tools_changed)) => Ok(McpClient {
+                service,
+                child,
+                tools_changed,
+            }),
             Err(error) => {
                 shutdown_child(&mut child).await;
                 Err(error)
@@ -150,14 +201,21 @@ impl McpClient {
     }
 
     /// Every tool of the server, following `nextCursor` for at most `page_cap` pages.
-    pub async fn list_tools(&self, page_cap: usize, timeout: Duration) -> Result<Vec<Tool>, McpError> {
+    pub async fn list_tools(
+        &self,
+        page_cap: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Tool>, McpError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..page_cap {
             let params = PaginatedRequestParams::default().with_cursor(cursor.take());
             let page = tokio::time::timeout(timeout, self.service.peer().list_tools(Some(params)))
                 .await
-                .map_err(|_| McpError::Timeout { what: "tools/list", after: timeout })?
+                .map_err(|_| McpError::Timeout {
+                    what: "tools/list",
+                    after: timeout,
+                })?
                 .map_err(service_error)?;
             tools.extend(page.tools);
             match page.next_cursor {
@@ -170,7 +228,12 @@ impl McpClient {
 
     /// Calls `tool`. On timeout the request is cancelled at the server
     /// (`notifications/cancelled`) and the call fails.
-    pub async fn call_tool(&self, tool: &str, arguments: Option<JsonObject>, timeout: Duration) -> Result<CallToolResult, McpError> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, McpError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -185,7 +248,10 @@ impl McpClient {
         match handle.await_response().await {
             Ok(ServerResult::CallToolResult(result)) => Ok(result),
             Ok(_) => Err(McpError::Server("unexpected answer to tools/call".into())),
-            Err(rmcp::ServiceError::Timeout { .. }) => Err(McpError::Timeout { what: "tools/call", after: timeout }),
+            Err(rmcp::ServiceError::Timeout { .. }) => Err(McpError::Timeout {
+                what: "tools/call",
+                after: timeout,
+            }),
             Err(error) => Err(service_error(error)),
         }
     }
@@ -223,17 +289,28 @@ impl McpClient {
 async fn handshake<T, E, A>(
     transport: T,
     startup: Duration,
-) -> Result<(RunningService<RoleClient, Notifications>, watch::Receiver<u64>), McpError>
+) -> Result<
+    (
+        RunningService<RoleClient, Notifications>,
+        watch::Receiver<u64>,
+    ),
+    McpError,
+>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
     let (tx, tools_changed) = watch::channel(0);
-    let handler = Notifications { tools_changed: Arc::new(tx) };
+    let handler = Notifications {
+        tools_changed: Arc::new(tx),
+    };
     match tokio::time::timeout(startup, handler.serve(transport)).await {
         Ok(Ok(service)) => Ok((service, tools_changed)),
         Ok(Err(error)) => Err(McpError::Initialize(error.to_string())),
-        Err(_) => Err(McpError::Timeout { what: "server startup", after: startup }),
+        Err(_) => Err(McpError::Timeout {
+            what: "server startup",
+            after: startup,
+        }),
     }
 }
 
@@ -246,8 +323,13 @@ async fn shutdown_child(child: &mut Option<StdioChild>) {
 fn service_error(error: rmcp::ServiceError) -> McpError {
     match error {
         rmcp::ServiceError::McpError(e) => McpError::Server(e.message.to_string()),
-        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => McpError::Closed,
-        rmcp::ServiceError::Timeout { timeout } => McpError::Timeout { what: "request", after: timeout },
+        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
+            McpError::Closed
+        }
+        rmcp::ServiceError::Timeout { timeout } => McpError::Timeout {
+            what: "request",
+            after: timeout,
+        },
         other => McpError::Server(other.to_string()),
     }
 }

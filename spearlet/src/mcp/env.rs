@@ -39,7 +39,9 @@ impl Resolver {
                 out.push_str("${");
                 rest = after;
             } else if let Some(after) = tail.strip_prefix("${") {
-                let end = after.find('}').ok_or_else(|| ResolveError::Malformed { field: field.to_string() })?;
+                let end = after.find('}').ok_or_else(|| ResolveError::Malformed {
+                    field: field.to_string(),
+                })?;
                 let inner = &after[..end];
                 let (name, default) = match inner.split_once(":-") {
                     Some((name, default)) => (name, Some(default)),
@@ -55,7 +57,12 @@ impl Resolver {
                         value
                     }
                     (None, Some(default)) => default.to_string(),
-                    (None, None) => return Err(ResolveError::Unset { field: field.to_string(), name: name.to_string() }),
+                    (None, None) => {
+                        return Err(ResolveError::Unset {
+                            field: field.to_string(),
+                            name: name.to_string(),
+                        })
+                    }
                 };
                 out.push_str(&value);
                 rest = &after[end + 1..];
@@ -93,12 +100,27 @@ mod tests {
     #[test]
     fn references_resolve_with_defaults_and_escapes() {
         let mut r = Resolver::default();
-        assert_eq!(r.resolve("f", "Bearer ${TOKEN}", &env).unwrap(), "Bearer s3cr3t-value");
-        assert_eq!(r.resolve("f", "${MISSING:-fallback}", &env).unwrap(), "fallback");
-        assert_eq!(r.resolve("f", "${EMPTY:-fallback}", &env).unwrap(), "fallback");
-        assert_eq!(r.resolve("f", "$${TOKEN} costs $5", &env).unwrap(), "${TOKEN} costs $5");
+        assert_eq!(
+            r.resolve("f", "Bearer ${TOKEN}", &env).unwrap(),
+            "Bearer s3cr3t-value"
+        );
+        assert_eq!(
+            r.resolve("f", "${MISSING:-fallback}", &env).unwrap(),
+            "fallback"
+        );
+        assert_eq!(
+            r.resolve("f", "${EMPTY:-fallback}", &env).unwrap(),
+            "fallback"
+        );
+        assert_eq!(
+            r.resolve("f", "$${TOKEN} costs $5", &env).unwrap(),
+            "${TOKEN} costs $5"
+        );
         assert_eq!(r.secrets, vec!["s3cr3t-value"]);
-        assert_eq!(r.redact("auth failed for s3cr3t-value"), "auth failed for <redacted>");
+        assert_eq!(
+            r.redact("auth failed for s3cr3t-value"),
+            "auth failed for <redacted>"
+        );
     }
 
     #[test]
@@ -106,6 +128,9 @@ mod tests {
         let mut r = Resolver::default();
         let err = r.resolve("env.API_KEY", "${MISSING}", &env).unwrap_err();
         assert!(err.to_string().contains("MISSING") && err.to_string().contains("env.API_KEY"));
-        assert!(matches!(r.resolve("args[0]", "${BROKEN", &env), Err(ResolveError::Malformed { .. })));
+        assert!(matches!(
+            r.resolve("args[0]", "${BROKEN", &env),
+            Err(ResolveError::Malformed { .. })
+        ));
     }
 }

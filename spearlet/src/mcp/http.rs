@@ -38,7 +38,10 @@ pub struct HttpTarget {
 }
 
 /// Resolves `url` and `headers` on this node. Errors name the header, never its value.
-pub fn resolve_target(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String> + Sync)) -> Result<HttpTarget, McpError> {
+pub fn resolve_target(
+    spec: &ServerSpec,
+    lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+) -> Result<HttpTarget, McpError> {
     let mut resolver = Resolver::default();
     let url = resolver.resolve("url", &spec.url, lookup)?;
     let mut headers = HashMap::new();
@@ -46,8 +49,11 @@ pub fn resolve_target(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String
         let value = resolver.resolve(&format!("headers.{name}"), value, lookup)?;
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| McpError::InvalidHeader(format!("header name '{name}' is not valid")))?;
-        let mut value = HeaderValue::from_str(&value)
-            .map_err(|_| McpError::InvalidHeader(format!("the value of header '{name}' is not a valid header value")))?;
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            McpError::InvalidHeader(format!(
+                "the value of header '{name}' is not a valid header value"
+            ))
+        })?;
         value.set_sensitive(true);
         headers.insert(header, value);
     }
@@ -55,7 +61,13 @@ pub fn resolve_target(spec: &ServerSpec, lookup: &(dyn Fn(&str) -> Option<String
 }
 
 /// The Streamable HTTP transport to `target`.
-pub fn streamable_transport(target: HttpTarget) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
-    let config = StreamableHttpClientTransportConfig::with_uri(target.url).custom_headers(target.headers);
-    Ok(StreamableHttpClientTransport::with_client(http_client(), config))
+pub fn streamable_transport(
+    target: HttpTarget,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(target.url).custom_headers(target.headers);
+    Ok(StreamableHttpClientTransport::with_client(
+        http_client(),
+        config,
+    ))
 }

@@ -40,21 +40,41 @@ pub fn render_result(result: &CallToolResult, max_bytes: usize) -> RenderedResul
     let text = parts.join("\n");
     let is_error = result.is_error.unwrap_or(false);
     if text.len() <= max_bytes {
-        return RenderedResult { text, is_error, truncated: false };
+        return RenderedResult {
+            text,
+            is_error,
+            truncated: false,
+        };
     }
     let marker = format!("\n[output truncated: {} of {} bytes shown]", 0, text.len());
     let keep = max_bytes.saturating_sub(marker.len() + 8);
     let kept = truncate_utf8(&text, keep);
-    let marker = format!("\n[output truncated: {} of {} bytes shown]", kept.len(), text.len());
-    RenderedResult { text: format!("{kept}{marker}"), is_error, truncated: true }
+    let marker = format!(
+        "\n[output truncated: {} of {} bytes shown]",
+        kept.len(),
+        text.len()
+    );
+    RenderedResult {
+        text: format!("{kept}{marker}"),
+        is_error,
+        truncated: true,
+    }
 }
 
 fn describe(block: &Value) -> String {
     let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or("");
     match field("type") {
         "text" => field("text").to_string(),
-        "image" => format!("[image: {}, {} bytes base64]", field("mimeType"), field("data").len()),
-        "audio" => format!("[audio: {}, {} bytes base64]", field("mimeType"), field("data").len()),
+        "image" => format!(
+            "[image: {}, {} bytes base64]",
+            field("mimeType"),
+            field("data").len()
+        ),
+        "audio" => format!(
+            "[audio: {}, {} bytes base64]",
+            field("mimeType"),
+            field("data").len()
+        ),
         "resource" => {
             let resource = block.get("resource").cloned().unwrap_or(Value::Null);
             let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("");
@@ -89,7 +109,10 @@ mod tests {
         }));
         let out = render_result(&r, 10_000);
         assert!(out.is_error && !out.truncated);
-        assert_eq!(out.text, "hello\n[image: image/png, 4 bytes base64]\n[resource file:///a]\ninside\n{\"n\":1}");
+        assert_eq!(
+            out.text,
+            "hello\n[image: image/png, 4 bytes base64]\n[resource file:///a]\ninside\n{\"n\":1}"
+        );
     }
 
     #[test]
@@ -99,7 +122,9 @@ mod tests {
         let out = render_result(&r, 500);
         assert!(out.truncated);
         assert!(out.text.len() <= 500, "{}", out.text.len());
-        assert!(out.text.contains("[output truncated: ") && out.text.contains("of 2000 bytes shown]"));
+        assert!(
+            out.text.contains("[output truncated: ") && out.text.contains("of 2000 bytes shown]")
+        );
         assert_eq!(truncate_utf8("éé", 3), "é");
     }
 }

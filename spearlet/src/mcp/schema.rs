@@ -16,7 +16,10 @@ pub fn check_input_schema(schema: &serde_json::Map<String, Value>) -> Result<(),
         }
     }
     if let Some(required) = schema.get("required") {
-        if !required.as_array().is_some_and(|r| r.iter().all(Value::is_string)) {
+        if !required
+            .as_array()
+            .is_some_and(|r| r.iter().all(Value::is_string))
+        {
             return Err("inputSchema.required is not an array of names".into());
         }
     }
@@ -34,7 +37,10 @@ mod tests {
 
     #[test]
     fn schemas() {
-        assert!(check_input_schema(&obj(json!({"type": "object", "properties": {"a": {"type": "string"}}}))).is_ok());
+        assert!(check_input_schema(&obj(
+            json!({"type": "object", "properties": {"a": {"type": "string"}}})
+        ))
+        .is_ok());
         assert!(check_input_schema(&obj(json!({"type": "array"}))).is_err());
         assert!(check_input_schema(&obj(json!({}))).is_err());
         assert!(check_input_schema(&obj(json!({"type": "object", "properties": []}))).is_err());

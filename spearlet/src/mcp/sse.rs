@@ -50,36 +50,62 @@ impl Drop for SseStream {
 /// Opens the event stream and waits (up to `timeout`) for the endpoint.
 pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTransport, McpError> {
     let client = http_client();
-    let mut request = client.get(&target.url).header("accept", "text/event-stream");
+    let mut request = client
+        .get(&target.url)
+        .header("accept", "text/event-stream");
     for (name, value) in &target.headers {
         request = request.header(name, value);
     }
     let response = tokio::time::timeout(timeout, request.send())
         .await
-        .map_err(|_| McpError::Timeout { what: "opening the SSE stream", after: timeout })?
-        .map_err(|e| McpError::Initialize(format!("cannot open the SSE stream: {}", e.without_url())))?;
+        .map_err(|_| McpError::Timeout {
+            what: "opening the SSE stream",
+            after: timeout,
+        })?
+        .map_err(|e| {
+            McpError::Initialize(format!("cannot open the SSE stream: {}", e.without_url()))
+        })?;
     if !response.status().is_success() {
-        return Err(McpError::Initialize(format!("the SSE endpoint answered {}", response.status())));
+        return Err(McpError::Initialize(format!(
+            "the SSE endpoint answered {}",
+            response.status()
+        )));
     }
     let base = response.url().clone();
     let (incoming_tx, incoming_rx) = mpsc::channel(64);
     let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let reader = tokio::spawn(read_events(response, base, endpoint_tx, incoming_tx.clone()));
+    let reader = tokio::spawn(read_events(
+        response,
+        base,
+        endpoint_tx,
+        incoming_tx.clone(),
+    ));
     let endpoint = match tokio::time::timeout(timeout, endpoint_rx).await {
         Ok(Ok(endpoint)) => endpoint,
         Ok(Err(_)) => {
             reader.abort();
-            return Err(McpError::Initialize("the SSE stream ended before naming its endpoint".into()));
+            return Err(McpError::Initialize(
+                "the SSE stream ended before naming its endpoint".into(),
+            ));
         }
         Err(_) => {
             reader.abort();
-            return Err(McpError::Timeout { what: "waiting for the SSE endpoint event", after: timeout });
+            return Err(McpError::Timeout {
+                what: "waiting for the SSE endpoint event",
+                after: timeout,
+            });
         }
     };
     debug!(%endpoint, "legacy SSE endpoint");
     let (outgoing_tx, outgoing_rx) = fmpsc::channel(64);
     let writer = tokio::spawn(post_messages(endpoint, target, outgoing_rx));
-    Ok((outgoing_tx, SseStream { inner: ReceiverStream::new(incoming_rx), tasks: vec![reader, writer] }))
+    Ok((
+        outgoing_tx,
+        SseStream {
+            inner: ReceiverStream::new(incoming_rx),
+            tasks: vec![reader, writer],
+        },
+    ))
 }
 
 /// Parses the event stream: the first `endpoint` event, then `message`s.
@@ -121,14 +147,16 @@ async fn read_events(
                     (_, Err(error)) => warn!(%error, "the SSE endpoint event is not a URL"),
                     (None, Ok(_)) => {}
                 },
-                "" | "message" => match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&payload) {
-                    Ok(message) => {
-                        if incoming.send(message).await.is_err() {
-                            return;
+                "" | "message" => {
+                    match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&payload) {
+                        Ok(message) => {
+                            if incoming.send(message).await.is_err() {
+                                return;
+                            }
                         }
+                        Err(error) => warn!(%error, "ignoring a malformed SSE message"),
                     }
-                    Err(error) => warn!(%error, "ignoring a malformed SSE message"),
-                },
+                }
                 _ => {}
             }
         }
@@ -140,7 +168,11 @@ async fn read_events(
 }
 
 /// Posts every client message to the endpoint, in order.
-async fn post_messages(endpoint: reqwest::Url, target: HttpTarget, mut outgoing: fmpsc::Receiver<TxJsonRpcMessage<RoleClient>>) {
+async fn post_messages(
+    endpoint: reqwest::Url,
+    target: HttpTarget,
+    mut outgoing: fmpsc::Receiver<TxJsonRpcMessage<RoleClient>>,
+) {
     let client = http_client();
     while let Some(message) = outgoing.next().await {
         let body = match serde_json::to_vec(&message) {
@@ -150,7 +182,10 @@ async fn post_messages(endpoint: reqwest::Url, target: HttpTarget, mut outgoing:
                 continue;
             }
         };
-        let mut request = client.post(endpoint.clone()).header("content-type", "application/json").body(body);
+        let mut request = client
+            .post(endpoint.clone())
+            .header("content-type", "application/json")
+            .body(body);
         for (name, value) in &target.headers {
             request = request.header(name, value);
         }

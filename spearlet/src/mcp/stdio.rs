@@ -83,7 +83,15 @@ impl StdioChild {
             let server_id = server_id.to_string();
             tokio::spawn(pump_stderr(server_id, stderr, resolver))
         });
-        Ok((StdioChild { child, pgid, stderr }, stdout, stdin))
+        Ok((
+            StdioChild {
+                child,
+                pgid,
+                stderr,
+            },
+            stdout,
+            stdin,
+        ))
     }
 
     /// The child's process id (also its process group id).
@@ -94,9 +102,15 @@ impl StdioChild {
     /// Waits `grace` for the server to exit after its stdin closed, then
     /// SIGTERMs its group, then SIGKILLs it. Always ends with the group gone.
     pub async fn shutdown(&mut self, grace: Duration) {
-        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.child.wait())
+            .await
+            .is_err()
+        {
             self.signal_group(libc::SIGTERM);
-            if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+            if tokio::time::timeout(grace, self.child.wait())
+                .await
+                .is_err()
+            {
                 self.signal_group(libc::SIGKILL);
                 let _ = self.child.wait().await;
             }
@@ -138,7 +152,11 @@ impl Drop for StdioChild {
     }
 }
 
-async fn pump_stderr(server_id: String, stderr: tokio::process::ChildStderr, resolver: Arc<Resolver>) {
+async fn pump_stderr(
+    server_id: String,
+    stderr: tokio::process::ChildStderr,
+    resolver: Arc<Resolver>,
+) {
     let mut lines = BufReader::new(stderr).lines();
     let mut window = tokio::time::Instant::now();
     let (mut logged, mut dropped) = (0u32, 0u64);
@@ -153,7 +171,10 @@ async fn pump_stderr(server_id: String, stderr: tokio::process::ChildStderr, res
         };
         if window.elapsed() >= Duration::from_secs(1) {
             if dropped > 0 {
-                warn!(server_id, dropped, "server stderr is flooding; lines were dropped");
+                warn!(
+                    server_id,
+                    dropped, "server stderr is flooding; lines were dropped"
+                );
             }
             window = tokio::time::Instant::now();
             (logged, dropped) = (0, 0);

@@ -39,10 +39,14 @@ impl AppliedLog {
         if self.size > MAX_BYTES {
             self.rotate();
         }
-        let Some(file) = self.file.as_mut() else { return };
+        let Some(file) = self.file.as_mut() else {
+            return;
+        };
         match writeln!(file, "{line}").and_then(|()| file.flush()) {
             Ok(()) => self.size += line.len() as u64 + 1,
-            Err(error) => warn!(path = %self.path.display(), %error, "cannot write the applied log"),
+            Err(error) => {
+                warn!(path = %self.path.display(), %error, "cannot write the applied log")
+            }
         }
     }
 

@@ -20,9 +20,15 @@ use crate::registry::RegistryView;
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot create the state dir {path}: {source}")]
-    CreateDir { path: PathBuf, source: std::io::Error },
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Paths inside the state dir.
@@ -34,13 +40,20 @@ pub struct StateDir {
 impl StateDir {
     /// Opens (creating if needed) the state dir.
     pub fn open(root: &Path) -> Result<Self, PersistError> {
-        std::fs::create_dir_all(root).map_err(|source| PersistError::CreateDir { path: root.to_path_buf(), source })?;
-        Ok(Self { root: root.to_path_buf() })
+        std::fs::create_dir_all(root).map_err(|source| PersistError::CreateDir {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            root: root.to_path_buf(),
+        })
     }
 
     /// A state dir for reading only (the `registry` command).
     pub fn at(root: &Path) -> Self {
-        Self { root: root.to_path_buf() }
+        Self {
+            root: root.to_path_buf(),
+        }
     }
 
     pub fn registry_file(&self) -> PathBuf {
@@ -69,7 +82,12 @@ impl StateDir {
                 servers: list
                     .servers
                     .into_iter()
-                    .filter_map(|r| r.spec.as_ref().map(|s| s.id.clone()).map(|id| (id, Arc::new(r))))
+                    .filter_map(|r| {
+                        r.spec
+                            .as_ref()
+                            .map(|s| s.id.clone())
+                            .map(|id| (id, Arc::new(r)))
+                    })
                     .collect(),
             },
             Err(error) => {
@@ -107,7 +125,10 @@ impl StateDir {
 /// Writes `bytes` to `path` so readers see the old or the new file, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     let tmp = path.with_extension("tmp");
-    let error = |source| PersistError::Write { path: path.to_path_buf(), source };
+    let error = |source| PersistError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut file = std::fs::File::create(&tmp).map_err(error)?;
     file.write_all(bytes).map_err(error)?;
     file.sync_all().map_err(error)?;
@@ -125,8 +146,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = StateDir::open(dir.path()).unwrap();
         assert_eq!(state.load_registry(), RegistryView::default());
-        let record = ServerRecord { spec: Some(ServerSpec { id: "fs".into(), ..Default::default() }), source: None, mod_revision: 3 };
-        let view = RegistryView { epoch: 9, revision: 3, servers: [("fs".to_string(), Arc::new(record))].into() };
+        let record = ServerRecord {
+            spec: Some(ServerSpec {
+                id: "fs".into(),
+                ..Default::default()
+            }),
+            source: None,
+            mod_revision: 3,
+        };
+        let view = RegistryView {
+            epoch: 9,
+            revision: 3,
+            servers: [("fs".to_string(), Arc::new(record))].into(),
+        };
         state.save_registry(&view).unwrap();
         assert_eq!(state.load_registry(), view);
         std::fs::write(state.registry_file(), b"\xff\xff\xff not protobuf").unwrap();

@@ -44,11 +44,19 @@ pub struct Verdict {
 
 impl Verdict {
     fn deny(layer: Layer, rule: impl Into<String>) -> Self {
-        Self { offered: false, layer, rule: rule.into() }
+        Self {
+            offered: false,
+            layer,
+            rule: rule.into(),
+        }
     }
 
     fn allow(rule: impl Into<String>) -> Self {
-        Self { offered: true, layer: Layer::Server, rule: rule.into() }
+        Self {
+            offered: true,
+            layer: Layer::Server,
+            rule: rule.into(),
+        }
     }
 }
 
@@ -63,46 +71,93 @@ pub fn server_verdict(
     health: Result<(), &str>,
 ) -> Verdict {
     if !task.enabled {
-        return Verdict::deny(Layer::Task, "MCP is disabled for this task (task mcp.enabled = false)");
+        return Verdict::deny(
+            Layer::Task,
+            "MCP is disabled for this task (task mcp.enabled = false)",
+        );
     }
     if !session.enabled {
-        return Verdict::deny(Layer::Session, "MCP is disabled for this session (mcp.enabled = false)");
+        return Verdict::deny(
+            Layer::Session,
+            "MCP is disabled for this session (mcp.enabled = false)",
+        );
     }
     if !task.allowed_server_ids.iter().any(|id| id == server_id) {
-        return Verdict::deny(Layer::Task, "server is not in the task's mcp.allowed_server_ids");
+        return Verdict::deny(
+            Layer::Task,
+            "server is not in the task's mcp.allowed_server_ids",
+        );
     }
     if !session.server_ids.iter().any(|id| id == server_id) {
-        return Verdict::deny(Layer::Session, "server is not in the session's mcp.server_ids");
+        return Verdict::deny(
+            Layer::Session,
+            "server is not in the session's mcp.server_ids",
+        );
     }
     let Some(spec) = spec else {
-        return Verdict::deny(Layer::Registry, "server is unknown to this node's registry (check `sms servers` and the node's sync)");
+        return Verdict::deny(
+            Layer::Registry,
+            "server is unknown to this node's registry (check `sms servers` and the node's sync)",
+        );
     };
     if !spec.enabled {
-        return Verdict::deny(Layer::Server, "server is disabled in its declaration (enabled = false)");
+        return Verdict::deny(
+            Layer::Server,
+            "server is disabled in its declaration (enabled = false)",
+        );
     }
     if let Err(error) = health {
-        return Verdict::deny(Layer::Health, format!("server is failing on this node: {error}"));
+        return Verdict::deny(
+            Layer::Health,
+            format!("server is failing on this node: {error}"),
+        );
     }
     Verdict::allow("server is allowed by task and session and is usable")
 }
 
 /// Whether `tool` of an offered server may be offered. Deny lists win over
 /// allow lists at every layer.
-pub fn tool_verdict(task: &TaskPolicy, session: &SessionPolicy, spec: &ServerSpec, tool: &str) -> Verdict {
+pub fn tool_verdict(
+    task: &TaskPolicy,
+    session: &SessionPolicy,
+    spec: &ServerSpec,
+    tool: &str,
+) -> Verdict {
     let denied_by = |list: &[String]| list.iter().find(|p| glob_match(p, tool)).cloned();
     if let Some(p) = denied_by(&spec.denied_tools) {
-        return Verdict::deny(Layer::Server, format!("denied by the server's denied_tools pattern '{p}'"));
+        return Verdict::deny(
+            Layer::Server,
+            format!("denied by the server's denied_tools pattern '{p}'"),
+        );
     }
     if let Some(p) = denied_by(&task.tool_denylist) {
-        return Verdict::deny(Layer::Task, format!("denied by the task's mcp.task_tool_denylist pattern '{p}'"));
+        return Verdict::deny(
+            Layer::Task,
+            format!("denied by the task's mcp.task_tool_denylist pattern '{p}'"),
+        );
     }
     if let Some(p) = denied_by(&session.tool_denylist) {
-        return Verdict::deny(Layer::Session, format!("denied by the session's mcp.tool_denylist pattern '{p}'"));
+        return Verdict::deny(
+            Layer::Session,
+            format!("denied by the session's mcp.tool_denylist pattern '{p}'"),
+        );
     }
     let allow_checks: [(Option<&Vec<String>>, Layer, &str); 3] = [
-        (spec.allowed_tools.as_ref().map(|a| &a.patterns), Layer::Server, "the server's allowed_tools"),
-        (task.tool_allowlist.as_ref(), Layer::Task, "the task's mcp.task_tool_allowlist"),
-        (session.tool_allowlist.as_ref(), Layer::Session, "the session's mcp.tool_allowlist"),
+        (
+            spec.allowed_tools.as_ref().map(|a| &a.patterns),
+            Layer::Server,
+            "the server's allowed_tools",
+        ),
+        (
+            task.tool_allowlist.as_ref(),
+            Layer::Task,
+            "the task's mcp.task_tool_allowlist",
+        ),
+        (
+            session.tool_allowlist.as_ref(),
+            Layer::Session,
+            "the session's mcp.tool_allowlist",
+        ),
     ];
     for (list, layer, name) in allow_checks {
         let Some(list) = list else { continue };

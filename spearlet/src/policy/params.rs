@@ -82,15 +82,26 @@ pub fn is_mcp_key(key: &str) -> bool {
 
 /// Applies a guest's `cchat_ctl_set_param(key, value)` to `session`, or
 /// refuses it and leaves `session` untouched.
-pub fn set_param(task: &TaskPolicy, session: &mut SessionPolicy, key: &str, value: &Value) -> Result<(), ParamError> {
+pub fn set_param(
+    task: &TaskPolicy,
+    session: &mut SessionPolicy,
+    key: &str,
+    value: &Value,
+) -> Result<(), ParamError> {
     if key.starts_with("mcp.task_") || TASK_KEYS.contains(&key) {
-        return Err(ParamError::Denied(format!("{key} is set by the task and is read-only to the guest")));
+        return Err(ParamError::Denied(format!(
+            "{key} is set by the task and is read-only to the guest"
+        )));
     }
     match key {
         "mcp.enabled" => {
-            let enabled = value.as_bool().ok_or_else(|| invalid(key, "expected true or false"))?;
+            let enabled = value
+                .as_bool()
+                .ok_or_else(|| invalid(key, "expected true or false"))?;
             if enabled && !task.enabled {
-                return Err(ParamError::Denied("the task does not allow MCP (its mcp.enabled is false)".into()));
+                return Err(ParamError::Denied(
+                    "the task does not allow MCP (its mcp.enabled is false)".into(),
+                ));
             }
             session.enabled = enabled;
         }
@@ -111,10 +122,18 @@ pub fn set_param(task: &TaskPolicy, session: &mut SessionPolicy, key: &str, valu
             session.server_ids = unique;
         }
         "mcp.tool_allowlist" => {
-            session.tool_allowlist = if value.is_null() { None } else { Some(patterns(key, value)?) };
+            session.tool_allowlist = if value.is_null() {
+                None
+            } else {
+                Some(patterns(key, value)?)
+            };
         }
         "mcp.tool_denylist" => {
-            session.tool_denylist = if value.is_null() { Vec::new() } else { patterns(key, value)? };
+            session.tool_denylist = if value.is_null() {
+                Vec::new()
+            } else {
+                patterns(key, value)?
+            };
         }
         other => return Err(ParamError::Unknown(other.chars().take(64).collect())),
     }
@@ -122,7 +141,11 @@ pub fn set_param(task: &TaskPolicy, session: &mut SessionPolicy, key: &str, valu
 }
 
 /// `cchat_ctl_get_param(key)` for MCP keys; task keys are readable.
-pub fn get_param(task: &TaskPolicy, session: &SessionPolicy, key: &str) -> Result<Value, ParamError> {
+pub fn get_param(
+    task: &TaskPolicy,
+    session: &SessionPolicy,
+    key: &str,
+) -> Result<Value, ParamError> {
     Ok(match key {
         "mcp.enabled" => json!(session.enabled),
         "mcp.server_ids" => json!(session.server_ids),
@@ -137,20 +160,29 @@ pub fn get_param(task: &TaskPolicy, session: &SessionPolicy, key: &str) -> Resul
 }
 
 fn invalid(key: &str, reason: &str) -> ParamError {
-    ParamError::Invalid { key: key.to_string(), reason: reason.to_string() }
+    ParamError::Invalid {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    }
 }
 
 /// Bound on list params, so a guest cannot make the host hold huge lists.
 const MAX_LIST: usize = 1024;
 
 fn strings(key: &str, value: &Value) -> Result<Vec<String>, ParamError> {
-    let items = value.as_array().ok_or_else(|| invalid(key, "expected an array of strings"))?;
+    let items = value
+        .as_array()
+        .ok_or_else(|| invalid(key, "expected an array of strings"))?;
     if items.len() > MAX_LIST {
         return Err(invalid(key, "more than 1024 entries"));
     }
     items
         .iter()
-        .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid(key, "expected an array of strings")))
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| invalid(key, "expected an array of strings"))
+        })
         .collect()
 }
 

@@ -29,10 +29,17 @@ struct McpConfig {
 /// Parses a task config (JSON); unknown keys are errors, so a typo never
 /// silently grants or withholds anything.
 pub fn parse_task_config(json: &str) -> Result<TaskPolicy, String> {
-    let config: TaskConfig = serde_json::from_str(json).map_err(|e| format!("task config is invalid: {e}"))?;
+    let config: TaskConfig =
+        serde_json::from_str(json).map_err(|e| format!("task config is invalid: {e}"))?;
     let mcp = config.mcp;
-    for pattern in mcp.task_tool_allowlist.iter().flatten().chain(&mcp.task_tool_denylist) {
-        spear_proto::patterns::check_pattern(pattern).map_err(|why| format!("task config: pattern '{pattern}' {why}"))?;
+    for pattern in mcp
+        .task_tool_allowlist
+        .iter()
+        .flatten()
+        .chain(&mcp.task_tool_denylist)
+    {
+        spear_proto::patterns::check_pattern(pattern)
+            .map_err(|why| format!("task config: pattern '{pattern}' {why}"))?;
     }
     Ok(TaskPolicy {
         enabled: mcp.enabled,
@@ -52,8 +59,13 @@ mod tests {
         let task = parse_task_config(r#"{"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "task_tool_denylist": ["rm_*"]}}"#).unwrap();
         assert!(task.enabled);
         assert_eq!(task.allowed_server_ids, vec!["fs"]);
-        assert!(parse_task_config(r#"{"mcp": {"enabeld": true}}"#).unwrap_err().contains("enabeld"));
+        assert!(parse_task_config(r#"{"mcp": {"enabeld": true}}"#)
+            .unwrap_err()
+            .contains("enabeld"));
         assert!(parse_task_config(r#"{"mcp": {"task_tool_denylist": [""]}}"#).is_err());
-        assert!(!parse_task_config("{}").unwrap().enabled, "MCP is off unless the task turns it on");
+        assert!(
+            !parse_task_config("{}").unwrap().enabled,
+            "MCP is off unless the task turns it on"
+        );
     }
 }

@@ -18,7 +18,11 @@ fn task() -> TaskPolicy {
 }
 
 fn spec(id: &str) -> ServerSpec {
-    ServerSpec { id: id.into(), enabled: true, ..Default::default() }
+    ServerSpec {
+        id: id.into(),
+        enabled: true,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -42,28 +46,67 @@ fn guest_writes_that_widen_are_refused_and_change_nothing() {
         ("mcp.task_anything", json!(1)),
         ("mcp.server_ids", json!(["fs", "evil"])),
     ] {
-        assert!(matches!(set_param(&task, &mut session, key, &value), Err(ParamError::Denied(_))), "{key}");
+        assert!(
+            matches!(
+                set_param(&task, &mut session, key, &value),
+                Err(ParamError::Denied(_))
+            ),
+            "{key}"
+        );
         assert_eq!(session, before, "{key} changed the session");
     }
-    let forbidding = TaskPolicy { enabled: false, ..task.clone() };
+    let forbidding = TaskPolicy {
+        enabled: false,
+        ..task.clone()
+    };
     let mut closed = SessionPolicy::from_task(&forbidding);
-    assert!(matches!(set_param(&forbidding, &mut closed, "mcp.enabled", &json!(true)), Err(ParamError::Denied(_))));
+    assert!(matches!(
+        set_param(&forbidding, &mut closed, "mcp.enabled", &json!(true)),
+        Err(ParamError::Denied(_))
+    ));
     assert!(!closed.enabled);
     // Narrowing is always allowed.
-    assert_eq!(set_param(&forbidding, &mut closed, "mcp.enabled", &json!(false)), Ok(()));
+    assert_eq!(
+        set_param(&forbidding, &mut closed, "mcp.enabled", &json!(false)),
+        Ok(())
+    );
 }
 
 #[test]
 fn narrowing_writes_succeed() {
     let task = task();
     let mut session = SessionPolicy::from_task(&task);
-    set_param(&task, &mut session, "mcp.server_ids", &json!(["web", "web", "fs"])).unwrap();
+    set_param(
+        &task,
+        &mut session,
+        "mcp.server_ids",
+        &json!(["web", "web", "fs"]),
+    )
+    .unwrap();
     assert_eq!(session.server_ids, vec!["web", "fs"]);
-    set_param(&task, &mut session, "mcp.tool_allowlist", &json!(["read_*"])).unwrap();
-    set_param(&task, &mut session, "mcp.tool_denylist", &json!(["read_secret"])).unwrap();
+    set_param(
+        &task,
+        &mut session,
+        "mcp.tool_allowlist",
+        &json!(["read_*"]),
+    )
+    .unwrap();
+    set_param(
+        &task,
+        &mut session,
+        "mcp.tool_denylist",
+        &json!(["read_secret"]),
+    )
+    .unwrap();
     set_param(&task, &mut session, "mcp.enabled", &json!(false)).unwrap();
-    assert_eq!(get_param(&task, &session, "mcp.tool_allowlist").unwrap(), json!(["read_*"]));
-    assert_eq!(get_param(&task, &session, "mcp.task_tool_denylist").unwrap(), json!(["delete_*"]));
+    assert_eq!(
+        get_param(&task, &session, "mcp.tool_allowlist").unwrap(),
+        json!(["read_*"])
+    );
+    assert_eq!(
+        get_param(&task, &session, "mcp.task_tool_denylist").unwrap(),
+        json!(["delete_*"])
+    );
     set_param(&task, &mut session, "mcp.tool_allowlist", &json!(null)).unwrap();
     assert_eq!(session.tool_allowlist, None);
 }
@@ -79,10 +122,22 @@ fn malformed_values_are_invalid_not_denied() {
         ("mcp.tool_allowlist", json!([""])),
         ("mcp.tool_denylist", json!(["has space"])),
     ] {
-        assert!(matches!(set_param(&task, &mut session, key, &value), Err(ParamError::Invalid { .. })), "{key} {value}");
+        assert!(
+            matches!(
+                set_param(&task, &mut session, key, &value),
+                Err(ParamError::Invalid { .. })
+            ),
+            "{key} {value}"
+        );
     }
-    assert!(matches!(set_param(&task, &mut session, "mcp.bogus", &json!(1)), Err(ParamError::Unknown(_))));
-    assert!(matches!(get_param(&task, &session, "mcp.bogus"), Err(ParamError::Unknown(_))));
+    assert!(matches!(
+        set_param(&task, &mut session, "mcp.bogus", &json!(1)),
+        Err(ParamError::Unknown(_))
+    ));
+    assert!(matches!(
+        get_param(&task, &session, "mcp.bogus"),
+        Err(ParamError::Unknown(_))
+    ));
 }
 
 #[test]
@@ -90,24 +145,51 @@ fn every_server_deny_names_its_layer() {
     let task = task();
     let session = SessionPolicy::from_task(&task);
     let fs = spec("fs");
-    let check = |t: &TaskPolicy, s: &SessionPolicy, id: &str, spec: Option<&ServerSpec>, health: Result<(), &str>| {
-        server_verdict(t, s, id, spec, health)
-    };
+    let check =
+        |t: &TaskPolicy,
+         s: &SessionPolicy,
+         id: &str,
+         spec: Option<&ServerSpec>,
+         health: Result<(), &str>| { server_verdict(t, s, id, spec, health) };
     assert!(check(&task, &session, "fs", Some(&fs), Ok(())).offered);
 
-    let off = TaskPolicy { enabled: false, ..task.clone() };
-    assert_eq!(check(&off, &session, "fs", Some(&fs), Ok(())).layer, Layer::Task);
-    let session_off = SessionPolicy { enabled: false, ..session.clone() };
-    assert_eq!(check(&task, &session_off, "fs", Some(&fs), Ok(())).layer, Layer::Session);
+    let off = TaskPolicy {
+        enabled: false,
+        ..task.clone()
+    };
+    assert_eq!(
+        check(&off, &session, "fs", Some(&fs), Ok(())).layer,
+        Layer::Task
+    );
+    let session_off = SessionPolicy {
+        enabled: false,
+        ..session.clone()
+    };
+    assert_eq!(
+        check(&task, &session_off, "fs", Some(&fs), Ok(())).layer,
+        Layer::Session
+    );
     let v = check(&task, &session, "other", Some(&spec("other")), Ok(()));
     assert_eq!((v.offered, v.layer), (false, Layer::Task));
     let v = check(&task, &session, "web", Some(&spec("web")), Ok(()));
     assert_eq!((v.offered, v.layer), (false, Layer::Session));
     let v = check(&task, &session, "fs", None, Ok(()));
     assert_eq!((v.offered, v.layer), (false, Layer::Registry));
-    let disabled = ServerSpec { enabled: false, ..fs.clone() };
-    assert_eq!(check(&task, &session, "fs", Some(&disabled), Ok(())).layer, Layer::Server);
-    let v = check(&task, &session, "fs", Some(&fs), Err("exited with status 1"));
+    let disabled = ServerSpec {
+        enabled: false,
+        ..fs.clone()
+    };
+    assert_eq!(
+        check(&task, &session, "fs", Some(&disabled), Ok(())).layer,
+        Layer::Server
+    );
+    let v = check(
+        &task,
+        &session,
+        "fs",
+        Some(&fs),
+        Err("exited with status 1"),
+    );
     assert_eq!((v.offered, v.layer), (false, Layer::Health));
     assert!(v.rule.contains("exited with status 1"));
 }
@@ -119,22 +201,36 @@ fn every_tool_deny_names_its_layer_and_deny_wins() {
     let mut fs = spec("fs");
     assert!(tool_verdict(&task, &session, &fs, "read_file").offered);
 
-    assert_eq!(tool_verdict(&task, &session, &fs, "delete_file").layer, Layer::Task);
+    assert_eq!(
+        tool_verdict(&task, &session, &fs, "delete_file").layer,
+        Layer::Task
+    );
     fs.denied_tools = vec!["write_*".into()];
-    assert_eq!(tool_verdict(&task, &session, &fs, "write_file").layer, Layer::Server);
+    assert_eq!(
+        tool_verdict(&task, &session, &fs, "write_file").layer,
+        Layer::Server
+    );
     session.tool_denylist = vec!["read_secret".into()];
-    assert_eq!(tool_verdict(&task, &session, &fs, "read_secret").layer, Layer::Session);
+    assert_eq!(
+        tool_verdict(&task, &session, &fs, "read_secret").layer,
+        Layer::Session
+    );
 
     fs.allowed_tools = Some(ToolPatterns { patterns: vec![] });
     let v = tool_verdict(&task, &session, &fs, "read_file");
     assert_eq!((v.offered, v.layer), (false, Layer::Server));
     assert!(v.rule.contains("empty"));
-    fs.allowed_tools = Some(ToolPatterns { patterns: vec!["read_*".into(), "write_*".into()] });
+    fs.allowed_tools = Some(ToolPatterns {
+        patterns: vec!["read_*".into(), "write_*".into()],
+    });
     assert!(!tool_verdict(&task, &session, &fs, "list_dir").offered);
     // Deny wins over allow at the same layer.
     assert!(!tool_verdict(&task, &session, &fs, "write_file").offered);
 
-    let narrow_task = TaskPolicy { tool_allowlist: Some(vec!["read_file".into()]), ..task.clone() };
+    let narrow_task = TaskPolicy {
+        tool_allowlist: Some(vec!["read_file".into()]),
+        ..task.clone()
+    };
     let v = tool_verdict(&narrow_task, &session, &fs, "read_dir");
     assert_eq!((v.offered, v.layer), (false, Layer::Task));
     session.tool_allowlist = Some(vec!["read_dir".into()]);

@@ -45,8 +45,14 @@ pub struct RegistryHandle {
 impl RegistryHandle {
     pub fn new(initial: RegistryView) -> Self {
         let view = Arc::new(initial);
-        let (changes, _) = watch::channel(RegistryChange { view: Arc::clone(&view), affected: Arc::default() });
-        Self { current: Arc::new(ArcSwap::new(view)), changes }
+        let (changes, _) = watch::channel(RegistryChange {
+            view: Arc::clone(&view),
+            affected: Arc::default(),
+        });
+        Self {
+            current: Arc::new(ArcSwap::new(view)),
+            changes,
+        }
     }
 
     /// The current view; cheap, lock-free.
@@ -57,7 +63,10 @@ impl RegistryHandle {
     /// Replaces the view and tells subscribers which servers changed.
     pub fn publish(&self, view: Arc<RegistryView>, affected: BTreeSet<String>) {
         self.current.store(Arc::clone(&view));
-        self.changes.send_replace(RegistryChange { view, affected: Arc::new(affected) });
+        self.changes.send_replace(RegistryChange {
+            view,
+            affected: Arc::new(affected),
+        });
     }
 
     /// Changes from now on (the latest is always available).

@@ -30,7 +30,11 @@ fn record_json(record: &ServerRecord) -> Value {
     let redact = |map: &std::collections::HashMap<String, String>| -> Value {
         let mut keys: Vec<&String> = map.keys().collect();
         keys.sort();
-        Value::Object(keys.into_iter().map(|k| (k.clone(), Value::from(REDACTED))).collect())
+        Value::Object(
+            keys.into_iter()
+                .map(|k| (k.clone(), Value::from(REDACTED)))
+                .collect(),
+        )
     };
     json!({
         "spec": {
@@ -102,13 +106,21 @@ mod tests {
             spec: Some(ServerSpec {
                 id: "fs".into(),
                 env: [("TOKEN".to_string(), "sk-secret-1".to_string())].into(),
-                headers: [("Authorization".to_string(), "Bearer sk-secret-2".to_string())].into(),
+                headers: [(
+                    "Authorization".to_string(),
+                    "Bearer sk-secret-2".to_string(),
+                )]
+                .into(),
                 ..Default::default()
             }),
             source: None,
             mod_revision: 4,
         };
-        let view = RegistryView { epoch: 1, revision: 4, servers: [("fs".to_string(), Arc::new(record))].into() };
+        let view = RegistryView {
+            epoch: 1,
+            revision: 4,
+            servers: [("fs".to_string(), Arc::new(record))].into(),
+        };
         let json = redacted_json(&view).to_string();
         assert!(json.contains("TOKEN") && json.contains("Authorization"));
         assert!(!json.contains("sk-secret"), "{json}");

@@ -57,7 +57,10 @@ impl Applier {
                 }
                 delta_step(current, delta)
             }
-            Some(watch_event::Event::Progress(p)) => Step::Progress { epoch: p.epoch, revision: p.revision },
+            Some(watch_event::Event::Progress(p)) => Step::Progress {
+                epoch: p.epoch,
+                revision: p.revision,
+            },
             None => Step::Nothing,
         }
     }
@@ -65,7 +68,10 @@ impl Applier {
     fn frame(&mut self, current: &RegistryView, frame: SnapshotFrame) -> Step {
         if frame.total == 0 || frame.index >= frame.total {
             self.pending = None;
-            return Step::Resync(format!("snapshot frame {} of {} is malformed", frame.index, frame.total));
+            return Step::Resync(format!(
+                "snapshot frame {} of {} is malformed",
+                frame.index, frame.total
+            ));
         }
         if frame.index == 0 {
             self.pending = Some(PendingSnapshot {
@@ -77,7 +83,10 @@ impl Applier {
             });
         }
         let Some(pending) = self.pending.as_mut() else {
-            return Step::Resync(format!("snapshot frame {} arrived without its first frame", frame.index));
+            return Step::Resync(format!(
+                "snapshot frame {} arrived without its first frame",
+                frame.index
+            ));
         };
         let consistent = pending.epoch == frame.epoch
             && pending.revision == frame.revision
@@ -85,7 +94,9 @@ impl Applier {
             && pending.next_index == frame.index;
         if !consistent {
             self.pending = None;
-            return Step::Resync("snapshot frames are inconsistent; discarding the partial snapshot".into());
+            return Step::Resync(
+                "snapshot frames are inconsistent; discarding the partial snapshot".into(),
+            );
         }
         for record in frame.servers {
             if let Some(spec) = &record.spec {
@@ -96,7 +107,9 @@ impl Applier {
         if pending.next_index < pending.total {
             return Step::Nothing;
         }
-        let Some(done) = self.pending.take() else { return Step::Nothing };
+        let Some(done) = self.pending.take() else {
+            return Step::Nothing;
+        };
         if done.epoch == current.epoch && done.revision < current.revision {
             // Never go back within an epoch (a lagging replica).
             return Step::Resync(format!(
@@ -107,7 +120,11 @@ impl Applier {
         let affected = changed_ids(&current.servers, &done.servers);
         let log_line = format!("snapshot {} {}", done.epoch, done.revision);
         Step::Apply(Update {
-            view: Arc::new(RegistryView { epoch: done.epoch, revision: done.revision, servers: done.servers }),
+            view: Arc::new(RegistryView {
+                epoch: done.epoch,
+                revision: done.revision,
+                servers: done.servers,
+            }),
             affected,
             log_line,
         })
@@ -116,7 +133,10 @@ impl Applier {
 
 fn delta_step(current: &RegistryView, delta: Delta) -> Step {
     if current.epoch == 0 || delta.epoch != current.epoch {
-        return Step::Resync(format!("delta of epoch {} but the node is at epoch {}", delta.epoch, current.epoch));
+        return Step::Resync(format!(
+            "delta of epoch {} but the node is at epoch {}",
+            delta.epoch, current.epoch
+        ));
     }
     if delta.revision <= current.revision {
         return Step::Nothing;
@@ -139,9 +159,16 @@ fn delta_step(current: &RegistryView, delta: Delta) -> Step {
             servers.insert(spec.id.clone(), Arc::new(record));
         }
     }
-    let log_line = format!("delta {} {} {}", delta.epoch, delta.prev_revision, delta.revision);
+    let log_line = format!(
+        "delta {} {} {}",
+        delta.epoch, delta.prev_revision, delta.revision
+    );
     Step::Apply(Update {
-        view: Arc::new(RegistryView { epoch: delta.epoch, revision: delta.revision, servers }),
+        view: Arc::new(RegistryView {
+            epoch: delta.epoch,
+            revision: delta.revision,
+            servers,
+        }),
         affected,
         log_line,
     })
@@ -152,7 +179,11 @@ fn changed_ids(
     old: &BTreeMap<String, Arc<ServerRecord>>,
     new: &BTreeMap<String, Arc<ServerRecord>>,
 ) -> BTreeSet<String> {
-    let mut ids: BTreeSet<String> = old.keys().filter(|id| !new.contains_key(*id)).cloned().collect();
+    let mut ids: BTreeSet<String> = old
+        .keys()
+        .filter(|id| !new.contains_key(*id))
+        .cloned()
+        .collect();
     for (id, record) in new {
         if old.get(id) != Some(record) {
             ids.insert(id.clone());
@@ -167,7 +198,14 @@ mod tests {
     use spear_proto::v1::{Progress, ServerSpec};
 
     fn record(id: &str, rev: u64) -> ServerRecord {
-        ServerRecord { spec: Some(ServerSpec { id: id.into(), ..Default::default() }), source: None, mod_revision: rev }
+        ServerRecord {
+            spec: Some(ServerSpec {
+                id: id.into(),
+                ..Default::default()
+            }),
+            source: None,
+            mod_revision: rev,
+        }
     }
 
     fn frame(epoch: u64, revision: u64, index: u32, total: u32, ids: &[&str]) -> WatchEvent {
@@ -182,7 +220,13 @@ mod tests {
         }
     }
 
-    fn delta(epoch: u64, prev: u64, revision: u64, upserts: &[&str], deletes: &[&str]) -> WatchEvent {
+    fn delta(
+        epoch: u64,
+        prev: u64,
+        revision: u64,
+        upserts: &[&str],
+        deletes: &[&str],
+    ) -> WatchEvent {
         WatchEvent {
             event: Some(watch_event::Event::Delta(Delta {
                 epoch,
@@ -209,14 +253,23 @@ mod tests {
     #[test]
     fn snapshot_then_deltas_in_order() {
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 5, 0, 2, &["a"])), Step::Nothing));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 5, 0, 2, &["a"])),
+            Step::Nothing
+        ));
         assert!(v.servers.is_empty(), "a partial snapshot is never visible");
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 5, 1, 2, &["b"])), Step::Apply(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 5, 1, 2, &["b"])),
+            Step::Apply(_)
+        ));
         assert_eq!((v.epoch, v.revision, ids(&v)), (7, 5, vec!["a", "b"]));
         match apply(&mut a, &mut v, delta(7, 5, 8, &["c"], &["a"])) {
             Step::Apply(u) => {
                 assert_eq!(u.log_line, "delta 7 5 8");
-                assert_eq!(u.affected.iter().map(String::as_str).collect::<Vec<_>>(), vec!["a", "c"]);
+                assert_eq!(
+                    u.affected.iter().map(String::as_str).collect::<Vec<_>>(),
+                    vec!["a", "c"]
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -228,11 +281,20 @@ mod tests {
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
         apply(&mut a, &mut v, frame(7, 5, 0, 1, &["a"]));
         apply(&mut a, &mut v, delta(7, 5, 6, &["b"], &[]));
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 5, 6, &["b"], &[])), Step::Nothing));
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 4, 5, &["x"], &[])), Step::Nothing));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 5, 6, &["b"], &[])),
+            Step::Nothing
+        ));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 4, 5, &["x"], &[])),
+            Step::Nothing
+        ));
         assert_eq!(ids(&v), vec!["a", "b"]);
         // A complete snapshot below the applied revision in the same epoch is refused.
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 5, 0, 1, &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 5, 0, 1, &[])),
+            Step::Resync(_)
+        ));
         assert_eq!(v.revision, 6);
     }
 
@@ -240,23 +302,41 @@ mod tests {
     fn a_gap_asks_for_a_resync() {
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
         apply(&mut a, &mut v, frame(7, 5, 0, 1, &["a"]));
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 6, 7, &["b"], &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 6, 7, &["b"], &[])),
+            Step::Resync(_)
+        ));
         assert_eq!(v.revision, 5);
         // A delta with no snapshot at all is a gap too.
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 0, 1, &["b"], &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 0, 1, &["b"], &[])),
+            Step::Resync(_)
+        ));
     }
 
     #[test]
     fn inconsistent_or_partial_snapshots_are_discarded() {
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
         apply(&mut a, &mut v, frame(7, 5, 0, 3, &["a"]));
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 6, 1, 3, &["b"])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 6, 1, 3, &["b"])),
+            Step::Resync(_)
+        ));
         assert!(v.servers.is_empty());
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 5, 2, 3, &["c"])), Step::Resync(_)));
-        assert!(matches!(apply(&mut a, &mut v, frame(7, 5, 1, 0, &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 5, 2, 3, &["c"])),
+            Step::Resync(_)
+        ));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(7, 5, 1, 0, &[])),
+            Step::Resync(_)
+        ));
         apply(&mut a, &mut v, frame(7, 5, 0, 2, &["a"]));
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 0, 6, &[], &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 0, 6, &[], &[])),
+            Step::Resync(_)
+        ));
         assert!(v.servers.is_empty());
     }
 
@@ -264,15 +344,32 @@ mod tests {
     fn a_new_epoch_replaces_everything() {
         let (mut a, mut v) = (Applier::default(), RegistryView::default());
         apply(&mut a, &mut v, frame(7, 50, 0, 1, &["a", "b"]));
-        assert!(matches!(apply(&mut a, &mut v, frame(9, 2, 0, 1, &["c"])), Step::Apply(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, frame(9, 2, 0, 1, &["c"])),
+            Step::Apply(_)
+        ));
         assert_eq!((v.epoch, v.revision, ids(&v)), (9, 2, vec!["c"]));
-        assert!(matches!(apply(&mut a, &mut v, delta(7, 2, 3, &["x"], &[])), Step::Resync(_)));
+        assert!(matches!(
+            apply(&mut a, &mut v, delta(7, 2, 3, &["x"], &[])),
+            Step::Resync(_)
+        ));
     }
 
     #[test]
     fn progress_is_only_a_heartbeat() {
         let (mut a, v) = (Applier::default(), RegistryView::default());
-        let event = WatchEvent { event: Some(watch_event::Event::Progress(Progress { epoch: 3, revision: 9 })) };
-        assert!(matches!(a.step(&v, event), Step::Progress { epoch: 3, revision: 9 }));
+        let event = WatchEvent {
+            event: Some(watch_event::Event::Progress(Progress {
+                epoch: 3,
+                revision: 9,
+            })),
+        };
+        assert!(matches!(
+            a.step(&v, event),
+            Step::Progress {
+                epoch: 3,
+                revision: 9
+            }
+        ));
     }
 }

@@ -15,11 +15,18 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(base: Duration, max: Duration) -> Self {
-        Self { base, max, attempt: 0 }
+        Self {
+            base,
+            max,
+            attempt: 0,
+        }
     }
 
     pub fn next_delay(&mut self) -> Duration {
-        let step = self.base.saturating_mul(1u32 << self.attempt.min(16)).min(self.max);
+        let step = self
+            .base
+            .saturating_mul(1u32 << self.attempt.min(16))
+            .min(self.max);
         self.attempt = self.attempt.saturating_add(1);
         step / 2 + rand::rng().random_range(Duration::ZERO..=step / 2)
     }

@@ -58,8 +58,18 @@ fn url(addr: &str) -> String {
 }
 
 impl Syncer {
-    pub fn new(config: SyncConfig, registry: RegistryHandle, status: Arc<SyncStatusCell>, log: AppliedLog) -> Self {
-        Self { config, registry, status, log }
+    pub fn new(
+        config: SyncConfig,
+        registry: RegistryHandle,
+        status: Arc<SyncStatusCell>,
+        log: AppliedLog,
+    ) -> Self {
+        Self {
+            config,
+            registry,
+            status,
+            log,
+        }
     }
 
     /// Runs until `shutdown` turns true.
@@ -73,11 +83,19 @@ impl Syncer {
                 if *shutdown.borrow() {
                     return;
                 }
-                let Some(addr) = self.config.sms.get(next_addr % self.config.sms.len().max(1)).cloned() else {
+                let Some(addr) = self
+                    .config
+                    .sms
+                    .get(next_addr % self.config.sms.len().max(1))
+                    .cloned()
+                else {
                     warn!("no SMS address configured");
                     return;
                 };
-                match self.stream(&addr, want_snapshot, &mut backoff, &mut shutdown).await {
+                match self
+                    .stream(&addr, want_snapshot, &mut backoff, &mut shutdown)
+                    .await
+                {
                     StreamEnd::Shutdown => return,
                     StreamEnd::Resync(reason) => {
                         warn!(sms = %addr, %reason, "resynchronising from a snapshot");
@@ -91,7 +109,10 @@ impl Syncer {
                         self.degrade(&reason);
                     }
                 }
-                self.status.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                self.status
+                    .counters
+                    .reconnects
+                    .fetch_add(1, Ordering::Relaxed);
                 let delay = backoff.next_delay();
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
@@ -106,7 +127,11 @@ impl Syncer {
     /// Marks the node stale (serving the last good registry) or connecting.
     fn degrade(&self, reason: &str) {
         let mut status = self.status.status.lock();
-        status.state = if self.registry.current().epoch == 0 { SyncState::Connecting } else { SyncState::Stale };
+        status.state = if self.registry.current().epoch == 0 {
+            SyncState::Connecting
+        } else {
+            SyncState::Stale
+        };
         status.last_error = Some(reason.to_string());
     }
 
@@ -118,7 +143,9 @@ impl Syncer {
         shutdown: &mut watch::Receiver<bool>,
     ) -> StreamEnd {
         let endpoint = match Endpoint::from_shared(url(addr)) {
-            Ok(e) => e.connect_timeout(self.config.connect_timeout).tcp_nodelay(true),
+            Ok(e) => e
+                .connect_timeout(self.config.connect_timeout)
+                .tcp_nodelay(true),
             Err(e) => return StreamEnd::Broken(format!("SMS address '{addr}' is not valid: {e}")),
         };
         let channel = match endpoint.connect().await {
@@ -126,11 +153,24 @@ impl Syncer {
             Err(e) => return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {e}")),
         };
         let mut client = RegistryClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
-        let (epoch, revision) = if want_snapshot { (0, 0) } else { self.registry.current().position() };
-        let request = WatchRequest { node_id: self.config.node_id.clone(), epoch, revision };
+        let (epoch, revision) = if want_snapshot {
+            (0, 0)
+        } else {
+            self.registry.current().position()
+        };
+        let request = WatchRequest {
+            node_id: self.config.node_id.clone(),
+            epoch,
+            revision,
+        };
         let mut stream = match client.watch(request).await {
             Ok(response) => response.into_inner(),
-            Err(status) => return StreamEnd::Broken(format!("SMS at {addr} refused the watch: {}", status.message())),
+            Err(status) => {
+                return StreamEnd::Broken(format!(
+                    "SMS at {addr} refused the watch: {}",
+                    status.message()
+                ))
+            }
         };
         info!(sms = %addr, epoch, revision, "watching the registry");
         self.status.status.lock().sms = Some(addr.to_string());
@@ -141,9 +181,21 @@ impl Syncer {
                 _ = shutdown.changed() => return StreamEnd::Shutdown,
             };
             let event = match message {
-                Err(_) => return StreamEnd::Broken(format!("no message from SMS at {addr} for {:?}", self.config.silence_timeout)),
-                Ok(Err(status)) => return StreamEnd::Broken(format!("watch stream from {addr} failed: {}", status.message())),
-                Ok(Ok(None)) => return StreamEnd::Broken(format!("SMS at {addr} closed the watch stream")),
+                Err(_) => {
+                    return StreamEnd::Broken(format!(
+                        "no message from SMS at {addr} for {:?}",
+                        self.config.silence_timeout
+                    ))
+                }
+                Ok(Err(status)) => {
+                    return StreamEnd::Broken(format!(
+                        "watch stream from {addr} failed: {}",
+                        status.message()
+                    ))
+                }
+                Ok(Ok(None)) => {
+                    return StreamEnd::Broken(format!("SMS at {addr} closed the watch stream"))
+                }
                 Ok(Ok(Some(event))) => event,
             };
             let current = self.registry.current();

@@ -19,7 +19,12 @@ pub struct SyncStatus {
 
 impl Default for SyncStatus {
     fn default() -> Self {
-        Self { state: SyncState::Connecting, sms: None, last_error: None, sms_revision: 0 }
+        Self {
+            state: SyncState::Connecting,
+            sms: None,
+            last_error: None,
+            sms_revision: 0,
+        }
     }
 }
 

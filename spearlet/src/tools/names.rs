@@ -24,7 +24,11 @@ pub const MAX_NAME_LEN: usize = 64;
 
 /// The name offered to a model for `tool` of `server_id`.
 pub fn offered_name(server_id: &str, tool: &str) -> String {
-    let name = format!("mcp__{}__{}", URL_SAFE_NO_PAD.encode(server_id), URL_SAFE_NO_PAD.encode(tool));
+    let name = format!(
+        "mcp__{}__{}",
+        URL_SAFE_NO_PAD.encode(server_id),
+        URL_SAFE_NO_PAD.encode(tool)
+    );
     if name.len() <= MAX_NAME_LEN {
         return name;
     }
@@ -59,7 +63,8 @@ impl OfferedTools {
     /// Offers a tool whose name was computed (and cached) beforehand with
     /// [`offered_name`].
     pub fn offer_named(&mut self, name: String, server_id: &str, tool: &str) {
-        self.by_name.insert(name, (server_id.to_string(), tool.to_string()));
+        self.by_name
+            .insert(name, (server_id.to_string(), tool.to_string()));
     }
 
     /// The `(server_id, tool_name)` a name from the model stands for.
@@ -90,7 +95,10 @@ impl OfferedTools {
 
 /// A model-supplied name, bounded and escaped for an error message.
 fn printable(name: &str) -> String {
-    name.chars().take(128).flat_map(char::escape_default).collect()
+    name.chars()
+        .take(128)
+        .flat_map(char::escape_default)
+        .collect()
 }
 
 #[cfg(test)]
@@ -102,7 +110,9 @@ mod tests {
     fn valid(name: &str) -> bool {
         !name.is_empty()
             && name.len() <= MAX_NAME_LEN
-            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     }
 
     #[test]
@@ -119,7 +129,14 @@ mod tests {
         let name = offered.offer("fs", "read_file");
         assert_eq!(offered.resolve(&name), Ok(("fs", "read_file")));
         assert_eq!(offered.resolve("mcp.fs.read_file"), Ok(("fs", "read_file")));
-        for invented in ["mcp.fs.write_file", "mcp__ZnM__d3JpdGVfZmlsZQ", "read_file", "", "mcp.fs", "mcp__ZnM"] {
+        for invented in [
+            "mcp.fs.write_file",
+            "mcp__ZnM__d3JpdGVfZmlsZQ",
+            "read_file",
+            "",
+            "mcp.fs",
+            "mcp__ZnM",
+        ] {
             assert!(offered.resolve(invented).is_err(), "{invented}");
         }
     }

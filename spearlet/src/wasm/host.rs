@@ -60,8 +60,23 @@ pub struct CchatHost {
 }
 
 impl CchatHost {
-    pub fn new(task: TaskPolicy, router: Router, backend: Arc<dyn LlmBackend>, deadline: Instant, limits: GuestLimits) -> Self {
-        Self { task, router, backend, sessions: HashMap::new(), next_handle: 1, deadline, limits, trace: Vec::new() }
+    pub fn new(
+        task: TaskPolicy,
+        router: Router,
+        backend: Arc<dyn LlmBackend>,
+        deadline: Instant,
+        limits: GuestLimits,
+    ) -> Self {
+        Self {
+            task,
+            router,
+            backend,
+            sessions: HashMap::new(),
+            next_handle: 1,
+            deadline,
+            limits,
+            trace: Vec::new(),
+        }
     }
 }
 
@@ -81,7 +96,11 @@ fn read(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<Vec<u
     let memory = memory(caller)?;
     let start = ptr as usize;
     let end = start.checked_add(len as usize).ok_or(EFAULT)?;
-    memory.data(&caller).get(start..end).map(<[u8]>::to_vec).ok_or(EFAULT)
+    memory
+        .data(&caller)
+        .get(start..end)
+        .map(<[u8]>::to_vec)
+        .ok_or(EFAULT)
 }
 
 fn read_str(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<String, i32> {
@@ -91,9 +110,15 @@ fn read_str(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<S
 /// Writes `bytes` to the guest buffer `out` whose capacity is at `out_len`;
 /// on a short buffer writes the needed size there and fails with ENOSPC.
 fn write_out(caller: &mut Caller<'_, GuestState>, out: u32, out_len: u32, bytes: &[u8]) -> i32 {
-    let Ok(memory) = memory(caller) else { return -EFAULT };
+    let Ok(memory) = memory(caller) else {
+        return -EFAULT;
+    };
     let len_at = out_len as usize;
-    let Some(cap_bytes) = memory.data(&caller).get(len_at..len_at + 4).map(|b| [b[0], b[1], b[2], b[3]]) else {
+    let Some(cap_bytes) = memory
+        .data(&caller)
+        .get(len_at..len_at + 4)
+        .map(|b| [b[0], b[1], b[2], b[3]])
+    else {
         return -EFAULT;
     };
     let capacity = u32::from_le_bytes(cap_bytes) as usize;
@@ -104,7 +129,10 @@ fn write_out(caller: &mut Caller<'_, GuestState>, out: u32, out_len: u32, bytes:
         return -ENOSPC;
     }
     let start = out as usize;
-    let Some(target) = start.checked_add(bytes.len()).and_then(|end| data.get_mut(start..end)) else {
+    let Some(target) = start
+        .checked_add(bytes.len())
+        .and_then(|end| data.get_mut(start..end))
+    else {
         return -EFAULT;
     };
     target.copy_from_slice(bytes);
@@ -129,36 +157,56 @@ fn reset_cpu(caller: &mut Caller<'_, GuestState>) {
 
 /// Adds the seven cchat functions to `linker`.
 pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
-    linker.func_wrap("spear", "cchat_create", |mut caller: Caller<'_, GuestState>| -> i32 {
-        reset_cpu(&mut caller);
-        let host = &mut caller.data_mut().cchat;
-        if host.sessions.len() >= host.limits.max_sessions {
-            return -EMFILE;
-        }
-        let handle = host.next_handle;
-        host.next_handle = host.next_handle.checked_add(1).unwrap_or(1);
-        let policy = SessionPolicy::from_task(&host.task);
-        host.sessions.insert(handle, Session { policy, messages: Vec::new(), reply: None });
-        handle
-    })?;
+    linker.func_wrap(
+        "spear",
+        "cchat_create",
+        |mut caller: Caller<'_, GuestState>| -> i32 {
+            reset_cpu(&mut caller);
+            let host = &mut caller.data_mut().cchat;
+            if host.sessions.len() >= host.limits.max_sessions {
+                return -EMFILE;
+            }
+            let handle = host.next_handle;
+            host.next_handle = host.next_handle.checked_add(1).unwrap_or(1);
+            let policy = SessionPolicy::from_task(&host.task);
+            host.sessions.insert(
+                handle,
+                Session {
+                    policy,
+                    messages: Vec::new(),
+                    reply: None,
+                },
+            );
+            handle
+        },
+    )?;
 
     linker.func_wrap(
         "spear",
         "cchat_ctl_set_param",
-        |mut caller: Caller<'_, GuestState>, handle: i32, key: u32, key_len: u32, value: u32, value_len: u32| -> i32 {
+        |mut caller: Caller<'_, GuestState>,
+         handle: i32,
+         key: u32,
+         key_len: u32,
+         value: u32,
+         value_len: u32|
+         -> i32 {
             reset_cpu(&mut caller);
             let key = match read_str(&mut caller, key, key_len) {
                 Ok(k) => k,
                 Err(e) => return -e,
             };
-            let value: Value = match read(&mut caller, value, value_len).map(|b| serde_json::from_slice(&b)) {
-                Ok(Ok(v)) => v,
-                Ok(Err(_)) => return -EINVAL,
-                Err(e) => return -e,
-            };
+            let value: Value =
+                match read(&mut caller, value, value_len).map(|b| serde_json::from_slice(&b)) {
+                    Ok(Ok(v)) => v,
+                    Ok(Err(_)) => return -EINVAL,
+                    Err(e) => return -e,
+                };
             let host = &mut caller.data_mut().cchat;
             let task = host.task.clone();
-            let Some(session) = host.sessions.get_mut(&handle) else { return -EBADF };
+            let Some(session) = host.sessions.get_mut(&handle) else {
+                return -EBADF;
+            };
             match set_param(&task, &mut session.policy, &key, &value) {
                 Ok(()) => 0,
                 Err(error) => errno(&error),
@@ -169,14 +217,22 @@ pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<
     linker.func_wrap(
         "spear",
         "cchat_ctl_get_param",
-        |mut caller: Caller<'_, GuestState>, handle: i32, key: u32, key_len: u32, out: u32, out_len: u32| -> i32 {
+        |mut caller: Caller<'_, GuestState>,
+         handle: i32,
+         key: u32,
+         key_len: u32,
+         out: u32,
+         out_len: u32|
+         -> i32 {
             reset_cpu(&mut caller);
             let key = match read_str(&mut caller, key, key_len) {
                 Ok(k) => k,
                 Err(e) => return -e,
             };
             let host = &caller.data().cchat;
-            let Some(session) = host.sessions.get(&handle) else { return -EBADF };
+            let Some(session) = host.sessions.get(&handle) else {
+                return -EBADF;
+            };
             let value = match get_param(&host.task, &session.policy, &key) {
                 Ok(v) => v.to_string().into_bytes(),
                 Err(error) => return errno(&error),
@@ -188,7 +244,13 @@ pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<
     linker.func_wrap(
         "spear",
         "cchat_write_msg",
-        |mut caller: Caller<'_, GuestState>, handle: i32, role: u32, role_len: u32, text: u32, text_len: u32| -> i32 {
+        |mut caller: Caller<'_, GuestState>,
+         handle: i32,
+         role: u32,
+         role_len: u32,
+         text: u32,
+         text_len: u32|
+         -> i32 {
             reset_cpu(&mut caller);
             let role = match read_str(&mut caller, role, role_len) {
                 Ok(r) => r,
@@ -203,7 +265,9 @@ pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<
                 "user" => ChatMessage::user(&text),
                 _ => return -EINVAL,
             };
-            let Some(session) = caller.data_mut().cchat.sessions.get_mut(&handle) else { return -EBADF };
+            let Some(session) = caller.data_mut().cchat.sessions.get_mut(&handle) else {
+                return -EBADF;
+            };
             if session.messages.len() >= MAX_MESSAGES {
                 return -ENOSPC;
             }
@@ -264,18 +328,26 @@ pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<
         "cchat_recv",
         |mut caller: Caller<'_, GuestState>, handle: i32, out: u32, out_len: u32| -> i32 {
             reset_cpu(&mut caller);
-            let Some(session) = caller.data().cchat.sessions.get(&handle) else { return -EBADF };
-            let Some(reply) = session.reply.clone() else { return -ENOENT };
+            let Some(session) = caller.data().cchat.sessions.get(&handle) else {
+                return -EBADF;
+            };
+            let Some(reply) = session.reply.clone() else {
+                return -ENOENT;
+            };
             write_out(&mut caller, out, out_len, &reply)
         },
     )?;
 
-    linker.func_wrap("spear", "cchat_close", |mut caller: Caller<'_, GuestState>, handle: i32| -> i32 {
-        reset_cpu(&mut caller);
-        match caller.data_mut().cchat.sessions.remove(&handle) {
-            Some(_) => 0,
-            None => -EBADF,
-        }
-    })?;
+    linker.func_wrap(
+        "spear",
+        "cchat_close",
+        |mut caller: Caller<'_, GuestState>, handle: i32| -> i32 {
+            reset_cpu(&mut caller);
+            match caller.data_mut().cchat.sessions.remove(&handle) {
+                Some(_) => 0,
+                None => -EBADF,
+            }
+        },
+    )?;
     Ok(())
 }

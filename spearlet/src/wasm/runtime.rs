@@ -12,8 +12,8 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module, PoolingAllocationConfig, Store,
-    StoreLimitsBuilder,
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
+    PoolingAllocationConfig, Store, StoreLimitsBuilder,
 };
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -108,9 +108,14 @@ fn config(pooling: bool) -> Config {
     config.epoch_interruption(true);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_memories(256).total_tables(256).total_core_instances(256).max_memory_size(256 << 20);
+        pool.total_memories(256)
+            .total_tables(256)
+            .total_core_instances(256)
+            .max_memory_size(256 << 20);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        config.memory_reservation(256 << 20).memory_guard_size(64 << 10);
+        config
+            .memory_reservation(256 << 20)
+            .memory_guard_size(64 << 10);
     }
     config
 }
@@ -141,7 +146,13 @@ impl GuestRuntime {
         if let Some(dir) = &cache_dir {
             std::fs::create_dir_all(dir).map_err(wasmtime::Error::from)?;
         }
-        Ok(GuestRuntime { engine, linker, modules: Mutex::default(), cache_dir, stop_ticker })
+        Ok(GuestRuntime {
+            engine,
+            linker,
+            modules: Mutex::default(),
+            cache_dir,
+            stop_ticker,
+        })
     }
 
     /// Compiles (or takes from the caches) and links `wasm`.
@@ -151,28 +162,40 @@ impl GuestRuntime {
             return Ok(pre.clone());
         }
         let module = self.compile(wasm, &digest)?;
-        let pre = self.linker.instantiate_pre(&module).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&module)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         self.modules.lock().insert(digest, pre.clone());
         Ok(pre)
     }
 
     fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Module, LoadError> {
-        let cached = self.cache_dir.as_ref().map(|d| d.join(format!("{}.cwasm", hex(digest))));
+        let cached = self
+            .cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.cwasm", hex(digest))));
         if let Some(path) = cached.as_ref().filter(|p| p.exists()) {
             // SAFETY: the file was written by `Module::serialize` of this
             // node under the digest of its source; wasmtime checks that it
             // matches this engine's configuration before using it.
             match unsafe { Module::deserialize_file(&self.engine, path) } {
                 Ok(module) => return Ok(module),
-                Err(error) => warn!(path = %path.display(), %error, "stale module cache entry; recompiling"),
+                Err(error) => {
+                    warn!(path = %path.display(), %error, "stale module cache entry; recompiling")
+                }
             }
         }
         let started = Instant::now();
-        let module = Module::new(&self.engine, wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let module =
+            Module::new(&self.engine, wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
         if let (Some(path), Ok(bytes)) = (cached, module.serialize()) {
             let tmp = path.with_extension("tmp");
-            if std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)).is_err() {
+            if std::fs::write(&tmp, bytes)
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .is_err()
+            {
                 warn!(path = %path.display(), "cannot write the module cache");
             }
         }
@@ -180,7 +203,12 @@ impl GuestRuntime {
     }
 
     /// Runs the guest's `_start` once, in a fresh store with `limits`.
-    pub async fn run(&self, pre: &InstancePre<GuestState>, context: RunContext, limits: GuestLimits) -> GuestOutcome {
+    pub async fn run(
+        &self,
+        pre: &InstancePre<GuestState>,
+        context: RunContext,
+        limits: GuestLimits,
+    ) -> GuestOutcome {
         let started = Instant::now();
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
@@ -198,7 +226,13 @@ impl GuestRuntime {
                 .instances(1)
                 .trap_on_grow_failure(true)
                 .build(),
-            cchat: CchatHost::new(context.task, context.router, context.backend, deadline, limits),
+            cchat: CchatHost::new(
+                context.task,
+                context.router,
+                context.backend,
+                deadline,
+                limits,
+            ),
             cpu_ticks: ticks(limits.cpu),
         };
         let mut store = Store::new(&self.engine, state);
@@ -212,7 +246,13 @@ impl GuestRuntime {
         };
         let result = tokio::time::timeout(limits.wall, run).await;
         let (exit_code, error) = match result {
-            Err(_) => (None, Some(format!("the guest exceeded its wall-clock limit of {:?}", limits.wall))),
+            Err(_) => (
+                None,
+                Some(format!(
+                    "the guest exceeded its wall-clock limit of {:?}",
+                    limits.wall
+                )),
+            ),
             Ok(Ok(())) => (Some(0), None),
             Ok(Err(error)) => describe(&error),
         };
@@ -240,17 +280,31 @@ fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         let why = match trap {
             wasmtime::Trap::Interrupt => "the guest used more than its CPU budget".to_string(),
-            wasmtime::Trap::StackOverflow => "the guest overflowed its stack (too deep recursion)".to_string(),
-            wasmtime::Trap::MemoryOutOfBounds => "the guest accessed memory out of bounds".to_string(),
-            wasmtime::Trap::AllocationTooLarge => "the guest tried to grow its memory past its limit".to_string(),
+            wasmtime::Trap::StackOverflow => {
+                "the guest overflowed its stack (too deep recursion)".to_string()
+            }
+            wasmtime::Trap::MemoryOutOfBounds => {
+                "the guest accessed memory out of bounds".to_string()
+            }
+            wasmtime::Trap::AllocationTooLarge => {
+                "the guest tried to grow its memory past its limit".to_string()
+            }
             other => format!("the guest trapped: {other}"),
         };
-        let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>().map(|b| format!("\n{b}")).unwrap_or_default();
+        let backtrace = error
+            .downcast_ref::<wasmtime::WasmBacktrace>()
+            .map(|b| format!("\n{b}"))
+            .unwrap_or_default();
         return (None, Some(format!("{why}{backtrace}")));
     }
     let text = format!("{error:#}");
-    if text.contains("memory") && text.contains("limit") || text.contains("forcing trap when growing memory") {
-        return (None, Some("the guest tried to grow its memory past its limit".into()));
+    if text.contains("memory") && text.contains("limit")
+        || text.contains("forcing trap when growing memory")
+    {
+        return (
+            None,
+            Some("the guest tried to grow its memory past its limit".into()),
+        );
     }
     (None, Some(format!("the guest failed: {text}")))
 }

@@ -18,10 +18,19 @@ pub async fn connect(addr: &str) -> Channel {
 }
 
 /// Opens a watch from `(epoch, revision)`.
-pub async fn watch(channel: Channel, node: usize, epoch: u64, revision: u64) -> Result<Streaming<WatchEvent>, tonic::Status> {
+pub async fn watch(
+    channel: Channel,
+    node: usize,
+    epoch: u64,
+    revision: u64,
+) -> Result<Streaming<WatchEvent>, tonic::Status> {
     let mut client = RegistryClient::new(channel).max_decoding_message_size(64 * 1024 * 1024);
     let response = client
-        .watch(WatchRequest { node_id: format!("bench-{node}"), epoch, revision })
+        .watch(WatchRequest {
+            node_id: format!("bench-{node}"),
+            epoch,
+            revision,
+        })
         .await?;
     Ok(response.into_inner())
 }
@@ -55,7 +64,10 @@ impl Position {
                     self.deltas += 1;
                     return Some(delta.revision);
                 }
-                panic!("bench client saw a gap: at {} got {}->{}", self.revision, delta.prev_revision, delta.revision);
+                panic!(
+                    "bench client saw a gap: at {} got {}->{}",
+                    self.revision, delta.prev_revision, delta.revision
+                );
             }
             watch_event::Event::Progress(_) => None,
         }

@@ -26,7 +26,9 @@ pub async fn run() {
                 channel = Some(connect(&sms.grpc).await);
             }
             let Some(ch) = channel.clone() else { continue };
-            let mut stream = watch(ch, i, 0, 0).await.unwrap_or_else(|e| panic!("watch: {e}"));
+            let mut stream = watch(ch, i, 0, 0)
+                .await
+                .unwrap_or_else(|e| panic!("watch: {e}"));
             // The first frame (an empty snapshot) proves the stream is open.
             let _ = stream.next().await;
             held.push(stream);

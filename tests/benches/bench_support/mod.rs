@@ -50,13 +50,20 @@ pub async fn start_sms(backend: Backend) -> InProcess {
         admin_token: None,
         hub: HubConfig::default(),
     };
-    let sms = Sms::start(config).await.unwrap_or_else(|e| panic!("start SMS: {e}"));
+    let sms = Sms::start(config)
+        .await
+        .unwrap_or_else(|e| panic!("start SMS: {e}"));
     let hub = Arc::clone(&sms.hub);
     let sms_addr = sms.grpc_addr.to_string();
     tokio::spawn(sms.serve(std::future::pending()));
     hub.wait_loaded().await;
     let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
-    InProcess { sms_addr, hub, writer, _etcd: etcd }
+    InProcess {
+        sms_addr,
+        hub,
+        writer,
+        _etcd: etcd,
+    }
 }
 
 /// A realistic server record.
@@ -67,8 +74,15 @@ pub fn record(id: &str, description: &str) -> ServerRecord {
             description: description.to_string(),
             transport: Transport::Stdio as i32,
             command: "npx".into(),
-            args: vec!["-y".into(), "@modelcontextprotocol/server-everything".into()],
-            env: [("LOG_LEVEL".to_string(), "warn".to_string()), ("TOKEN".into(), "${TOKEN}".into())].into(),
+            args: vec![
+                "-y".into(),
+                "@modelcontextprotocol/server-everything".into(),
+            ],
+            env: [
+                ("LOG_LEVEL".to_string(), "warn".to_string()),
+                ("TOKEN".into(), "${TOKEN}".into()),
+            ]
+            .into(),
             enabled: true,
             ..Default::default()
         }),
@@ -81,9 +95,17 @@ pub fn record(id: &str, description: &str) -> ServerRecord {
 pub async fn preload(writer: &RegistryWriter, n: usize) {
     let ids: Vec<String> = (0..n).map(|i| format!("server-{i:05}")).collect();
     for chunk in ids.chunks(500) {
-        let upserts: Vec<ServerRecord> = chunk.iter().map(|id| record(id, "preloaded server for the benchmark")).collect();
+        let upserts: Vec<ServerRecord> = chunk
+            .iter()
+            .map(|id| record(id, "preloaded server for the benchmark"))
+            .collect();
         writer
-            .apply(|_| Ok::<_, ()>(Change { upserts: upserts.clone(), deletes: vec![] }))
+            .apply(|_| {
+                Ok::<_, ()>(Change {
+                    upserts: upserts.clone(),
+                    deletes: vec![],
+                })
+            })
             .await
             .unwrap_or_else(|e| panic!("preload: {e:?}"));
     }

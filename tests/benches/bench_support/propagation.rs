@@ -48,7 +48,11 @@ async fn measure(sms: &super::InProcess, streams: usize) -> Summary {
                 Ok(s) => s,
                 Err(e) => panic!("watch: {e}"),
             };
-            let mut position = Position { epoch, revision, ..Default::default() };
+            let mut position = Position {
+                epoch,
+                revision,
+                ..Default::default()
+            };
             let mut announced = false;
             while let Some(Ok(event)) = stream.next().await {
                 if !announced {
@@ -70,7 +74,12 @@ async fn measure(sms: &super::InProcess, streams: usize) -> Summary {
         let upsert = record("bench-change", &format!("change {i}"));
         let rev = sms
             .writer
-            .apply(|_| Ok::<_, ()>(Change { upserts: vec![upsert.clone()], deletes: vec![] }))
+            .apply(|_| {
+                Ok::<_, ()>(Change {
+                    upserts: vec![upsert.clone()],
+                    deletes: vec![],
+                })
+            })
             .await
             .unwrap_or_else(|e| panic!("commit: {e:?}"));
         sent.lock().insert(rev, started);
@@ -91,6 +100,10 @@ async fn measure(sms: &super::InProcess, streams: usize) -> Summary {
     for task in tasks {
         task.abort();
     }
-    assert_eq!(samples.len(), streams * CHANGES, "every stream must see every change");
+    assert_eq!(
+        samples.len(),
+        streams * CHANGES,
+        "every stream must see every change"
+    );
     Summary::of(samples)
 }

@@ -37,20 +37,28 @@ async fn storm(with_etcd: bool) {
     let addr = sms.grpc.clone();
     wait_servers(&addr, SERVERS).await;
 
-    let positions: Arc<Vec<(AtomicU64, AtomicU64)>> =
-        Arc::new((0..STREAMS).map(|_| (AtomicU64::new(0), AtomicU64::new(0))).collect());
+    let positions: Arc<Vec<(AtomicU64, AtomicU64)>> = Arc::new(
+        (0..STREAMS)
+            .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+            .collect(),
+    );
     let snapshots = Arc::new(AtomicU64::new(0));
     let deltas = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for i in 0..STREAMS {
-        let (addr, positions, snapshots, deltas) =
-            (addr.clone(), Arc::clone(&positions), Arc::clone(&snapshots), Arc::clone(&deltas));
+        let (addr, positions, snapshots, deltas) = (
+            addr.clone(),
+            Arc::clone(&positions),
+            Arc::clone(&snapshots),
+            Arc::clone(&deltas),
+        );
         tasks.push(tokio::spawn(async move {
             let mut position = Position::default();
             let mut delay = Duration::from_millis(50);
             loop {
                 let channel = connect_retry(&addr).await;
-                let Ok(mut stream) = watch(channel, i, position.epoch, position.revision).await else {
+                let Ok(mut stream) = watch(channel, i, position.epoch, position.revision).await
+                else {
                     tokio::time::sleep(jitter(delay)).await;
                     delay = (delay * 2).min(Duration::from_secs(1));
                     continue;
@@ -82,10 +90,14 @@ async fn storm(with_etcd: bool) {
     if with_etcd {
         // Writes while SMS is down, by another replica on the same etcd.
         tokio::task::block_in_place(|| {
-            let other = SmsProc::start(SmsOptions { etcd: etcd.as_ref().map(|e| e.endpoint()), ..Default::default() });
+            let other = SmsProc::start(SmsOptions {
+                etcd: etcd.as_ref().map(|e| e.endpoint()),
+                ..Default::default()
+            });
             for i in 0..CHANGES_WHILE_DOWN {
                 let spec = other.workdir().join("spec.json");
-                let body = serde_json::json!({"id": format!("down-{i}"), "command": "true"}).to_string();
+                let body =
+                    serde_json::json!({"id": format!("down-{i}"), "command": "true"}).to_string();
                 std::fs::write(&spec, body).unwrap_or_else(|e| panic!("{e}"));
                 let (code, _, err) = other.client(&["apply", &spec.to_string_lossy()]);
                 assert_eq!(code, 0, "{err}");
@@ -95,16 +107,36 @@ async fn storm(with_etcd: bool) {
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
-        let (epoch, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
-        report("etcd (history kept)", started, (epoch, revision), &positions, &snapshots, &deltas).await;
+        let (epoch, revision, _) = sms_registry_async(&restarted.grpc)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        report(
+            "etcd (history kept)",
+            started,
+            (epoch, revision),
+            &positions,
+            &snapshots,
+            &deltas,
+        )
+        .await;
     } else {
         snapshots.store(0, Ordering::Relaxed);
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
         wait_servers(&restarted.grpc, SERVERS).await;
-        let (epoch, revision, _) = sms_registry_async(&restarted.grpc).await.unwrap_or_else(|e| panic!("{e}"));
-        report("embedded (new epoch, baseline)", started, (epoch, revision), &positions, &snapshots, &deltas).await;
+        let (epoch, revision, _) = sms_registry_async(&restarted.grpc)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        report(
+            "embedded (new epoch, baseline)",
+            started,
+            (epoch, revision),
+            &positions,
+            &snapshots,
+            &deltas,
+        )
+        .await;
     }
     for task in tasks {
         task.abort();
@@ -124,7 +156,9 @@ async fn report(
     let converged = || {
         positions
             .iter()
-            .filter(|(e, r)| e.load(Ordering::Relaxed) == target.0 && r.load(Ordering::Relaxed) >= target.1)
+            .filter(|(e, r)| {
+                e.load(Ordering::Relaxed) == target.0 && r.load(Ordering::Relaxed) >= target.1
+            })
             .count()
     };
     let deadline = started + Duration::from_secs(60);
@@ -147,7 +181,11 @@ fn jitter(d: Duration) -> Duration {
 async fn connect_retry(addr: &str) -> tonic::transport::Channel {
     loop {
         if let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) {
-            if let Ok(ch) = endpoint.connect_timeout(Duration::from_secs(2)).connect().await {
+            if let Ok(ch) = endpoint
+                .connect_timeout(Duration::from_secs(2))
+                .connect()
+                .await
+            {
                 return ch;
             }
         }
@@ -157,7 +195,12 @@ async fn connect_retry(addr: &str) -> tonic::transport::Channel {
 
 fn write_servers(dir: &std::path::Path, version: usize) {
     let servers: serde_json::Map<String, serde_json::Value> = (0..SERVERS)
-        .map(|i| (format!("s{i:04}"), serde_json::json!({"command": "true", "description": format!("v{version}")})))
+        .map(|i| {
+            (
+                format!("s{i:04}"),
+                serde_json::json!({"command": "true", "description": format!("v{version}")}),
+            )
+        })
         .collect();
     let body = serde_json::json!({ "mcpServers": servers }).to_string();
     std::fs::write(dir.join("servers.json"), body).unwrap_or_else(|e| panic!("{e}"));
@@ -174,4 +217,3 @@ async fn wait_servers(addr: &str, n: usize) {
     }
     panic!("SMS never registered {n} servers");
 }
-

@@ -21,11 +21,13 @@ pub async fn run() {
     println!("\n## snapshot of {SERVERS} servers to {STREAMS} streams");
 
     // Baseline: what per-stream encoding would cost (encode only).
-    let list = sms.hub.with_servers(|epoch, revision, view| ListServersResponse {
-        epoch,
-        revision,
-        servers: view.iter().cloned().collect(),
-    });
+    let list = sms
+        .hub
+        .with_servers(|epoch, revision, view| ListServersResponse {
+            epoch,
+            revision,
+            servers: view.iter().cloned().collect(),
+        });
     let started = Instant::now();
     let mut bytes = 0usize;
     for _ in 0..STREAMS {
@@ -48,7 +50,9 @@ pub async fn run() {
         }
         let Some(ch) = channel.clone() else { continue };
         tasks.push(tokio::spawn(async move {
-            let mut stream = watch(ch, i, 0, 0).await.unwrap_or_else(|e| panic!("watch: {e}"));
+            let mut stream = watch(ch, i, 0, 0)
+                .await
+                .unwrap_or_else(|e| panic!("watch: {e}"));
             let mut position = Position::default();
             while let Some(Ok(event)) = stream.next().await {
                 if position.apply(event).is_some() {
@@ -65,7 +69,10 @@ pub async fn run() {
         }
     }
     let encodes = sms.hub.stats.snapshot_encodes.load(Ordering::Relaxed) - encodes_before;
-    println!("time for each stream to hold the whole snapshot: {}", Summary::of(samples));
+    println!(
+        "time for each stream to hold the whole snapshot: {}",
+        Summary::of(samples)
+    );
     println!("snapshot encodes for {STREAMS} streams at one revision: {encodes}");
     assert_eq!(encodes, 1, "the snapshot must be encoded once per revision");
 }

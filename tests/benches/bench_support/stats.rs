@@ -20,7 +20,12 @@ impl Summary {
             let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
             samples[i.min(samples.len() - 1)]
         };
-        Summary { n: samples.len(), p50: at(0.5), p99: at(0.99), max: samples.last().copied().unwrap_or_default() }
+        Summary {
+            n: samples.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max: samples.last().copied().unwrap_or_default(),
+        }
     }
 }
 
@@ -45,15 +50,25 @@ pub fn ms(d: Duration) -> f64 {
 pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string()))
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string())
+        })
         .and_then(|kb| kb.parse::<u64>().ok())
         .map(|kb| kb / 1024 / 1024)
         .unwrap_or(0);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     let date = std::process::Command::new("date")
         .arg("-u")
         .arg("+%Y-%m-%d %H:%M UTC")
@@ -67,6 +82,11 @@ pub fn machine() -> String {
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
         .unwrap_or(0)
 }
