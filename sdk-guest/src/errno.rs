@@ -1,4 +1,5 @@
-//! The errno values of the host API (Linux numbering).
+//! The errno values of the host API (Linux numbering), shared by the SDK
+//! and the node's host functions so both sides of the ABI agree.
 
 pub const ENOENT: i32 = 2;
 pub const EBADF: i32 = 9;

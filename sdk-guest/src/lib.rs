@@ -6,7 +6,7 @@
 //! model answer, calling the allowed MCP tools as it goes. The session is
 //! closed when the `Chat` is dropped.
 
-mod errno;
+pub mod errno;
 pub mod raw;
 
 pub use serde_json::{json, Value};

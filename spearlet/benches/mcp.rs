@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;
-use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::Connections;
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
@@ -50,24 +50,7 @@ fn spec(id: &str, command: &str, args: &[&str]) -> ServerSpec {
 }
 
 fn registry(specs: Vec<ServerSpec>) -> RegistryHandle {
-    let servers = specs
-        .into_iter()
-        .map(|s| {
-            (
-                s.id.clone(),
-                Arc::new(ServerRecord {
-                    spec: Some(s),
-                    source: None,
-                    mod_revision: 1,
-                }),
-            )
-        })
-        .collect();
-    RegistryHandle::new(RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers,
-    })
+    RegistryHandle::new(RegistryView::from_specs(specs))
 }
 
 fn policies(servers: &[String]) -> (TaskPolicy, SessionPolicy) {

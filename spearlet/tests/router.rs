@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::{Connections, ServerState};
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
@@ -29,24 +29,7 @@ fn misbehaving(id: &str) -> ServerSpec {
 }
 
 fn registry(specs: Vec<ServerSpec>) -> RegistryHandle {
-    let servers = specs
-        .into_iter()
-        .map(|s| {
-            (
-                s.id.clone(),
-                Arc::new(ServerRecord {
-                    spec: Some(s),
-                    source: None,
-                    mod_revision: 1,
-                }),
-            )
-        })
-        .collect();
-    RegistryHandle::new(RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers,
-    })
+    RegistryHandle::new(RegistryView::from_specs(specs))
 }
 
 fn policies() -> (TaskPolicy, SessionPolicy) {

@@ -13,7 +13,7 @@ use axum::routing::post;
 use axum::{Json, Router as Http};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::cchat::{run_tool_loop, LoopError, LoopLimits};
 use spearlet::connections::Connections;
 use spearlet::llm::{
@@ -134,16 +134,7 @@ fn fixture() -> Fixture {
         enabled: true,
         ..Default::default()
     };
-    let record = ServerRecord {
-        spec: Some(spec),
-        source: None,
-        mod_revision: 1,
-    };
-    let registry = RegistryHandle::new(RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers: [("mb".to_string(), Arc::new(record))].into(),
-    });
+    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
     let task = TaskPolicy {
         enabled: true,

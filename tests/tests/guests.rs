@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::routing::post;
 use axum::Json;
 use serde_json::{json, Value};
-use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+use spear_proto::v1::{ServerSpec, Transport};
 use spear_tests::peers::npm_bin;
 use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
@@ -89,16 +89,7 @@ async fn node() -> Node {
         enabled: true,
         ..Default::default()
     };
-    let record = ServerRecord {
-        spec: Some(spec),
-        source: None,
-        mod_revision: 1,
-    };
-    let registry = RegistryHandle::new(RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers: [("fs".to_string(), Arc::new(record))].into(),
-    });
+    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
     let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
     let addr = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
     let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {

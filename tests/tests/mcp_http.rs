@@ -155,7 +155,7 @@ fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use spear_proto::v1::{ServerRecord, ServerSpec, Transport};
+    use spear_proto::v1::{ServerSpec, Transport};
     use spearlet::connections::Connections;
     use spearlet::registry::{RegistryHandle, RegistryView};
 
@@ -173,16 +173,7 @@ fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
         enabled: true,
         ..Default::default()
     };
-    let record = ServerRecord {
-        spec: Some(spec),
-        source: None,
-        mod_revision: 1,
-    };
-    let view = RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers: [("py".to_string(), Arc::new(record))].into(),
-    };
+    let view = RegistryView::from_specs([spec]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let (connections, _watch) =

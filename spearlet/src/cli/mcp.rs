@@ -10,8 +10,6 @@ use spear_proto::v1::{ServerSpec, Transport};
 
 use std::sync::Arc;
 
-use spear_proto::v1::ServerRecord;
-
 use crate::connections::{Connections, Lookup};
 use crate::mcp::Timeouts;
 use crate::persist::StateDir;
@@ -163,17 +161,7 @@ impl Target {
 /// The node's connection manager over a registry of just this server, so
 /// the command behaves exactly as the node does (limits, quarantine, rendering).
 fn connections_for(spec: ServerSpec) -> (Connections, tokio::task::JoinHandle<()>) {
-    let id = spec.id.clone();
-    let record = ServerRecord {
-        spec: Some(spec),
-        source: None,
-        mod_revision: 0,
-    };
-    let view = RegistryView {
-        epoch: 1,
-        revision: 1,
-        servers: [(id, Arc::new(record))].into(),
-    };
+    let view = RegistryView::from_specs([spec]);
     let lookup: Lookup = Arc::new(|name: &str| std::env::var(name).ok());
     Connections::new(RegistryHandle::new(view), lookup)
 }

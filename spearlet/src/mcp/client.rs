@@ -31,12 +31,14 @@ pub enum McpError {
     Initialize(String),
     #[error("{what} timed out after {after:?}")]
     Timeout { what: &'static str, after: Duration },
-    #[error("the server connection is closed")]
+    #[error("the server connection is closed: the server exited or hung up (its stderr is in the node's log)")]
     Closed,
     #[error("the server answered with an error: {0}")]
     Server(String),
-    #[error("transport {0} is not supported by this node yet")]
-    Unsupported(&'static str),
+    #[error(
+        "the server declares no transport; give it a \"command\" (stdio) or a \"url\" (remote)"
+    )]
+    NoTransport,
     #[error("tools/list returned more than {0} pages; the rest were ignored")]
     TooManyPages(usize),
     #[error("{0}")]
@@ -138,7 +140,7 @@ impl McpClient {
             Transport::Stdio => Self::connect_stdio(spec, lookup).await,
             Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
             Transport::Sse => Self::connect_sse(spec, lookup).await,
-            Transport::Unspecified => Err(McpError::Unsupported("unspecified")),
+            Transport::Unspecified => Err(McpError::NoTransport),
         }
     }
 

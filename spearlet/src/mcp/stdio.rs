@@ -130,11 +130,6 @@ impl StdioChild {
         self.signal_group(libc::SIGKILL);
     }
 
-    /// True once the server process has exited.
-    pub fn has_exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-
     fn signal_group(&self, signal: i32) {
         if let Some(pgid) = self.pgid {
             // SAFETY: kill(2) with a negative pid signals that process group;

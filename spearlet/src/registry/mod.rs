@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use spear_proto::v1::ServerRecord;
+use spear_proto::v1::{ServerRecord, ServerSpec};
 use tokio::sync::watch;
 
 pub use render::{redacted_json, table};
@@ -21,6 +21,28 @@ pub struct RegistryView {
 }
 
 impl RegistryView {
+    /// A registry of exactly these servers, not synced from SMS: what
+    /// `spearlet mcp` uses for one server, and what tests and benchmarks
+    /// build their nodes from.
+    pub fn from_specs(specs: impl IntoIterator<Item = ServerSpec>) -> Self {
+        let servers = specs
+            .into_iter()
+            .map(|spec| {
+                let record = ServerRecord {
+                    spec: Some(spec.clone()),
+                    source: None,
+                    mod_revision: 1,
+                };
+                (spec.id, Arc::new(record))
+            })
+            .collect();
+        Self {
+            epoch: 1,
+            revision: 1,
+            servers,
+        }
+    }
+
     /// The position to resume from, `(0, 0)` for an empty node.
     pub fn position(&self) -> (u64, u64) {
         (self.epoch, self.revision)

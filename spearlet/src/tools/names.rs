@@ -163,15 +163,28 @@ mod tests {
 
         #[test]
         fn a_name_resolves_only_to_what_was_offered(
-            offered_pairs in proptest::collection::vec(("[a-z]{1,8}", "[a-z_]{1,12}"), 1..20),
-            probe in "\\PC{0,80}",
+            offered_pairs in proptest::collection::vec(("[a-z]{1,8}", "[a-z_.]{1,12}"), 1..20),
+            pick in 0usize..20,
+            mode in 0u8..4,
+            noise in "\\PC{0,80}",
         ) {
             let mut offered = OfferedTools::default();
             let names: Vec<String> = offered_pairs.iter().map(|(s, t)| offered.offer(s, t)).collect();
-            if let Ok((server, tool)) = offered.resolve(&probe) {
-                prop_assert!(offered_pairs.iter().any(|(s, t)| s == server && t == tool));
-                let compat = format!("mcp.{}.{}", server, tool);
-                prop_assert!(names.contains(&probe) || probe == compat);
+            let (server, tool) = &offered_pairs[pick % offered_pairs.len()];
+            // Probes near the offered names, not only random text.
+            let probe = match mode {
+                0 => noise.clone(),
+                1 => offered_name(server, tool),
+                2 => format!("mcp.{server}.{tool}"),
+                _ => format!("{}{}", offered_name(server, tool), noise),
+            };
+            match offered.resolve(&probe) {
+                Ok((s, t)) => {
+                    prop_assert!(offered_pairs.iter().any(|(ps, pt)| ps == s && pt == t));
+                    let compat = format!("mcp.{s}.{t}");
+                    prop_assert!(names.contains(&probe) || probe == compat, "{probe} resolved to {s}/{t}");
+                }
+                Err(_) => prop_assert!(mode == 0 || mode == 3, "an offered name did not resolve: {probe}"),
             }
         }
     }

@@ -16,15 +16,8 @@ use crate::llm::{ChatMessage, LlmBackend};
 use crate::policy::{get_param, set_param, ParamError, SessionPolicy, TaskPolicy};
 use crate::router::Router;
 
-pub const ENOENT: i32 = 2;
-pub const EIO: i32 = 5;
-pub const EBADF: i32 = 9;
-pub const EACCES: i32 = 13;
-pub const EFAULT: i32 = 14;
-pub const EINVAL: i32 = 22;
-pub const EMFILE: i32 = 24;
-pub const ENOSPC: i32 = 28;
-pub const ETIMEDOUT: i32 = 110;
+// One errno table for both sides of the ABI: the guest SDK's.
+use spear_guest::errno::{EACCES, EBADF, EFAULT, EINVAL, EIO, EMFILE, ENOENT, ENOSPC, ETIMEDOUT};
 
 /// Largest key, value or message the host accepts from a guest.
 const MAX_INPUT: u32 = 1024 * 1024;
@@ -80,6 +73,14 @@ impl CchatHost {
     }
 }
 
+/// A host call's result: a value (zero or a handle) or an errno.
+type HostResult = Result<i32, i32>;
+
+/// The ABI's return value: the value, or the negated errno.
+fn code(result: HostResult) -> i32 {
+    result.unwrap_or_else(|errno| -errno)
+}
+
 /// The guest's exported memory.
 fn memory(caller: &mut Caller<'_, GuestState>) -> Result<wasmtime::Memory, i32> {
     match caller.get_export("memory") {
@@ -109,42 +110,39 @@ fn read_str(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<S
 
 /// Writes `bytes` to the guest buffer `out` whose capacity is at `out_len`;
 /// on a short buffer writes the needed size there and fails with ENOSPC.
-fn write_out(caller: &mut Caller<'_, GuestState>, out: u32, out_len: u32, bytes: &[u8]) -> i32 {
-    let Ok(memory) = memory(caller) else {
-        return -EFAULT;
-    };
-    let len_at = out_len as usize;
-    let Some(cap_bytes) = memory
-        .data(&caller)
-        .get(len_at..len_at + 4)
-        .map(|b| [b[0], b[1], b[2], b[3]])
-    else {
-        return -EFAULT;
-    };
-    let capacity = u32::from_le_bytes(cap_bytes) as usize;
-    let needed = (bytes.len() as u32).to_le_bytes();
+fn write_out(
+    caller: &mut Caller<'_, GuestState>,
+    out: u32,
+    out_len: u32,
+    bytes: &[u8],
+) -> HostResult {
+    let memory = memory(caller)?;
+    let len_at = out_len as usize..out_len as usize + 4;
     let data = memory.data_mut(&mut *caller);
+    let capacity = data
+        .get(len_at.clone())
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or(EFAULT)?;
+    let needed = (bytes.len() as u32).to_le_bytes();
     if bytes.len() > capacity {
-        data[len_at..len_at + 4].copy_from_slice(&needed);
-        return -ENOSPC;
+        data[len_at].copy_from_slice(&needed);
+        return Err(ENOSPC);
     }
     let start = out as usize;
-    let Some(target) = start
+    let target = start
         .checked_add(bytes.len())
         .and_then(|end| data.get_mut(start..end))
-    else {
-        return -EFAULT;
-    };
+        .ok_or(EFAULT)?;
     target.copy_from_slice(bytes);
-    data[len_at..len_at + 4].copy_from_slice(&needed);
-    0
+    data[len_at].copy_from_slice(&needed);
+    Ok(0)
 }
 
-fn errno(error: &ParamError) -> i32 {
+fn param_errno(error: ParamError) -> i32 {
     match error {
-        ParamError::Denied(_) => -EACCES,
-        ParamError::Invalid { .. } => -EINVAL,
-        ParamError::Unknown(_) => -ENOENT,
+        ParamError::Denied(_) => EACCES,
+        ParamError::Invalid { .. } => EINVAL,
+        ParamError::Unknown(_) => ENOENT,
     }
 }
 
@@ -155,199 +153,213 @@ fn reset_cpu(caller: &mut Caller<'_, GuestState>) {
     caller.as_context_mut().set_epoch_deadline(ticks);
 }
 
-/// Adds the seven cchat functions to `linker`.
-pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
-    linker.func_wrap(
-        "spear",
-        "cchat_create",
-        |mut caller: Caller<'_, GuestState>| -> i32 {
-            reset_cpu(&mut caller);
-            let host = &mut caller.data_mut().cchat;
-            if host.sessions.len() >= host.limits.max_sessions {
-                return -EMFILE;
-            }
-            let handle = host.next_handle;
-            host.next_handle = host.next_handle.checked_add(1).unwrap_or(1);
-            let policy = SessionPolicy::from_task(&host.task);
-            host.sessions.insert(
-                handle,
-                Session {
-                    policy,
-                    messages: Vec::new(),
-                    reply: None,
-                },
-            );
-            handle
-        },
-    )?;
+fn create(caller: &mut Caller<'_, GuestState>) -> HostResult {
+    let host = &mut caller.data_mut().cchat;
+    if host.sessions.len() >= host.limits.max_sessions {
+        return Err(EMFILE);
+    }
+    let handle = host.next_handle;
+    host.next_handle = host.next_handle.checked_add(1).unwrap_or(1);
+    let session = Session {
+        policy: SessionPolicy::from_task(&host.task),
+        messages: Vec::new(),
+        reply: None,
+    };
+    host.sessions.insert(handle, session);
+    Ok(handle)
+}
 
+fn ctl_set_param(
+    caller: &mut Caller<'_, GuestState>,
+    handle: i32,
+    key: (u32, u32),
+    value: (u32, u32),
+) -> HostResult {
+    let key = read_str(caller, key.0, key.1)?;
+    let value: Value =
+        serde_json::from_slice(&read(caller, value.0, value.1)?).map_err(|_| EINVAL)?;
+    let host = &mut caller.data_mut().cchat;
+    let session = host.sessions.get_mut(&handle).ok_or(EBADF)?;
+    set_param(&host.task, &mut session.policy, &key, &value).map_err(param_errno)?;
+    Ok(0)
+}
+
+fn ctl_get_param(
+    caller: &mut Caller<'_, GuestState>,
+    handle: i32,
+    key: (u32, u32),
+    out: (u32, u32),
+) -> HostResult {
+    let key = read_str(caller, key.0, key.1)?;
+    let host = &caller.data().cchat;
+    let session = host.sessions.get(&handle).ok_or(EBADF)?;
+    let value = get_param(&host.task, &session.policy, &key).map_err(param_errno)?;
+    write_out(caller, out.0, out.1, value.to_string().as_bytes())
+}
+
+fn write_msg(
+    caller: &mut Caller<'_, GuestState>,
+    handle: i32,
+    role: (u32, u32),
+    text: (u32, u32),
+) -> HostResult {
+    let role = read_str(caller, role.0, role.1)?;
+    let text = read_str(caller, text.0, text.1)?;
+    let message = match role.as_str() {
+        "system" => ChatMessage::system(&text),
+        "user" => ChatMessage::user(&text),
+        _ => return Err(EINVAL),
+    };
+    let session = caller
+        .data_mut()
+        .cchat
+        .sessions
+        .get_mut(&handle)
+        .ok_or(EBADF)?;
+    if session.messages.len() >= MAX_MESSAGES {
+        return Err(ENOSPC);
+    }
+    session.messages.push(message);
+    Ok(0)
+}
+
+fn recv(caller: &mut Caller<'_, GuestState>, handle: i32, out: (u32, u32)) -> HostResult {
+    let session = caller.data().cchat.sessions.get(&handle).ok_or(EBADF)?;
+    let reply = session.reply.clone().ok_or(ENOENT)?;
+    write_out(caller, out.0, out.1, &reply)
+}
+
+fn close(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
+    caller
+        .data_mut()
+        .cchat
+        .sessions
+        .remove(&handle)
+        .map(|_| 0)
+        .ok_or(EBADF)
+}
+
+/// Runs the tool loop for a session and keeps its reply for `cchat_recv`.
+async fn send(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
+    let host = &mut caller.data_mut().cchat;
+    let session = host.sessions.get_mut(&handle).ok_or(EBADF)?;
+    let mut messages = std::mem::take(&mut session.messages);
+    let policy = session.policy.clone();
+    let (task, router, backend) = (
+        host.task.clone(),
+        host.router.clone(),
+        Arc::clone(&host.backend),
+    );
+    let limits = LoopLimits {
+        max_iterations: host.limits.max_iterations,
+        max_total_tool_calls: host.limits.max_total_tool_calls,
+        deadline: host.deadline,
+    };
+    let outcome = run_tool_loop(
+        backend.as_ref(),
+        &router,
+        &task,
+        &policy,
+        &mut messages,
+        limits,
+    )
+    .await;
+    let trace: Vec<Value> = outcome
+        .trace
+        .iter()
+        .map(|t| {
+            json!({
+                "tool_call_id": t.tool_call_id, "name": t.name,
+                "server": t.executed.as_ref().map(|(s, _)| s), "tool": t.executed.as_ref().map(|(_, t)| t),
+                "is_error": t.is_error, "duration_ms": t.duration.as_millis() as u64, "bytes": t.bytes,
+            })
+        })
+        .collect();
+    let (content, error, result) = match &outcome.result {
+        Ok(text) => (text.clone(), None, Ok(0)),
+        Err(LoopError::Deadline) => (
+            String::new(),
+            Some(LoopError::Deadline.to_string()),
+            Err(ETIMEDOUT),
+        ),
+        Err(other) => (String::new(), Some(other.to_string()), Err(EIO)),
+    };
+    let reply = json!({
+        "content": content,
+        "error": error,
+        "usage": {"prompt_tokens": outcome.usage.prompt_tokens, "completion_tokens": outcome.usage.completion_tokens},
+        "iterations": outcome.iterations,
+        "trace": trace,
+    });
+    let host = &mut caller.data_mut().cchat;
+    host.trace.extend(outcome.trace);
+    if let Some(session) = host.sessions.get_mut(&handle) {
+        session.messages = messages;
+        session.reply = Some(reply.to_string().into_bytes());
+    }
+    result
+}
+
+/// Adds the seven cchat functions to `linker`. Each restores the CPU budget
+/// on return, so time in the host never counts as guest CPU.
+pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    type C<'a> = Caller<'a, GuestState>;
+    linker.func_wrap("spear", "cchat_create", |mut c: C<'_>| {
+        let r = create(&mut c);
+        reset_cpu(&mut c);
+        code(r)
+    })?;
     linker.func_wrap(
         "spear",
         "cchat_ctl_set_param",
-        |mut caller: Caller<'_, GuestState>,
-         handle: i32,
-         key: u32,
-         key_len: u32,
-         value: u32,
-         value_len: u32|
-         -> i32 {
-            reset_cpu(&mut caller);
-            let key = match read_str(&mut caller, key, key_len) {
-                Ok(k) => k,
-                Err(e) => return -e,
-            };
-            let value: Value =
-                match read(&mut caller, value, value_len).map(|b| serde_json::from_slice(&b)) {
-                    Ok(Ok(v)) => v,
-                    Ok(Err(_)) => return -EINVAL,
-                    Err(e) => return -e,
-                };
-            let host = &mut caller.data_mut().cchat;
-            let task = host.task.clone();
-            let Some(session) = host.sessions.get_mut(&handle) else {
-                return -EBADF;
-            };
-            match set_param(&task, &mut session.policy, &key, &value) {
-                Ok(()) => 0,
-                Err(error) => errno(&error),
-            }
+        |mut c: C<'_>, h: i32, k: u32, kl: u32, v: u32, vl: u32| {
+            let r = ctl_set_param(&mut c, h, (k, kl), (v, vl));
+            reset_cpu(&mut c);
+            code(r)
         },
     )?;
-
     linker.func_wrap(
         "spear",
         "cchat_ctl_get_param",
-        |mut caller: Caller<'_, GuestState>,
-         handle: i32,
-         key: u32,
-         key_len: u32,
-         out: u32,
-         out_len: u32|
-         -> i32 {
-            reset_cpu(&mut caller);
-            let key = match read_str(&mut caller, key, key_len) {
-                Ok(k) => k,
-                Err(e) => return -e,
-            };
-            let host = &caller.data().cchat;
-            let Some(session) = host.sessions.get(&handle) else {
-                return -EBADF;
-            };
-            let value = match get_param(&host.task, &session.policy, &key) {
-                Ok(v) => v.to_string().into_bytes(),
-                Err(error) => return errno(&error),
-            };
-            write_out(&mut caller, out, out_len, &value)
+        |mut c: C<'_>, h: i32, k: u32, kl: u32, o: u32, ol: u32| {
+            let r = ctl_get_param(&mut c, h, (k, kl), (o, ol));
+            reset_cpu(&mut c);
+            code(r)
         },
     )?;
-
     linker.func_wrap(
         "spear",
         "cchat_write_msg",
-        |mut caller: Caller<'_, GuestState>,
-         handle: i32,
-         role: u32,
-         role_len: u32,
-         text: u32,
-         text_len: u32|
-         -> i32 {
-            reset_cpu(&mut caller);
-            let role = match read_str(&mut caller, role, role_len) {
-                Ok(r) => r,
-                Err(e) => return -e,
-            };
-            let text = match read_str(&mut caller, text, text_len) {
-                Ok(t) => t,
-                Err(e) => return -e,
-            };
-            let message = match role.as_str() {
-                "system" => ChatMessage::system(&text),
-                "user" => ChatMessage::user(&text),
-                _ => return -EINVAL,
-            };
-            let Some(session) = caller.data_mut().cchat.sessions.get_mut(&handle) else {
-                return -EBADF;
-            };
-            if session.messages.len() >= MAX_MESSAGES {
-                return -ENOSPC;
-            }
-            session.messages.push(message);
-            0
+        |mut c: C<'_>, h: i32, r: u32, rl: u32, t: u32, tl: u32| {
+            let r = write_msg(&mut c, h, (r, rl), (t, tl));
+            reset_cpu(&mut c);
+            code(r)
         },
     )?;
-
-    linker.func_wrap_async("spear", "cchat_send", |mut caller: Caller<'_, GuestState>, (handle, _flags): (i32, u32)| {
-        Box::new(async move {
-            let host = &mut caller.data_mut().cchat;
-            let Some(session) = host.sessions.get_mut(&handle) else { return -EBADF };
-            let mut messages = std::mem::take(&mut session.messages);
-            let policy = session.policy.clone();
-            let (task, router, backend) = (host.task.clone(), host.router.clone(), Arc::clone(&host.backend));
-            let limits = LoopLimits {
-                max_iterations: host.limits.max_iterations,
-                max_total_tool_calls: host.limits.max_total_tool_calls,
-                deadline: host.deadline,
-            };
-            let outcome = run_tool_loop(backend.as_ref(), &router, &task, &policy, &mut messages, limits).await;
-            let trace: Vec<Value> = outcome
-                .trace
-                .iter()
-                .map(|t| {
-                    json!({
-                        "tool_call_id": t.tool_call_id, "name": t.name,
-                        "server": t.executed.as_ref().map(|(s, _)| s), "tool": t.executed.as_ref().map(|(_, t)| t),
-                        "is_error": t.is_error, "duration_ms": t.duration.as_millis() as u64, "bytes": t.bytes,
-                    })
-                })
-                .collect();
-            let (content, error, code) = match &outcome.result {
-                Ok(text) => (text.clone(), None, 0),
-                Err(LoopError::Deadline) => (String::new(), Some(LoopError::Deadline.to_string()), -ETIMEDOUT),
-                Err(other) => (String::new(), Some(other.to_string()), -EIO),
-            };
-            let reply = json!({
-                "content": content,
-                "error": error,
-                "usage": {"prompt_tokens": outcome.usage.prompt_tokens, "completion_tokens": outcome.usage.completion_tokens},
-                "iterations": outcome.iterations,
-                "trace": trace,
-            });
-            let host = &mut caller.data_mut().cchat;
-            host.trace.extend(outcome.trace);
-            if let Some(session) = host.sessions.get_mut(&handle) {
-                session.messages = messages;
-                session.reply = Some(reply.to_string().into_bytes());
-            }
-            reset_cpu(&mut caller);
-            code
-        })
-    })?;
-
+    linker.func_wrap_async(
+        "spear",
+        "cchat_send",
+        |mut c: C<'_>, (h, _flags): (i32, u32)| {
+            Box::new(async move {
+                let r = send(&mut c, h).await;
+                reset_cpu(&mut c);
+                code(r)
+            })
+        },
+    )?;
     linker.func_wrap(
         "spear",
         "cchat_recv",
-        |mut caller: Caller<'_, GuestState>, handle: i32, out: u32, out_len: u32| -> i32 {
-            reset_cpu(&mut caller);
-            let Some(session) = caller.data().cchat.sessions.get(&handle) else {
-                return -EBADF;
-            };
-            let Some(reply) = session.reply.clone() else {
-                return -ENOENT;
-            };
-            write_out(&mut caller, out, out_len, &reply)
+        |mut c: C<'_>, h: i32, o: u32, ol: u32| {
+            let r = recv(&mut c, h, (o, ol));
+            reset_cpu(&mut c);
+            code(r)
         },
     )?;
-
-    linker.func_wrap(
-        "spear",
-        "cchat_close",
-        |mut caller: Caller<'_, GuestState>, handle: i32| -> i32 {
-            reset_cpu(&mut caller);
-            match caller.data_mut().cchat.sessions.remove(&handle) {
-                Some(_) => 0,
-                None => -EBADF,
-            }
-        },
-    )?;
+    linker.func_wrap("spear", "cchat_close", |mut c: C<'_>, h: i32| {
+        let r = close(&mut c, h);
+        reset_cpu(&mut c);
+        code(r)
+    })?;
     Ok(())
 }
