@@ -6,6 +6,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "proto/spear/v1/registry.proto",
         "proto/spear/v1/admin.proto",
+        "proto/spear/v1/tasks.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

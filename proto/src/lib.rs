@@ -5,6 +5,7 @@
 
 pub mod frame;
 pub mod patterns;
+pub mod task;
 
 /// Version 1 of the Spear protocol.
 pub mod v1 {

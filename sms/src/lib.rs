@@ -16,5 +16,6 @@ pub mod nodes;
 pub mod registry;
 pub mod server;
 pub mod store;
+pub mod tasks;
 pub mod watch;
 pub mod writer;

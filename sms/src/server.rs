@@ -10,16 +10,20 @@ use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
 use spear_proto::v1::nodes_server::NodesServer;
 use spear_proto::v1::status_server::StatusServer;
+use spear_proto::v1::tasks_server::TasksServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tracing::info;
 
 use crate::admin::Admin;
 use crate::files::{watch_dir, FileProblems, Reconciler};
-use crate::grpc::{AdminService, AdminToken, NodesService, RegistryService, StatusService};
+use crate::grpc::{
+    AdminService, AdminToken, NodesService, RegistryService, StatusService, TasksService,
+};
 use crate::metrics::Metrics;
 use crate::nodes::NodeTable;
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
+use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
 use crate::writer::RegistryWriter;
 
@@ -81,15 +85,23 @@ struct Services {
     admin: AdminService,
     nodes: NodesService,
     status: StatusService,
+    tasks: TasksService,
 }
 
 impl Sms {
     /// Connects the store, binds the ports and starts following the store
     /// and the directory. Serving starts with [`Sms::serve`].
     pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
-        let store: Arc<dyn RegistryStore> = match &config.store {
-            StoreConfig::Memory => Arc::new(MemoryStore::new()),
-            StoreConfig::Etcd(etcd) => Arc::new(EtcdStore::connect(etcd.clone()).await?),
+        let (store, tasks): (Arc<dyn RegistryStore>, Arc<dyn TaskStore>) = match &config.store {
+            StoreConfig::Memory => (
+                Arc::new(MemoryStore::new()),
+                Arc::new(MemoryTaskStore::default()),
+            ),
+            StoreConfig::Etcd(etcd) => {
+                let store = EtcdStore::connect(etcd.clone()).await?;
+                let tasks = EtcdTaskStore::new(store.client(), &etcd.prefix);
+                (Arc::new(store), Arc::new(tasks))
+            }
         };
         let hub = Hub::start(store, config.hub.clone());
         let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
@@ -146,12 +158,11 @@ impl Sms {
             None => None,
         };
 
+        let token = AdminToken::new(config.admin_token.clone());
         let services = Services {
             registry: RegistryService::new(Arc::clone(&hub)),
-            admin: AdminService::new(
-                Arc::new(Admin::new(writer)),
-                AdminToken::new(config.admin_token.clone()),
-            ),
+            admin: AdminService::new(Arc::new(Admin::new(writer)), token.clone()),
+            tasks: TasksService::new(tasks, Arc::new(Invoker::new(Arc::clone(&nodes))), token),
             nodes: NodesService::new(Arc::clone(&nodes)),
             status,
         };
@@ -182,6 +193,7 @@ impl Sms {
             admin,
             nodes,
             status,
+            tasks,
         } = self.services;
         let hub = Arc::clone(&self.hub);
         let shutdown = async move {
@@ -197,6 +209,7 @@ impl Sms {
             .add_service(AdminServer::new(admin))
             .add_service(NodesServer::new(nodes))
             .add_service(StatusServer::new(status))
+            .add_service(TasksServer::new(tasks))
             .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), shutdown)
             .await;
         if let Some(task) = self.dir_task {

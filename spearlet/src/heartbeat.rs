@@ -1,6 +1,7 @@
 //! Tells SMS what this node has applied, so `sms status` shows convergence
 //! per node: every few seconds, and right after each applied change.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +17,19 @@ use crate::sync::SyncStatusCell;
 
 const EVERY: Duration = Duration::from_secs(5);
 
+/// What the node tells SMS about invoking it.
+#[derive(Debug, Clone, Default)]
+pub struct Advert {
+    /// host:port of the node's Invocation service; empty when it has none.
+    pub invoke_addr: String,
+    /// Guest runs in progress.
+    pub running: Arc<AtomicU32>,
+}
+
 /// Sends heartbeats to the SMS the sync loop is connected to.
 pub async fn run(
     node_id: String,
+    advert: Advert,
     registry: RegistryHandle,
     status: Arc<SyncStatusCell>,
     connections: Connections,
@@ -50,6 +61,8 @@ pub async fn run(
                     applied_revision: view.revision,
                     sync_state: state as i32,
                     problems: problems(&connections),
+                    invoke_addr: advert.invoke_addr.clone(),
+                    running: advert.running.load(Ordering::Relaxed),
                 };
                 let sent =
                     tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;

@@ -23,6 +23,7 @@ pub struct NodeView {
     pub registry: RegistryHandle,
     pub status: Arc<SyncStatusCell>,
     pub connections: Connections,
+    pub advert: crate::heartbeat::Advert,
 }
 
 impl NodeView {
@@ -38,6 +39,8 @@ impl NodeView {
             "sms": status.sms,
             "sms_revision": status.sms_revision,
             "last_error": status.last_error,
+            "invoke_addr": self.advert.invoke_addr,
+            "guest_runs_in_progress": self.advert.running.load(Ordering::Relaxed),
             "mcp_servers": self.connections.status().into_iter().map(|(id, s)| (id, json!({
                 "state": s.state.name(),
                 "last_error": s.last_error,
@@ -64,6 +67,12 @@ impl NodeView {
             "gauge",
             "Applied registry revision.",
             view.revision,
+        );
+        metric(
+            "spearlet_guest_runs_in_progress",
+            "gauge",
+            "Guest runs in progress.",
+            u64::from(self.advert.running.load(Ordering::Relaxed)),
         );
         metric(
             "spearlet_registry_epoch",

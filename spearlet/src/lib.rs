@@ -8,10 +8,12 @@
 
 pub mod cchat;
 pub mod cli;
+pub mod config;
 pub mod connections;
 pub mod explain;
 pub mod heartbeat;
 pub mod http;
+pub mod invoke;
 pub mod llm;
 pub mod mcp;
 pub mod node;

@@ -10,11 +10,17 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use crate::config::NodeFile;
 use crate::connections::Connections;
+use crate::heartbeat::Advert;
 use crate::http::NodeView;
+use crate::invoke::{service::InvocationService, Invoker, ModuleStore};
+use crate::llm::Backends;
 use crate::persist::{AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
+use crate::router::Router;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+use crate::wasm::GuestRuntime;
 
 /// Persist at most this often; the final state is always written.
 const PERSIST_EVERY: Duration = Duration::from_millis(200);
@@ -26,6 +32,13 @@ pub struct NodeConfig {
     pub state_dir: PathBuf,
     pub node_id: Option<String>,
     pub http_listen: Option<SocketAddr>,
+    /// Where the Invocation gRPC service listens; `None` runs no guests.
+    pub invoke_listen: Option<SocketAddr>,
+    /// The address SMS should call, when it differs from the bound one
+    /// (a wildcard or NATed listen address).
+    pub advertise: Option<String>,
+    /// The node's config file (LLM backends, guest capacity).
+    pub file: NodeFile,
 }
 
 /// Why a node could not start.
@@ -40,6 +53,16 @@ pub enum NodeError {
     },
     #[error("no SMS address given; pass --sms host:port[,host:port...]")]
     NoSms,
+    #[error(transparent)]
+    Backend(#[from] crate::llm::BackendError),
+    #[error("cannot start the guest runtime: {0}")]
+    Runtime(String),
+    #[error("cannot create the module store in the state dir: {0}")]
+    Modules(std::io::Error),
+    #[error(
+        "the invocation service listens on {0}, which SMS cannot call; pass --advertise host:port"
+    )]
+    Advertise(SocketAddr),
 }
 
 /// A running node.
@@ -50,6 +73,9 @@ pub struct Node {
     pub connections: Connections,
     pub status: Arc<SyncStatusCell>,
     pub http_addr: Option<SocketAddr>,
+    /// The bound address of the Invocation service.
+    pub invoke_addr: Option<SocketAddr>,
+    pub invoker: Option<Arc<Invoker>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -82,6 +108,57 @@ impl Node {
         let lookup: crate::connections::Lookup = Arc::new(|name: &str| std::env::var(name).ok());
         let (connections, invalidation) = Connections::new(registry.clone(), lookup);
 
+        let mut tasks = Vec::new();
+        let (invoker, invoke_addr, advert) = match config.invoke_listen {
+            Some(listen) => {
+                let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
+                    std::env::var(name).ok()
+                })?);
+                let runtime = GuestRuntime::new(Some(config.state_dir.join("compiled")))
+                    .map_err(|e| NodeError::Runtime(format!("{e:#}")))?;
+                let modules =
+                    ModuleStore::new(config.state_dir.join("modules"), crate::mcp::http_client())
+                        .map_err(NodeError::Modules)?;
+                let invoker = Arc::new(Invoker::new(
+                    node_id.clone(),
+                    Arc::new(runtime),
+                    Router::new(connections.clone(), registry.clone()),
+                    backends,
+                    modules,
+                    Arc::clone(&status),
+                    config.sms.clone(),
+                    config.file.guests.max_running,
+                ));
+                let listener = tokio::net::TcpListener::bind(listen)
+                    .await
+                    .map_err(|source| NodeError::Listen {
+                        addr: listen,
+                        source,
+                    })?;
+                let bound = listener.local_addr().map_err(|source| NodeError::Listen {
+                    addr: listen,
+                    source,
+                })?;
+                let advertised = match &config.advertise {
+                    Some(addr) => addr.clone(),
+                    None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
+                    None => bound.to_string(),
+                };
+                tasks.push(tokio::spawn(serve_invocations(
+                    listener,
+                    Arc::clone(&invoker),
+                    shutdown_rx.clone(),
+                )));
+                let advert = Advert {
+                    invoke_addr: advertised,
+                    running: invoker.running(),
+                };
+                info!(addr = %bound, advertised = %advert.invoke_addr, "invocation service listening");
+                (Some(invoker), Some(bound), advert)
+            }
+            None => (None, None, Advert::default()),
+        };
+
         let http_addr = match config.http_listen {
             Some(addr) => {
                 let view = NodeView {
@@ -89,6 +166,7 @@ impl Node {
                     registry: registry.clone(),
                     status: Arc::clone(&status),
                     connections: connections.clone(),
+                    advert: advert.clone(),
                 };
                 Some(
                     view.serve(addr)
@@ -110,7 +188,7 @@ impl Node {
             Arc::clone(&status),
             AppliedLog::open(state.applied_log_file()),
         );
-        let tasks = vec![
+        tasks.extend([
             tokio::spawn(sync.run(shutdown_rx.clone())),
             tokio::spawn(persist(
                 state,
@@ -120,19 +198,22 @@ impl Node {
             )),
             tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
+                advert,
                 registry.clone(),
                 Arc::clone(&status),
                 connections.clone(),
                 shutdown_rx,
             )),
             invalidation,
-        ];
+        ]);
         Ok(Node {
             node_id,
             registry,
             connections,
             status,
             http_addr,
+            invoke_addr,
+            invoker,
             shutdown,
             tasks,
         })
@@ -150,6 +231,35 @@ impl Node {
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+/// Serves `spear.v1.Invocation` (and gRPC health) until shutdown.
+async fn serve_invocations(
+    listener: tokio::net::TcpListener,
+    invoker: Arc<Invoker>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    use spear_proto::v1::invocation_server::InvocationServer;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<InvocationServer<InvocationService>>()
+        .await;
+    let service = InvocationServer::new(InvocationService::new(invoker))
+        .max_decoding_message_size(32 << 20)
+        .max_encoding_message_size(256 << 20);
+    let result = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            },
+        )
+        .await;
+    if let Err(error) = result {
+        warn!(%error, "the invocation service stopped");
     }
 }
 

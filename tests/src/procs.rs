@@ -231,12 +231,24 @@ pub struct SpearletProc {
     pub state_dir: PathBuf,
     pub node_id: String,
     sms: String,
+    extra: Vec<String>,
 }
 
 impl SpearletProc {
     /// Starts a spearlet syncing from `sms` (one address, or several comma
     /// separated) with its state in `state_dir`.
     pub fn start(node_id: &str, sms: &str, state_dir: &Path) -> SpearletProc {
+        Self::start_with(node_id, sms, state_dir, &[])
+    }
+
+    /// [`SpearletProc::start`] with more `spearlet run` arguments (such as
+    /// `--config node.toml`).
+    pub fn start_with(
+        node_id: &str,
+        sms: &str,
+        state_dir: &Path,
+        extra: &[String],
+    ) -> SpearletProc {
         let port = free_port();
         let http = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(bin("spearlet"));
@@ -248,7 +260,10 @@ impl SpearletProc {
             .arg("--node-id")
             .arg(node_id)
             .arg("--metrics-listen")
-            .arg(&http);
+            .arg(&http)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .args(extra);
         let log = state_dir.with_extension("log");
         let mut proc = Proc::spawn(&format!("spearlet {node_id}"), cmd, log);
         eventually("spearlet HTTP endpoint", Duration::from_secs(30), || {
@@ -263,19 +278,21 @@ impl SpearletProc {
             state_dir: state_dir.to_path_buf(),
             node_id: node_id.to_string(),
             sms: sms.to_string(),
+            extra: extra.to_vec(),
         }
     }
 
     /// Stops this spearlet and starts it again with the same state dir.
     pub fn restart(mut self) -> SpearletProc {
         self.proc.stop();
-        let (node_id, sms, state_dir) = (
+        let (node_id, sms, state_dir, extra) = (
             self.node_id.clone(),
             self.sms.clone(),
             self.state_dir.clone(),
+            self.extra.clone(),
         );
         drop(self);
-        SpearletProc::start(&node_id, &sms, &state_dir)
+        SpearletProc::start_with(&node_id, &sms, &state_dir, &extra)
     }
 
     /// The node's live registry view (`GET /registry`).

@@ -16,19 +16,29 @@ use tonic::transport::Channel;
 use super::ClientArgs;
 
 async fn channel(args: &ClientArgs) -> Result<Channel> {
-    let url = if args.addr.contains("://") {
-        args.addr.clone()
-    } else {
-        format!("http://{}", args.addr)
-    };
-    Channel::from_shared(url.clone())
-        .with_context(|| format!("{} is not a valid SMS address; use host:port", args.addr))?
-        .connect()
-        .await
-        .with_context(|| format!("cannot reach SMS at {url}; is it running? (--addr or SMS_ADDR)"))
+    connect(&args.addr, "SMS").await
 }
 
-fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
+/// Connects to `addr` (host:port or a URL); `what` names it in errors.
+pub(super) async fn connect(addr: &str, what: &str) -> Result<Channel> {
+    let url = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Channel::from_shared(url.clone())
+        .with_context(|| format!("{addr} is not a valid address for {what}; use host:port"))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach {what} at {url}; is it running?"))
+}
+
+/// A gRPC error as the one sentence it carries.
+pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{}", status.message())
+}
+
+pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
     let mut request = tonic::Request::new(body);
     if let Some(token) = &args.token {
         let value = format!("Bearer {token}")
@@ -63,6 +73,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             "nodes": status.nodes.iter().map(|n| serde_json::json!({
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
                 "lag": n.lag, "sync_state": sync_state(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
+                "invoke_addr": n.invoke_addr, "running": n.running,
                 "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
@@ -87,17 +98,23 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
         }
     }
     println!(
-        "{:<32} {:>10} {:>8} {:<10} {:>6}",
-        "NODE", "REVISION", "LAG", "SYNC", "ALIVE"
+        "{:<32} {:>10} {:>8} {:<10} {:>6} {:>8}  INVOKE",
+        "NODE", "REVISION", "LAG", "SYNC", "ALIVE", "RUNNING"
     );
     for n in &status.nodes {
         println!(
-            "{:<32} {:>10} {:>8} {:<10} {:>6}",
+            "{:<32} {:>10} {:>8} {:<10} {:>6} {:>8}  {}",
             n.node_id,
             n.applied_revision,
             n.lag,
             sync_state(n.sync_state),
-            n.alive
+            n.alive,
+            n.running,
+            if n.invoke_addr.is_empty() {
+                "-"
+            } else {
+                &n.invoke_addr
+            }
         );
         for p in &n.problems {
             println!("  {}: {}", p.server_id, p.message);

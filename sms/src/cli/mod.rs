@@ -1,8 +1,9 @@
 //! The `sms` command line: `sms [serve]`, `sms validate`, `sms status`,
-//! `sms servers`, `sms apply`, `sms delete`.
+//! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`.
 
 mod client;
 mod config;
+mod tasks;
 mod validate;
 
 use std::path::PathBuf;
@@ -49,6 +50,29 @@ pub enum Command {
         /// The server id.
         id: String,
     },
+    /// Register, list, show and delete tasks (guest modules with their config).
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// Run a task on a healthy node (or the one named) and print its output.
+    /// The exit code is the guest's; 1 when the run was stopped.
+    Invoke {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The task id.
+        task: String,
+        /// The guest's standard input.
+        #[arg(long, conflicts_with = "input_file")]
+        input: Option<String>,
+        /// Read the guest's standard input from a file (`-` for stdin).
+        #[arg(long)]
+        input_file: Option<PathBuf>,
+        /// Run on this node (SMS picks one otherwise).
+        #[arg(long, default_value = "")]
+        node: String,
+        /// Skip SMS: call this node's invocation address directly.
+        #[arg(long)]
+        node_addr: Option<String>,
+    },
 }
 
 /// How client commands reach SMS.
@@ -75,5 +99,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Servers(args)) => client::servers(&args).await.map(|()| 0),
         Some(Command::Apply { client, file }) => client::apply(&client, &file).await.map(|()| 0),
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
+        Some(Command::Tasks(command)) => tasks::run(command).await,
+        Some(Command::Invoke {
+            client,
+            task,
+            input,
+            input_file,
+            node,
+            node_addr,
+        }) => tasks::invoke(&client, task, input, input_file, node, node_addr).await,
     }
 }

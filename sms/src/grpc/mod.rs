@@ -5,9 +5,11 @@ mod auth;
 mod nodes;
 mod registry;
 mod status;
+mod tasks;
 
 pub use admin::AdminService;
 pub use auth::AdminToken;
 pub use nodes::NodesService;
 pub use registry::RegistryService;
 pub use status::StatusService;
+pub use tasks::TasksService;

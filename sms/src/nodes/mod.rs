@@ -54,7 +54,8 @@ impl NodeTable {
         if report.node_id.len() > MAX_TEXT {
             return Err(NodeError::IdTooLong);
         }
-        report.version.truncate(MAX_TEXT.min(report.version.len()));
+        truncate_utf8(&mut report.version, MAX_TEXT);
+        truncate_utf8(&mut report.invoke_addr, MAX_TEXT);
         report.problems.truncate(MAX_PROBLEMS_PER_NODE);
         for problem in &mut report.problems {
             truncate_utf8(&mut problem.message, MAX_TEXT);
@@ -100,9 +101,47 @@ impl NodeTable {
                     problems: r.problems.clone(),
                     last_seen_ms: age.as_millis() as u64,
                     alive: age < NODE_TTL,
+                    invoke_addr: r.invoke_addr.clone(),
+                    running: r.running,
                 }
             })
             .collect()
+    }
+}
+
+/// A node that can take an invocation now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocable {
+    pub node_id: String,
+    pub addr: String,
+    /// Applied the registry and follows SMS (rather than serving a stale copy).
+    pub synced: bool,
+    /// Guest runs in progress, as of its last heartbeat.
+    pub running: u32,
+}
+
+impl NodeTable {
+    /// Alive nodes that accept invocations, in id order.
+    pub fn invocable(&self) -> Vec<Invocable> {
+        let now = Instant::now();
+        self.nodes
+            .read()
+            .values()
+            .filter(|n| {
+                now.duration_since(n.last_seen) < NODE_TTL && !n.report.invoke_addr.is_empty()
+            })
+            .map(|n| Invocable {
+                node_id: n.report.node_id.clone(),
+                addr: n.report.invoke_addr.clone(),
+                synced: n.report.sync_state == spear_proto::v1::SyncState::Synced as i32,
+                running: n.report.running,
+            })
+            .collect()
+    }
+
+    /// Whether SMS has heard from `node_id` recently enough to call it alive.
+    pub fn is_known(&self, node_id: &str) -> bool {
+        self.nodes.read().contains_key(node_id)
     }
 }
 

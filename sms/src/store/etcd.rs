@@ -120,6 +120,11 @@ impl EtcdStore {
         Ok(store)
     }
 
+    /// The connection, shared with the task store.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
     fn decode(&self, kv: &KeyValue) -> Result<ServerRecord, StoreError> {
         let key = String::from_utf8_lossy(kv.key()).into_owned();
         let mut record = ServerRecord::decode(kv.value()).map_err(|e| StoreError::Corrupt {

@@ -1,5 +1,5 @@
-//! The `spearlet` command line: `spearlet run`, `spearlet registry` and
-//! `spearlet mcp`.
+//! The `spearlet` command line: `spearlet run`, `spearlet explain`,
+//! `spearlet registry` and `spearlet mcp`.
 
 mod mcp;
 
@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use tracing::info;
 
+use crate::config::NodeFile;
 use crate::node::{Node, NodeConfig};
 use crate::persist::StateDir;
 use crate::registry::{redacted_json, table};
@@ -45,13 +46,26 @@ pub enum Command {
         /// Log format: human or json.
         #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
         log_format: String,
+        /// gRPC address of the Invocation service (tasks run here); "off" runs no guests.
+        #[arg(long, env = "SPEARLET_LISTEN", default_value = "127.0.0.1:7400")]
+        listen: String,
+        /// The host:port SMS should call for invocations [default: the bound --listen address].
+        #[arg(long, env = "SPEARLET_ADVERTISE")]
+        advertise: Option<String>,
+        /// The node's TOML config: LLM backends (keys from the environment) and guest capacity.
+        #[arg(long, env = "SPEARLET_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
     Explain {
-        /// The task's config (JSON with an "mcp" object).
+        /// The task: a registered task id (fetched from --sms), or a task
+        /// config file (JSON with an "mcp" object).
         #[arg(long)]
-        task: PathBuf,
+        task: String,
+        /// SMS address, to fetch a registered task.
+        #[arg(long, env = "SPEARLET_SMS", value_delimiter = ',')]
+        sms: Vec<String>,
         /// A session param write, KEY=JSON, as the guest would make it (repeatable).
         #[arg(long = "set", value_name = "KEY=JSON")]
         set: Vec<String>,
@@ -96,12 +110,14 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Explain {
             task,
+            sms,
             set,
             state_dir,
             no_connect,
             json,
         } => {
             init_logging("human")?;
+            let task = task_config(&task, &sms).await?;
             explain(&task, &set, &state_dir, no_connect, json).await
         }
         Command::Mcp(command) => {
@@ -129,8 +145,24 @@ pub async fn run(cli: Cli) -> Result<i32> {
             node_id,
             metrics_listen,
             log_format,
+            listen,
+            advertise,
+            config,
         } => {
             init_logging(&log_format)?;
+            let invoke_listen = if listen == "off" {
+                None
+            } else {
+                Some(
+                    listen
+                        .parse::<SocketAddr>()
+                        .with_context(|| format!("--listen '{listen}' is not host:port or off"))?,
+                )
+            };
+            let file = match &config {
+                Some(path) => NodeFile::load(path)?,
+                None => NodeFile::default(),
+            };
             let http_listen = if metrics_listen == "off" {
                 None
             } else {
@@ -148,9 +180,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 state_dir,
                 node_id,
                 http_listen,
+                invoke_listen,
+                advertise,
+                file,
             })
             .await?;
-            info!(node_id = %node.node_id, http = ?node.http_addr, "spearlet running");
+            info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
             shutdown_signal().await;
             info!("shutting down");
             node.shutdown().await;
@@ -159,17 +194,47 @@ pub async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// The task policy to explain: from a config file, or from the task
+/// registered in SMS under that id.
+async fn task_config(task: &str, sms: &[String]) -> Result<crate::policy::TaskPolicy> {
+    let path = std::path::Path::new(task);
+    if path.is_file() || task.contains('/') || task.ends_with(".json") {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read task config {}", path.display()))?;
+        return crate::policy::parse_task_config(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
+    }
+    let Some(addr) = sms.first() else {
+        bail!("--task {task} is not a file, and no --sms is given to fetch a registered task");
+    };
+    let url = if addr.contains("://") {
+        addr.clone()
+    } else {
+        format!("http://{addr}")
+    };
+    let channel = tonic::transport::Channel::from_shared(url.clone())
+        .with_context(|| format!("--sms {addr} is not host:port"))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach SMS at {url}"))?;
+    let spec = spear_proto::v1::tasks_client::TasksClient::new(channel)
+        .get_task(spear_proto::v1::GetTaskRequest {
+            id: task.to_string(),
+        })
+        .await
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .into_inner();
+    crate::policy::parse_task_config(&spec.config_json)
+        .map_err(|e| anyhow::anyhow!("task {task}: {e}"))
+}
+
 async fn explain(
-    task: &std::path::Path,
+    task: &crate::policy::TaskPolicy,
     set: &[String],
     state_dir: &std::path::Path,
     no_connect: bool,
     json: bool,
 ) -> Result<i32> {
-    let text = std::fs::read_to_string(task)
-        .with_context(|| format!("cannot read task config {}", task.display()))?;
-    let task = crate::policy::parse_task_config(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", task.display()))?;
     let mut writes = Vec::new();
     for pair in set {
         let (key, value) = pair
@@ -191,7 +256,7 @@ async fn explain(
         std::sync::Arc::new(|name: &str| std::env::var(name).ok());
     let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
     let explanation =
-        crate::explain::explain(&task, &writes, &view, (!no_connect).then_some(&connections)).await;
+        crate::explain::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
     watcher.abort();
     if json {

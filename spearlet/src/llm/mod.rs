@@ -3,6 +3,7 @@
 //! Anthropic messages.
 
 mod anthropic;
+mod config;
 mod openai;
 mod retry;
 mod sse;
@@ -10,5 +11,6 @@ mod stream;
 mod types;
 
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
+pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};

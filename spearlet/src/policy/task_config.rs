@@ -1,53 +1,27 @@
-//! The MCP part of a task's configuration, as operators write it:
-//! `{"mcp": {"enabled": true, "allowed_server_ids": [...], ...}}`.
+//! The task layer of policy from a task's config. The config format and its
+//! checks are shared with SMS (`spear_proto::task`), so a config SMS accepted
+//! means the same thing here.
 
-use serde::Deserialize;
+use spear_proto::task::McpConfig;
 
 use super::params::TaskPolicy;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TaskConfig {
-    #[serde(default)]
-    mcp: McpConfig,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct McpConfig {
-    #[serde(default)]
-    enabled: bool,
-    #[serde(default)]
-    allowed_server_ids: Vec<String>,
-    #[serde(default)]
-    default_server_ids: Vec<String>,
-    task_tool_allowlist: Option<Vec<String>>,
-    #[serde(default)]
-    task_tool_denylist: Vec<String>,
-}
-
-/// Parses a task config (JSON); unknown keys are errors, so a typo never
-/// silently grants or withholds anything.
-pub fn parse_task_config(json: &str) -> Result<TaskPolicy, String> {
-    let config: TaskConfig =
-        serde_json::from_str(json).map_err(|e| format!("task config is invalid: {e}"))?;
-    let mcp = config.mcp;
-    for pattern in mcp
-        .task_tool_allowlist
-        .iter()
-        .flatten()
-        .chain(&mcp.task_tool_denylist)
-    {
-        spear_proto::patterns::check_pattern(pattern)
-            .map_err(|why| format!("task config: pattern '{pattern}' {why}"))?;
+impl From<&McpConfig> for TaskPolicy {
+    fn from(mcp: &McpConfig) -> Self {
+        TaskPolicy {
+            enabled: mcp.enabled,
+            allowed_server_ids: mcp.allowed_server_ids.clone(),
+            default_server_ids: mcp.default_server_ids.clone(),
+            tool_allowlist: mcp.task_tool_allowlist.clone(),
+            tool_denylist: mcp.task_tool_denylist.clone(),
+        }
     }
-    Ok(TaskPolicy {
-        enabled: mcp.enabled,
-        allowed_server_ids: mcp.allowed_server_ids,
-        default_server_ids: mcp.default_server_ids,
-        tool_allowlist: mcp.task_tool_allowlist,
-        tool_denylist: mcp.task_tool_denylist,
-    })
+}
+
+/// Parses a whole task config (JSON) and returns its MCP policy; unknown keys
+/// are errors, so a typo never silently grants or withholds anything.
+pub fn parse_task_config(json: &str) -> Result<TaskPolicy, String> {
+    spear_proto::task::parse_task_config(json).map(|config| TaskPolicy::from(&config.mcp))
 }
 
 #[cfg(test)]
@@ -59,10 +33,10 @@ mod tests {
         let task = parse_task_config(r#"{"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "task_tool_denylist": ["rm_*"]}}"#).unwrap();
         assert!(task.enabled);
         assert_eq!(task.allowed_server_ids, vec!["fs"]);
+        assert_eq!(task.tool_denylist, vec!["rm_*"]);
         assert!(parse_task_config(r#"{"mcp": {"enabeld": true}}"#)
             .unwrap_err()
             .contains("enabeld"));
-        assert!(parse_task_config(r#"{"mcp": {"task_tool_denylist": [""]}}"#).is_err());
         assert!(
             !parse_task_config("{}").unwrap().enabled,
             "MCP is off unless the task turns it on"

@@ -24,6 +24,12 @@ use crate::llm::LlmBackend;
 use crate::policy::TaskPolicy;
 use crate::router::Router;
 
+/// Guests that can run at once with the pooling allocator (address space is
+/// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
+pub const POOL_SLOTS: u32 = 1024;
+/// The most linear memory one guest can have.
+pub const MAX_GUEST_MEMORY: usize = (spear_proto::task::MAX_MEMORY_MB as usize) << 20;
+
 /// Epochs tick this often; CPU budgets are counted in ticks.
 const TICK: Duration = Duration::from_millis(10);
 
@@ -108,13 +114,13 @@ fn config(pooling: bool) -> Config {
     config.epoch_interruption(true);
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_memories(256)
-            .total_tables(256)
-            .total_core_instances(256)
-            .max_memory_size(256 << 20);
+        pool.total_memories(POOL_SLOTS)
+            .total_tables(POOL_SLOTS)
+            .total_core_instances(POOL_SLOTS)
+            .max_memory_size(MAX_GUEST_MEMORY);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         config
-            .memory_reservation(256 << 20)
+            .memory_reservation(MAX_GUEST_MEMORY as u64)
             .memory_guard_size(64 << 10);
     }
     config
@@ -153,6 +159,11 @@ impl GuestRuntime {
             cache_dir,
             stop_ticker,
         })
+    }
+
+    /// The linked module with this sha256, when this runtime has loaded it.
+    pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
+        self.modules.lock().get(digest).cloned()
     }
 
     /// Compiles (or takes from the caches) and links `wasm`.

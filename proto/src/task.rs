@@ -1,0 +1,248 @@
+//! A task's spec and config, checked the same way by SMS (when the task is
+//! registered, so a mistake is reported to the operator who made it) and by
+//! the node (which trusts nothing it did not check itself).
+
+use serde::{Deserialize, Serialize};
+
+use crate::patterns::check_pattern;
+use crate::v1::TaskSpec;
+
+/// Longest accepted task id.
+pub const MAX_TASK_ID_LEN: usize = 128;
+/// Largest accepted task config.
+pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
+/// Caps on limits a task may ask for.
+/// Guest linear memory: nodes reserve this much address space per pooled slot.
+pub const MAX_MEMORY_MB: u32 = 256;
+pub const MAX_WALL_MS: u64 = 60 * 60 * 1000;
+pub const MAX_SESSIONS: u32 = 1024;
+pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A task's config: `{"mcp": {...}, "llm": {...}, "limits": {...}}`. Unknown
+/// keys are errors, so a typo never silently grants or withholds anything.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskConfig {
+    #[serde(default)]
+    pub mcp: McpConfig,
+    #[serde(default)]
+    pub llm: LlmChoice,
+    #[serde(default)]
+    pub limits: TaskLimits,
+}
+
+/// The task layer of MCP policy (DESIGN §3.3), read-only to the guest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// MCP is off unless the task turns it on.
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub allowed_server_ids: Vec<String>,
+    /// The session's `server_ids` at `cchat_create`; must be allowed.
+    #[serde(default)]
+    pub default_server_ids: Vec<String>,
+    /// When set, only tools matching one of these patterns.
+    pub task_tool_allowlist: Option<Vec<String>>,
+    #[serde(default)]
+    pub task_tool_denylist: Vec<String>,
+}
+
+/// Which of the node's configured LLM backends the task uses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmChoice {
+    /// A backend name from the node's config; empty means the node's default.
+    pub backend: Option<String>,
+    /// Overrides the backend's model.
+    pub model: Option<String>,
+}
+
+/// Limits of one run; absent values take the node's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskLimits {
+    pub memory_mb: Option<u32>,
+    /// Longest stretch of guest code between host calls.
+    pub cpu_ms: Option<u64>,
+    /// The whole run, model and tool time included.
+    pub wall_ms: Option<u64>,
+    pub max_sessions: Option<u32>,
+    pub max_iterations: Option<u32>,
+    pub max_total_tool_calls: Option<u32>,
+    pub output_bytes: Option<u64>,
+}
+
+/// Parses and checks a task config.
+pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
+    if json.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "task config is {} bytes; the limit is {MAX_CONFIG_BYTES}",
+            json.len()
+        ));
+    }
+    let json = if json.trim().is_empty() { "{}" } else { json };
+    let config: TaskConfig =
+        serde_json::from_str(json).map_err(|e| format!("task config is invalid: {e}"))?;
+    let mcp = &config.mcp;
+    for pattern in mcp
+        .task_tool_allowlist
+        .iter()
+        .flatten()
+        .chain(&mcp.task_tool_denylist)
+    {
+        check_pattern(pattern).map_err(|why| format!("task config: pattern '{pattern}' {why}"))?;
+    }
+    if let Some(id) = mcp
+        .default_server_ids
+        .iter()
+        .find(|id| !mcp.allowed_server_ids.contains(id))
+    {
+        return Err(format!(
+            "task config: mcp.default_server_ids has '{id}', which is not in mcp.allowed_server_ids; add it there or remove it"
+        ));
+    }
+    let limits = &config.limits;
+    let checks: [(&str, Option<u64>, u64); 7] = [
+        (
+            "memory_mb",
+            limits.memory_mb.map(u64::from),
+            u64::from(MAX_MEMORY_MB),
+        ),
+        ("cpu_ms", limits.cpu_ms, MAX_WALL_MS),
+        ("wall_ms", limits.wall_ms, MAX_WALL_MS),
+        (
+            "max_sessions",
+            limits.max_sessions.map(u64::from),
+            u64::from(MAX_SESSIONS),
+        ),
+        ("max_iterations", limits.max_iterations.map(u64::from), 1000),
+        (
+            "max_total_tool_calls",
+            limits.max_total_tool_calls.map(u64::from),
+            10_000,
+        ),
+        ("output_bytes", limits.output_bytes, MAX_OUTPUT_BYTES),
+    ];
+    for (name, value, max) in checks {
+        if let Some(value) = value {
+            if value == 0 || value > max {
+                return Err(format!(
+                    "task config: limits.{name} is {value}; use 1 to {max}"
+                ));
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// Checks a task id: letters, digits, `-`, `_` and `.`.
+pub fn check_task_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("task id is empty; name the task (letters, digits, '-', '_', '.')".into());
+    }
+    if id.len() > MAX_TASK_ID_LEN {
+        return Err(format!(
+            "task id is {} bytes long; the limit is {MAX_TASK_ID_LEN}",
+            id.len()
+        ));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "task id contains {bad:?}; use letters, digits, '-', '_' and '.'"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a whole spec: id, module URI and digest, config.
+pub fn check_task_spec(spec: &TaskSpec) -> Result<TaskConfig, String> {
+    check_task_id(&spec.id)?;
+    let uri = spec.module_uri.as_str();
+    let known = ["file:///", "http://", "https://"];
+    if !known.iter().any(|scheme| uri.starts_with(scheme)) {
+        return Err(format!(
+            "task {}: module_uri '{}' is not file:///absolute/path or http(s)://...",
+            spec.id,
+            uri.chars().take(200).collect::<String>()
+        ));
+    }
+    let sha = spec.module_sha256.as_str();
+    if sha.len() != 64
+        || !sha
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(format!(
+            "task {}: module_sha256 must be 64 lowercase hex digits (sha256sum prints it)",
+            spec.id
+        ));
+    }
+    if spec.description.len() > 1024 {
+        return Err(format!("task {}: description is over 1024 bytes", spec.id));
+    }
+    parse_task_config(&spec.config_json).map_err(|e| format!("task {}: {e}", spec.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(config: &str) -> TaskSpec {
+        TaskSpec {
+            id: "fs-agent".into(),
+            module_uri: "file:///srv/agent.wasm".into(),
+            module_sha256: "a".repeat(64),
+            config_json: config.into(),
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn accepts_a_full_config() {
+        let config = check_task_spec(&spec(
+            r#"{"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"], "task_tool_denylist": ["write_*"]},
+                "llm": {"backend": "openai", "model": "gpt-4o-mini"}, "limits": {"wall_ms": 30000}}"#,
+        ))
+        .unwrap();
+        assert!(config.mcp.enabled);
+        assert_eq!(config.limits.wall_ms, Some(30000));
+        assert!(
+            !parse_task_config("").unwrap().mcp.enabled,
+            "MCP is off unless turned on"
+        );
+    }
+
+    #[test]
+    fn each_mistake_is_named() {
+        let cases = [
+            (r#"{"mcp": {"enabeld": true}}"#, "enabeld"),
+            (r#"{"mcp": {"task_tool_denylist": [""]}}"#, "empty pattern"),
+            (
+                r#"{"mcp": {"default_server_ids": ["fs"]}}"#,
+                "not in mcp.allowed_server_ids",
+            ),
+            (r#"{"limits": {"memory_mb": 0}}"#, "limits.memory_mb"),
+            (r#"{"limits": {"memory_mb": 4096}}"#, "use 1 to 256"),
+            (r#"{"limits": {"wall_ms": 999999999}}"#, "limits.wall_ms"),
+            (r#"{"llm": {"backend": 3}}"#, "invalid type"),
+        ];
+        for (config, needle) in cases {
+            let error = check_task_spec(&spec(config)).unwrap_err();
+            assert!(error.contains(needle), "{config}: {error}");
+        }
+        let mut bad = spec("{}");
+        bad.module_sha256 = "A".repeat(64);
+        assert!(check_task_spec(&bad).unwrap_err().contains("module_sha256"));
+        bad = spec("{}");
+        bad.module_uri = "ftp://x".into();
+        assert!(check_task_spec(&bad).unwrap_err().contains("module_uri"));
+        bad = spec("{}");
+        bad.id = "a b".into();
+        assert!(check_task_spec(&bad).unwrap_err().contains("task id"));
+    }
+}

@@ -1,0 +1,269 @@
+//! `sms tasks ...` and `sms invoke`: register guest modules and run them.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use sha2::{Digest, Sha256};
+use spear_proto::v1::invocation_client::InvocationClient;
+use spear_proto::v1::tasks_client::TasksClient;
+use spear_proto::v1::{
+    DeleteTaskRequest, GetTaskRequest, InvokeRequest, InvokeResponse, ListTasksRequest,
+    RegisterTaskRequest, TaskSpec,
+};
+
+use super::client::{connect, request, status_error};
+use super::ClientArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Register (or replace) a task: a guest module and its config.
+    Register {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The task id.
+        #[arg(long)]
+        id: String,
+        /// The module: a local .wasm path (sent as a file:// URI; nodes must
+        /// see the same path) or a file:// / http(s):// URI.
+        #[arg(long)]
+        module: String,
+        /// The module's sha256 [default: computed from a local file].
+        #[arg(long)]
+        sha256: Option<String>,
+        /// The task config, a JSON file (see docs/tasks.md) [default: {}].
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = "")]
+        description: String,
+    },
+    /// List the registered tasks.
+    List(ClientArgs),
+    /// Show one task.
+    Get {
+        #[command(flatten)]
+        client: ClientArgs,
+        id: String,
+    },
+    /// Remove a task.
+    Delete {
+        #[command(flatten)]
+        client: ClientArgs,
+        id: String,
+    },
+}
+
+pub async fn run(command: TasksCommand) -> Result<i32> {
+    match command {
+        TasksCommand::Register {
+            client,
+            id,
+            module,
+            sha256,
+            config,
+            description,
+        } => {
+            let (module_uri, digest) = module_uri_and_digest(&module, sha256)?;
+            let config_json = match config {
+                Some(path) => std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read the task config {}", path.display()))?,
+                None => "{}".to_string(),
+            };
+            let task = TaskSpec {
+                id: id.clone(),
+                module_uri,
+                module_sha256: digest,
+                config_json,
+                description,
+            };
+            // Checked here too, so the operator sees the mistake before a round trip.
+            spear_proto::task::check_task_spec(&task).map_err(anyhow::Error::msg)?;
+            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            tasks
+                .register_task(request(&client, RegisterTaskRequest { task: Some(task) })?)
+                .await
+                .map_err(status_error)?;
+            println!("task {id} registered");
+            Ok(0)
+        }
+        TasksCommand::List(client) => {
+            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let list = tasks
+                .list_tasks(ListTasksRequest {})
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if client.json {
+                let json: Vec<_> = list.tasks.iter().map(task_json).collect();
+                println!("{}", serde_json::to_string_pretty(&json)?);
+            } else {
+                println!("{:<32} {:<14} MODULE", "ID", "SHA256");
+                for t in &list.tasks {
+                    println!(
+                        "{:<32} {:<14} {}",
+                        t.id,
+                        &t.module_sha256[..12.min(t.module_sha256.len())],
+                        t.module_uri
+                    );
+                }
+            }
+            Ok(0)
+        }
+        TasksCommand::Get { client, id } => {
+            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let task = tasks
+                .get_task(GetTaskRequest { id })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            println!("{}", serde_json::to_string_pretty(&task_json(&task))?);
+            Ok(0)
+        }
+        TasksCommand::Delete { client, id } => {
+            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            tasks
+                .delete_task(request(&client, DeleteTaskRequest { id: id.clone() })?)
+                .await
+                .map_err(status_error)?;
+            println!("task {id} deleted");
+            Ok(0)
+        }
+    }
+}
+
+fn task_json(task: &TaskSpec) -> serde_json::Value {
+    let config: serde_json::Value =
+        serde_json::from_str(&task.config_json).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({
+        "id": task.id, "module_uri": task.module_uri, "module_sha256": task.module_sha256,
+        "description": task.description, "config": config,
+    })
+}
+
+/// A local path becomes an absolute file:// URI with its digest computed; a
+/// URI is taken as is (its digest computed when it is a readable file://).
+fn module_uri_and_digest(module: &str, sha256: Option<String>) -> Result<(String, String)> {
+    let local: Option<PathBuf> = if let Some(path) = module.strip_prefix("file://") {
+        Some(PathBuf::from(path))
+    } else if module.contains("://") {
+        None
+    } else {
+        let path = Path::new(module);
+        Some(
+            path.canonicalize()
+                .with_context(|| format!("cannot find the module {module}"))?,
+        )
+    };
+    let uri = match &local {
+        Some(path) => format!("file://{}", path.display()),
+        None => module.to_string(),
+    };
+    let digest = match (sha256, &local) {
+        (Some(sha), _) => sha.to_ascii_lowercase(),
+        (None, Some(path)) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("cannot read the module {}", path.display()))?;
+            hex::encode(Sha256::digest(&bytes))
+        }
+        (None, None) => bail!("--sha256 is needed for a module at {module} (sha256sum prints it)"),
+    };
+    Ok((uri, digest))
+}
+
+/// `sms invoke`: through SMS, or straight to a node with `node_addr`.
+pub async fn invoke(
+    client: &ClientArgs,
+    task_id: String,
+    input: Option<String>,
+    input_file: Option<PathBuf>,
+    node: String,
+    node_addr: Option<String>,
+) -> Result<i32> {
+    let input = match (input, input_file) {
+        (Some(text), _) => text.into_bytes(),
+        (None, Some(path)) if path == Path::new("-") => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read standard input")?;
+            bytes
+        }
+        (None, Some(path)) => std::fs::read(&path)
+            .with_context(|| format!("cannot read the input {}", path.display()))?,
+        (None, None) => Vec::new(),
+    };
+    let body = InvokeRequest {
+        task_id,
+        input: input.into(),
+        node_id: node,
+        task: None,
+    };
+    let response = match node_addr {
+        Some(addr) => {
+            InvocationClient::new(connect(&addr, "the node").await?)
+                .max_decoding_message_size(256 << 20)
+                .invoke(body)
+                .await
+        }
+        None => {
+            TasksClient::new(connect(&client.addr, "SMS").await?)
+                .max_decoding_message_size(256 << 20)
+                .invoke_task(request(client, body)?)
+                .await
+        }
+    }
+    .map_err(status_error)?
+    .into_inner();
+    print_response(&response, client.json)
+}
+
+/// The guest's stdout on stdout; its stderr, the tool calls and how it ended
+/// on stderr. The exit code is the guest's (1 when it was stopped).
+fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
+    if json {
+        let trace: Vec<_> = response.trace.iter().map(|t| serde_json::json!({
+            "tool_call_id": t.tool_call_id, "name": t.name, "server_id": t.server_id, "tool": t.tool,
+            "is_error": t.is_error, "duration_us": t.duration_us, "bytes": t.bytes,
+        })).collect();
+        let out = serde_json::json!({
+            "node_id": response.node_id, "task_id": response.task_id, "ok": response.ok,
+            "exit_code": response.exit_code, "error": response.error,
+            "stdout": String::from_utf8_lossy(&response.stdout),
+            "stderr": String::from_utf8_lossy(&response.stderr),
+            "trace": trace, "duration_ms": response.duration_ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        std::io::stdout().write_all(&response.stdout)?;
+        let mut err = std::io::stderr();
+        err.write_all(&response.stderr)?;
+        for t in &response.trace {
+            let target = if t.server_id.is_empty() {
+                format!("{} (not executed)", t.name)
+            } else {
+                format!("{}/{}", t.server_id, t.tool)
+            };
+            writeln!(
+                err,
+                "tool call {target}: {} in {:.1} ms, {} bytes",
+                if t.is_error { "error" } else { "ok" },
+                t.duration_us as f64 / 1000.0,
+                t.bytes
+            )?;
+        }
+        let how = match (response.exit_code, response.error.as_str()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, error) => format!("stopped: {error}"),
+        };
+        writeln!(
+            err,
+            "task {} on node {}: {how} ({} ms)",
+            response.task_id, response.node_id, response.duration_ms
+        )?;
+    }
+    Ok(match response.exit_code {
+        Some(code) => code.clamp(0, 255),
+        None => 1,
+    })
+}

@@ -1,0 +1,122 @@
+use std::sync::Arc;
+
+use spear_proto::v1::tasks_server::Tasks as TasksApi;
+use spear_proto::v1::{
+    DeleteTaskRequest, DeleteTaskResponse, GetTaskRequest, InvokeRequest, InvokeResponse,
+    ListTasksRequest, ListTasksResponse, RegisterTaskRequest, RegisterTaskResponse, TaskSpec,
+};
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use super::AdminToken;
+use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
+
+/// Largest guest input accepted through SMS.
+const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// `spear.v1.Tasks`: the task table and SMS-routed invocation.
+pub struct TasksService {
+    store: Arc<dyn TaskStore>,
+    invoker: Arc<Invoker>,
+    token: AdminToken,
+}
+
+impl TasksService {
+    pub fn new(store: Arc<dyn TaskStore>, invoker: Arc<Invoker>, token: AdminToken) -> Self {
+        Self {
+            store,
+            invoker,
+            token,
+        }
+    }
+}
+
+fn task_status(error: TaskError) -> Status {
+    match &error {
+        TaskError::Invalid(_) => Status::invalid_argument(error.to_string()),
+        TaskError::NotFound(_) => Status::not_found(error.to_string()),
+        TaskError::TooMany(_) => Status::resource_exhausted(error.to_string()),
+        TaskError::Unavailable(_) | TaskError::Corrupt { .. } => {
+            Status::unavailable(error.to_string())
+        }
+    }
+}
+
+fn invoke_status(error: InvokeError) -> Status {
+    match error {
+        InvokeError::Refused(status) => status,
+        other => Status::unavailable(other.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl TasksApi for TasksService {
+    async fn register_task(
+        &self,
+        request: Request<RegisterTaskRequest>,
+    ) -> Result<Response<RegisterTaskResponse>, Status> {
+        self.token.check(&request)?;
+        let task = request
+            .into_inner()
+            .task
+            .ok_or_else(|| Status::invalid_argument("the request has no task"))?;
+        validate(&task).map_err(task_status)?;
+        let id = task.id.clone();
+        self.store.put(task).await.map_err(task_status)?;
+        info!(task_id = %id, "task registered");
+        Ok(Response::new(RegisterTaskResponse {}))
+    }
+
+    async fn get_task(
+        &self,
+        request: Request<GetTaskRequest>,
+    ) -> Result<Response<TaskSpec>, Status> {
+        let id = request.into_inner().id;
+        let task = self.store.get(&id).await.map_err(task_status)?;
+        Ok(Response::new(task))
+    }
+
+    async fn list_tasks(
+        &self,
+        _request: Request<ListTasksRequest>,
+    ) -> Result<Response<ListTasksResponse>, Status> {
+        let tasks = self.store.list().await.map_err(task_status)?;
+        Ok(Response::new(ListTasksResponse { tasks }))
+    }
+
+    async fn delete_task(
+        &self,
+        request: Request<DeleteTaskRequest>,
+    ) -> Result<Response<DeleteTaskResponse>, Status> {
+        self.token.check(&request)?;
+        let id = request.into_inner().id;
+        self.store.delete(&id).await.map_err(task_status)?;
+        info!(task_id = %id, "task deleted");
+        Ok(Response::new(DeleteTaskResponse {}))
+    }
+
+    async fn invoke_task(
+        &self,
+        request: Request<InvokeRequest>,
+    ) -> Result<Response<InvokeResponse>, Status> {
+        self.token.check(&request)?;
+        let request = request.into_inner();
+        if request.input.len() > MAX_INPUT_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the input is {} bytes; the limit is {MAX_INPUT_BYTES}",
+                request.input.len()
+            )));
+        }
+        let task = self
+            .store
+            .get(&request.task_id)
+            .await
+            .map_err(task_status)?;
+        let response = self
+            .invoker
+            .invoke(request, task)
+            .await
+            .map_err(invoke_status)?;
+        Ok(Response::new(response))
+    }
+}

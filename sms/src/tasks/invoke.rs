@@ -1,0 +1,171 @@
+//! SMS-routed invocation: pick a healthy node, forward the request with the
+//! task attached, return what the node answered.
+//!
+//! Healthy means alive (heartbeat within the TTL) and accepting invocations;
+//! synced nodes come before nodes serving a stale registry, then the fewest
+//! runs in progress (the node's last report plus what this SMS has sent it
+//! since), with ties taken in turn. A node that cannot be reached, or is
+//! full, is skipped for the next one; a node that ran the guest is never
+//! asked twice.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use spear_proto::v1::invocation_client::InvocationClient;
+use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+use tracing::{debug, info_span, Instrument};
+
+use crate::nodes::{Invocable, NodeTable};
+
+/// Nodes tried per invocation before giving up.
+const MAX_ATTEMPTS: usize = 3;
+
+/// Why an invocation did not reach a node that ran it.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    #[error("no healthy node accepts invocations; start a spearlet (`spearlet run --sms ...`) or check `sms status`")]
+    NoNode,
+    #[error(
+        "node '{0}' is not alive or does not accept invocations; `sms status` lists the nodes"
+    )]
+    NodeUnavailable(String),
+    #[error("no node could take the task: {0}")]
+    AllFailed(String),
+    /// The node refused the request itself (bad module, unknown backend...).
+    #[error("{}", .0.message())]
+    Refused(tonic::Status),
+}
+
+/// Routes invocations to nodes.
+pub struct Invoker {
+    nodes: Arc<NodeTable>,
+    channels: Mutex<HashMap<String, Channel>>,
+    in_flight: Mutex<HashMap<String, u32>>,
+    turn: AtomicUsize,
+}
+
+/// Counts a forwarded run until it returns, however it returns.
+struct InFlight<'a> {
+    invoker: &'a Invoker,
+    node_id: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.invoker.in_flight.lock();
+        if let Some(n) = in_flight.get_mut(&self.node_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                in_flight.remove(&self.node_id);
+            }
+        }
+    }
+}
+
+impl Invoker {
+    pub fn new(nodes: Arc<NodeTable>) -> Self {
+        Self {
+            nodes,
+            channels: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            turn: AtomicUsize::new(0),
+        }
+    }
+
+    /// The nodes to try, best first.
+    fn plan(&self, pinned: &str) -> Result<Vec<Invocable>, InvokeError> {
+        let mut nodes = self.nodes.invocable();
+        if !pinned.is_empty() {
+            nodes.retain(|n| n.node_id == pinned);
+            if nodes.is_empty() {
+                return Err(InvokeError::NodeUnavailable(pinned.to_string()));
+            }
+        }
+        if nodes.is_empty() {
+            return Err(InvokeError::NoNode);
+        }
+        let len = nodes.len();
+        nodes.rotate_left(self.turn.fetch_add(1, Ordering::Relaxed) % len);
+        let in_flight = self.in_flight.lock();
+        // A stable sort keeps the rotation among equals.
+        nodes.sort_by_key(|n| {
+            let load = n.running + in_flight.get(&n.node_id).copied().unwrap_or(0);
+            (!n.synced, load)
+        });
+        nodes.truncate(MAX_ATTEMPTS);
+        Ok(nodes)
+    }
+
+    fn channel(&self, addr: &str) -> Result<Channel, String> {
+        if let Some(channel) = self.channels.lock().get(addr) {
+            return Ok(channel.clone());
+        }
+        let url = if addr.contains("://") {
+            addr.to_string()
+        } else {
+            format!("http://{addr}")
+        };
+        let channel = Endpoint::from_shared(url)
+            .map_err(|e| format!("address '{addr}' is not valid: {e}"))?
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        self.channels
+            .lock()
+            .insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    /// Runs `task` on a node chosen as described in the module docs.
+    pub async fn invoke(
+        &self,
+        mut request: InvokeRequest,
+        task: TaskSpec,
+    ) -> Result<InvokeResponse, InvokeError> {
+        let plan = self.plan(&request.node_id)?;
+        request.task = Some(task);
+        let mut failures = Vec::new();
+        for node in plan {
+            let span = info_span!("invoke", task_id = %request.task_id, node_id = %node.node_id);
+            let channel = match self.channel(&node.addr) {
+                Ok(channel) => channel,
+                Err(error) => {
+                    failures.push(format!("{}: {error}", node.node_id));
+                    continue;
+                }
+            };
+            *self
+                .in_flight
+                .lock()
+                .entry(node.node_id.clone())
+                .or_default() += 1;
+            let _counted = InFlight {
+                invoker: self,
+                node_id: node.node_id.clone(),
+            };
+            let result = InvocationClient::new(channel)
+                .max_decoding_message_size(256 << 20)
+                .invoke(request.clone())
+                .instrument(span)
+                .await;
+            match result {
+                Ok(response) => return Ok(response.into_inner()),
+                // Not reached, or full: nothing ran; try the next node.
+                Err(status)
+                    if matches!(status.code(), Code::Unavailable | Code::ResourceExhausted) =>
+                {
+                    debug!(node_id = %node.node_id, message = %status.message(), "node skipped");
+                    self.channels.lock().remove(&node.addr);
+                    failures.push(format!("{}: {}", node.node_id, status.message()));
+                }
+                Err(status) => return Err(InvokeError::Refused(status)),
+            }
+        }
+        Err(InvokeError::AllFailed(failures.join("; ")))
+    }
+}

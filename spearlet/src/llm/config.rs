@@ -1,0 +1,274 @@
+//! The node's LLM backends, as the operator declares them in the node's TOML
+//! config. API keys are never written in the file: a backend names the
+//! environment variable that holds its key, read once at start.
+//!
+//! ```toml
+//! [llm]
+//! default = "openai"
+//!
+//! [llm.backends.openai]
+//! kind = "openai"                       # OpenAI-compatible chat completions
+//! base_url = "https://api.openai.com/v1"
+//! model = "gpt-4o-mini"
+//! api_key_env = "OPENAI_API_KEY"
+//!
+//! [llm.backends.claude]
+//! kind = "anthropic"
+//! base_url = "https://api.anthropic.com"
+//! model = "claude-sonnet-4-5"
+//! api_key_env = "ANTHROPIC_API_KEY"
+//! stream = true
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use super::{AnthropicBackend, AnthropicConfig, LlmBackend, OpenAiBackend, OpenAiConfig};
+
+/// The `[llm]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSection {
+    /// The backend a task uses when it names none.
+    pub default: Option<String>,
+    #[serde(default)]
+    pub backends: BTreeMap<String, BackendSection>,
+}
+
+/// Which wire format a backend speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Openai,
+    Anthropic,
+}
+
+/// One `[llm.backends.<name>]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSection {
+    pub kind: BackendKind,
+    pub base_url: String,
+    pub model: String,
+    /// The environment variable holding the API key; none for local servers.
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+    /// Anthropic requires it; ignored for OpenAI-compatible backends.
+    #[serde(default = "default_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_timeout() -> u64 {
+    120
+}
+fn default_retries() -> u32 {
+    3
+}
+fn default_max_tokens() -> u32 {
+    4096
+}
+
+/// A backend as configured, with its key resolved.
+#[derive(Clone)]
+struct Resolved {
+    section: BackendSection,
+    api_key: Option<String>,
+}
+
+/// Why the node's backends could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("llm backend '{name}': {why}")]
+    Invalid { name: String, why: String },
+    #[error("llm.default names '{0}', which is not under [llm.backends]")]
+    UnknownDefault(String),
+    #[error("the task asks for LLM backend '{0}', which this node does not configure (its backends: {1})")]
+    Unknown(String, String),
+    #[error("the task names no LLM backend and this node has no llm.default; set one in the node's config")]
+    NoDefault,
+}
+
+/// The node's backends, built on demand per (backend, model) and shared.
+pub struct Backends {
+    default: Option<String>,
+    configured: BTreeMap<String, Resolved>,
+    built: Mutex<HashMap<(String, String), Arc<dyn LlmBackend>>>,
+}
+
+impl Backends {
+    /// Checks every backend and reads its key from `env`.
+    pub fn new(
+        section: LlmSection,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Backends, BackendError> {
+        let mut configured = BTreeMap::new();
+        for (name, backend) in section.backends {
+            let invalid = |why: String| BackendError::Invalid {
+                name: name.clone(),
+                why,
+            };
+            if !(backend.base_url.starts_with("http://")
+                || backend.base_url.starts_with("https://"))
+            {
+                return Err(invalid(format!(
+                    "base_url '{}' must start with http:// or https://",
+                    backend.base_url
+                )));
+            }
+            if backend.model.is_empty() {
+                return Err(invalid("model is empty".into()));
+            }
+            let api_key = match &backend.api_key_env {
+                Some(var) => Some(env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+                    invalid(format!(
+                        "the environment variable {var} (api_key_env) is not set on this node"
+                    ))
+                })?),
+                None => None,
+            };
+            configured.insert(
+                name,
+                Resolved {
+                    section: backend,
+                    api_key,
+                },
+            );
+        }
+        // With one backend, it is the default.
+        let default = section.default.or_else(|| {
+            (configured.len() == 1)
+                .then(|| configured.keys().next().cloned())
+                .flatten()
+        });
+        if let Some(name) = &default {
+            if !configured.contains_key(name) {
+                return Err(BackendError::UnknownDefault(name.clone()));
+            }
+        }
+        Ok(Backends {
+            default,
+            configured,
+            built: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Backend names, for status output.
+    pub fn names(&self) -> Vec<String> {
+        self.configured.keys().cloned().collect()
+    }
+
+    /// The backend a task asked for (or the default), with its model
+    /// replaced when the task names one.
+    pub fn get(
+        &self,
+        name: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Arc<dyn LlmBackend>, BackendError> {
+        let name = match name.filter(|n| !n.is_empty()).or(self.default.as_deref()) {
+            Some(name) => name,
+            None => return Err(BackendError::NoDefault),
+        };
+        let resolved = self
+            .configured
+            .get(name)
+            .ok_or_else(|| BackendError::Unknown(name.to_string(), self.names().join(", ")))?;
+        let model = model
+            .filter(|m| !m.is_empty())
+            .unwrap_or(&resolved.section.model)
+            .to_string();
+        let key = (name.to_string(), model.clone());
+        let mut built = self.built.lock();
+        if let Some(backend) = built.get(&key) {
+            return Ok(Arc::clone(backend));
+        }
+        let s = &resolved.section;
+        let backend: Arc<dyn LlmBackend> = match s.kind {
+            BackendKind::Openai => Arc::new(OpenAiBackend::new(OpenAiConfig {
+                base_url: s.base_url.clone(),
+                model,
+                api_key: resolved.api_key.clone(),
+                timeout: Duration::from_secs(s.timeout_secs),
+                max_retries: s.max_retries,
+                stream: s.stream,
+            })),
+            BackendKind::Anthropic => Arc::new(AnthropicBackend::new(AnthropicConfig {
+                base_url: s.base_url.clone(),
+                model,
+                api_key: resolved.api_key.clone(),
+                max_tokens: s.max_tokens,
+                timeout: Duration::from_secs(s.timeout_secs),
+                max_retries: s.max_retries,
+                stream: s.stream,
+            })),
+        };
+        built.insert(key, Arc::clone(&backend));
+        Ok(backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(toml_text: &str) -> LlmSection {
+        #[derive(Deserialize)]
+        struct File {
+            llm: LlmSection,
+        }
+        toml::from_str::<File>(toml_text).unwrap().llm
+    }
+
+    #[test]
+    fn keys_come_from_the_environment_and_mistakes_are_named() {
+        let text = r#"
+            [llm.backends.openai]
+            kind = "openai"
+            base_url = "http://127.0.0.1:1/v1"
+            model = "m"
+            api_key_env = "TEST_KEY"
+        "#;
+        let backends = Backends::new(section(text), |_| Some("k".into())).unwrap();
+        assert!(
+            backends.get(None, None).is_ok(),
+            "a single backend is the default"
+        );
+        assert!(backends.get(Some("openai"), Some("other-model")).is_ok());
+        let error = backends
+            .get(Some("claude"), None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("'claude'") && error.contains("openai"),
+            "{error}"
+        );
+
+        let error = Backends::new(section(text), |_| None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("TEST_KEY") && error.contains("not set"),
+            "{error}"
+        );
+
+        let error = Backends::new(section(&text.replace("http://", "ftp://")), |_| None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("base_url"), "{error}");
+        let bad =
+            toml::from_str::<toml::Value>(&text.replace("kind = \"openai\"", "kind = \"gemini\""))
+                .unwrap();
+        assert!(LlmSection::deserialize(bad["llm"].clone()).is_err());
+    }
+}

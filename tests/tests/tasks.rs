@@ -1,0 +1,328 @@
+//! Tasks end to end with the real binaries: a task registered in SMS with
+//! `sms tasks register`, invoked through SMS (which picks a healthy node) and
+//! straight on the node, running the fs-agent example guest (built from
+//! sdk-guest for wasm32-wasip1) against the real filesystem MCP server, with
+//! the model played by `replay-llm` over the OpenAI wire format.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use spear_tests::peers::npm_bin;
+use spear_tests::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::wait::eventually;
+
+fn guest(name: &str) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            bin("sms")
+                .parent()
+                .and_then(Path::parent)
+                .unwrap()
+                .to_path_buf()
+        });
+    let path = target.join(format!("wasm32-wasip1/debug/examples/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{}: build the example guests: cargo build --target wasm32-wasip1 -p spear-guest --examples (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+struct Cluster {
+    sms: SmsProc,
+    node: SpearletProc,
+    _model: Proc,
+    files: PathBuf,
+    work: tempfile::TempDir,
+}
+
+/// SMS with the filesystem server, one node whose default backend is the
+/// replay model, and a notes file for the agent to read.
+fn cluster(notes: &str) -> Cluster {
+    let work = tempfile::tempdir().unwrap();
+    let files = work.path().join("files").canonicalize_or_create();
+    std::fs::write(files.join("notes.txt"), notes).unwrap();
+    let mcp_dir = work.path().join("mcp.d");
+    std::fs::create_dir_all(&mcp_dir).unwrap();
+    let fs = json!({"mcpServers": {"fs": {
+        "command": npm_bin("mcp-server-filesystem"), "args": [files],
+        "allowed_tools": ["read_*", "list_*"],
+    }}});
+    std::fs::write(mcp_dir.join("fs.json"), fs.to_string()).unwrap();
+
+    let ready = work.path().join("model.ready");
+    let mut cmd = Command::new(bin("replay-llm"));
+    cmd.arg("--recording")
+        .arg(repo_file("examples/replay/fs-agent.json"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("SPEAR_DEMO_FILES", &files);
+    let mut model = Proc::spawn("replay-llm", cmd, work.path().join("model.log"));
+    let url = eventually("replay-llm to listen", Duration::from_secs(20), || {
+        if !model.is_running() {
+            panic!("replay-llm exited:\n{}", model.log());
+        }
+        std::fs::read_to_string(&ready).map_err(|e| e.to_string())
+    });
+    let config = work.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!("[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n"),
+    )
+    .unwrap();
+
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(mcp_dir),
+        ..Default::default()
+    });
+    std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
+    let node = SpearletProc::start_with(
+        "node-a",
+        &sms.grpc,
+        &work.path().join("node-a"),
+        &["--config".into(), config.display().to_string()],
+    );
+    // SMS can route once it has the node's heartbeat with its address.
+    eventually("node to be invocable", Duration::from_secs(30), || {
+        let status = sms.status();
+        let ready = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] != "");
+        if ready {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    Cluster {
+        sms,
+        node,
+        _model: model,
+        files,
+        work,
+    }
+}
+
+trait CreateDir {
+    fn canonicalize_or_create(self) -> PathBuf;
+}
+
+impl CreateDir for PathBuf {
+    fn canonicalize_or_create(self) -> PathBuf {
+        std::fs::create_dir_all(&self).unwrap();
+        self.canonicalize().unwrap()
+    }
+}
+
+fn register(
+    c: &Cluster,
+    id: &str,
+    module: &Path,
+    config: &Value,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let config_file = c.work.path().join(format!("{id}.json"));
+    std::fs::write(&config_file, config.to_string()).unwrap();
+    let module = module.display().to_string();
+    let config_file = config_file.display().to_string();
+    let mut args = vec![
+        "tasks",
+        "register",
+        "--id",
+        id,
+        "--module",
+        &module,
+        "--config",
+        &config_file,
+    ];
+    args.extend_from_slice(extra);
+    c.sms.client(&args)
+}
+
+fn invoke_json(c: &Cluster, args: &[&str]) -> Value {
+    let mut all = vec!["invoke", "--json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = c.sms.client(&all);
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("exit {code}: {e}\nstdout: {out}\nstderr: {err}"))
+}
+
+fn fs_task() -> Value {
+    json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
+           "limits": {"wall_ms": 60000}})
+}
+
+#[test]
+fn a_registered_task_runs_on_a_node_through_sms_and_directly() {
+    let c = cluster("the launch code is 7-7-alpha");
+    let (code, out, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Listed and fetched.
+    let (code, out, _) = c.sms.client(&["tasks", "list", "--json"]);
+    assert_eq!(code, 0);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list[0]["id"], "fs-agent");
+    assert_eq!(
+        list[0]["config"]["mcp"]["allowed_server_ids"],
+        json!(["fs"])
+    );
+    let (code, out, _) = c.sms.client(&["tasks", "get", "fs-agent"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("file://"), "{out}");
+
+    // Through SMS: the answer carries what the filesystem server read.
+    let run = invoke_json(&c, &["fs-agent", "--input", "What does notes.txt say?"]);
+    assert_eq!(run["ok"], true, "{run}");
+    assert_eq!(run["node_id"], "node-a");
+    let stdout = run["stdout"].as_str().unwrap();
+    assert!(stdout.contains("the launch code is 7-7-alpha"), "{run}");
+    assert!(stdout.contains("offline replay"), "{run}");
+    let trace = run["trace"].as_array().unwrap();
+    assert_eq!(trace.len(), 1, "{run}");
+    assert_eq!(trace[0]["server_id"], "fs");
+    assert_eq!(trace[0]["tool"], "read_text_file");
+    assert_eq!(trace[0]["is_error"], false);
+
+    // Without --json: the answer on stdout, the trace on stderr, exit 0.
+    let (code, out, err) = c.sms.client(&["invoke", "fs-agent"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("7-7-alpha"), "{out}");
+    assert!(err.contains("tool call fs/read_text_file: ok"), "{err}");
+
+    // Straight to the node: it asks SMS for the task itself.
+    let status = c.node.status().unwrap();
+    let addr = status["invoke_addr"].as_str().unwrap().to_string();
+    let run = invoke_json(&c, &["fs-agent", "--node-addr", &addr]);
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(run["stdout"].as_str().unwrap().contains("7-7-alpha"));
+
+    // The model key never shows up in the node's log or status.
+    assert!(!c.node.proc.log().contains("sk-test-never-logged"));
+    assert!(!status.to_string().contains("sk-test-never-logged"));
+
+    // explain reads the registered task's policy.
+    let out = Command::new(bin("spearlet"))
+        .args([
+            "explain",
+            "--json",
+            "--no-connect",
+            "--task",
+            "fs-agent",
+            "--sms",
+            &c.sms.grpc,
+        ])
+        .arg("--state-dir")
+        .arg(&c.node.state_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fs = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server_id"] == "fs")
+        .cloned();
+    assert_eq!(
+        fs.map(|s| s["verdict"]["offered"].clone()),
+        Some(json!(true)),
+        "{report}"
+    );
+}
+
+#[test]
+fn bad_tasks_and_requests_get_one_clear_sentence_and_the_node_keeps_serving() {
+    let c = cluster("still here");
+
+    // Refused at registration, naming the mistake.
+    let bad = json!({"mcp": {"enabeld": true}});
+    let (code, _, err) = register(&c, "typo", &guest("fs-agent"), &bad, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("enabeld"), "{err}");
+    let wide = json!({"mcp": {"enabled": true, "default_server_ids": ["fs"]}});
+    let (code, _, err) = register(&c, "wide", &guest("fs-agent"), &wide, &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not in mcp.allowed_server_ids"), "{err}");
+
+    // Unknown task.
+    let (code, _, err) = c.sms.client(&["invoke", "nope"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no task 'nope' is registered"), "{err}");
+
+    // A digest that does not match the module: refused by the node.
+    let wrong = "0".repeat(64);
+    let (code, _, err) = register(
+        &c,
+        "tampered",
+        &guest("fs-agent"),
+        &fs_task(),
+        &["--sha256", &wrong],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "tampered"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not the task's"), "{err}");
+
+    // A module that is not there.
+    let missing = c.work.path().join("missing.wasm");
+    let uri = format!("file://{}", missing.display());
+    let (code, _, err) = register(
+        &c,
+        "missing",
+        Path::new(&uri),
+        &fs_task(),
+        &["--sha256", &wrong],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "missing"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("cannot read the module"), "{err}");
+
+    // A backend the node does not have.
+    let other = json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]}, "llm": {"backend": "gpt9"}});
+    let (code, _, err) = register(&c, "other-backend", &guest("fs-agent"), &other, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "other-backend"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("'gpt9'") && err.contains("replay"), "{err}");
+
+    // A guest refused by policy still returns a response: the escalation
+    // example exits 0 after printing the three refusals.
+    let (code, _, err) = register(&c, "escalation", &guest("escalation"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["escalation"]);
+    let out = run["stdout"].as_str().unwrap_or("");
+    assert_eq!(out.matches("refused (EACCES)").count(), 3, "{run}");
+    assert!(!out.contains("ACCEPTED"), "{run}");
+    assert!(out.contains(r#"mcp.server_ids is still ["fs"]"#), "{run}");
+
+    // Pinned to a node that does not exist.
+    let (code, _, err) = c.sms.client(&["invoke", "escalation", "--node", "node-zz"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("node 'node-zz'"), "{err}");
+
+    // After all that, the real task still runs.
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert!(
+        run["stdout"].as_str().unwrap().contains("still here"),
+        "{run}"
+    );
+    let _ = &c.files;
+}
