@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use spear_proto::v1::{ServerRecord, ServerSpec};
+use spear_proto::v1::{ServerRecord, ServerSpec, TaskSpec};
 use spear_sms::store::{
     Change, Committed, EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError,
 };
+use spear_sms::tasks::{EtcdTaskStore, MemoryTaskStore, TaskError, TaskStore};
 use spear_tests::etcd::EtcdServer;
 
 fn record(id: &str, description: &str) -> ServerRecord {
@@ -258,4 +259,55 @@ async fn etcd_replicas_share_epoch_revisions_and_survive_an_etcd_restart() {
     let mut stream = c.watch(r1).await.unwrap();
     let resumed = next(&mut stream).await;
     assert_eq!((resumed.prev_revision, resumed.revision), (r1, r2));
+}
+
+/// Tasks behave the same in memory and in etcd, where a second SMS replica
+/// (a second connection) sees them too.
+async fn tasks_put_get_list_delete(store: Arc<dyn TaskStore>, other: Arc<dyn TaskStore>) {
+    let task = |id: &str, description: &str| TaskSpec {
+        id: id.into(),
+        module_uri: "file:///srv/a.wasm".into(),
+        module_sha256: "a".repeat(64),
+        config_json: "{}".into(),
+        description: description.into(),
+    };
+    assert!(matches!(store.get("a").await, Err(TaskError::NotFound(_))));
+    store.put(task("b", "first")).await.unwrap();
+    store.put(task("a", "first")).await.unwrap();
+    store.put(task("b", "second")).await.unwrap();
+    let ids: Vec<String> = other
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids, vec!["a", "b"]);
+    assert_eq!(other.get("b").await.unwrap().description, "second");
+    store.delete("a").await.unwrap();
+    assert!(matches!(
+        other.delete("a").await,
+        Err(TaskError::NotFound(_))
+    ));
+    assert_eq!(other.list().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn task_store_memory() {
+    let store = Arc::new(MemoryTaskStore::default());
+    tasks_put_get_list_delete(store.clone(), store).await;
+}
+
+#[tokio::test]
+async fn task_store_etcd() {
+    let etcd = EtcdServer::start();
+    let one = Arc::new(EtcdTaskStore::new(
+        connect(&etcd).await.client(),
+        "/spear-test",
+    ));
+    let two = Arc::new(EtcdTaskStore::new(
+        connect(&etcd).await.client(),
+        "/spear-test",
+    ));
+    tasks_put_get_list_delete(one, two).await;
 }
