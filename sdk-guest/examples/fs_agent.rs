@@ -3,7 +3,7 @@
 
 use std::io::Read;
 
-use spear_guest::Chat;
+use spear_guest::{Chat, McpParams};
 
 fn main() {
     let mut question = String::new();
@@ -13,7 +13,12 @@ fn main() {
     }
     let result = (|| {
         let chat = Chat::new()?;
-        chat.use_servers(&["fs"])?;
+        // Narrow the session: only the filesystem server, only reading.
+        chat.apply(
+            &McpParams::new()
+                .servers(&["fs"])
+                .allow(&["read_*", "list_*"]),
+        )?;
         chat.write("system", "Answer using the files you can read.")?;
         chat.write("user", question.trim())?;
         chat.send()

@@ -93,6 +93,74 @@ pub struct Reply {
     pub raw: Value,
 }
 
+/// The session's MCP params, built up and written with [`Chat::apply`]:
+///
+/// ```no_run
+/// # use spear_guest::{Chat, McpParams};
+/// let chat = Chat::new()?;
+/// chat.apply(&McpParams::new().servers(&["fs"]).allow(&["read_*"]).deny(&["read_media_*"]))?;
+/// # Ok::<(), spear_guest::Error>(())
+/// ```
+///
+/// Each param can only narrow what the task allows; a write that would
+/// widen it fails with [`Error::PermissionDenied`] and changes nothing
+/// (writes before it in the same `apply` stay, and they only narrowed).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpParams {
+    enabled: Option<bool>,
+    servers: Option<Vec<String>>,
+    allow: Option<Vec<String>>,
+    deny: Option<Vec<String>>,
+}
+
+impl McpParams {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `mcp.enabled`.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.enabled = Some(enabled);
+        self
+    }
+
+    /// `mcp.server_ids`: a subset of the task's allowed servers.
+    pub fn servers(mut self, ids: &[&str]) -> Self {
+        self.servers = Some(ids.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// `mcp.tool_allowlist`.
+    pub fn allow(mut self, patterns: &[&str]) -> Self {
+        self.allow = Some(patterns.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// `mcp.tool_denylist`.
+    pub fn deny(mut self, patterns: &[&str]) -> Self {
+        self.deny = Some(patterns.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// The `(key, value)` writes, in a fixed order.
+    pub fn writes(&self) -> Vec<(&'static str, Value)> {
+        let mut out = Vec::new();
+        if let Some(enabled) = self.enabled {
+            out.push(("mcp.enabled", json!(enabled)));
+        }
+        if let Some(ids) = &self.servers {
+            out.push(("mcp.server_ids", json!(ids)));
+        }
+        if let Some(allow) = &self.allow {
+            out.push(("mcp.tool_allowlist", json!(allow)));
+        }
+        if let Some(deny) = &self.deny {
+            out.push(("mcp.tool_denylist", json!(deny)));
+        }
+        out
+    }
+}
+
 /// One chat session on the node; closed on drop.
 pub struct Chat {
     handle: i32,
@@ -136,6 +204,29 @@ impl Chat {
     /// Limits this session to these MCP servers (a subset of the task's).
     pub fn use_servers(&self, ids: &[&str]) -> Result<(), Error> {
         self.set_param("mcp.server_ids", &json!(ids))
+    }
+
+    /// Only tools matching one of these patterns (`*` and `?` globs).
+    pub fn allow_tools(&self, patterns: &[&str]) -> Result<(), Error> {
+        self.set_param("mcp.tool_allowlist", &json!(patterns))
+    }
+
+    /// Never these tools, whatever else allows them.
+    pub fn deny_tools(&self, patterns: &[&str]) -> Result<(), Error> {
+        self.set_param("mcp.tool_denylist", &json!(patterns))
+    }
+
+    /// No MCP tools for this session (the model answers on its own).
+    pub fn disable_mcp(&self) -> Result<(), Error> {
+        self.set_param("mcp.enabled", &json!(false))
+    }
+
+    /// Applies several MCP params at once; see [`McpParams`].
+    pub fn apply(&self, params: &McpParams) -> Result<(), Error> {
+        for (key, value) in params.writes() {
+            self.set_param(key, &value)?;
+        }
+        Ok(())
     }
 
     /// Adds a message (`system` or `user`).
@@ -189,5 +280,18 @@ mod tests {
         assert_eq!(Chat::new().err(), Some(Error::Unsupported));
         assert_eq!(Error::from_errno(-13), Error::PermissionDenied);
         assert_eq!(Error::from_errno(-110), Error::Timeout);
+    }
+
+    #[test]
+    fn mcp_params_write_only_what_was_set() {
+        let params = McpParams::new().servers(&["fs"]).deny(&["write_*"]);
+        assert_eq!(
+            params.writes(),
+            vec![
+                ("mcp.server_ids", json!(["fs"])),
+                ("mcp.tool_denylist", json!(["write_*"]))
+            ]
+        );
+        assert!(McpParams::new().writes().is_empty());
     }
 }

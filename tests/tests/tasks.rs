@@ -326,3 +326,56 @@ fn bad_tasks_and_requests_get_one_clear_sentence_and_the_node_keeps_serving() {
     );
     let _ = &c.files;
 }
+
+#[test]
+fn sms_routes_around_a_dead_node_and_never_runs_a_task_twice() {
+    let c = cluster("routed");
+    let config = c.work.path().join("node.toml").display().to_string();
+    let mut b = SpearletProc::start_with(
+        "node-b",
+        &c.sms.grpc,
+        &c.work.path().join("node-b"),
+        &["--config".into(), config],
+    );
+    eventually("node-b to be invocable", Duration::from_secs(30), || {
+        let status = c.sms.status();
+        let alive = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
+            .count();
+        if alive == 2 {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+
+    // Both nodes take turns.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let run = invoke_json(&c, &["fs-agent"]);
+        assert_eq!(run["ok"], true, "{run}");
+        seen.insert(run["node_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+
+    // node-b dies without a word; SMS still thinks it alive for a while and
+    // must skip it: every run lands on node-a, exactly once.
+    b.proc.kill();
+    for _ in 0..4 {
+        let run = invoke_json(&c, &["fs-agent"]);
+        assert_eq!(run["ok"], true, "{run}");
+        assert_eq!(run["node_id"], "node-a", "{run}");
+        assert_eq!(run["trace"].as_array().unwrap().len(), 1);
+    }
+    assert!(
+        c.sms.proc.log().contains("node skipped"),
+        "SMS tried the dead node and went on"
+    );
+    let runs = c.node.proc.log().matches("task run ended").count();
+    assert_eq!(runs, 2 + 4, "node-a ran each of its tasks once");
+}

@@ -18,7 +18,7 @@ use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
-use tracing::{debug, info_span, Instrument};
+use tracing::{info_span, warn, Instrument};
 
 use crate::nodes::{Invocable, NodeTable};
 
@@ -155,11 +155,11 @@ impl Invoker {
                 .await;
             match result {
                 Ok(response) => return Ok(response.into_inner()),
-                // Not reached, or full: nothing ran; try the next node.
+                // Full, or never reached: nothing ran there; try the next node.
                 Err(status)
-                    if matches!(status.code(), Code::Unavailable | Code::ResourceExhausted) =>
+                    if status.code() == Code::ResourceExhausted || never_reached(&status) =>
                 {
-                    debug!(node_id = %node.node_id, message = %status.message(), "node skipped");
+                    warn!(node_id = %node.node_id, message = %status.message(), "node skipped; trying the next");
                     self.channels.lock().remove(&node.addr);
                     failures.push(format!("{}: {}", node.node_id, status.message()));
                 }
@@ -168,4 +168,34 @@ impl Invoker {
         }
         Err(InvokeError::AllFailed(failures.join("; ")))
     }
+}
+
+/// True when the call failed while connecting, so the request never left
+/// SMS. A failure after that (the node died mid-run) is not retried: the
+/// guest may have run, and a run must happen at most once.
+fn never_reached(status: &tonic::Status) -> bool {
+    if status.code() != Code::Unavailable {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(error) = source {
+        let text = format!("{error:?}");
+        if text.contains("ConnectError")
+            || text.contains("Connect,")
+            || text.contains("error trying to connect")
+        {
+            return true;
+        }
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionRefused | HostUnreachable | NetworkUnreachable | AddrNotAvailable
+            ) {
+                return true;
+            }
+        }
+        source = error.source();
+    }
+    false
 }
