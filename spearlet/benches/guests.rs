@@ -1,6 +1,11 @@
-//! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests`):
-//! starting a guest from a cached module, and the cost of one
-//! `cchat_ctl_get_param` round trip.
+//! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests [section]`):
+//!
+//! - `start`: a guest run from a cached module, and instantiation alone;
+//! - `get_param`: one `cchat_ctl_get_param` round trip;
+//! - `loop`: the auto tool-call loop's own cost per iteration with 100 MCP
+//!   tools injected (real stdio servers), LLM and tool time excluded;
+//! - `concurrent`: 500 guest runs at once against a test model (OpenAI wire
+//!   format over HTTP) that answers in 50 ms.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +41,10 @@ fn percentile(samples: &mut [Duration], q: f64) -> Duration {
     samples[((samples.len() as f64 - 1.0) * q).round() as usize]
 }
 
+#[path = "support/guests_load.rs"]
+mod load;
+use load::{concurrent, loop_overhead};
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -57,6 +66,7 @@ fn main() {
         let context = || RunContext { task: task.clone(), router: router.clone(), backend: backend.clone(), stdin: Vec::new() };
         let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
 
+        if want("start") {
         let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         let mut samples = Vec::new();
         for i in 0..2200 {
@@ -73,6 +83,20 @@ fn main() {
         println!("\n## guest start from a cached module (load + fresh store + instantiate + run an empty _start), 2,000 runs");
         println!("p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
 
+        let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        let mut samples = Vec::new();
+        for i in 0..2200 {
+            let took = guests.instantiate_only(&pre, context(), GuestLimits::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            if i >= 200 {
+                samples.push(took);
+            }
+        }
+        let (p50, p99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
+        println!("\n## instantiation alone (InstancePre::instantiate_async in a fresh store), 2,000 runs");
+        println!("p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        }
+
+        if want("get_param") {
         const N: u32 = 200_000;
         let baseline = guests.load(get_param_loop(1).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         let looped = guests.load(get_param_loop(N).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
@@ -91,5 +115,20 @@ fn main() {
             many.as_secs_f64() * 1e3,
             one.as_secs_f64() * 1e3
         );
+        }
     });
+    if want("loop") {
+        runtime.block_on(loop_overhead());
+    }
+    if want("concurrent") {
+        runtime.block_on(concurrent());
+    }
+}
+
+fn want(name: &str) -> bool {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    args.is_empty() || args.iter().any(|a| a == name)
 }

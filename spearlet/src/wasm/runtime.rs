@@ -213,14 +213,13 @@ impl GuestRuntime {
         Ok(module)
     }
 
-    /// Runs the guest's `_start` once, in a fresh store with `limits`.
-    pub async fn run(
+    /// A fresh store for one run, with its limits and output pipes.
+    fn store(
         &self,
-        pre: &InstancePre<GuestState>,
         context: RunContext,
         limits: GuestLimits,
-    ) -> GuestOutcome {
-        let started = Instant::now();
+        deadline: Instant,
+    ) -> (Store<GuestState>, MemoryOutputPipe, MemoryOutputPipe) {
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
         let wasi = WasiCtxBuilder::new()
@@ -228,7 +227,6 @@ impl GuestRuntime {
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .build_p1();
-        let deadline = started + limits.wall;
         let state = GuestState {
             wasi,
             limits: StoreLimitsBuilder::new()
@@ -250,6 +248,33 @@ impl GuestRuntime {
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(ticks(limits.cpu));
         store.epoch_deadline_trap();
+        (store, stdout, stderr)
+    }
+
+    /// Instantiates `pre` in `store` without running it; returns how long
+    /// instantiation alone took. The guest benchmarks measure it this way.
+    pub async fn instantiate_only(
+        &self,
+        pre: &InstancePre<GuestState>,
+        context: RunContext,
+        limits: GuestLimits,
+    ) -> wasmtime::Result<Duration> {
+        let (mut store, _, _) = self.store(context, limits, Instant::now() + limits.wall);
+        let started = Instant::now();
+        pre.instantiate_async(&mut store).await?;
+        Ok(started.elapsed())
+    }
+
+    /// Runs the guest's `_start` once, in a fresh store with `limits`.
+    pub async fn run(
+        &self,
+        pre: &InstancePre<GuestState>,
+        context: RunContext,
+        limits: GuestLimits,
+    ) -> GuestOutcome {
+        let started = Instant::now();
+        let deadline = started + limits.wall;
+        let (mut store, stdout, stderr) = self.store(context, limits, deadline);
         let run = async {
             let instance = pre.instantiate_async(&mut store).await?;
             let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;

@@ -1,0 +1,291 @@
+//! The loop and concurrency sections of the guest benchmarks.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::routing::post;
+use axum::Json;
+use serde_json::{json, Value};
+use spear_proto::v1::{ServerSpec, Transport};
+use spearlet::cchat::{run_tool_loop, LoopLimits};
+use spearlet::connections::Connections;
+use spearlet::llm::{
+    ChatMessage, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role, ToolCall,
+    ToolSpec, Usage,
+};
+use spearlet::policy::{SessionPolicy, TaskPolicy};
+use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::router::Router;
+use spearlet::tools::offered_name;
+use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
+
+fn percentile(samples: &mut [Duration], q: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A model with no latency: asks for one tool call per turn until `turns`
+/// calls were made, then answers. It builds the JSON request body an
+/// OpenAI-compatible backend would send (messages and every tool), so that
+/// cost, which grows with the tools injected, is counted in the loop.
+struct InstantModel {
+    turns: usize,
+    tool: String,
+    bytes: AtomicUsize,
+}
+
+#[async_trait]
+impl LlmBackend for InstantModel {
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<Reply, LlmError> {
+        let body = json!({
+            "messages": messages.iter().map(|m| json!({"role": format!("{:?}", m.role), "content": m.content, "tool_call_id": m.tool_call_id})).collect::<Vec<_>>(),
+            "tools": tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect::<Vec<_>>(),
+        });
+        self.bytes.fetch_add(
+            serde_json::to_vec(&body).map(|b| b.len()).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        let done = messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count();
+        let mut message = ChatMessage {
+            role: Role::Assistant,
+            content: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        };
+        if done < self.turns {
+            message.tool_calls.push(ToolCall {
+                id: format!("call_{done}"),
+                name: self.tool.clone(),
+                arguments: "{}".into(),
+            });
+        } else {
+            message.content = Some("done".into());
+        }
+        Ok(Reply {
+            message,
+            usage: Usage::default(),
+        })
+    }
+}
+
+pub async fn loop_overhead() {
+    const SERVERS: usize = 5;
+    const TURNS: usize = 10;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/peers/misbehaving_server.py"
+    );
+    let ids: Vec<String> = (0..SERVERS).map(|i| format!("s{i}")).collect();
+    let specs: Vec<ServerSpec> = ids
+        .iter()
+        .map(|id| {
+            let mut spec = ServerSpec {
+                id: id.clone(),
+                transport: Transport::Stdio as i32,
+                command: "python3".into(),
+                args: vec![script.into()],
+                enabled: true,
+                ..Default::default()
+            };
+            // 8 usable tools of its own plus 12 plain ones: 20 per server.
+            spec.env.insert("EXTRA_TOOLS".into(), "12".into());
+            spec
+        })
+        .collect();
+    let registry = RegistryHandle::new(RegistryView::from_specs(specs));
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let router = Router::new(connections.clone(), registry);
+    let run = |allow: Option<Vec<String>>| {
+        let router = router.clone();
+        let ids = ids.clone();
+        async move {
+            let task = TaskPolicy {
+                enabled: true,
+                allowed_server_ids: ids.clone(),
+                default_server_ids: ids,
+                tool_allowlist: allow,
+                tool_denylist: Vec::new(),
+            };
+            let session = SessionPolicy::from_task(&task);
+            let offered = router.tool_set(&task, &session).await.tools.len();
+            let model = InstantModel {
+                turns: TURNS,
+                tool: offered_name("s0", "tool_0"),
+                bytes: AtomicUsize::new(0),
+            };
+            let mut per_iteration = Vec::new();
+            for i in 0..120 {
+                let mut messages = vec![ChatMessage::user("go")];
+                let limits = LoopLimits {
+                    max_iterations: 100,
+                    max_total_tool_calls: 100,
+                    deadline: Instant::now() + Duration::from_secs(60),
+                };
+                let started = Instant::now();
+                let outcome =
+                    run_tool_loop(&model, &router, &task, &session, &mut messages, limits).await;
+                let total = started.elapsed();
+                assert_eq!(
+                    outcome.result.as_deref().ok(),
+                    Some("done"),
+                    "{:?}",
+                    outcome.result
+                );
+                assert!(outcome.trace.iter().all(|t| !t.is_error));
+                let tool_time: Duration = outcome.trace.iter().map(|t| t.duration).sum();
+                if i >= 20 {
+                    per_iteration.push(total.saturating_sub(tool_time) / outcome.iterations);
+                }
+            }
+            (offered, per_iteration)
+        }
+    };
+    let (small, mut base) = run(Some(vec!["tool_0".into()])).await;
+    let (large, mut many) = run(None).await;
+    assert_eq!(large, 100, "100 tools must be offered");
+    println!("\n## auto tool-call loop: its own time per iteration (LLM answers instantly; MCP tool time subtracted), {TURNS} tool calls + 1 answer per send, 100 sends");
+    println!(
+        "{small} tools injected (baseline): p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&mut base, 0.5)),
+        ms(percentile(&mut base, 0.99))
+    );
+    println!(
+        "{large} tools injected:            p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&mut many, 0.5)),
+        ms(percentile(&mut many, 0.99))
+    );
+    connections.shutdown().await;
+}
+
+const CHAT_GUEST: &str = r#"(module
+  (import "spear" "cchat_create" (func $create (result i32)))
+  (import "spear" "cchat_write_msg" (func $write (param i32 i32 i32 i32 i32) (result i32)))
+  (import "spear" "cchat_send" (func $send (param i32 i32) (result i32)))
+  (import "spear" "cchat_recv" (func $recv (param i32 i32 i32) (result i32)))
+  (import "spear" "cchat_close" (func $close (param i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "user")
+  (data (i32.const 16) "hello")
+  (func (export "_start") (local $h i32)
+    (local.set $h (call $create))
+    (drop (call $write (local.get $h) (i32.const 0) (i32.const 4) (i32.const 16) (i32.const 5)))
+    (if (i32.ne (call $send (local.get $h) (i32.const 1)) (i32.const 0)) (then unreachable))
+    (i32.store (i32.const 100) (i32.const 8192))
+    (if (i32.ne (call $recv (local.get $h) (i32.const 1024) (i32.const 100)) (i32.const 0)) (then unreachable))
+    (drop (call $close (local.get $h)))))"#;
+
+fn peak_rss_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// An OpenAI-compatible model that answers every request after 50 ms.
+async fn slow_model() -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(|Json(_body): Json<Value>| async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Json(json!({"id": "c", "object": "chat.completion", "created": 0, "model": "test",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello back"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
+}
+
+pub async fn concurrent() {
+    const RUNS: usize = 500;
+    const BURSTS: usize = 3;
+    let base_url = slow_model().await;
+    let registry = RegistryHandle::new(RegistryView::default());
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let router = Router::new(connections, registry);
+    let backend: Arc<dyn LlmBackend> = Arc::new(OpenAiBackend::new(OpenAiConfig {
+        base_url,
+        model: "test".into(),
+        api_key: None,
+        timeout: Duration::from_secs(30),
+        max_retries: 0,
+        stream: false,
+    }));
+    let guests = Arc::new(GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}")));
+    let pre = guests
+        .load(CHAT_GUEST.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let run_once = {
+        let (guests, pre, router, backend) =
+            (guests.clone(), pre.clone(), router.clone(), backend.clone());
+        move || {
+            let (guests, pre, router, backend) =
+                (guests.clone(), pre.clone(), router.clone(), backend.clone());
+            async move {
+                let context = RunContext {
+                    task: TaskPolicy::default(),
+                    router,
+                    backend,
+                    stdin: Vec::new(),
+                };
+                let started = Instant::now();
+                let outcome = guests.run(&pre, context, GuestLimits::default()).await;
+                assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
+                started.elapsed()
+            }
+        }
+    };
+    // Baseline: one run at a time.
+    let mut single = Vec::new();
+    for _ in 0..20 {
+        single.push(run_once().await);
+    }
+    let (rss_before, _) = peak_rss_kib();
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for _ in 0..BURSTS {
+        let handles: Vec<_> = (0..RUNS).map(|_| tokio::spawn(run_once())).collect();
+        for handle in handles {
+            latencies.push(handle.await.unwrap_or_else(|e| panic!("{e}")));
+        }
+    }
+    let elapsed = started.elapsed();
+    let (_, peak) = peak_rss_kib();
+    println!("\n## {RUNS} concurrent guest runs (create, write, send, recv, close) against a model answering in 50 ms, {BURSTS} bursts");
+    println!(
+        "one run at a time (baseline): p50 {:.1} ms, p99 {:.1} ms",
+        ms(percentile(&mut single, 0.5)),
+        ms(percentile(&mut single, 0.99))
+    );
+    println!(
+        "{RUNS} at once: {:.0} runs/s, latency p50 {:.1} ms, p99 {:.1} ms; process RSS {} MiB before, peak {} MiB (the test model shares the process)",
+        (RUNS * BURSTS) as f64 / elapsed.as_secs_f64(),
+        ms(percentile(&mut latencies, 0.5)),
+        ms(percentile(&mut latencies, 0.99)),
+        rss_before / 1024,
+        peak / 1024
+    );
+}
