@@ -379,3 +379,78 @@ fn sms_routes_around_a_dead_node_and_never_runs_a_task_twice() {
     let runs = c.node.proc.log().matches("task run ended").count();
     assert_eq!(runs, 2 + 4, "node-a ran each of its tasks once");
 }
+
+#[test]
+fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
+    let c = cluster("served alongside");
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    // Modules in the text format: the node compiles WAT as well as binaries.
+    let hostile = [
+        (
+            "spin",
+            r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+            "CPU budget",
+        ),
+        (
+            "bomb",
+            r#"(module (memory (export "memory") 1) (func (export "_start") (loop (drop (memory.grow (i32.const 256))) (br 0))))"#,
+            "memory past its limit",
+        ),
+        (
+            "recurse",
+            r#"(module (memory (export "memory") 1) (func $f (export "_start") (call $f)))"#,
+            "stack",
+        ),
+    ];
+    for (id, wat, _) in hostile {
+        let path = c.work.path().join(format!("{id}.wat"));
+        std::fs::write(&path, wat).unwrap();
+        let config = json!({"limits": {"cpu_ms": 300, "memory_mb": 16}});
+        let (code, _, err) = register(&c, id, &path, &config, &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let runs: Vec<_> = hostile
+        .iter()
+        .map(|(id, _, _)| id.to_string())
+        .chain(["fs-agent".to_string()])
+        .map(|id| {
+            let (addr, sms) = (c.sms.grpc.clone(), bin("sms"));
+            std::thread::spawn(move || {
+                let out = Command::new(sms)
+                    .args(["invoke", "--json", &id, "--addr", &addr])
+                    .env_remove("SMS_ADMIN_TOKEN")
+                    .output()
+                    .unwrap();
+                let run: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                    panic!("{id}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+                });
+                (id, out.status.code(), run)
+            })
+        })
+        .collect();
+    for handle in runs {
+        let (id, code, run) = handle.join().unwrap();
+        match hostile.iter().find(|(h, _, _)| *h == id) {
+            Some((_, _, reason)) => {
+                assert_eq!(code, Some(1), "{id}: {run}");
+                assert_eq!(run["ok"], false);
+                assert!(run["exit_code"].is_null(), "{run}");
+                assert!(
+                    run["error"].as_str().unwrap().contains(reason),
+                    "{id}: {run}"
+                );
+            }
+            None => {
+                assert_eq!(code, Some(0), "{run}");
+                assert!(
+                    run["stdout"].as_str().unwrap().contains("served alongside"),
+                    "{run}"
+                );
+            }
+        }
+    }
+    // The node is still up and serving.
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+}
