@@ -1,7 +1,7 @@
 //! Tells SMS what this node has applied, so `sms status` shows convergence
 //! per node: every few seconds, and right after each applied change.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use tonic::transport::{Channel, Endpoint};
 use tracing::debug;
 
 use crate::connections::{Connections, ServerState};
+use crate::invoke::RunStats;
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 
@@ -22,8 +23,8 @@ const EVERY: Duration = Duration::from_secs(5);
 pub struct Advert {
     /// host:port of the node's Invocation service; empty when it has none.
     pub invoke_addr: String,
-    /// Guest runs in progress.
-    pub running: Arc<AtomicU32>,
+    /// The node's guest runs (in progress, and how past ones ended).
+    pub runs: Arc<RunStats>,
 }
 
 /// Sends heartbeats to the SMS the sync loop is connected to.
@@ -62,7 +63,7 @@ pub async fn run(
                     sync_state: state as i32,
                     problems: problems(&connections),
                     invoke_addr: advert.invoke_addr.clone(),
-                    running: advert.running.load(Ordering::Relaxed),
+                    running: advert.runs.running.load(Ordering::Relaxed),
                 };
                 let sent =
                     tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;

@@ -40,7 +40,12 @@ impl NodeView {
             "sms_revision": status.sms_revision,
             "last_error": status.last_error,
             "invoke_addr": self.advert.invoke_addr,
-            "guest_runs_in_progress": self.advert.running.load(Ordering::Relaxed),
+            "guest_runs": {
+                "in_progress": self.advert.runs.running.load(Ordering::Relaxed),
+                "ok": self.advert.runs.ok.load(Ordering::Relaxed),
+                "failed": self.advert.runs.failed.load(Ordering::Relaxed),
+                "stopped": self.advert.runs.stopped.load(Ordering::Relaxed),
+            },
             "mcp_servers": self.connections.status().into_iter().map(|(id, s)| (id, json!({
                 "state": s.state.name(),
                 "last_error": s.last_error,
@@ -72,7 +77,13 @@ impl NodeView {
             "spearlet_guest_runs_in_progress",
             "gauge",
             "Guest runs in progress.",
-            u64::from(self.advert.running.load(Ordering::Relaxed)),
+            u64::from(self.advert.runs.running.load(Ordering::Relaxed)),
+        );
+        metric(
+            "spearlet_loop_iterations_total",
+            "counter",
+            "Auto tool-call loop iterations (model requests) of guest runs.",
+            self.advert.runs.loop_iterations.load(Ordering::Relaxed),
         );
         metric(
             "spearlet_registry_epoch",
@@ -110,6 +121,19 @@ impl NodeView {
             "Resynchronisations after a gap or a bad snapshot.",
             c.gaps.load(Ordering::Relaxed),
         );
+        let runs = &self.advert.runs;
+        let _ = writeln!(out, "# HELP spearlet_guest_runs_total Guest runs by how they ended (stopped: a trap or a limit).\n# TYPE spearlet_guest_runs_total counter");
+        for (outcome, counter) in [
+            ("ok", &runs.ok),
+            ("failed", &runs.failed),
+            ("stopped", &runs.stopped),
+        ] {
+            let _ = writeln!(
+                out,
+                "spearlet_guest_runs_total{{outcome=\"{outcome}\"}} {}",
+                counter.load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(out, "# HELP spearlet_sync_state 1 for the current sync state.\n# TYPE spearlet_sync_state gauge");
         for s in [SyncState::Connecting, SyncState::Synced, SyncState::Stale] {
             let _ = writeln!(

@@ -151,7 +151,7 @@ impl Node {
                 )));
                 let advert = Advert {
                     invoke_addr: advertised,
-                    running: invoker.running(),
+                    runs: invoker.stats(),
                 };
                 info!(addr = %bound, advertised = %advert.invoke_addr, "invocation service listening");
                 (Some(invoker), Some(bound), advert)

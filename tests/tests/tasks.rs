@@ -453,4 +453,19 @@ fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
     // The node is still up and serving.
     let run = invoke_json(&c, &["fs-agent"]);
     assert_eq!(run["ok"], true, "{run}");
+
+    // And says what happened: two runs ok, three stopped, four model requests.
+    let metrics = spear_tests::http::get(&c.node.http, "/metrics").unwrap();
+    for line in [
+        r#"spearlet_guest_runs_total{outcome="ok"} 2"#,
+        r#"spearlet_guest_runs_total{outcome="stopped"} 3"#,
+        r#"spearlet_guest_runs_total{outcome="failed"} 0"#,
+        "spearlet_loop_iterations_total 4",
+        "spearlet_guest_runs_in_progress 0",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} missing:\n{metrics}"
+        );
+    }
 }

@@ -5,8 +5,8 @@
 
 mod modules;
 pub mod service;
+mod stats;
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use tonic::transport::Endpoint;
 use tracing::{info, info_span, Instrument};
 
 pub use modules::{ModuleError, ModuleStore, MAX_MODULE_BYTES};
+pub use stats::RunStats;
 
 use crate::llm::{BackendError, Backends};
 use crate::policy::TaskPolicy;
@@ -62,17 +63,8 @@ pub struct Invoker {
     sms: Vec<String>,
     slots: Arc<Semaphore>,
     max_running: usize,
-    running: Arc<AtomicU32>,
+    stats: Arc<RunStats>,
     defaults: GuestLimits,
-}
-
-/// Counts a run for heartbeats until it ends.
-struct Running(Arc<AtomicU32>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl Invoker {
@@ -97,14 +89,14 @@ impl Invoker {
             sms,
             slots: Arc::new(Semaphore::new(max_running)),
             max_running,
-            running: Arc::new(AtomicU32::new(0)),
+            stats: Arc::default(),
             defaults: GuestLimits::default(),
         }
     }
 
-    /// Guest runs in progress, for heartbeats and status.
-    pub fn running(&self) -> Arc<AtomicU32> {
-        Arc::clone(&self.running)
+    /// Guest run counters, for heartbeats, status and metrics.
+    pub fn stats(&self) -> Arc<RunStats> {
+        Arc::clone(&self.stats)
     }
 
     /// Runs the task once; see the module docs.
@@ -134,8 +126,7 @@ impl Invoker {
             .await
             .map_err(|_| InvokeError::Busy(self.max_running))?
             .map_err(|_| InvokeError::Busy(self.max_running))?;
-        self.running.fetch_add(1, Ordering::Relaxed);
-        let _running = Running(Arc::clone(&self.running));
+        let _running = self.stats.start();
 
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
@@ -147,10 +138,12 @@ impl Invoker {
             .runtime
             .run(&pre, context, limits(&self.defaults, &config))
             .await;
+        self.stats.record(&outcome);
         info!(
             exit_code = ?outcome.exit_code,
             error = outcome.error.as_deref().unwrap_or(""),
             tool_calls = outcome.trace.len(),
+            iterations = outcome.iterations,
             took = ?outcome.duration,
             "task run ended"
         );

@@ -50,6 +50,8 @@ pub struct CchatHost {
     limits: GuestLimits,
     /// Every tool call of the run, for the operator and the guest.
     pub trace: Vec<CallTrace>,
+    /// Loop iterations (model requests) of every send, for metrics.
+    pub iterations: u32,
 }
 
 impl CchatHost {
@@ -69,6 +71,7 @@ impl CchatHost {
             deadline,
             limits,
             trace: Vec::new(),
+            iterations: 0,
         }
     }
 }
@@ -293,6 +296,7 @@ async fn send(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
     });
     let host = &mut caller.data_mut().cchat;
     host.trace.extend(outcome.trace);
+    host.iterations = host.iterations.saturating_add(outcome.iterations);
     if let Some(session) = host.sessions.get_mut(&handle) {
         session.messages = messages;
         session.reply = Some(reply.to_string().into_bytes());

@@ -73,6 +73,8 @@ pub struct GuestOutcome {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub trace: Vec<CallTrace>,
+    /// Auto tool-call loop iterations across the run's sends.
+    pub iterations: u32,
     pub duration: Duration,
 }
 
@@ -293,12 +295,14 @@ impl GuestRuntime {
             Ok(Err(error)) => describe(&error),
         };
         let trace = std::mem::take(&mut store.data_mut().cchat.trace);
+        let iterations = store.data().cchat.iterations;
         GuestOutcome {
             exit_code,
             error,
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
             trace,
+            iterations,
             duration: started.elapsed(),
         }
     }

@@ -1,0 +1,48 @@
+//! Counters of guest runs, for heartbeats, `/status` and `/metrics`.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::wasm::GuestOutcome;
+
+/// What the node's guest runs have done since it started.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    /// Runs in progress.
+    pub running: AtomicU32,
+    /// Runs that exited with code 0.
+    pub ok: AtomicU64,
+    /// Runs that exited with another code.
+    pub failed: AtomicU64,
+    /// Runs ended by a trap or a limit (CPU, memory, wall clock, stack).
+    pub stopped: AtomicU64,
+    /// Auto tool-call loop iterations (model requests) across all runs.
+    pub loop_iterations: AtomicU64,
+}
+
+impl RunStats {
+    pub fn record(&self, outcome: &GuestOutcome) {
+        let counter = match outcome.exit_code {
+            Some(0) => &self.ok,
+            Some(_) => &self.failed,
+            None => &self.stopped,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.loop_iterations
+            .fetch_add(u64::from(outcome.iterations), Ordering::Relaxed);
+    }
+
+    /// Counts a run in progress until the guard is dropped.
+    pub fn start(&self) -> RunningGuard<'_> {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        RunningGuard(self)
+    }
+}
+
+/// Returned by [`RunStats::start`].
+pub struct RunningGuard<'a>(&'a RunStats);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
