@@ -3,6 +3,7 @@
 //! crate only compiles them and adds the one piece codegen cannot express,
 //! pre-encoded watch frames.
 
+pub mod auth;
 pub mod frame;
 pub mod patterns;
 pub mod task;

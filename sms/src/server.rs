@@ -162,7 +162,11 @@ impl Sms {
         let services = Services {
             registry: RegistryService::new(Arc::clone(&hub)),
             admin: AdminService::new(Arc::new(Admin::new(writer)), token.clone()),
-            tasks: TasksService::new(tasks, Arc::new(Invoker::new(Arc::clone(&nodes))), token),
+            tasks: TasksService::new(
+                tasks,
+                Arc::new(Invoker::new(Arc::clone(&nodes), token.clone())),
+                token,
+            ),
             nodes: NodesService::new(Arc::clone(&nodes)),
             status,
         };

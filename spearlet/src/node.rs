@@ -10,6 +10,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use spear_proto::auth::AdminToken;
+
 use crate::config::NodeFile;
 use crate::connections::Connections;
 use crate::heartbeat::Advert;
@@ -39,6 +41,8 @@ pub struct NodeConfig {
     pub advertise: Option<String>,
     /// The node's config file (LLM backends, guest capacity).
     pub file: NodeFile,
+    /// The installation's admin token: invocations must carry it when set.
+    pub admin_token: Option<String>,
 }
 
 /// Why a node could not start.
@@ -146,7 +150,10 @@ impl Node {
                 };
                 tasks.push(tokio::spawn(serve_invocations(
                     listener,
-                    Arc::clone(&invoker),
+                    InvocationService::new(
+                        Arc::clone(&invoker),
+                        AdminToken::new(config.admin_token.clone()),
+                    ),
                     shutdown_rx.clone(),
                 )));
                 let advert = Advert {
@@ -237,7 +244,7 @@ impl Node {
 /// Serves `spear.v1.Invocation` (and gRPC health) until shutdown.
 async fn serve_invocations(
     listener: tokio::net::TcpListener,
-    invoker: Arc<Invoker>,
+    service: InvocationService,
     mut shutdown: watch::Receiver<bool>,
 ) {
     use spear_proto::v1::invocation_server::InvocationServer;
@@ -245,7 +252,7 @@ async fn serve_invocations(
     health
         .set_serving::<InvocationServer<InvocationService>>()
         .await;
-    let service = InvocationServer::new(InvocationService::new(invoker))
+    let service = InvocationServer::new(service)
         .max_decoding_message_size(32 << 20)
         .max_encoding_message_size(256 << 20);
     let result = tonic::transport::Server::builder()

@@ -47,6 +47,10 @@ struct Cluster {
 /// SMS with the filesystem server, one node whose default backend is the
 /// replay model, and a notes file for the agent to read.
 fn cluster(notes: &str) -> Cluster {
+    cluster_with_token(notes, None)
+}
+
+fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
     let work = tempfile::tempdir().unwrap();
     let files = work.path().join("files").canonicalize_or_create();
     std::fs::write(files.join("notes.txt"), notes).unwrap();
@@ -70,7 +74,11 @@ fn cluster(notes: &str) -> Cluster {
         if !model.is_running() {
             panic!("replay-llm exited:\n{}", model.log());
         }
-        std::fs::read_to_string(&ready).map_err(|e| e.to_string())
+        match std::fs::read_to_string(&ready) {
+            Ok(url) if url.starts_with("http") => Ok(url),
+            Ok(partial) => Err(format!("ready file holds '{partial}'")),
+            Err(e) => Err(e.to_string()),
+        }
     });
     let config = work.path().join("node.toml");
     std::fs::write(
@@ -81,15 +89,15 @@ fn cluster(notes: &str) -> Cluster {
 
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(mcp_dir),
+        admin_token: token.map(str::to_string),
         ..Default::default()
     });
     std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
-    let node = SpearletProc::start_with(
-        "node-a",
-        &sms.grpc,
-        &work.path().join("node-a"),
-        &["--config".into(), config.display().to_string()],
-    );
+    let mut args = vec!["--config".to_string(), config.display().to_string()];
+    if let Some(token) = token {
+        args.extend(["--admin-token".to_string(), token.to_string()]);
+    }
+    let node = SpearletProc::start_with("node-a", &sms.grpc, &work.path().join("node-a"), &args);
     // SMS can route once it has the node's heartbeat with its address.
     eventually("node to be invocable", Duration::from_secs(30), || {
         let status = sms.status();
@@ -468,4 +476,55 @@ fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
             "{line} missing:\n{metrics}"
         );
     }
+}
+
+#[test]
+fn with_an_admin_token_registering_and_invoking_need_it_at_sms_and_at_the_node() {
+    let c = cluster_with_token("guarded", Some("s3cret-token"));
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    let (code, _, err) = register(
+        &c,
+        "fs-agent",
+        &guest("fs-agent"),
+        &fs_task(),
+        &["--token", "s3cret-token"],
+    );
+    assert_eq!(code, 0, "{err}");
+
+    let (code, _, err) = c.sms.client(&["invoke", "fs-agent"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    // SMS forwards with its token, which the node checks.
+    let run = invoke_json(&c, &["fs-agent", "--token", "s3cret-token"]);
+    assert_eq!(run["ok"], true, "{run}");
+
+    let addr = c.node.status().unwrap()["invoke_addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _, err) = c.sms.client(&["invoke", "fs-agent", "--node-addr", &addr]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    let (code, _, err) = c.sms.client(&[
+        "invoke",
+        "fs-agent",
+        "--node-addr",
+        &addr,
+        "--token",
+        "wrong",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("token is wrong") && !err.contains("s3cret"),
+        "{err}"
+    );
+    let run = invoke_json(
+        &c,
+        &["fs-agent", "--node-addr", &addr, "--token", "s3cret-token"],
+    );
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(!c.node.proc.log().contains("s3cret-token"));
+    assert!(!c.sms.proc.log().contains("s3cret-token"));
 }

@@ -203,7 +203,7 @@ pub async fn invoke(
         Some(addr) => {
             InvocationClient::new(connect(&addr, "the node").await?)
                 .max_decoding_message_size(256 << 20)
-                .invoke(body)
+                .invoke(request(client, body)?)
                 .await
         }
         None => {

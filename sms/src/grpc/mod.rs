@@ -1,15 +1,14 @@
 //! Thin gRPC services over SMS's domain core.
 
 mod admin;
-mod auth;
 mod nodes;
 mod registry;
 mod status;
 mod tasks;
 
 pub use admin::AdminService;
-pub use auth::AdminToken;
 pub use nodes::NodesService;
 pub use registry::RegistryService;
+pub use spear_proto::auth::AdminToken;
 pub use status::StatusService;
 pub use tasks::TasksService;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use spear_proto::auth::AdminToken;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
 use tonic::transport::{Channel, Endpoint};
@@ -36,6 +37,8 @@ pub enum InvokeError {
     NodeUnavailable(String),
     #[error("no node could take the task: {0}")]
     AllFailed(String),
+    #[error("node '{node}' did not answer within {after:?} (the task's wall-clock limit plus a margin); it may be overloaded or stopped")]
+    NoAnswer { node: String, after: Duration },
     /// The node refused the request itself (bad module, unknown backend...).
     #[error("{}", .0.message())]
     Refused(tonic::Status),
@@ -44,6 +47,8 @@ pub enum InvokeError {
 /// Routes invocations to nodes.
 pub struct Invoker {
     nodes: Arc<NodeTable>,
+    /// Sent to nodes, which check it when they have one.
+    token: AdminToken,
     channels: Mutex<HashMap<String, Channel>>,
     in_flight: Mutex<HashMap<String, u32>>,
     turn: AtomicUsize,
@@ -68,9 +73,10 @@ impl Drop for InFlight<'_> {
 }
 
 impl Invoker {
-    pub fn new(nodes: Arc<NodeTable>) -> Self {
+    pub fn new(nodes: Arc<NodeTable>, token: AdminToken) -> Self {
         Self {
             nodes,
+            token,
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
@@ -128,6 +134,13 @@ impl Invoker {
         task: TaskSpec,
     ) -> Result<InvokeResponse, InvokeError> {
         let plan = self.plan(&request.node_id)?;
+        // The node ends the run at its wall-clock limit; wait for that, the
+        // node's queue (10 s) and a margin, never forever.
+        let wall_ms = spear_proto::task::parse_task_config(&task.config_json)
+            .ok()
+            .and_then(|c| c.limits.wall_ms)
+            .unwrap_or(60_000);
+        let answer_within = Duration::from_millis(wall_ms) + Duration::from_secs(30);
         request.task = Some(task);
         let mut failures = Vec::new();
         for node in plan {
@@ -148,11 +161,22 @@ impl Invoker {
                 invoker: self,
                 node_id: node.node_id.clone(),
             };
-            let result = InvocationClient::new(channel)
-                .max_decoding_message_size(256 << 20)
-                .invoke(request.clone())
-                .instrument(span)
-                .await;
+            let mut call = tonic::Request::new(request.clone());
+            self.token.attach(&mut call);
+            let result = tokio::time::timeout(
+                answer_within,
+                InvocationClient::new(channel)
+                    .max_decoding_message_size(256 << 20)
+                    .invoke(call)
+                    .instrument(span),
+            )
+            .await;
+            let Ok(result) = result else {
+                return Err(InvokeError::NoAnswer {
+                    node: node.node_id.clone(),
+                    after: answer_within,
+                });
+            };
             match result {
                 Ok(response) => return Ok(response.into_inner()),
                 // Full, or never reached: nothing ran there; try the next node.

@@ -55,6 +55,9 @@ pub enum Command {
         /// The node's TOML config: LLM backends (keys from the environment) and guest capacity.
         #[arg(long, env = "SPEARLET_CONFIG")]
         config: Option<PathBuf>,
+        /// The installation's admin token (as given to SMS): invocations must carry it.
+        #[arg(long, env = "SPEARLET_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
     },
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
@@ -148,6 +151,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             listen,
             advertise,
             config,
+            admin_token,
         } => {
             init_logging(&log_format)?;
             let invoke_listen = if listen == "off" {
@@ -183,6 +187,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 invoke_listen,
                 advertise,
                 file,
+                admin_token,
             })
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");

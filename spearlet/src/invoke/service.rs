@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use spear_proto::auth::AdminToken;
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
 use tonic::{Request, Response, Status};
@@ -13,11 +14,13 @@ const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 
 pub struct InvocationService {
     invoker: Arc<Invoker>,
+    token: AdminToken,
 }
 
 impl InvocationService {
-    pub fn new(invoker: Arc<Invoker>) -> Self {
-        Self { invoker }
+    /// With a token, every call must carry it (SMS sends its admin token).
+    pub fn new(invoker: Arc<Invoker>, token: AdminToken) -> Self {
+        Self { invoker, token }
     }
 }
 
@@ -44,6 +47,7 @@ impl Invocation for InvocationService {
         &self,
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
+        self.token.check(&request)?;
         let request = request.into_inner();
         if request.input.len() > MAX_INPUT_BYTES {
             return Err(Status::invalid_argument(format!(

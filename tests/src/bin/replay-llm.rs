@@ -65,7 +65,10 @@ async fn main() -> Result<()> {
     let addr = listener.local_addr()?;
     eprintln!("replay-llm: replaying {path} on http://{addr}/v1");
     if let Some(ready) = ready_file {
-        std::fs::write(&ready, format!("http://{addr}/v1"))?;
+        // Written whole, then renamed: a reader never sees a partial file.
+        let tmp = format!("{ready}.tmp");
+        std::fs::write(&tmp, format!("http://{addr}/v1"))?;
+        std::fs::rename(&tmp, &ready)?;
     }
     axum::serve(listener, app).await?;
     Ok(())

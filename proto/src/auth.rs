@@ -1,4 +1,6 @@
-//! The admin bearer token.
+//! The admin bearer token, checked by SMS on admin calls and by nodes on
+//! invocations: one token for an installation (`sms --admin-token`,
+//! `spearlet run --admin-token`), carried as `authorization: Bearer <token>`.
 
 use tonic::{Request, Status};
 
@@ -22,6 +24,23 @@ impl AdminToken {
         Self(token.filter(|t| !t.is_empty()))
     }
 
+    /// True when calls must carry a token.
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Adds `authorization: Bearer <token>` to an outgoing request, when a
+    /// token is set (SMS forwarding an invocation to a node).
+    pub fn attach<T>(&self, request: &mut Request<T>) {
+        if let Some(value) = self
+            .0
+            .as_ref()
+            .and_then(|t| format!("Bearer {t}").parse().ok())
+        {
+            request.metadata_mut().insert("authorization", value);
+        }
+    }
+
     /// Refuses `request` unless it carries `authorization: Bearer <token>`.
     pub fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
         let Some(expected) = &self.0 else {
@@ -36,7 +55,7 @@ impl AdminToken {
             Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => Ok(()),
             Some(_) => Err(Status::unauthenticated("the admin token is wrong; pass the token SMS was started with")),
             None => Err(Status::unauthenticated(
-                "admin calls need a token: pass `authorization: Bearer <token>` (sms --admin-token, or SMS_ADMIN_TOKEN)",
+                "this call needs the admin token: pass `authorization: Bearer <token>` (the sms CLI's --token, or SMS_ADMIN_TOKEN)",
             )),
         }
     }
