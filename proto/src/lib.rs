@@ -22,3 +22,26 @@ pub mod shared_registry {
     #![allow(clippy::all, missing_docs)]
     include!(concat!(env!("OUT_DIR"), "/shared/spear.v1.Registry.rs"));
 }
+
+/// The URL tonic needs for an address operators write as `host:port` (or
+/// already as a URL).
+pub fn grpc_url(addr: &str) -> String {
+    if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    }
+}
+
+/// Largest guest input (standard input) accepted by SMS and by nodes.
+pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Refuses an invocation input over [`MAX_INPUT_BYTES`], in one sentence.
+pub fn check_input_len(len: usize) -> Result<(), String> {
+    if len > MAX_INPUT_BYTES {
+        return Err(format!(
+            "the input is {len} bytes; the limit is {MAX_INPUT_BYTES}"
+        ));
+    }
+    Ok(())
+}

@@ -42,12 +42,7 @@ pub async fn run(
         let sms = status.status.lock().sms.clone();
         if let Some(addr) = sms {
             if client.as_ref().is_none_or(|(a, _)| *a != addr) {
-                let url = if addr.contains("://") {
-                    addr.clone()
-                } else {
-                    format!("http://{addr}")
-                };
-                client = Endpoint::from_shared(url)
+                client = Endpoint::from_shared(spear_proto::grpc_url(&addr))
                     .ok()
                     .map(|e| e.connect_timeout(Duration::from_secs(5)).connect_lazy())
                     .map(|channel| (addr.clone(), NodesClient::new(channel)));

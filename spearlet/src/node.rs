@@ -148,7 +148,7 @@ impl Node {
                     None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
                     None => bound.to_string(),
                 };
-                tasks.push(tokio::spawn(serve_invocations(
+                tasks.push(tokio::spawn(crate::invoke::service::serve(
                     listener,
                     InvocationService::new(
                         Arc::clone(&invoker),
@@ -238,35 +238,6 @@ impl Node {
         for task in tasks {
             let _ = task.await;
         }
-    }
-}
-
-/// Serves `spear.v1.Invocation` (and gRPC health) until shutdown.
-async fn serve_invocations(
-    listener: tokio::net::TcpListener,
-    service: InvocationService,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    use spear_proto::v1::invocation_server::InvocationServer;
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<InvocationServer<InvocationService>>()
-        .await;
-    let service = InvocationServer::new(service)
-        .max_decoding_message_size(32 << 20)
-        .max_encoding_message_size(256 << 20);
-    let result = tonic::transport::Server::builder()
-        .add_service(health_service)
-        .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            },
-        )
-        .await;
-    if let Err(error) = result {
-        warn!(%error, "the invocation service stopped");
     }
 }
 

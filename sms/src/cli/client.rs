@@ -21,11 +21,7 @@ async fn channel(args: &ClientArgs) -> Result<Channel> {
 
 /// Connects to `addr` (host:port or a URL); `what` names it in errors.
 pub(super) async fn connect(addr: &str, what: &str) -> Result<Channel> {
-    let url = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
+    let url = spear_proto::grpc_url(addr);
     Channel::from_shared(url.clone())
         .with_context(|| format!("{addr} is not a valid address for {what}; use host:port"))?
         .connect()

@@ -11,9 +11,6 @@ use tracing::info;
 use super::AdminToken;
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
 
-/// Largest guest input accepted through SMS.
-const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
-
 /// `spear.v1.Tasks`: the task table and SMS-routed invocation.
 pub struct TasksService {
     store: Arc<dyn TaskStore>,
@@ -101,12 +98,7 @@ impl TasksApi for TasksService {
     ) -> Result<Response<InvokeResponse>, Status> {
         self.token.check(&request)?;
         let request = request.into_inner();
-        if request.input.len() > MAX_INPUT_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "the input is {} bytes; the limit is {MAX_INPUT_BYTES}",
-                request.input.len()
-            )));
-        }
+        spear_proto::check_input_len(request.input.len()).map_err(Status::invalid_argument)?;
         let task = self
             .store
             .get(&request.task_id)

@@ -111,12 +111,7 @@ impl Invoker {
         if let Some(channel) = self.channels.lock().get(addr) {
             return Ok(channel.clone());
         }
-        let url = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let channel = Endpoint::from_shared(url)
+        let channel = Endpoint::from_shared(spear_proto::grpc_url(addr))
             .map_err(|e| format!("address '{addr}' is not valid: {e}"))?
             .connect_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)

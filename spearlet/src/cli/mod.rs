@@ -212,11 +212,7 @@ async fn task_config(task: &str, sms: &[String]) -> Result<crate::policy::TaskPo
     let Some(addr) = sms.first() else {
         bail!("--task {task} is not a file, and no --sms is given to fetch a registered task");
     };
-    let url = if addr.contains("://") {
-        addr.clone()
-    } else {
-        format!("http://{addr}")
-    };
+    let url = spear_proto::grpc_url(addr);
     let channel = tonic::transport::Channel::from_shared(url.clone())
         .with_context(|| format!("--sms {addr} is not host:port"))?
         .connect()

@@ -207,12 +207,7 @@ impl Invoker {
             .collect();
         let mut why = String::from("no SMS address");
         for addr in addrs {
-            let url = if addr.contains("://") {
-                addr.clone()
-            } else {
-                format!("http://{addr}")
-            };
-            let Ok(endpoint) = Endpoint::from_shared(url) else {
+            let Ok(endpoint) = Endpoint::from_shared(spear_proto::grpc_url(&addr)) else {
                 continue;
             };
             let channel = match endpoint

@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use spear_proto::auth::AdminToken;
 use spear_proto::v1::invocation_server::Invocation;
+use spear_proto::v1::invocation_server::InvocationServer;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
+use tokio::sync::watch;
 use tonic::{Request, Response, Status};
+use tracing::warn;
 
 use super::{InvokeError, Invoker};
-
-/// Largest guest input accepted.
-const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 
 pub struct InvocationService {
     invoker: Arc<Invoker>,
@@ -49,16 +49,39 @@ impl Invocation for InvocationService {
     ) -> Result<Response<InvokeResponse>, Status> {
         self.token.check(&request)?;
         let request = request.into_inner();
-        if request.input.len() > MAX_INPUT_BYTES {
-            return Err(Status::invalid_argument(format!(
-                "the input is {} bytes; the limit is {MAX_INPUT_BYTES}",
-                request.input.len()
-            )));
-        }
+        spear_proto::check_input_len(request.input.len()).map_err(Status::invalid_argument)?;
         self.invoker
             .invoke(request)
             .await
             .map(Response::new)
             .map_err(to_status)
+    }
+}
+
+/// Serves `spear.v1.Invocation` (and gRPC health) until shutdown.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: InvocationService,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<InvocationServer<InvocationService>>()
+        .await;
+    let service = InvocationServer::new(service)
+        .max_decoding_message_size(32 << 20)
+        .max_encoding_message_size(256 << 20);
+    let result = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            },
+        )
+        .await;
+    if let Err(error) = result {
+        warn!(%error, "the invocation service stopped");
     }
 }

@@ -49,13 +49,7 @@ enum StreamEnd {
     Shutdown,
 }
 
-fn url(addr: &str) -> String {
-    if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    }
-}
+use spear_proto::grpc_url as url;
 
 impl Syncer {
     pub fn new(
