@@ -179,12 +179,40 @@ async fn the_escalation_guest_is_refused_every_time() {
 
 /// Runs a hostile module and returns (exit code, error).
 async fn hostile(node: &Node, wat: &str) -> (Option<i32>, Option<String>) {
+    hostile_under(node, wat, task()).await
+}
+
+/// [`hostile`] under another task policy.
+async fn hostile_under(node: &Node, wat: &str, task: TaskPolicy) -> (Option<i32>, Option<String>) {
     let pre = node
         .runtime
         .load(wat.as_bytes())
         .unwrap_or_else(|e| panic!("{e}"));
-    let outcome = node.runtime.run(&pre, context(node, ""), limits()).await;
+    let context = RunContext {
+        task,
+        ..context(node, "")
+    };
+    let outcome = node.runtime.run(&pre, context, limits()).await;
     (outcome.exit_code, outcome.error)
+}
+
+/// A guest that writes `key = value` (JSON) in a new session and exits with
+/// the write's -errno (0 when it was accepted).
+fn write_param(key: &str, value: &str) -> String {
+    format!(
+        r#"(module {EXIT}
+        (import "spear" "cchat_create" (func $create (result i32)))
+        (import "spear" "cchat_ctl_set_param" (func $set (param i32 i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 0) "{key}")
+        (data (i32.const 100) "{}")
+        (func (export "_start")
+          (call $exit (i32.sub (i32.const 0)
+            (call $set (call $create) (i32.const 0) (i32.const {}) (i32.const 100) (i32.const {}))))))"#,
+        value.replace('"', "\\\""),
+        key.len(),
+        value.len()
+    )
 }
 
 const EXIT: &str = r#"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#;
@@ -269,6 +297,37 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
             (call $set (call $create) (i32.const 0) (i32.const 22) (i32.const 100) (i32.const 2))))))"#
     );
     assert_eq!(hostile(&node, &escalate).await.0, Some(13));
+    // server_ids outside the task's set.
+    let outside = write_param("mcp.server_ids", r#"["fs","other"]"#);
+    assert_eq!(hostile(&node, &outside).await.0, Some(13));
+    assert_eq!(
+        hostile(&node, &write_param("mcp.server_ids", r#"["fs"]"#))
+            .await
+            .0,
+        Some(0),
+        "a write within the task is allowed"
+    );
+    // Enabling MCP where the task forbids it.
+    let forbidding = TaskPolicy {
+        enabled: false,
+        ..task()
+    };
+    let enable = write_param("mcp.enabled", "true");
+    assert_eq!(
+        hostile_under(&node, &enable, forbidding.clone()).await.0,
+        Some(13)
+    );
+    assert_eq!(
+        hostile_under(&node, &write_param("mcp.enabled", "false"), forbidding)
+            .await
+            .0,
+        Some(0)
+    );
+    assert_eq!(
+        hostile(&node, &enable).await.0,
+        Some(0),
+        "allowed when the task enables MCP"
+    );
 
     // After all that, a normal guest still runs.
     let pre = node.runtime.load(&guest("fs-agent")).unwrap();
