@@ -83,7 +83,11 @@ fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
     let config = work.path().join("node.toml");
     std::fs::write(
         &config,
-        format!("[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n"),
+        format!(
+            "[llm]\ndefault = \"replay\"\n\n\
+             [llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n\n\
+             [llm.backends.replay-stream]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\nstream = true\n"
+        ),
     )
     .unwrap();
 
@@ -215,6 +219,20 @@ fn a_registered_task_runs_on_a_node_through_sms_and_directly() {
     assert_eq!(run["ok"], true, "{run}");
     assert!(run["stdout"].as_str().unwrap().contains("7-7-alpha"));
 
+    // The same task on the node's streaming backend: tool-call deltas are
+    // assembled from the SSE stream.
+    let mut streamed = fs_task();
+    streamed["llm"] = json!({"backend": "replay-stream"});
+    let (code, _, err) = register(&c, "fs-agent-streamed", &guest("fs-agent"), &streamed, &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["fs-agent-streamed"]);
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(
+        run["stdout"].as_str().unwrap().contains("7-7-alpha"),
+        "{run}"
+    );
+    assert_eq!(run["trace"][0]["tool"], "read_text_file", "{run}");
+
     // The model key never shows up in the node's log or status.
     assert!(!c.node.proc.log().contains("sk-test-never-logged"));
     assert!(!status.to_string().contains("sk-test-never-logged"));
@@ -307,7 +325,10 @@ fn bad_tasks_and_requests_get_one_clear_sentence_and_the_node_keeps_serving() {
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = c.sms.client(&["invoke", "other-backend"]);
     assert_ne!(code, 0);
-    assert!(err.contains("'gpt9'") && err.contains("replay"), "{err}");
+    assert!(
+        err.contains("'gpt9'") && err.contains("replay, replay-stream"),
+        "{err}"
+    );
 
     // A guest refused by policy still returns a response: the escalation
     // example exits 0 after printing the three refusals.
