@@ -33,6 +33,44 @@ pub const MAX_GUEST_MEMORY: usize = (spear_proto::task::MAX_MEMORY_MB as usize) 
 /// Epochs tick this often; CPU budgets are counted in ticks.
 const TICK: Duration = Duration::from_millis(10);
 
+/// Linked modules kept in memory; older ones are dropped (the compiled
+/// form stays on disk, so they come back quickly).
+const MAX_CACHED_MODULES: usize = 128;
+
+/// Linked modules by sha256, dropping the least recently used past
+/// [`MAX_CACHED_MODULES`].
+#[derive(Default)]
+struct ModuleCache {
+    modules: HashMap<[u8; 32], (InstancePre<GuestState>, u64)>,
+    clock: u64,
+}
+
+impl ModuleCache {
+    fn get(&mut self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.modules.get_mut(digest).map(|(pre, used)| {
+            *used = clock;
+            pre.clone()
+        })
+    }
+
+    fn insert(&mut self, digest: [u8; 32], pre: InstancePre<GuestState>) {
+        if self.modules.len() >= MAX_CACHED_MODULES && !self.modules.contains_key(&digest) {
+            let oldest = self
+                .modules
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(d, _)| *d);
+            if let Some(oldest) = oldest {
+                self.modules.remove(&oldest);
+            }
+        }
+        self.clock += 1;
+        self.modules.insert(digest, (pre, self.clock));
+    }
+}
+
 /// Limits of one guest run.
 #[derive(Debug, Clone, Copy)]
 pub struct GuestLimits {
@@ -99,7 +137,7 @@ pub struct RunContext {
 pub struct GuestRuntime {
     engine: Engine,
     linker: Linker<GuestState>,
-    modules: Mutex<HashMap<[u8; 32], InstancePre<GuestState>>>,
+    modules: Mutex<ModuleCache>,
     cache_dir: Option<PathBuf>,
     /// Tells the epoch ticker thread to stop when the runtime is dropped.
     stop_ticker: Arc<AtomicBool>,
@@ -165,14 +203,14 @@ impl GuestRuntime {
 
     /// The linked module with this sha256, when this runtime has loaded it.
     pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
-        self.modules.lock().get(digest).cloned()
+        self.modules.lock().get(digest)
     }
 
     /// Compiles (or takes from the caches) and links `wasm`.
     pub fn load(&self, wasm: &[u8]) -> Result<InstancePre<GuestState>, LoadError> {
         let digest: [u8; 32] = Sha256::digest(wasm).into();
         if let Some(pre) = self.modules.lock().get(&digest) {
-            return Ok(pre.clone());
+            return Ok(pre);
         }
         let module = self.compile(wasm, &digest)?;
         let pre = self
@@ -351,4 +389,32 @@ fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_module_cache_keeps_the_recently_used_ones() {
+        let runtime = GuestRuntime::new(None).unwrap();
+        let module = |i: usize| {
+            format!(
+                r#"(module (memory (export "memory") 1) (func (export "_start")) (global i32 (i32.const {i})))"#
+            )
+        };
+        let digest = |i: usize| -> [u8; 32] { Sha256::digest(module(i).as_bytes()).into() };
+        runtime.load(module(0).as_bytes()).unwrap();
+        for i in 1..MAX_CACHED_MODULES + 5 {
+            runtime.load(module(i).as_bytes()).unwrap();
+            // Module 0 is used all along, so it stays.
+            assert!(runtime.cached(&digest(0)).is_some());
+        }
+        assert!(
+            runtime.cached(&digest(1)).is_none(),
+            "the least recently used went"
+        );
+        assert!(runtime.cached(&digest(MAX_CACHED_MODULES + 4)).is_some());
+        assert_eq!(runtime.modules.lock().modules.len(), MAX_CACHED_MODULES);
+    }
 }
