@@ -21,7 +21,7 @@ use crate::grpc::{
     AdminService, AdminToken, NodesService, RegistryService, StatusService, TasksService,
 };
 use crate::metrics::Metrics;
-use crate::nodes::NodeTable;
+use crate::nodes::{NodeTable, SharedNodes};
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
@@ -92,15 +92,22 @@ impl Sms {
     /// Connects the store, binds the ports and starts following the store
     /// and the directory. Serving starts with [`Sms::serve`].
     pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
-        let (store, tasks): (Arc<dyn RegistryStore>, Arc<dyn TaskStore>) = match &config.store {
+        type Stores = (
+            Arc<dyn RegistryStore>,
+            Arc<dyn TaskStore>,
+            Option<Arc<SharedNodes>>,
+        );
+        let (store, tasks, shared): Stores = match &config.store {
             StoreConfig::Memory => (
                 Arc::new(MemoryStore::new()),
                 Arc::new(MemoryTaskStore::default()),
+                None,
             ),
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
                 let tasks = EtcdTaskStore::new(store.client(), &etcd.prefix);
-                (Arc::new(store), Arc::new(tasks))
+                let shared = SharedNodes::new(store.client(), &etcd.prefix);
+                (Arc::new(store), Arc::new(tasks), Some(Arc::new(shared)))
             }
         };
         let hub = Hub::start(store, config.hub.clone());
@@ -164,10 +171,14 @@ impl Sms {
             admin: AdminService::new(Arc::new(Admin::new(writer)), token.clone()),
             tasks: TasksService::new(
                 tasks,
-                Arc::new(Invoker::new(Arc::clone(&nodes), token.clone())),
+                Arc::new(Invoker::new(
+                    Arc::clone(&nodes),
+                    shared.clone(),
+                    token.clone(),
+                )),
                 token,
             ),
-            nodes: NodesService::new(Arc::clone(&nodes)),
+            nodes: NodesService::new(Arc::clone(&nodes), shared),
             status,
         };
         info!(%grpc_addr, store = hub.store().kind(), "SMS started");

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use spear_tests::etcd::EtcdServer;
 use spear_tests::peers::npm_bin;
 use spear_tests::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
@@ -47,10 +48,15 @@ struct Cluster {
 /// SMS with the filesystem server, one node whose default backend is the
 /// replay model, and a notes file for the agent to read.
 fn cluster(notes: &str) -> Cluster {
-    cluster_with_token(notes, None)
+    cluster_with(notes, None, None)
 }
 
 fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
+    cluster_with(notes, token, None)
+}
+
+/// [`cluster`] with an admin token and SMS on etcd.
+fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>) -> Cluster {
     let work = tempfile::tempdir().unwrap();
     let files = work.path().join("files").canonicalize_or_create();
     std::fs::write(files.join("notes.txt"), notes).unwrap();
@@ -94,6 +100,7 @@ fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(mcp_dir),
         admin_token: token.map(str::to_string),
+        etcd: etcd.map(EtcdServer::endpoint),
         ..Default::default()
     });
     std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
@@ -548,4 +555,63 @@ fn with_an_admin_token_registering_and_invoking_need_it_at_sms_and_at_the_node()
     assert_eq!(run["ok"], true, "{run}");
     assert!(!c.node.proc.log().contains("s3cret-token"));
     assert!(!c.sms.proc.log().contains("s3cret-token"));
+}
+
+#[test]
+fn with_sms_replicas_on_etcd_any_replica_routes_to_a_node_of_another() {
+    let etcd = EtcdServer::start();
+    let c = cluster_with("reached through a peer", None, Some(&etcd));
+    // A second replica: no directory, no nodes of its own.
+    let b = SmsProc::start(SmsOptions {
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
+    let config = c.work.path().join("task.json");
+    std::fs::write(&config, fs_task().to_string()).unwrap();
+    let module = guest("fs-agent").display().to_string();
+    let (code, _, err) = b.client(&[
+        "tasks",
+        "register",
+        "--id",
+        "fs-agent",
+        "--module",
+        &module,
+        "--config",
+        &config.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Registered at B, seen at A.
+    let (code, out, _) = c.sms.client(&["tasks", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("fs-agent"), "{out}");
+
+    // node-a heartbeats to A only; B routes to it through etcd.
+    let (code, out, err) = b.client(&["invoke", "--json", "fs-agent"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let run: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(run["node_id"], "node-a", "{run}");
+    assert!(
+        run["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("reached through a peer"),
+        "{run}"
+    );
+
+    // Once the node is gone its record expires with its lease (15 s TTL),
+    // and B says there is no node rather than waiting on a dead one.
+    let mut node = c.node;
+    node.proc.kill();
+    eventually(
+        "the node's record to expire",
+        Duration::from_secs(40),
+        || {
+            let (code, _, err) = b.client(&["invoke", "fs-agent"]);
+            if code != 0 && err.contains("no healthy node") {
+                Ok(())
+            } else {
+                Err(err)
+            }
+        },
+    );
 }

@@ -4,16 +4,20 @@ use spear_proto::v1::nodes_server::Nodes;
 use spear_proto::v1::{HeartbeatRequest, HeartbeatResponse};
 use tonic::{Request, Response, Status};
 
-use crate::nodes::{NodeTable, NODE_TTL};
+use tracing::warn;
+
+use crate::nodes::{NodeTable, SharedNodes, NODE_TTL};
 
 /// `spear.v1.Nodes`: node registration and heartbeats.
 pub struct NodesService {
     nodes: Arc<NodeTable>,
+    shared: Option<Arc<SharedNodes>>,
 }
 
 impl NodesService {
-    pub fn new(nodes: Arc<NodeTable>) -> Self {
-        Self { nodes }
+    /// `shared` publishes invocable nodes to the other SMS replicas (etcd).
+    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>) -> Self {
+        Self { nodes, shared }
     }
 }
 
@@ -23,9 +27,18 @@ impl Nodes for NodesService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
+        let report = request.into_inner();
+        let published = report.clone();
         self.nodes
-            .heartbeat(request.into_inner())
+            .heartbeat(report)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        if let Some(shared) = &self.shared {
+            // Other replicas route to this node only while this succeeds;
+            // the node's own SMS keeps serving it either way.
+            if let Err(error) = shared.publish(&published).await {
+                warn!(node_id = %published.node_id, %error, "cannot publish the node to the other SMS replicas");
+            }
+        }
         Ok(Response::new(HeartbeatResponse {
             ttl_ms: NODE_TTL.as_millis() as u32,
         }))

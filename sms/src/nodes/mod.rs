@@ -5,6 +5,10 @@
 //! Nodes are held by the SMS they heartbeat to. With several SMS replicas an
 //! operator asks each replica (or the one the node is connected to).
 
+mod shared;
+
+pub use shared::SharedNodes;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

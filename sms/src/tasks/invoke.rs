@@ -21,7 +21,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 use tracing::{info_span, warn, Instrument};
 
-use crate::nodes::{Invocable, NodeTable};
+use crate::nodes::{Invocable, NodeTable, SharedNodes};
 
 /// Nodes tried per invocation before giving up.
 const MAX_ATTEMPTS: usize = 3;
@@ -47,6 +47,8 @@ pub enum InvokeError {
 /// Routes invocations to nodes.
 pub struct Invoker {
     nodes: Arc<NodeTable>,
+    /// Nodes heartbeating to other SMS replicas (etcd), when shared.
+    shared: Option<Arc<SharedNodes>>,
     /// Sent to nodes, which check it when they have one.
     token: AdminToken,
     channels: Mutex<HashMap<String, Channel>>,
@@ -73,9 +75,10 @@ impl Drop for InFlight<'_> {
 }
 
 impl Invoker {
-    pub fn new(nodes: Arc<NodeTable>, token: AdminToken) -> Self {
+    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>, token: AdminToken) -> Self {
         Self {
             nodes,
+            shared,
             token,
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
@@ -83,9 +86,26 @@ impl Invoker {
         }
     }
 
-    /// The nodes to try, best first.
-    fn plan(&self, pinned: &str) -> Result<Vec<Invocable>, InvokeError> {
+    /// This replica's nodes, then those only other replicas hear from.
+    async fn candidates(&self) -> Vec<Invocable> {
         let mut nodes = self.nodes.invocable();
+        if let Some(shared) = &self.shared {
+            match shared.invocable().await {
+                Ok(others) => {
+                    for node in others {
+                        if !nodes.iter().any(|n| n.node_id == node.node_id) {
+                            nodes.push(node);
+                        }
+                    }
+                }
+                Err(error) => warn!(%error, "cannot read the nodes of other SMS replicas"),
+            }
+        }
+        nodes
+    }
+
+    /// The nodes to try, best first.
+    fn plan(&self, mut nodes: Vec<Invocable>, pinned: &str) -> Result<Vec<Invocable>, InvokeError> {
         if !pinned.is_empty() {
             nodes.retain(|n| n.node_id == pinned);
             if nodes.is_empty() {
@@ -128,7 +148,7 @@ impl Invoker {
         mut request: InvokeRequest,
         task: TaskSpec,
     ) -> Result<InvokeResponse, InvokeError> {
-        let plan = self.plan(&request.node_id)?;
+        let plan = self.plan(self.candidates().await, &request.node_id)?;
         // The node ends the run at its wall-clock limit; wait for that, the
         // node's queue (10 s) and a margin, never forever.
         let wall_ms = spear_proto::task::parse_task_config(&task.config_json)
