@@ -615,3 +615,34 @@ fn with_sms_replicas_on_etcd_any_replica_routes_to_a_node_of_another() {
         },
     );
 }
+
+#[test]
+fn concurrent_first_invocations_fetch_and_compile_a_module_once() {
+    let c = cluster("once");
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, sms) = (c.sms.grpc.clone(), bin("sms"));
+            std::thread::spawn(move || {
+                Command::new(sms)
+                    .args(["invoke", "fs-agent", "--addr", &addr])
+                    .env_remove("SMS_ADMIN_TOKEN")
+                    .output()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for run in runs {
+        let out = run.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("once"));
+    }
+    let log = c.node.proc.log();
+    assert_eq!(log.matches("guest module fetched").count(), 1, "{log}");
+    assert_eq!(log.matches("guest module compiled").count(), 1, "{log}");
+}

@@ -7,6 +7,7 @@ mod modules;
 pub mod service;
 mod stats;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +66,9 @@ pub struct Invoker {
     max_running: usize,
     stats: Arc<RunStats>,
     defaults: GuestLimits,
+    /// One lock per module being loaded, so concurrent first invocations
+    /// fetch and compile it once.
+    loading: parking_lot::Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Invoker {
@@ -91,6 +95,7 @@ impl Invoker {
             max_running,
             stats: Arc::default(),
             defaults: GuestLimits::default(),
+            loading: parking_lot::Mutex::default(),
         }
     }
 
@@ -187,6 +192,21 @@ impl Invoker {
         if let Some(pre) = self.runtime.cached(&digest) {
             return Ok(pre);
         }
+        let lock = Arc::clone(self.loading.lock().entry(digest).or_default());
+        let _loading = lock.lock().await;
+        // Whoever held the lock before may have loaded it.
+        if let Some(pre) = self.runtime.cached(&digest) {
+            return Ok(pre);
+        }
+        let result = self.fetch_and_compile(task).await;
+        self.loading.lock().remove(&digest);
+        result
+    }
+
+    async fn fetch_and_compile(
+        &self,
+        task: &TaskSpec,
+    ) -> Result<wasmtime::InstancePre<crate::wasm::host::GuestState>, InvokeError> {
         let bytes = self
             .modules
             .get(&task.module_uri, &task.module_sha256)
