@@ -29,6 +29,37 @@ pub struct TaskConfig {
     pub llm: LlmChoice,
     #[serde(default)]
     pub limits: TaskLimits,
+    #[serde(default)]
+    pub wasi: WasiGrants,
+}
+
+/// What WASI gives the guest beyond its stdin/stdout/stderr. Nothing unless
+/// the task grants it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WasiGrants {
+    /// Arguments after argv[0] (which is the task id).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables, by value (the node's own are never passed).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Host directories the guest may open, at a path of its own.
+    #[serde(default)]
+    pub dirs: Vec<DirGrant>,
+}
+
+/// One directory granted to the guest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrant {
+    /// An absolute path on the node.
+    pub host: String,
+    /// Where the guest sees it, such as `/data`.
+    pub guest: String,
+    /// Read-only unless set.
+    #[serde(default)]
+    pub writable: bool,
 }
 
 /// The task layer of MCP policy (DESIGN §3.3), read-only to the guest.
@@ -103,6 +134,7 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
             "task config: mcp.default_server_ids has '{id}', which is not in mcp.allowed_server_ids; add it there or remove it"
         ));
     }
+    check_wasi(&config.wasi)?;
     let limits = &config.limits;
     let checks: [(&str, Option<u64>, u64); 7] = [
         (
@@ -135,6 +167,36 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
         }
     }
     Ok(config)
+}
+
+fn check_wasi(wasi: &WasiGrants) -> Result<(), String> {
+    if wasi.args.len() > 256 || wasi.env.len() > 256 || wasi.dirs.len() > 16 {
+        return Err("task config: wasi grants at most 256 args, 256 env vars and 16 dirs".into());
+    }
+    if let Some(key) = wasi
+        .env
+        .keys()
+        .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+    {
+        return Err(format!(
+            "task config: wasi.env key '{key}' is not a variable name (non-empty, no '=' or NUL)"
+        ));
+    }
+    for dir in &wasi.dirs {
+        if !dir.host.starts_with('/') || !dir.guest.starts_with('/') {
+            return Err(format!(
+                "task config: wasi.dirs entry {} -> {} must use absolute paths on both sides",
+                dir.host, dir.guest
+            ));
+        }
+        if dir.host.split('/').any(|part| part == "..") {
+            return Err(format!(
+                "task config: wasi.dirs host path {} must not contain '..'",
+                dir.host
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a task id: letters, digits, `-`, `_` and `.`.
@@ -230,6 +292,16 @@ mod tests {
             (r#"{"limits": {"memory_mb": 4096}}"#, "use 1 to 256"),
             (r#"{"limits": {"wall_ms": 999999999}}"#, "limits.wall_ms"),
             (r#"{"llm": {"backend": 3}}"#, "invalid type"),
+            (r#"{"wasi": {"env": {"A=B": "x"}}}"#, "wasi.env key"),
+            (
+                r#"{"wasi": {"dirs": [{"host": "data", "guest": "/data"}]}}"#,
+                "absolute paths",
+            ),
+            (
+                r#"{"wasi": {"dirs": [{"host": "/a/../etc", "guest": "/d"}]}}"#,
+                "'..'",
+            ),
+            (r#"{"wasi": {"preopens": []}}"#, "preopens"),
         ];
         for (config, needle) in cases {
             let error = check_task_spec(&spec(config)).unwrap_err();

@@ -63,7 +63,7 @@ fn main() {
             stream: false,
         }));
         let task = TaskPolicy { enabled: true, allowed_server_ids: vec!["fs".into()], default_server_ids: vec!["fs".into()], ..Default::default() };
-        let context = || RunContext { task: task.clone(), router: router.clone(), backend: backend.clone(), stdin: Vec::new() };
+        let context = || RunContext { task: task.clone(), router: router.clone(), backend: backend.clone(), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() };
         let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
 
         if want("start") {

@@ -126,6 +126,8 @@ fn context(node: &Node, stdin: &str) -> RunContext {
         router: node.router.clone(),
         backend: node.backend.clone(),
         stdin: stdin.as_bytes().to_vec(),
+        name: "guest".into(),
+        wasi: Default::default(),
     }
 }
 

@@ -646,3 +646,65 @@ fn concurrent_first_invocations_fetch_and_compile_a_module_once() {
     assert_eq!(log.matches("guest module fetched").count(), 1, "{log}");
     assert_eq!(log.matches("guest module compiled").count(), 1, "{log}");
 }
+
+#[test]
+fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
+    let c = cluster("granted notes");
+    let granted = json!({"wasi": {
+        "args": ["--verbose"],
+        "env": {"GREETING": "hej"},
+        "dirs": [{"host": c.files, "guest": "/data"}],
+    }});
+    let (code, _, err) = register(&c, "grants", &guest("grants"), &granted, &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["grants"]);
+    let out = run["stdout"].as_str().unwrap();
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(out.contains(r#"args: ["grants", "--verbose"]"#), "{out}");
+    assert!(out.contains(r#"env: [("GREETING", "hej")]"#), "{out}");
+    assert!(out.contains("/data/notes.txt: granted notes"), "{out}");
+    assert!(
+        out.contains("write: refused"),
+        "read-only unless writable: {out}"
+    );
+    assert!(!c.files.join("written.txt").exists());
+
+    // Writable when the task says so.
+    let mut writable = granted.clone();
+    writable["wasi"]["dirs"][0]["writable"] = json!(true);
+    let (code, _, err) = register(&c, "grants-rw", &guest("grants"), &writable, &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["grants-rw"]);
+    assert!(
+        run["stdout"].as_str().unwrap().contains("write: ok"),
+        "{run}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(c.files.join("written.txt")).unwrap(),
+        "from the guest"
+    );
+
+    // Nothing granted: no args, no environment (not even the node's), no files.
+    let (code, _, err) = register(&c, "bare", &guest("grants"), &json!({}), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["bare"]);
+    let out = run["stdout"].as_str().unwrap();
+    assert!(out.contains(r#"args: ["bare"]"#), "{out}");
+    assert!(out.contains("env: []"), "{out}");
+    assert!(out.contains("/data: "), "{out}");
+    assert!(!out.contains("granted notes"), "{out}");
+
+    // A granted directory missing on the node ends the run with that sentence.
+    let missing = json!({"wasi": {"dirs": [{"host": "/nonexistent/spear", "guest": "/data"}]}});
+    let (code, _, err) = register(&c, "missing-dir", &guest("grants"), &missing, &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["missing-dir"]);
+    assert_eq!(run["ok"], false, "{run}");
+    assert!(
+        run["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot open the directory /nonexistent/spear the task grants"),
+        "{run}"
+    );
+}

@@ -250,6 +250,8 @@ pub async fn concurrent() {
                     router,
                     backend,
                     stdin: Vec::new(),
+                    name: "bench".into(),
+                    wasi: Default::default(),
                 };
                 let started = Instant::now();
                 let outcome = guests.run(&pre, context, GuestLimits::default()).await;

@@ -138,6 +138,8 @@ impl Invoker {
             router: self.router.clone(),
             backend,
             stdin: request.input.to_vec(),
+            name: task.id.clone(),
+            wasi: config.wasi.clone(),
         };
         let outcome = self
             .runtime

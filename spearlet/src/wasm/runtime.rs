@@ -23,6 +23,8 @@ use crate::cchat::CallTrace;
 use crate::llm::LlmBackend;
 use crate::policy::TaskPolicy;
 use crate::router::Router;
+use spear_proto::task::WasiGrants;
+use wasmtime_wasi::FsPerms;
 
 /// Guests that can run at once with the pooling allocator (address space is
 /// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
@@ -131,6 +133,10 @@ pub struct RunContext {
     pub router: Router,
     pub backend: Arc<dyn LlmBackend>,
     pub stdin: Vec<u8>,
+    /// argv[0], the task id.
+    pub name: String,
+    /// What the task grants beyond stdio (nothing by default).
+    pub wasi: WasiGrants,
 }
 
 /// The node's guest runtime.
@@ -259,14 +265,33 @@ impl GuestRuntime {
         context: RunContext,
         limits: GuestLimits,
         deadline: Instant,
-    ) -> (Store<GuestState>, MemoryOutputPipe, MemoryOutputPipe) {
+    ) -> Result<(Store<GuestState>, MemoryOutputPipe, MemoryOutputPipe), String> {
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
-        let wasi = WasiCtxBuilder::new()
-            .stdin(MemoryInputPipe::new(context.stdin))
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdin(MemoryInputPipe::new(context.stdin))
             .stdout(stdout.clone())
             .stderr(stderr.clone())
-            .build_p1();
+            .arg(&context.name)
+            .args(&context.wasi.args);
+        for (key, value) in &context.wasi.env {
+            wasi.env(key, value);
+        }
+        for dir in &context.wasi.dirs {
+            let perms = if dir.writable {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| {
+                    format!(
+                        "cannot open the directory {} the task grants: {e}",
+                        dir.host
+                    )
+                })?;
+        }
+        let wasi = wasi.build_p1();
         let state = GuestState {
             wasi,
             limits: StoreLimitsBuilder::new()
@@ -288,7 +313,7 @@ impl GuestRuntime {
         store.limiter(|s| &mut s.limits);
         store.set_epoch_deadline(ticks(limits.cpu));
         store.epoch_deadline_trap();
-        (store, stdout, stderr)
+        Ok((store, stdout, stderr))
     }
 
     /// Instantiates `pre` in `store` without running it; returns how long
@@ -299,7 +324,9 @@ impl GuestRuntime {
         context: RunContext,
         limits: GuestLimits,
     ) -> wasmtime::Result<Duration> {
-        let (mut store, _, _) = self.store(context, limits, Instant::now() + limits.wall);
+        let (mut store, _, _) = self
+            .store(context, limits, Instant::now() + limits.wall)
+            .map_err(wasmtime::Error::msg)?;
         let started = Instant::now();
         pre.instantiate_async(&mut store).await?;
         Ok(started.elapsed())
@@ -314,7 +341,20 @@ impl GuestRuntime {
     ) -> GuestOutcome {
         let started = Instant::now();
         let deadline = started + limits.wall;
-        let (mut store, stdout, stderr) = self.store(context, limits, deadline);
+        let (mut store, stdout, stderr) = match self.store(context, limits, deadline) {
+            Ok(parts) => parts,
+            Err(error) => {
+                return GuestOutcome {
+                    exit_code: None,
+                    error: Some(error),
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                    trace: Vec::new(),
+                    iterations: 0,
+                    duration: started.elapsed(),
+                }
+            }
+        };
         let run = async {
             let instance = pre.instantiate_async(&mut store).await?;
             let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
