@@ -708,3 +708,82 @@ fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
         "{run}"
     );
 }
+
+#[test]
+fn a_module_served_over_http_is_fetched_checked_and_cached_by_the_node() {
+    let c = cluster("over http");
+    let web = c.work.path().join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    std::fs::copy(guest("fs-agent"), web.join("agent.wasm")).unwrap();
+    let port = spear_tests::wait::free_port();
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        &port.to_string(),
+        "--directory",
+    ])
+    .arg(&web);
+    let mut server = Proc::spawn("http.server", cmd, c.work.path().join("web.log"));
+    eventually("the module server", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    // As an operator would compute it.
+    let out = Command::new("sha256sum")
+        .arg(web.join("agent.wasm"))
+        .output()
+        .unwrap();
+    let sha = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let uri = format!("http://127.0.0.1:{port}/agent.wasm");
+    let (code, _, err) = register(
+        &c,
+        "web-agent",
+        Path::new(&uri),
+        &fs_task(),
+        &["--sha256", &sha],
+    );
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["web-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(
+        run["stdout"].as_str().unwrap().contains("over http"),
+        "{run}"
+    );
+
+    // Kept by digest on the node: it runs with the web server gone.
+    server.kill();
+    let run = invoke_json(&c, &["web-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(c
+        .node
+        .state_dir
+        .join("modules")
+        .join(format!("{sha}.wasm"))
+        .exists());
+
+    // A URI that answers 404 is one sentence.
+    let gone = format!("http://127.0.0.1:{port}/nothing.wasm");
+    let other = "1".repeat(64);
+    let (code, _, err) = register(
+        &c,
+        "gone",
+        Path::new(&gone),
+        &fs_task(),
+        &["--sha256", &other],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "gone"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("cannot read the module http://127.0.0.1"),
+        "{err}"
+    );
+}

@@ -103,7 +103,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                     println!(
                         "{:<32} {:<14} {}",
                         t.id,
-                        &t.module_sha256[..12.min(t.module_sha256.len())],
+                        t.module_sha256.get(..12).unwrap_or(&t.module_sha256),
                         t.module_uri
                     );
                 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 use tracing::info;
 
+use crate::wasm::hex;
+
 /// The largest module a node accepts.
 pub const MAX_MODULE_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -99,10 +101,6 @@ impl ModuleStore {
         }
         Ok(bytes)
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Parses 64 hex digits.

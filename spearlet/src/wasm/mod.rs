@@ -6,5 +6,6 @@ pub mod host;
 mod runtime;
 
 pub use runtime::{
-    GuestLimits, GuestOutcome, GuestRuntime, LoadError, RunContext, MAX_GUEST_MEMORY, POOL_SLOTS,
+    hex, GuestLimits, GuestOutcome, GuestRuntime, LoadError, RunContext, MAX_GUEST_MEMORY,
+    POOL_SLOTS,
 };

@@ -427,7 +427,8 @@ fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
     (None, Some(format!("the guest failed: {text}")))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex, as digests are written in task specs and file names.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
