@@ -8,4 +8,5 @@ pub mod history;
 pub mod http;
 pub mod peers;
 pub mod procs;
+pub mod tasks;
 pub mod wait;

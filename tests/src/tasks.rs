@@ -1,0 +1,182 @@
+//! A small Spear installation for the task tests: SMS serving the real
+//! filesystem MCP server, one spearlet whose model is `replay-llm` (the OpenAI
+//! wire format) replaying `examples/replay/fs-agent.json`, a notes file for
+//! the agent to read, and the `sms` CLI verbs to register and invoke tasks.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::etcd::EtcdServer;
+use crate::peers::npm_bin;
+use crate::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
+use crate::wait::eventually;
+
+pub fn guest(name: &str) -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            bin("sms")
+                .parent()
+                .and_then(Path::parent)
+                .unwrap()
+                .to_path_buf()
+        });
+    let path = target.join(format!("wasm32-wasip1/debug/examples/{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{}: build the example guests: cargo build --target wasm32-wasip1 -p spear-guest --examples (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+pub fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+pub struct Cluster {
+    pub sms: SmsProc,
+    pub node: SpearletProc,
+    pub _model: Proc,
+    pub files: PathBuf,
+    pub work: tempfile::TempDir,
+}
+
+/// SMS with the filesystem server, one node whose default backend is the
+/// replay model, and a notes file for the agent to read.
+pub fn cluster(notes: &str) -> Cluster {
+    cluster_with(notes, None, None)
+}
+
+pub fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
+    cluster_with(notes, token, None)
+}
+
+/// [`cluster`] with an admin token and SMS on etcd.
+pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>) -> Cluster {
+    let work = tempfile::tempdir().unwrap();
+    let files = work.path().join("files").canonicalize_or_create();
+    std::fs::write(files.join("notes.txt"), notes).unwrap();
+    let mcp_dir = work.path().join("mcp.d");
+    std::fs::create_dir_all(&mcp_dir).unwrap();
+    let fs = json!({"mcpServers": {"fs": {
+        "command": npm_bin("mcp-server-filesystem"), "args": [files],
+        "allowed_tools": ["read_*", "list_*"],
+    }}});
+    std::fs::write(mcp_dir.join("fs.json"), fs.to_string()).unwrap();
+
+    let ready = work.path().join("model.ready");
+    let mut cmd = Command::new(bin("replay-llm"));
+    cmd.arg("--recording")
+        .arg(repo_file("examples/replay/fs-agent.json"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("SPEAR_DEMO_FILES", &files);
+    let mut model = Proc::spawn("replay-llm", cmd, work.path().join("model.log"));
+    let url = eventually("replay-llm to listen", Duration::from_secs(20), || {
+        if !model.is_running() {
+            panic!("replay-llm exited:\n{}", model.log());
+        }
+        match std::fs::read_to_string(&ready) {
+            Ok(url) if url.starts_with("http") => Ok(url),
+            Ok(partial) => Err(format!("ready file holds '{partial}'")),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    let config = work.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[llm]\ndefault = \"replay\"\n\n\
+             [llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n\n\
+             [llm.backends.replay-stream]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\nstream = true\n"
+        ),
+    )
+    .unwrap();
+
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(mcp_dir),
+        admin_token: token.map(str::to_string),
+        etcd: etcd.map(EtcdServer::endpoint),
+        ..Default::default()
+    });
+    std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
+    let mut args = vec!["--config".to_string(), config.display().to_string()];
+    if let Some(token) = token {
+        args.extend(["--admin-token".to_string(), token.to_string()]);
+    }
+    let node = SpearletProc::start_with("node-a", &sms.grpc, &work.path().join("node-a"), &args);
+    // SMS can route once it has the node's heartbeat with its address.
+    eventually("node to be invocable", Duration::from_secs(30), || {
+        let status = sms.status();
+        let ready = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] != "");
+        if ready {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    Cluster {
+        sms,
+        node,
+        _model: model,
+        files,
+        work,
+    }
+}
+
+trait CreateDir {
+    fn canonicalize_or_create(self) -> PathBuf;
+}
+
+impl CreateDir for PathBuf {
+    fn canonicalize_or_create(self) -> PathBuf {
+        std::fs::create_dir_all(&self).unwrap();
+        self.canonicalize().unwrap()
+    }
+}
+
+pub fn register(
+    c: &Cluster,
+    id: &str,
+    module: &Path,
+    config: &Value,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let config_file = c.work.path().join(format!("{id}.json"));
+    std::fs::write(&config_file, config.to_string()).unwrap();
+    let module = module.display().to_string();
+    let config_file = config_file.display().to_string();
+    let mut args = vec![
+        "tasks",
+        "register",
+        "--id",
+        id,
+        "--module",
+        &module,
+        "--config",
+        &config_file,
+    ];
+    args.extend_from_slice(extra);
+    c.sms.client(&args)
+}
+
+pub fn invoke_json(c: &Cluster, args: &[&str]) -> Value {
+    let mut all = vec!["invoke", "--json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = c.sms.client(&all);
+    serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("exit {code}: {e}\nstdout: {out}\nstderr: {err}"))
+}
+
+pub fn fs_task() -> Value {
+    json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
+           "limits": {"wall_ms": 60000}})
+}

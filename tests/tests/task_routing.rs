@@ -1,0 +1,209 @@
+//! Invocation routing with the real binaries: SMS picks among nodes, skips a
+//! dead one without running a task twice, shares nodes between replicas on
+//! etcd, and checks the admin token at SMS and at the node; a node fetches
+//! and compiles a module once however many invocations ask at once.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use spear_tests::etcd::EtcdServer;
+use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::tasks::{
+    cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register,
+};
+use spear_tests::wait::eventually;
+
+#[test]
+fn sms_routes_around_a_dead_node_and_never_runs_a_task_twice() {
+    let c = cluster("routed");
+    let config = c.work.path().join("node.toml").display().to_string();
+    let mut b = SpearletProc::start_with(
+        "node-b",
+        &c.sms.grpc,
+        &c.work.path().join("node-b"),
+        &["--config".into(), config],
+    );
+    eventually("node-b to be invocable", Duration::from_secs(30), || {
+        let status = c.sms.status();
+        let alive = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
+            .count();
+        if alive == 2 {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+
+    // Both nodes take turns.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..4 {
+        let run = invoke_json(&c, &["fs-agent"]);
+        assert_eq!(run["ok"], true, "{run}");
+        seen.insert(run["node_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+
+    // node-b dies without a word; SMS still thinks it alive for a while and
+    // must skip it: every run lands on node-a, exactly once.
+    b.proc.kill();
+    for _ in 0..4 {
+        let run = invoke_json(&c, &["fs-agent"]);
+        assert_eq!(run["ok"], true, "{run}");
+        assert_eq!(run["node_id"], "node-a", "{run}");
+        assert_eq!(run["trace"].as_array().unwrap().len(), 1);
+    }
+    assert!(
+        c.sms.proc.log().contains("node skipped"),
+        "SMS tried the dead node and went on"
+    );
+    let runs = c.node.proc.log().matches("task run ended").count();
+    assert_eq!(runs, 2 + 4, "node-a ran each of its tasks once");
+}
+
+#[test]
+fn with_an_admin_token_registering_and_invoking_need_it_at_sms_and_at_the_node() {
+    let c = cluster_with_token("guarded", Some("s3cret-token"));
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    let (code, _, err) = register(
+        &c,
+        "fs-agent",
+        &guest("fs-agent"),
+        &fs_task(),
+        &["--token", "s3cret-token"],
+    );
+    assert_eq!(code, 0, "{err}");
+
+    let (code, _, err) = c.sms.client(&["invoke", "fs-agent"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    // SMS forwards with its token, which the node checks.
+    let run = invoke_json(&c, &["fs-agent", "--token", "s3cret-token"]);
+    assert_eq!(run["ok"], true, "{run}");
+
+    let addr = c.node.status().unwrap()["invoke_addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _, err) = c.sms.client(&["invoke", "fs-agent", "--node-addr", &addr]);
+    assert_ne!(code, 0);
+    assert!(err.contains("admin token"), "{err}");
+    let (code, _, err) = c.sms.client(&[
+        "invoke",
+        "fs-agent",
+        "--node-addr",
+        &addr,
+        "--token",
+        "wrong",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("token is wrong") && !err.contains("s3cret"),
+        "{err}"
+    );
+    let run = invoke_json(
+        &c,
+        &["fs-agent", "--node-addr", &addr, "--token", "s3cret-token"],
+    );
+    assert_eq!(run["ok"], true, "{run}");
+    assert!(!c.node.proc.log().contains("s3cret-token"));
+    assert!(!c.sms.proc.log().contains("s3cret-token"));
+}
+
+#[test]
+fn with_sms_replicas_on_etcd_any_replica_routes_to_a_node_of_another() {
+    let etcd = EtcdServer::start();
+    let c = cluster_with("reached through a peer", None, Some(&etcd));
+    // A second replica: no directory, no nodes of its own.
+    let b = SmsProc::start(SmsOptions {
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
+    let config = c.work.path().join("task.json");
+    std::fs::write(&config, fs_task().to_string()).unwrap();
+    let module = guest("fs-agent").display().to_string();
+    let (code, _, err) = b.client(&[
+        "tasks",
+        "register",
+        "--id",
+        "fs-agent",
+        "--module",
+        &module,
+        "--config",
+        &config.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Registered at B, seen at A.
+    let (code, out, _) = c.sms.client(&["tasks", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("fs-agent"), "{out}");
+
+    // node-a heartbeats to A only; B routes to it through etcd.
+    let (code, out, err) = b.client(&["invoke", "--json", "fs-agent"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let run: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(run["node_id"], "node-a", "{run}");
+    assert!(
+        run["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("reached through a peer"),
+        "{run}"
+    );
+
+    // Once the node is gone its record expires with its lease (15 s TTL),
+    // and B says there is no node rather than waiting on a dead one.
+    let mut node = c.node;
+    node.proc.kill();
+    eventually(
+        "the node's record to expire",
+        Duration::from_secs(40),
+        || {
+            let (code, _, err) = b.client(&["invoke", "fs-agent"]);
+            if code != 0 && err.contains("no healthy node") {
+                Ok(())
+            } else {
+                Err(err)
+            }
+        },
+    );
+}
+
+#[test]
+fn concurrent_first_invocations_fetch_and_compile_a_module_once() {
+    let c = cluster("once");
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, sms) = (c.sms.grpc.clone(), bin("sms"));
+            std::thread::spawn(move || {
+                Command::new(sms)
+                    .args(["invoke", "fs-agent", "--addr", &addr])
+                    .env_remove("SMS_ADMIN_TOKEN")
+                    .output()
+                    .unwrap()
+            })
+        })
+        .collect();
+    for run in runs {
+        let out = run.join().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("once"));
+    }
+    let log = c.node.proc.log();
+    assert_eq!(log.matches("guest module fetched").count(), 1, "{log}");
+    assert_eq!(log.matches("guest module compiled").count(), 1, "{log}");
+}
