@@ -1,4 +1,4 @@
-//! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests [section]`):
+//! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests [-- section...]`):
 //!
 //! - `start`: a guest run from a cached module, and instantiation alone;
 //! - `get_param`: one `cchat_ctl_get_param` round trip;
