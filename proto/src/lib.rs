@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod frame;
 pub mod patterns;
+pub mod refs;
 pub mod task;
 
 /// Version 1 of the Spear protocol.

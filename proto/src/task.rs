@@ -41,7 +41,10 @@ pub struct WasiGrants {
     /// Arguments after argv[0] (which is the task id).
     #[serde(default)]
     pub args: Vec<String>,
-    /// Environment variables, by value (the node's own are never passed).
+    /// Environment variables. A value may hold `${NAME}` references,
+    /// resolved from the node's environment when the task runs, so secrets
+    /// stay on the nodes; the node's own variables are never passed
+    /// otherwise.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
     /// Host directories the guest may open, at a path of its own.
@@ -173,14 +176,14 @@ fn check_wasi(wasi: &WasiGrants) -> Result<(), String> {
     if wasi.args.len() > 256 || wasi.env.len() > 256 || wasi.dirs.len() > 16 {
         return Err("task config: wasi grants at most 256 args, 256 env vars and 16 dirs".into());
     }
-    if let Some(key) = wasi
-        .env
-        .keys()
-        .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
-    {
-        return Err(format!(
-            "task config: wasi.env key '{key}' is not a variable name (non-empty, no '=' or NUL)"
-        ));
+    for (key, value) in &wasi.env {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(format!(
+                "task config: wasi.env key '{key}' is not a variable name (non-empty, no '=' or NUL)"
+            ));
+        }
+        crate::refs::check_references(value)
+            .map_err(|why| format!("task config: wasi.env.{key} {why}"))?;
     }
     for dir in &wasi.dirs {
         if !dir.host.starts_with('/') || !dir.guest.starts_with('/') {
@@ -293,6 +296,10 @@ mod tests {
             (r#"{"limits": {"wall_ms": 999999999}}"#, "limits.wall_ms"),
             (r#"{"llm": {"backend": 3}}"#, "invalid type"),
             (r#"{"wasi": {"env": {"A=B": "x"}}}"#, "wasi.env key"),
+            (
+                r#"{"wasi": {"env": {"TOKEN": "${API_KEY"}}}"#,
+                "wasi.env.TOKEN has an unterminated",
+            ),
             (
                 r#"{"wasi": {"dirs": [{"host": "data", "guest": "/data"}]}}"#,
                 "absolute paths",

@@ -291,7 +291,7 @@ fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
     let c = cluster("granted notes");
     let granted = json!({"wasi": {
         "args": ["--verbose"],
-        "env": {"GREETING": "hej"},
+        "env": {"GREETING": "hej", "TOKEN": "${SPEAR_TEST_MODEL_KEY}"},
         "dirs": [{"host": c.files, "guest": "/data"}],
     }});
     let (code, _, err) = register(&c, "grants", &guest("grants"), &granted, &[]);
@@ -300,7 +300,16 @@ fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
     let out = run["stdout"].as_str().unwrap();
     assert_eq!(run["ok"], true, "{run}");
     assert!(out.contains(r#"args: ["grants", "--verbose"]"#), "{out}");
-    assert!(out.contains(r#"env: [("GREETING", "hej")]"#), "{out}");
+    // The reference was resolved on the node; SMS holds only the reference.
+    assert!(
+        out.contains(r#"env: [("GREETING", "hej"), ("TOKEN", "sk-test-never-logged")]"#),
+        "{out}"
+    );
+    let (_, task, _) = c.sms.client(&["tasks", "get", "grants"]);
+    assert!(
+        task.contains("${SPEAR_TEST_MODEL_KEY}") && !task.contains("sk-test"),
+        "{task}"
+    );
     assert!(out.contains("/data/notes.txt: granted notes"), "{out}");
     assert!(
         out.contains("write: refused"),
@@ -332,6 +341,19 @@ fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
     assert!(out.contains("env: []"), "{out}");
     assert!(out.contains("/data: "), "{out}");
     assert!(!out.contains("granted notes"), "{out}");
+
+    // A reference the node cannot resolve is refused before the run.
+    let unset = json!({"wasi": {"env": {"TOKEN": "${SPEAR_TEST_UNSET_VAR}"}}});
+    let (code, _, err) = register(&c, "unset-ref", &guest("grants"), &unset, &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "unset-ref"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(
+            "wasi.env.TOKEN refers to ${SPEAR_TEST_UNSET_VAR}, which is not set on this node"
+        ),
+        "{err}"
+    );
 
     // A granted directory missing on the node ends the run with that sentence.
     let missing = json!({"wasi": {"dirs": [{"host": "/nonexistent/spear", "guest": "/data"}]}});

@@ -8,9 +8,9 @@ use spear_proto::v1::{Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
 
 use super::ids::check_server_id;
 use super::problem::Problem;
-use super::refs::{check_references, is_env_name, starts_with_reference};
 use super::suggest::closest;
 use spear_proto::patterns::check_pattern;
+use spear_proto::refs::{check_references, is_env_name, starts_with_reference};
 
 /// Keys of a server in the native (one server per file) shape.
 pub const NATIVE_KEYS: &[&str] = &[

@@ -6,7 +6,6 @@ mod fields;
 mod ids;
 mod parse;
 mod problem;
-mod refs;
 mod scan;
 mod suggest;
 
@@ -16,6 +15,6 @@ mod tests;
 pub use ids::{check_server_id, MAX_ID_LEN};
 pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
 pub use problem::Problem;
-pub use refs::check_references;
 pub use scan::{scan_dir, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped};
 pub use spear_proto::patterns::{check_pattern, glob_match};
+pub use spear_proto::refs::check_references;

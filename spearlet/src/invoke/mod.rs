@@ -49,6 +49,8 @@ pub enum InvokeError {
     Load(#[from] LoadError),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    #[error("task config: wasi.{0}")]
+    Reference(#[from] crate::mcp::ResolveError),
     #[error("this node already runs {0} guests and none finished within {QUEUE_WAIT:?}; try another node")]
     Busy(usize),
 }
@@ -133,13 +135,20 @@ impl Invoker {
             .map_err(|_| InvokeError::Busy(self.max_running))?;
         let _running = self.stats.start();
 
+        let mut wasi = config.wasi.clone();
+        let mut resolver = crate::mcp::Resolver::default();
+        for (key, value) in wasi.env.iter_mut() {
+            *value = resolver.resolve(&format!("env.{key}"), value, &|name| {
+                std::env::var(name).ok()
+            })?;
+        }
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
             router: self.router.clone(),
             backend,
             stdin: request.input.to_vec(),
             name: task.id.clone(),
-            wasi: config.wasi.clone(),
+            wasi,
         };
         let outcome = self
             .runtime

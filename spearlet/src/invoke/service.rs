@@ -35,9 +35,10 @@ fn to_status(error: InvokeError) -> Status {
         InvokeError::TaskNotFound(_) => Status::not_found(message),
         InvokeError::TaskUnavailable { .. } => Status::unavailable(message),
         InvokeError::Busy(_) => Status::resource_exhausted(message),
-        InvokeError::Module(_) | InvokeError::Load(_) | InvokeError::Backend(_) => {
-            Status::failed_precondition(message)
-        }
+        InvokeError::Module(_)
+        | InvokeError::Load(_)
+        | InvokeError::Backend(_)
+        | InvokeError::Reference(_) => Status::failed_precondition(message),
     }
 }
 

@@ -1,7 +1,8 @@
 //! `${NAME}` and `${NAME:-default}` references.
 //!
-//! SMS only checks that references are well formed; they are resolved on the
-//! node at connect time, so secrets never pass through SMS. `$${` stands for a
+//! In server files and in a task's `wasi.env`. SMS only checks that
+//! references are well formed; nodes resolve them from their own
+//! environment, so secrets never pass through SMS. `$${` stands for a
 //! literal `${`.
 
 /// Checks every reference in `text`. The error never quotes `text` itself
