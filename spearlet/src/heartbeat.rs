@@ -90,12 +90,14 @@ fn problems(connections: &Connections) -> Vec<ServerProblem> {
             out.push(ServerProblem {
                 server_id: server_id.clone(),
                 message,
+                failed: true,
             });
         }
         for (tool, why) in &status.quarantined {
             out.push(ServerProblem {
                 server_id: server_id.clone(),
                 message: format!("tool '{tool}' quarantined: {why}"),
+                failed: false,
             });
         }
     }

@@ -122,6 +122,8 @@ pub struct Invocable {
     pub synced: bool,
     /// Guest runs in progress, as of its last heartbeat.
     pub running: u32,
+    /// Servers the node reports as unusable.
+    pub failed_servers: Vec<String>,
 }
 
 impl NodeTable {
@@ -139,6 +141,13 @@ impl NodeTable {
                 addr: n.report.invoke_addr.clone(),
                 synced: n.report.sync_state == spear_proto::v1::SyncState::Synced as i32,
                 running: n.report.running,
+                failed_servers: n
+                    .report
+                    .problems
+                    .iter()
+                    .filter(|p| p.failed)
+                    .map(|p| p.server_id.clone())
+                    .collect(),
             })
             .collect()
     }

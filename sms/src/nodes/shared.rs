@@ -19,6 +19,8 @@ struct Record {
     invoke_addr: String,
     synced: bool,
     running: u32,
+    #[serde(default)]
+    failed_servers: Vec<String>,
 }
 
 /// The shared directory of invocable nodes.
@@ -46,6 +48,12 @@ impl SharedNodes {
             invoke_addr: report.invoke_addr.clone(),
             synced: report.sync_state == SyncState::Synced as i32,
             running: report.running,
+            failed_servers: report
+                .problems
+                .iter()
+                .filter(|p| p.failed)
+                .map(|p| p.server_id.clone())
+                .collect(),
         };
         let value = serde_json::to_vec(&record).unwrap_or_default();
         let mut client = self.client.clone();
@@ -78,6 +86,7 @@ impl SharedNodes {
                 addr: r.invoke_addr,
                 synced: r.synced,
                 running: r.running,
+                failed_servers: r.failed_servers,
             })
             .collect())
     }

@@ -2,8 +2,9 @@
 //! task attached, return what the node answered.
 //!
 //! Healthy means alive (heartbeat within the TTL) and accepting invocations;
-//! synced nodes come before nodes serving a stale registry, then the fewest
-//! runs in progress (the node's last report plus what this SMS has sent it
+//! synced nodes come before nodes serving a stale registry, then nodes where
+//! none of the task's MCP servers has failed, then the fewest runs in
+//! progress (the node's last report plus what this SMS has sent it
 //! since), with ties taken in turn. A node that cannot be reached, or is
 //! full, is skipped for the next one; a node that ran the guest is never
 //! asked twice.
@@ -104,8 +105,13 @@ impl Invoker {
         nodes
     }
 
-    /// The nodes to try, best first.
-    fn plan(&self, mut nodes: Vec<Invocable>, pinned: &str) -> Result<Vec<Invocable>, InvokeError> {
+    /// The nodes to try, best first, for a task using `servers`.
+    fn plan(
+        &self,
+        mut nodes: Vec<Invocable>,
+        pinned: &str,
+        servers: &[String],
+    ) -> Result<Vec<Invocable>, InvokeError> {
         if !pinned.is_empty() {
             nodes.retain(|n| n.node_id == pinned);
             if nodes.is_empty() {
@@ -121,7 +127,8 @@ impl Invoker {
         // A stable sort keeps the rotation among equals.
         nodes.sort_by_key(|n| {
             let load = n.running + in_flight.get(&n.node_id).copied().unwrap_or(0);
-            (!n.synced, load)
+            let broken = n.failed_servers.iter().any(|s| servers.contains(s));
+            (!n.synced, broken, load)
         });
         nodes.truncate(MAX_ATTEMPTS);
         Ok(nodes)
@@ -148,13 +155,15 @@ impl Invoker {
         mut request: InvokeRequest,
         task: TaskSpec,
     ) -> Result<InvokeResponse, InvokeError> {
-        let plan = self.plan(self.candidates().await, &request.node_id)?;
+        let config = spear_proto::task::parse_task_config(&task.config_json).unwrap_or_default();
+        let plan = self.plan(
+            self.candidates().await,
+            &request.node_id,
+            &config.mcp.allowed_server_ids,
+        )?;
         // The node ends the run at its wall-clock limit; wait for that, the
         // node's queue (10 s) and a margin, never forever.
-        let wall_ms = spear_proto::task::parse_task_config(&task.config_json)
-            .ok()
-            .and_then(|c| c.limits.wall_ms)
-            .unwrap_or(60_000);
+        let wall_ms = config.limits.wall_ms.unwrap_or(60_000);
         let answer_within = Duration::from_millis(wall_ms) + Duration::from_secs(30);
         request.task = Some(task);
         let mut failures = Vec::new();
@@ -237,4 +246,78 @@ fn never_reached(status: &tonic::Status) -> bool {
         source = error.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use spear_proto::v1::{HeartbeatRequest, ServerProblem, SyncState};
+
+    use super::*;
+
+    fn node(id: &str, synced: bool, running: u32, failed: &[&str]) -> HeartbeatRequest {
+        HeartbeatRequest {
+            node_id: id.into(),
+            invoke_addr: format!("{id}:7400"),
+            sync_state: if synced {
+                SyncState::Synced
+            } else {
+                SyncState::Stale
+            } as i32,
+            running,
+            problems: failed
+                .iter()
+                .map(|s| ServerProblem {
+                    server_id: s.to_string(),
+                    message: "crashed".into(),
+                    failed: true,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn order(invoker: &Invoker, servers: &[&str]) -> Vec<String> {
+        let servers: Vec<String> = servers.iter().map(|s| s.to_string()).collect();
+        invoker
+            .plan(invoker.nodes.invocable(), "", &servers)
+            .unwrap()
+            .into_iter()
+            .map(|n| n.node_id)
+            .collect()
+    }
+
+    #[test]
+    fn healthy_synced_idle_nodes_come_first() {
+        let table = Arc::new(NodeTable::default());
+        table.heartbeat(node("a-broken", true, 0, &["fs"])).unwrap();
+        table.heartbeat(node("b-busy", true, 5, &[])).unwrap();
+        table.heartbeat(node("c-stale", false, 0, &[])).unwrap();
+        table.heartbeat(node("d-idle", true, 1, &["web"])).unwrap();
+        let invoker = Invoker::new(table, None, AdminToken::default());
+        // A task using fs: the node where fs failed goes after the healthy
+        // synced ones; the stale node is not among the three tried.
+        assert_eq!(order(&invoker, &["fs"]), ["d-idle", "b-busy", "a-broken"]);
+        // A task using web: the node where web failed comes after the
+        // other synced ones, whatever their load.
+        assert_eq!(order(&invoker, &["web"]), ["a-broken", "b-busy", "d-idle"]);
+    }
+
+    #[test]
+    fn a_pinned_node_must_be_invocable() {
+        let table = Arc::new(NodeTable::default());
+        table.heartbeat(node("a", true, 0, &[])).unwrap();
+        let invoker = Invoker::new(table, None, AdminToken::default());
+        assert!(matches!(
+            invoker.plan(invoker.nodes.invocable(), "zz", &[]),
+            Err(InvokeError::NodeUnavailable(_))
+        ));
+        assert!(matches!(
+            Invoker::new(Arc::new(NodeTable::default()), None, AdminToken::default()).plan(
+                Vec::new(),
+                "",
+                &[]
+            ),
+            Err(InvokeError::NoNode)
+        ));
+    }
 }
