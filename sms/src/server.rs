@@ -43,7 +43,8 @@ pub struct SmsConfig {
     pub metrics_listen: Option<SocketAddr>,
     pub mcp_dir: Option<PathBuf>,
     pub store: StoreConfig,
-    pub admin_token: Option<String>,
+    /// Debug-printing it shows only whether one is set.
+    pub admin_token: AdminToken,
     pub hub: HubConfig,
 }
 
@@ -165,7 +166,7 @@ impl Sms {
             None => None,
         };
 
-        let token = AdminToken::new(config.admin_token.clone());
+        let token = config.admin_token.clone();
         let services = Services {
             registry: RegistryService::new(Arc::clone(&hub)),
             admin: AdminService::new(Arc::new(Admin::new(writer)), token.clone()),

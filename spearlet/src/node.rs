@@ -42,7 +42,7 @@ pub struct NodeConfig {
     /// The node's config file (LLM backends, guest capacity).
     pub file: NodeFile,
     /// The installation's admin token: invocations must carry it when set.
-    pub admin_token: Option<String>,
+    pub admin_token: AdminToken,
 }
 
 /// Why a node could not start.
@@ -150,10 +150,7 @@ impl Node {
                 };
                 tasks.push(tokio::spawn(crate::invoke::service::serve(
                     listener,
-                    InvocationService::new(
-                        Arc::clone(&invoker),
-                        AdminToken::new(config.admin_token.clone()),
-                    ),
+                    InvocationService::new(Arc::clone(&invoker), config.admin_token.clone()),
                     shutdown_rx.clone(),
                 )));
                 let advert = Advert {

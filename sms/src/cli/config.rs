@@ -10,6 +10,7 @@ use clap::Args;
 use serde::Deserialize;
 use tracing::{info, warn};
 
+use crate::grpc::AdminToken;
 use crate::server::{Sms, SmsConfig, StoreConfig};
 use crate::store::EtcdStoreConfig;
 use crate::watch::HubConfig;
@@ -156,7 +157,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
         metrics_listen,
         mcp_dir: args.mcp_dir.clone().or(file.mcp_dir),
         store,
-        admin_token: args.admin_token.clone().or(file.admin_token),
+        admin_token: AdminToken::new(args.admin_token.clone().or(file.admin_token)),
         hub,
     };
     Ok((config, log_format))
@@ -166,7 +167,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let (config, log_format) = resolve(&args)?;
     init_logging(&log_format)?;
-    if config.admin_token.is_none() && !config.listen.ip().is_loopback() {
+    if !config.admin_token.is_set() && !config.listen.ip().is_loopback() {
         warn!(listen = %config.listen, "admin API is open: no admin token is set (--admin-token or SMS_ADMIN_TOKEN)");
     }
     if config.mcp_dir.is_none() {

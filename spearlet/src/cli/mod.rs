@@ -187,7 +187,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 invoke_listen,
                 advertise,
                 file,
-                admin_token,
+                admin_token: spear_proto::auth::AdminToken::new(admin_token),
             })
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");

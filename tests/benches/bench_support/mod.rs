@@ -47,7 +47,7 @@ pub async fn start_sms(backend: Backend) -> InProcess {
         metrics_listen: None,
         mcp_dir: None,
         store,
-        admin_token: None,
+        admin_token: Default::default(),
         hub: HubConfig::default(),
     };
     let sms = Sms::start(config)
