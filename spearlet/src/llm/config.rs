@@ -175,6 +175,9 @@ impl Backends {
     ) -> Result<Arc<dyn LlmBackend>, BackendError> {
         let name = match name.filter(|n| !n.is_empty()).or(self.default.as_deref()) {
             Some(name) => name,
+            // A node without backends still runs guests that never ask the
+            // model; the ones that do are told why in their reply.
+            None if self.configured.is_empty() => return Ok(Arc::new(NoBackend)),
             None => return Err(BackendError::NoDefault),
         };
         let resolved = self
@@ -212,6 +215,20 @@ impl Backends {
         };
         built.insert(key, Arc::clone(&backend));
         Ok(backend)
+    }
+}
+
+/// What a guest talks to on a node without backends.
+struct NoBackend;
+
+#[async_trait::async_trait]
+impl LlmBackend for NoBackend {
+    async fn complete(
+        &self,
+        _messages: &[super::ChatMessage],
+        _tools: &[super::ToolSpec],
+    ) -> Result<super::Reply, super::LlmError> {
+        Err(super::LlmError::NotConfigured)
     }
 }
 
@@ -266,6 +283,19 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(error.contains("base_url"), "{error}");
+        // No backends at all: guests run, and a send says why it cannot.
+        let none = Backends::new(LlmSection::default(), |_| None).unwrap();
+        let backend = none.get(None, None).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let error = runtime.block_on(backend.complete(&[], &[])).err().unwrap();
+        assert!(error.to_string().contains("no LLM backend"), "{error}");
+        assert!(
+            none.get(Some("openai"), None).is_err(),
+            "a named backend must exist"
+        );
+
         let bad =
             toml::from_str::<toml::Value>(&text.replace("kind = \"openai\"", "kind = \"gemini\""))
                 .unwrap();

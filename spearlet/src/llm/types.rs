@@ -103,6 +103,8 @@ pub enum LlmError {
     Timeout(std::time::Duration),
     #[error("the model provider's answer could not be read: {0}")]
     BadReply(String),
+    #[error("this node has no LLM backend; the operator configures one under [llm.backends] in the node's --config")]
+    NotConfigured,
 }
 
 /// A chat completion backend.
