@@ -70,7 +70,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
                 "lag": n.lag, "sync_state": sync_state(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
                 "invoke_addr": n.invoke_addr, "running": n.running,
-                "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message})).collect::<Vec<_>>(),
+                "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message, "failed": p.failed})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
