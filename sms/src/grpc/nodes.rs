@@ -8,6 +8,9 @@ use tracing::warn;
 
 use crate::nodes::{NodeTable, SharedNodes, NODE_TTL};
 
+/// A slow etcd must not hold heartbeats (the node's own SMS already has it).
+const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `spear.v1.Nodes`: node registration and heartbeats.
 pub struct NodesService {
     nodes: Arc<NodeTable>,
@@ -35,8 +38,14 @@ impl Nodes for NodesService {
         if let Some(shared) = &self.shared {
             // Other replicas route to this node only while this succeeds;
             // the node's own SMS keeps serving it either way.
-            if let Err(error) = shared.publish(&published).await {
-                warn!(node_id = %published.node_id, %error, "cannot publish the node to the other SMS replicas");
+            match tokio::time::timeout(PUBLISH_WITHIN, shared.publish(&published)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    warn!(node_id = %published.node_id, %error, "cannot publish the node to the other SMS replicas")
+                }
+                Err(_) => {
+                    warn!(node_id = %published.node_id, "etcd did not take the node's record within {PUBLISH_WITHIN:?}")
+                }
             }
         }
         Ok(Response::new(HeartbeatResponse {

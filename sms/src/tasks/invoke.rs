@@ -91,15 +91,16 @@ impl Invoker {
     async fn candidates(&self) -> Vec<Invocable> {
         let mut nodes = self.nodes.invocable();
         if let Some(shared) = &self.shared {
-            match shared.invocable().await {
-                Ok(others) => {
+            match tokio::time::timeout(Duration::from_secs(2), shared.invocable()).await {
+                Ok(Ok(others)) => {
                     for node in others {
                         if !nodes.iter().any(|n| n.node_id == node.node_id) {
                             nodes.push(node);
                         }
                     }
                 }
-                Err(error) => warn!(%error, "cannot read the nodes of other SMS replicas"),
+                Ok(Err(error)) => warn!(%error, "cannot read the nodes of other SMS replicas"),
+                Err(_) => warn!("etcd did not list the nodes of other SMS replicas within 2 s"),
             }
         }
         nodes
