@@ -59,21 +59,16 @@ impl LlmBackend for InstantModel {
             .iter()
             .filter(|m| m.role == Role::Assistant)
             .count();
-        let mut message = ChatMessage {
-            role: Role::Assistant,
-            content: None,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        };
-        if done < self.turns {
-            message.tool_calls.push(ToolCall {
+        let message = if done < self.turns {
+            let call = ToolCall {
                 id: format!("call_{done}"),
                 name: self.tool.clone(),
                 arguments: "{}".into(),
-            });
+            };
+            ChatMessage::assistant(String::new(), vec![call])
         } else {
-            message.content = Some("done".into());
-        }
+            ChatMessage::assistant("done".into(), Vec::new())
+        };
         Ok(Reply {
             message,
             usage: Usage::default(),

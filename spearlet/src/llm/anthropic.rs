@@ -148,25 +148,9 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
             _ => {}
         }
     }
-    let usage = Usage {
-        prompt_tokens: body
-            .pointer("/usage/input_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        completion_tokens: body
-            .pointer("/usage/output_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
-    let content = (!text.is_empty()).then_some(text);
     Ok(Reply {
-        message: ChatMessage {
-            role: Role::Assistant,
-            content,
-            tool_calls,
-            tool_call_id: None,
-        },
-        usage,
+        message: ChatMessage::assistant(text, tool_calls),
+        usage: Usage::at(body, "/usage/input_tokens", "/usage/output_tokens"),
     })
 }
 

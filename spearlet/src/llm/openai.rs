@@ -123,24 +123,9 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
             arguments,
         });
     }
-    let usage = Usage {
-        prompt_tokens: body
-            .pointer("/usage/prompt_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        completion_tokens: body
-            .pointer("/usage/completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
     Ok(Reply {
-        message: ChatMessage {
-            role: Role::Assistant,
-            content,
-            tool_calls,
-            tool_call_id: None,
-        },
-        usage,
+        message: ChatMessage::assistant(content.unwrap_or_default(), tool_calls),
+        usage: Usage::at(body, "/usage/prompt_tokens", "/usage/completion_tokens"),
     })
 }
 

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::sse::Parser;
-use super::types::{ChatMessage, LlmError, Reply, Role, ToolCall, Usage};
+use super::types::{ChatMessage, LlmError, Reply, ToolCall, Usage};
 
 /// Largest streamed answer accepted.
 const MAX_STREAM_BYTES: usize = 32 * 1024 * 1024;
@@ -54,15 +54,8 @@ impl Assembler {
                 }
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage.prompt_tokens = usage
-                .get("prompt_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            self.usage.completion_tokens = usage
-                .get("completion_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+        if chunk.get("usage").is_some_and(Value::is_object) {
+            self.usage = Usage::at(chunk, "/usage/prompt_tokens", "/usage/completion_tokens");
         }
     }
 
@@ -145,14 +138,8 @@ impl Assembler {
                 arguments,
             });
         }
-        let content = (!self.text.is_empty()).then_some(self.text);
         Ok(Reply {
-            message: ChatMessage {
-                role: Role::Assistant,
-                content,
-                tool_calls,
-                tool_call_id: None,
-            },
+            message: ChatMessage::assistant(self.text, tool_calls),
             usage: self.usage,
         })
     }

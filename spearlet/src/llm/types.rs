@@ -50,6 +50,16 @@ impl ChatMessage {
         }
     }
 
+    /// The model's answer: text (absent when empty) and/or tool calls.
+    pub fn assistant(text: String, tool_calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: (!text.is_empty()).then_some(text),
+            tool_calls,
+            tool_call_id: None,
+        }
+    }
+
     pub fn tool(call_id: &str, text: String) -> Self {
         Self {
             role: Role::Tool,
@@ -74,6 +84,18 @@ pub struct ToolSpec {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// The token counts at two JSON pointers of a provider's answer
+    /// (each provider names them differently); absent counts are 0.
+    pub fn at(body: &Value, prompt: &str, completion: &str) -> Usage {
+        let count = |pointer| body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            prompt_tokens: count(prompt),
+            completion_tokens: count(completion),
+        }
+    }
 }
 
 impl std::ops::AddAssign for Usage {
