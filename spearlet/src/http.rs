@@ -12,7 +12,7 @@ use spear_proto::v1::SyncState;
 use tokio::net::TcpListener;
 use tracing::warn;
 
-use crate::connections::Connections;
+use crate::connections::{Connections, ServerState};
 use crate::registry::{redacted_json, RegistryHandle};
 use crate::sync::{state_name, SyncStatusCell};
 
@@ -60,127 +60,138 @@ impl NodeView {
         let view = self.registry.current();
         let state = self.status.status.lock().state;
         let c = &self.status.counters;
+        let runs = &self.advert.runs;
+        let servers = self.connections.status();
+        let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed).to_string();
         let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-            );
+        let mut family = |name: &str, kind: &str, help: &str, rows: Vec<(String, String)>| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in rows {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
         };
-        metric(
+        let one = |value: String| vec![(String::new(), value)];
+        let per_server = |value: &dyn Fn(&crate::connections::ServerStatus) -> String| {
+            servers
+                .iter()
+                .map(|(id, s)| (format!("{{server=\"{id}\"}}"), value(s)))
+                .collect::<Vec<_>>()
+        };
+
+        family(
             "spearlet_registry_revision",
             "gauge",
             "Applied registry revision.",
-            view.revision,
+            one(view.revision.to_string()),
         );
-        metric(
-            "spearlet_guest_runs_in_progress",
-            "gauge",
-            "Guest runs in progress.",
-            u64::from(self.advert.runs.running.load(Ordering::Relaxed)),
-        );
-        metric(
-            "spearlet_loop_iterations_total",
-            "counter",
-            "Auto tool-call loop iterations (model requests) of guest runs.",
-            self.advert.runs.loop_iterations.load(Ordering::Relaxed),
-        );
-        metric(
+        family(
             "spearlet_registry_epoch",
             "gauge",
             "Applied registry epoch.",
-            view.epoch,
+            one(view.epoch.to_string()),
         );
-        metric(
+        family(
             "spearlet_registry_servers",
             "gauge",
             "Servers in the applied registry.",
-            view.servers.len() as u64,
+            one(view.servers.len().to_string()),
         );
-        metric(
+        family(
             "spearlet_sync_reconnects_total",
             "counter",
             "Watch reconnections.",
-            c.reconnects.load(Ordering::Relaxed),
+            one(load(&c.reconnects)),
         );
-        metric(
+        family(
             "spearlet_snapshots_applied_total",
             "counter",
             "Snapshots applied.",
-            c.snapshots.load(Ordering::Relaxed),
+            one(load(&c.snapshots)),
         );
-        metric(
+        family(
             "spearlet_deltas_applied_total",
             "counter",
             "Deltas applied.",
-            c.deltas.load(Ordering::Relaxed),
+            one(load(&c.deltas)),
         );
-        metric(
+        family(
             "spearlet_sync_gaps_total",
             "counter",
             "Resynchronisations after a gap or a bad snapshot.",
-            c.gaps.load(Ordering::Relaxed),
+            one(load(&c.gaps)),
         );
-        let runs = &self.advert.runs;
-        let _ = writeln!(out, "# HELP spearlet_guest_runs_total Guest runs by how they ended (stopped: a trap or a limit).\n# TYPE spearlet_guest_runs_total counter");
-        for (outcome, counter) in [
-            ("ok", &runs.ok),
-            ("failed", &runs.failed),
-            ("stopped", &runs.stopped),
-        ] {
-            let _ = writeln!(
-                out,
-                "spearlet_guest_runs_total{{outcome=\"{outcome}\"}} {}",
-                counter.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(out, "# HELP spearlet_sync_state 1 for the current sync state.\n# TYPE spearlet_sync_state gauge");
-        for s in [SyncState::Connecting, SyncState::Synced, SyncState::Stale] {
-            let _ = writeln!(
-                out,
-                "spearlet_sync_state{{state=\"{}\"}} {}",
-                state_name(s),
-                u8::from(s == state)
-            );
-        }
-        let servers = self.connections.status();
-        let _ = writeln!(out, "# HELP spearlet_mcp_server_up 1 when the server's connection is ready or degraded.\n# TYPE spearlet_mcp_server_up gauge");
-        for (id, s) in &servers {
-            let up = matches!(
-                s.state,
-                crate::connections::ServerState::Ready | crate::connections::ServerState::Degraded
-            );
-            let _ = writeln!(
-                out,
-                "spearlet_mcp_server_up{{server=\"{id}\",state=\"{}\"}} {}",
-                s.state.name(),
-                u8::from(up)
-            );
-        }
-        let _ = writeln!(out, "# HELP spearlet_mcp_calls_total Tool calls per server.\n# TYPE spearlet_mcp_calls_total counter");
-        for (id, s) in &servers {
-            let _ = writeln!(
-                out,
-                "spearlet_mcp_calls_total{{server=\"{id}\"}} {}",
-                s.calls
-            );
-        }
-        let _ = writeln!(out, "# HELP spearlet_mcp_call_errors_total Tool calls that failed or returned isError.\n# TYPE spearlet_mcp_call_errors_total counter");
-        for (id, s) in &servers {
-            let _ = writeln!(
-                out,
-                "spearlet_mcp_call_errors_total{{server=\"{id}\"}} {}",
-                s.call_errors
-            );
-        }
-        let _ = writeln!(out, "# HELP spearlet_mcp_call_seconds_sum Total time in tool calls.\n# TYPE spearlet_mcp_call_seconds_sum counter");
-        for (id, s) in &servers {
-            let _ = writeln!(
-                out,
-                "spearlet_mcp_call_seconds_sum{{server=\"{id}\"}} {:.6}",
-                s.call_seconds
-            );
-        }
+        family(
+            "spearlet_sync_state",
+            "gauge",
+            "1 for the current sync state.",
+            [SyncState::Connecting, SyncState::Synced, SyncState::Stale]
+                .into_iter()
+                .map(|s| {
+                    (
+                        format!("{{state=\"{}\"}}", state_name(s)),
+                        u8::from(s == state).to_string(),
+                    )
+                })
+                .collect(),
+        );
+        family(
+            "spearlet_guest_runs_in_progress",
+            "gauge",
+            "Guest runs in progress.",
+            one(runs.running.load(Ordering::Relaxed).to_string()),
+        );
+        family(
+            "spearlet_guest_runs_total",
+            "counter",
+            "Guest runs by how they ended (stopped: a trap or a limit).",
+            [
+                ("ok", &runs.ok),
+                ("failed", &runs.failed),
+                ("stopped", &runs.stopped),
+            ]
+            .into_iter()
+            .map(|(outcome, n)| (format!("{{outcome=\"{outcome}\"}}"), load(n)))
+            .collect(),
+        );
+        family(
+            "spearlet_loop_iterations_total",
+            "counter",
+            "Auto tool-call loop iterations (model requests) of guest runs.",
+            one(load(&runs.loop_iterations)),
+        );
+        family(
+            "spearlet_mcp_server_up",
+            "gauge",
+            "1 when the server's connection is ready or degraded.",
+            servers
+                .iter()
+                .map(|(id, s)| {
+                    let up = matches!(s.state, ServerState::Ready | ServerState::Degraded);
+                    (
+                        format!("{{server=\"{id}\",state=\"{}\"}}", s.state.name()),
+                        u8::from(up).to_string(),
+                    )
+                })
+                .collect(),
+        );
+        family(
+            "spearlet_mcp_calls_total",
+            "counter",
+            "Tool calls per server.",
+            per_server(&|s| s.calls.to_string()),
+        );
+        family(
+            "spearlet_mcp_call_errors_total",
+            "counter",
+            "Tool calls that failed or returned isError.",
+            per_server(&|s| s.call_errors.to_string()),
+        );
+        family(
+            "spearlet_mcp_call_seconds_sum",
+            "counter",
+            "Total time in tool calls.",
+            per_server(&|s| format!("{:.6}", s.call_seconds)),
+        );
         out
     }
 
