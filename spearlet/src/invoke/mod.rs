@@ -127,6 +127,15 @@ impl Invoker {
         let backend = self
             .backends
             .get(config.llm.backend.as_deref(), config.llm.model.as_deref())?;
+        // References are resolved before queueing: a task that cannot run
+        // here never takes a run slot.
+        let mut wasi = config.wasi.clone();
+        let mut resolver = crate::mcp::Resolver::default();
+        for (key, value) in wasi.env.iter_mut() {
+            *value = resolver.resolve(&format!("env.{key}"), value, &|name| {
+                std::env::var(name).ok()
+            })?;
+        }
         let pre = self.load(&task).await?;
 
         let _slot = tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.slots).acquire_owned())
@@ -135,13 +144,6 @@ impl Invoker {
             .map_err(|_| InvokeError::Busy(self.max_running))?;
         let _running = self.stats.start();
 
-        let mut wasi = config.wasi.clone();
-        let mut resolver = crate::mcp::Resolver::default();
-        for (key, value) in wasi.env.iter_mut() {
-            *value = resolver.resolve(&format!("env.{key}"), value, &|name| {
-                std::env::var(name).ok()
-            })?;
-        }
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
             router: self.router.clone(),
