@@ -287,17 +287,7 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
     assert_eq!(hostile(&node, &sessions).await.0, Some(24));
 
     // Escalations through the raw ABI: -EACCES (13), nothing changed.
-    let escalate = format!(
-        r#"(module {EXIT}
-        (import "spear" "cchat_create" (func $create (result i32)))
-        (import "spear" "cchat_ctl_set_param" (func $set (param i32 i32 i32 i32 i32) (result i32)))
-        (memory (export "memory") 1)
-        (data (i32.const 0) "mcp.task_tool_denylist")
-        (data (i32.const 100) "[]")
-        (func (export "_start")
-          (call $exit (i32.sub (i32.const 0)
-            (call $set (call $create) (i32.const 0) (i32.const 22) (i32.const 100) (i32.const 2))))))"#
-    );
+    let escalate = write_param("mcp.task_tool_denylist", "[]");
     assert_eq!(hostile(&node, &escalate).await.0, Some(13));
     // server_ids outside the task's set.
     let outside = write_param("mcp.server_ids", r#"["fs","other"]"#);
