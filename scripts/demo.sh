@@ -79,6 +79,13 @@ TOML
   echo "   its result are real. Set OPENAI_BASE_URL (and OPENAI_API_KEY, OPENAI_MODEL) for a live model."
 fi
 
+# The node's policy: modules only from where the example guests are built.
+cat >> "$work/node.toml" <<TOML
+
+[policy]
+modules = ["file://$(dirname "$(realpath "$GUEST")")/"]
+TOML
+
 "$BIN/spearlet" run --sms "$SMS" --state-dir "$work/node" --node-id demo-node \
   --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --config "$work/node.toml" 2>"$work/spearlet.log" &
 pids+=($!)

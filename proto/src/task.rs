@@ -17,6 +17,8 @@ pub const MAX_MEMORY_MB: u32 = 256;
 pub const MAX_WALL_MS: u64 = 60 * 60 * 1000;
 pub const MAX_SESSIONS: u32 = 1024;
 pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// Host memory kept for one run (messages, histories, tool results, replies).
+pub const MAX_HOST_MEMORY_MB: u64 = 1024;
 
 /// A task's config: `{"mcp": {...}, "llm": {...}, "limits": {...}}`. Unknown
 /// keys are errors, so a typo never silently grants or withholds anything.
@@ -98,14 +100,56 @@ pub struct LlmChoice {
 #[serde(deny_unknown_fields)]
 pub struct TaskLimits {
     pub memory_mb: Option<u32>,
-    /// Longest stretch of guest code between host calls.
+    /// Guest CPU over the whole run (host calls included, waiting on the
+    /// model or tools not).
     pub cpu_ms: Option<u64>,
     /// The whole run, model and tool time included.
     pub wall_ms: Option<u64>,
     pub max_sessions: Option<u32>,
+    /// Per `cchat_send`.
     pub max_iterations: Option<u32>,
+    /// Per `cchat_send`.
     pub max_total_tool_calls: Option<u32>,
     pub output_bytes: Option<u64>,
+    /// What the host keeps for the guest, over the whole run.
+    pub host_memory_mb: Option<u64>,
+    /// Model requests over the whole run, every session and send.
+    pub max_model_requests: Option<u64>,
+    /// Tokens (prompt + completion, as the provider reports them) over the run.
+    pub max_tokens: Option<u64>,
+    /// Tool calls over the whole run.
+    pub max_tool_calls: Option<u64>,
+}
+
+impl TaskLimits {
+    /// Every limit with its key and the most a task may ask for.
+    pub fn entries(&self) -> [(&'static str, Option<u64>, u64); 11] {
+        [
+            (
+                "memory_mb",
+                self.memory_mb.map(u64::from),
+                u64::from(MAX_MEMORY_MB),
+            ),
+            ("cpu_ms", self.cpu_ms, MAX_WALL_MS),
+            ("wall_ms", self.wall_ms, MAX_WALL_MS),
+            (
+                "max_sessions",
+                self.max_sessions.map(u64::from),
+                u64::from(MAX_SESSIONS),
+            ),
+            ("max_iterations", self.max_iterations.map(u64::from), 1000),
+            (
+                "max_total_tool_calls",
+                self.max_total_tool_calls.map(u64::from),
+                10_000,
+            ),
+            ("output_bytes", self.output_bytes, MAX_OUTPUT_BYTES),
+            ("host_memory_mb", self.host_memory_mb, MAX_HOST_MEMORY_MB),
+            ("max_model_requests", self.max_model_requests, 100_000),
+            ("max_tokens", self.max_tokens, 1_000_000_000),
+            ("max_tool_calls", self.max_tool_calls, 100_000),
+        ]
+    }
 }
 
 /// Parses and checks a task config.
@@ -138,29 +182,7 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
         ));
     }
     check_wasi(&config.wasi)?;
-    let limits = &config.limits;
-    let checks: [(&str, Option<u64>, u64); 7] = [
-        (
-            "memory_mb",
-            limits.memory_mb.map(u64::from),
-            u64::from(MAX_MEMORY_MB),
-        ),
-        ("cpu_ms", limits.cpu_ms, MAX_WALL_MS),
-        ("wall_ms", limits.wall_ms, MAX_WALL_MS),
-        (
-            "max_sessions",
-            limits.max_sessions.map(u64::from),
-            u64::from(MAX_SESSIONS),
-        ),
-        ("max_iterations", limits.max_iterations.map(u64::from), 1000),
-        (
-            "max_total_tool_calls",
-            limits.max_total_tool_calls.map(u64::from),
-            10_000,
-        ),
-        ("output_bytes", limits.output_bytes, MAX_OUTPUT_BYTES),
-    ];
-    for (name, value, max) in checks {
+    for (name, value, max) in config.limits.entries() {
         if let Some(value) = value {
             if value == 0 || value > max {
                 return Err(format!(

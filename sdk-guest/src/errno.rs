@@ -10,4 +10,8 @@ pub const EMFILE: i32 = 24;
 pub const ENOSPC: i32 = 28;
 pub const ENOSYS: i32 = 38;
 pub const EIO: i32 = 5;
+/// The run's host-memory budget has no room (limits.host_memory_mb).
+pub const ENOMEM: i32 = 12;
+/// A run budget is spent: model requests, tokens or tool calls.
+pub const EDQUOT: i32 = 122;
 pub const ETIMEDOUT: i32 = 110;

@@ -30,6 +30,12 @@ pub enum Error {
     Io,
     /// Not running on a Spear node (ENOSYS).
     Unsupported,
+    /// The run's host-memory budget has no room (ENOMEM): close sessions you
+    /// no longer need. Asking again without freeing stops the run.
+    OutOfHostMemory,
+    /// A run budget (model requests, tokens, tool calls) is spent (EDQUOT);
+    /// the reply says which. Sending again stops the run.
+    BudgetSpent,
     /// Any other errno.
     Other(i32),
 }
@@ -45,6 +51,8 @@ impl Error {
             errno::ETIMEDOUT => Error::Timeout,
             errno::EIO => Error::Io,
             errno::ENOSYS => Error::Unsupported,
+            errno::ENOMEM => Error::OutOfHostMemory,
+            errno::EDQUOT => Error::BudgetSpent,
             other => Error::Other(other),
         }
     }

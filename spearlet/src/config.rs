@@ -1,10 +1,18 @@
 //! The node's TOML config file (`spearlet run --config`): what flags cannot
-//! carry well, the LLM backends and guest capacity. Flags and environment
-//! variables cover the rest. Unknown keys are errors.
+//! carry well, the LLM backends, guest capacity and limits, and the node
+//! policy ([`crate::node_policy`]). Flags and environment variables cover
+//! the rest. Unknown keys are errors.
 //!
 //! ```toml
 //! [guests]
-//! max_running = 256     # guest runs at once; more wait up to 10 s
+//! max_running = 32      # guest runs at once; more wait up to 10 s
+//! threads = 2           # guest threads (default: one per core)
+//! fetch_timeout_ms = 30000
+//! max_module_mb = 64
+//!
+//! [guests.limits]       # the most a task may ask for (and the default, where lower)
+//! wall_ms = 60000
+//! host_memory_mb = 16
 //!
 //! [llm.backends.openai]
 //! kind = "openai"
@@ -17,7 +25,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use spear_proto::task::TaskLimits;
+
 use crate::llm::LlmSection;
+use crate::node_policy::PolicySection;
 use crate::wasm::POOL_SLOTS;
 
 /// The whole file.
@@ -28,6 +39,8 @@ pub struct NodeFile {
     pub llm: LlmSection,
     #[serde(default)]
     pub guests: GuestSection,
+    #[serde(default)]
+    pub policy: PolicySection,
 }
 
 /// `[guests]`.
@@ -36,18 +49,50 @@ pub struct NodeFile {
 pub struct GuestSection {
     #[serde(default = "default_max_running")]
     pub max_running: usize,
+    /// Threads guests run on (default: one per core).
+    pub threads: Option<usize>,
+    /// The whole fetch of a module over HTTP.
+    #[serde(default = "default_fetch_timeout_ms")]
+    pub fetch_timeout_ms: u64,
+    /// Compiling one module.
+    #[serde(default = "default_compile_timeout_ms")]
+    pub compile_timeout_ms: u64,
+    /// The largest module the node fetches.
+    #[serde(default = "default_max_module_mb")]
+    pub max_module_mb: u64,
+    /// `[guests.limits]`: the most a task may ask for, with the keys (and
+    /// the checks) of a task's `limits`; also the default where it is lower
+    /// than the built-in one.
+    #[serde(default)]
+    pub limits: TaskLimits,
 }
 
 impl Default for GuestSection {
     fn default() -> Self {
         Self {
             max_running: default_max_running(),
+            threads: None,
+            fetch_timeout_ms: default_fetch_timeout_ms(),
+            compile_timeout_ms: default_compile_timeout_ms(),
+            max_module_mb: default_max_module_mb(),
+            limits: TaskLimits::default(),
         }
     }
 }
 
+/// Defaults that fit a small node: 32 runs × (64 MiB guest memory + 16 MiB
+/// host memory + 2 × 1 MiB output) is at most 2.6 GiB.
 fn default_max_running() -> usize {
-    256
+    32
+}
+fn default_fetch_timeout_ms() -> u64 {
+    30_000
+}
+fn default_compile_timeout_ms() -> u64 {
+    60_000
+}
+fn default_max_module_mb() -> u64 {
+    64
 }
 
 /// Why the config file was refused.
@@ -84,6 +129,22 @@ impl NodeFile {
                 "guests.max_running is {}; use 1 to {max}",
                 file.guests.max_running
             ));
+        }
+        for (key, value, max) in file.guests.limits.entries() {
+            if value.is_some_and(|v| v == 0 || v > max) {
+                return Err(format!("guests.limits.{key} must be 1 to {max}"));
+            }
+        }
+        let g = &file.guests;
+        for (key, value) in [
+            ("guests.threads", g.threads.map_or(1, |t| t as u64)),
+            ("guests.fetch_timeout_ms", g.fetch_timeout_ms),
+            ("guests.compile_timeout_ms", g.compile_timeout_ms),
+            ("guests.max_module_mb", g.max_module_mb),
+        ] {
+            if value == 0 {
+                return Err(format!("{key} is 0; give a positive value or leave it out"));
+            }
         }
         Ok(file)
     }

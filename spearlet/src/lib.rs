@@ -17,6 +17,7 @@ pub mod invoke;
 pub mod llm;
 pub mod mcp;
 pub mod node;
+pub mod node_policy;
 pub mod persist;
 pub mod policy;
 pub mod registry;

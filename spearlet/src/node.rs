@@ -16,8 +16,11 @@ use crate::config::NodeFile;
 use crate::connections::Connections;
 use crate::heartbeat::Advert;
 use crate::http::NodeView;
-use crate::invoke::{service::InvocationService, Invoker, ModuleStore};
+use crate::invoke::{
+    service::InvocationService, FetchLimits, Invoker, InvokerDeps, LimitPolicy, ModuleStore,
+};
 use crate::llm::Backends;
+use crate::node_policy::{NodePolicy, PolicyError};
 use crate::persist::{AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::router::Router;
@@ -61,6 +64,8 @@ pub enum NodeError {
     Backend(#[from] crate::llm::BackendError),
     #[error("cannot start the guest runtime: {0}")]
     Runtime(String),
+    #[error("the node config's {0}")]
+    Policy(#[from] PolicyError),
     #[error("cannot create the module store in the state dir: {0}")]
     Modules(std::io::Error),
     #[error(
@@ -109,7 +114,14 @@ impl Node {
         let registry = RegistryHandle::new(initial);
         let status = Arc::new(SyncStatusCell::default());
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let lookup: crate::connections::Lookup = Arc::new(|name: &str| std::env::var(name).ok());
+        let policy = Arc::new(NodePolicy::build(
+            &config.file.policy,
+            &config.state_dir,
+            Backends::key_vars(&config.file.llm),
+        )?);
+        // Server files read only the variables the node policy allows.
+        let env = Arc::clone(&policy);
+        let lookup: crate::connections::Lookup = Arc::new(move |name: &str| env.env.lookup(name));
         let (connections, invalidation) = Connections::new(registry.clone(), lookup);
 
         let mut tasks = Vec::new();
@@ -118,21 +130,36 @@ impl Node {
                 let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
                     std::env::var(name).ok()
                 })?);
-                let runtime = GuestRuntime::new(Some(config.state_dir.join("compiled")))
+                let guests = &config.file.guests;
+                let compiled = Some(config.state_dir.join("compiled"));
+                let threads = guests
+                    .threads
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+                let runtime = GuestRuntime::with_threads(compiled, threads)
                     .map_err(|e| NodeError::Runtime(format!("{e:#}")))?;
-                let modules =
-                    ModuleStore::new(config.state_dir.join("modules"), crate::mcp::http_client())
-                        .map_err(NodeError::Modules)?;
-                let invoker = Arc::new(Invoker::new(
-                    node_id.clone(),
-                    Arc::new(runtime),
-                    Router::new(connections.clone(), registry.clone()),
+                let fetch = FetchLimits {
+                    max_bytes: guests.max_module_mb << 20,
+                    timeout: Duration::from_millis(guests.fetch_timeout_ms),
+                };
+                let modules = ModuleStore::new(
+                    config.state_dir.join("modules"),
+                    policy.modules.clone(),
+                    fetch,
+                )
+                .map_err(NodeError::Modules)?;
+                let invoker = Arc::new(Invoker::new(InvokerDeps {
+                    node_id: node_id.clone(),
+                    runtime: Arc::new(runtime),
+                    router: Router::new(connections.clone(), registry.clone()),
                     backends,
                     modules,
-                    Arc::clone(&status),
-                    config.sms.clone(),
-                    config.file.guests.max_running,
-                ));
+                    policy: Arc::clone(&policy),
+                    limits: LimitPolicy::new(guests.limits.clone()),
+                    sync_status: Arc::clone(&status),
+                    sms: config.sms.clone(),
+                    max_running: guests.max_running,
+                    compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
+                }));
                 let listener = tokio::net::TcpListener::bind(listen)
                     .await
                     .map_err(|source| NodeError::Listen {
@@ -148,6 +175,9 @@ impl Node {
                     None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
                     None => bound.to_string(),
                 };
+                if !bound.ip().is_loopback() && !config.admin_token.is_set() {
+                    warn!(addr = %bound, "the invocation service listens beyond loopback without an admin token: anyone who can reach it can run tasks here; pass --admin-token (or SPEARLET_ADMIN_TOKEN)");
+                }
                 tasks.push(tokio::spawn(crate::invoke::service::serve(
                     listener,
                     InvocationService::new(Arc::clone(&invoker), config.admin_token.clone()),

@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use spearlet::cchat::{LoopError, LoopLimits};
+use spearlet::cchat::{BudgetKind, BudgetLimits, LoopError, LoopLimits, RunBudget};
 use spearlet::llm::{ChatMessage, Role};
 use spearlet::tools::offered_name;
 use support::*;
@@ -222,6 +222,99 @@ async fn provider_429_is_retried_and_500_to_the_end_is_a_clear_error() {
         messages.len(),
         1,
         "a failed send leaves the history as it was"
+    );
+    f.connections.shutdown().await;
+}
+
+/// Run budgets span sends: what one send spent, the next cannot, and a
+/// budget that runs out mid-loop still leaves a valid history.
+#[tokio::test]
+async fn run_budgets_hold_across_sends_with_a_valid_history() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let huge = offered_name("mb", "huge");
+    let budget = |tool_calls, model_requests, host_memory_bytes| {
+        RunBudget::new(BudgetLimits {
+            host_memory_bytes,
+            model_requests,
+            tokens: u64::MAX,
+            tool_calls,
+        })
+    };
+
+    // Tool calls: 2 in the first send, 1 of 2 in the second.
+    let mut run = budget(3, 100, u64::MAX);
+    let (_, addr) = serve(vec![
+        tool_calls(&[("a", &ok, json!({})), ("b", &ok, json!({}))]),
+        answer("first done"),
+        tool_calls(&[("c", &ok, json!({})), ("d", &ok, json!({}))]),
+    ])
+    .await;
+    let model = backend(addr, 0);
+    let (outcome, _) = f
+        .run_within(&model, vec![ChatMessage::user("one")], limits(), &mut run)
+        .await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("first done"));
+    let (outcome, messages) = f
+        .run_within(&model, vec![ChatMessage::user("two")], limits(), &mut run)
+        .await;
+    match &outcome.result {
+        Err(LoopError::Budget(spent)) => assert_eq!(spent.kind, BudgetKind::ToolCalls),
+        other => panic!("{other:?}"),
+    }
+    assert_history_valid(&messages);
+    let refused = messages.last().unwrap().content.clone().unwrap_or_default();
+    assert!(refused.contains("limits.max_tool_calls"), "{refused}");
+    assert_eq!(run.used(BudgetKind::ToolCalls), 3);
+    assert_eq!(run.used(BudgetKind::ModelRequests), 3);
+
+    // Model requests: the second request of a loop is refused before it is sent.
+    let mut run = budget(100, 1, u64::MAX);
+    let (script, addr) = serve(vec![tool_calls(&[("e", &ok, json!({}))]), answer("never")]).await;
+    let (outcome, messages) = f
+        .run_within(
+            &backend(addr, 0),
+            vec![ChatMessage::user("go")],
+            limits(),
+            &mut run,
+        )
+        .await;
+    match &outcome.result {
+        Err(LoopError::Budget(spent)) => assert_eq!(spent.kind, BudgetKind::ModelRequests),
+        other => panic!("{other:?}"),
+    }
+    assert_history_valid(&messages);
+    assert_eq!(
+        script.requests.lock().len(),
+        1,
+        "nothing sent past the budget"
+    );
+
+    // Host memory: a tool result that does not fit is not kept; the call is
+    // still answered and the loop ends.
+    let mut run = budget(100, 100, 4_000);
+    let (_, addr) = serve(vec![
+        tool_calls(&[("f", &huge, json!({"bytes": 100_000}))]),
+        answer("never"),
+    ])
+    .await;
+    let (outcome, messages) = f
+        .run_within(
+            &backend(addr, 0),
+            vec![ChatMessage::user("go")],
+            limits(),
+            &mut run,
+        )
+        .await;
+    match &outcome.result {
+        Err(LoopError::Budget(spent)) => assert_eq!(spent.kind, BudgetKind::HostMemory),
+        other => panic!("{other:?}"),
+    }
+    assert_history_valid(&messages);
+    let kept: usize = messages.iter().map(ChatMessage::footprint).sum();
+    assert!(
+        kept < 4_000 + 1_000,
+        "the history stays near the budget: {kept}"
     );
     f.connections.shutdown().await;
 }

@@ -40,23 +40,96 @@ pub fn repo_file(path: &str) -> PathBuf {
 pub struct Cluster {
     pub sms: SmsProc,
     pub node: SpearletProc,
-    pub _model: Proc,
+    pub _models: Vec<Proc>,
     pub files: PathBuf,
+    /// Where a test puts modules of its own (the node policy allows it).
+    pub modules: PathBuf,
     pub work: tempfile::TempDir,
+}
+
+/// How a test cluster differs from the plain one.
+#[derive(Default)]
+pub struct ClusterOptions<'a> {
+    pub token: Option<&'a str>,
+    pub etcd: Option<&'a EtcdServer>,
+    /// More of the node's TOML, after the generated backends and policy
+    /// (its own `[guests]` table, say).
+    pub node_toml: &'a str,
+    /// More backends, each a replay-llm of this recording: (name, file).
+    pub models: Vec<(&'a str, PathBuf)>,
 }
 
 /// SMS with the filesystem server, one node whose default backend is the
 /// replay model, and a notes file for the agent to read.
 pub fn cluster(notes: &str) -> Cluster {
-    cluster_with(notes, None, None)
+    cluster_opts(notes, ClusterOptions::default())
 }
 
 pub fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
-    cluster_with(notes, token, None)
+    cluster_opts(
+        notes,
+        ClusterOptions {
+            token,
+            ..Default::default()
+        },
+    )
 }
 
 /// [`cluster`] with an admin token and SMS on etcd.
 pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>) -> Cluster {
+    cluster_opts(
+        notes,
+        ClusterOptions {
+            token,
+            etcd,
+            ..Default::default()
+        },
+    )
+}
+
+/// A replay-llm of `recording` serving the files in `files`; its base URL.
+fn replay_model(work: &Path, name: &str, recording: &Path, files: &Path) -> (Proc, String) {
+    let ready = work.join(format!("{name}.ready"));
+    let mut cmd = Command::new(bin("replay-llm"));
+    cmd.arg("--recording")
+        .arg(recording)
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("SPEAR_DEMO_FILES", files);
+    let mut model = Proc::spawn("replay-llm", cmd, work.join(format!("{name}.log")));
+    let url = eventually("replay-llm to listen", Duration::from_secs(20), || {
+        if !model.is_running() {
+            panic!("replay-llm exited:\n{}", model.log());
+        }
+        match std::fs::read_to_string(&ready) {
+            Ok(url) if url.starts_with("http") => Ok(url),
+            Ok(partial) => Err(format!("ready file holds '{partial}'")),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    (model, url)
+}
+
+/// Where the example guests are built: modules tests register come from
+/// there or from the test's own work dir.
+fn guest_dir() -> PathBuf {
+    guest("fs-agent")
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The cluster; see [`ClusterOptions`]. The node's policy lets tasks use
+/// modules from the example guests' build dir, [`Cluster::modules`] and any
+/// loopback HTTP server, read `SPEAR_TEST_GUEST_*` variables and be granted
+/// the files dir (writable).
+pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
+    let ClusterOptions {
+        token,
+        etcd,
+        node_toml,
+        models,
+    } = options;
     let work = tempfile::tempdir().unwrap();
     let files = work.path().join("files").canonicalize_or_create();
     std::fs::write(files.join("notes.txt"), notes).unwrap();
@@ -68,31 +141,31 @@ pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>)
     }}});
     std::fs::write(mcp_dir.join("fs.json"), fs.to_string()).unwrap();
 
-    let ready = work.path().join("model.ready");
-    let mut cmd = Command::new(bin("replay-llm"));
-    cmd.arg("--recording")
-        .arg(repo_file("examples/replay/fs-agent.json"))
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("SPEAR_DEMO_FILES", &files);
-    let mut model = Proc::spawn("replay-llm", cmd, work.path().join("model.log"));
-    let url = eventually("replay-llm to listen", Duration::from_secs(20), || {
-        if !model.is_running() {
-            panic!("replay-llm exited:\n{}", model.log());
-        }
-        match std::fs::read_to_string(&ready) {
-            Ok(url) if url.starts_with("http") => Ok(url),
-            Ok(partial) => Err(format!("ready file holds '{partial}'")),
-            Err(e) => Err(e.to_string()),
-        }
-    });
+    let recording = repo_file("examples/replay/fs-agent.json");
+    let (model, url) = replay_model(work.path(), "model", &recording, &files);
+    let mut procs = vec![model];
+    let mut backends = String::new();
+    for (name, recording) in models {
+        let (model, url) = replay_model(work.path(), name, &recording, &files);
+        procs.push(model);
+        backends.push_str(&format!(
+            "[llm.backends.{name}]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\n\n"
+        ));
+    }
+    let modules = work.path().join("modules").canonicalize_or_create();
     let config = work.path().join("node.toml");
     std::fs::write(
         &config,
         format!(
             "[llm]\ndefault = \"replay\"\n\n\
              [llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n\n\
-             [llm.backends.replay-stream]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\nstream = true\n"
+             [llm.backends.replay-stream]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\nstream = true\n\n\
+             {backends}\
+             [policy]\nenv = [\"SPEAR_TEST_GUEST_*\"]\nmodules = [\"file://{guests}/\", \"file://{modules}/\", \"http://127.0.0.1:*/\"]\n\n\
+             [[policy.dirs]]\npath = \"{files}\"\nwritable = true\n\n{node_toml}",
+            guests = guest_dir().display(),
+            modules = modules.display(),
+            files = files.display(),
         ),
     )
     .unwrap();
@@ -104,6 +177,7 @@ pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>)
         ..Default::default()
     });
     std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
+    std::env::set_var("SPEAR_TEST_GUEST_TOKEN", "guest-token-granted");
     let mut args = vec!["--config".to_string(), config.display().to_string()];
     if let Some(token) = token {
         args.extend(["--admin-token".to_string(), token.to_string()]);
@@ -126,8 +200,9 @@ pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>)
     Cluster {
         sms,
         node,
-        _model: model,
+        _models: procs,
         files,
+        modules,
         work,
     }
 }

@@ -231,7 +231,7 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             "exit_code": response.exit_code, "error": response.error,
             "stdout": String::from_utf8_lossy(&response.stdout),
             "stderr": String::from_utf8_lossy(&response.stderr),
-            "trace": trace, "duration_ms": response.duration_ms,
+            "trace": trace, "duration_ms": response.duration_ms, "cpu_ms": response.cpu_ms,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

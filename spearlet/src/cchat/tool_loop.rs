@@ -8,9 +8,13 @@
 //!
 //! Whatever ends the loop, the history stays valid for the provider: every
 //! tool call of an assistant message is answered.
+//!
+//! Every model request, token, tool call and byte of history is counted in
+//! the run's [`RunBudget`], which spans all sessions and sends of a run.
 
 use std::time::{Duration, Instant};
 
+use super::budget::{BudgetError, RunBudget};
 use crate::llm::{ChatMessage, LlmBackend, LlmError, ToolSpec, Usage};
 use crate::policy::{SessionPolicy, TaskPolicy};
 use crate::router::Router;
@@ -46,6 +50,8 @@ pub enum LoopError {
     #[error("the session deadline passed before the model finished")]
     Deadline,
     #[error(transparent)]
+    Budget(#[from] BudgetError),
+    #[error(transparent)]
     Llm(#[from] LlmError),
 }
 
@@ -59,7 +65,8 @@ pub struct LoopOutcome {
     pub iterations: u32,
 }
 
-/// Runs the loop, appending every assistant and tool message to `messages`.
+/// Runs the loop, appending every assistant and tool message to `messages`
+/// (each charged to `budget`'s host memory before it is kept).
 pub async fn run_tool_loop(
     backend: &dyn LlmBackend,
     router: &Router,
@@ -67,6 +74,7 @@ pub async fn run_tool_loop(
     session: &SessionPolicy,
     messages: &mut Vec<ChatMessage>,
     limits: LoopLimits,
+    budget: &mut RunBudget,
 ) -> LoopOutcome {
     let set = router.tool_set(task, session).await;
     let tools: Vec<ToolSpec> = set
@@ -94,6 +102,10 @@ pub async fn run_tool_loop(
             outcome.result = Err(LoopError::Deadline);
             return outcome;
         };
+        if let Err(spent) = budget.take_request() {
+            outcome.result = Err(spent.into());
+            return outcome;
+        }
         outcome.iterations += 1;
         let reply = match tokio::time::timeout(left, backend.complete(messages, &tools)).await {
             Err(_) => {
@@ -107,15 +119,28 @@ pub async fn run_tool_loop(
             Ok(Ok(reply)) => reply,
         };
         outcome.usage += reply.usage;
+        budget.add_tokens(reply.usage.prompt_tokens + reply.usage.completion_tokens);
+        // Not kept when it does not fit: the history stays valid without it.
+        if let Err(full) = budget.charge_memory(reply.message.footprint()) {
+            outcome.result = Err(full.into());
+            return outcome;
+        }
         let calls = reply.message.tool_calls.clone();
         messages.push(reply.message.clone());
         if calls.is_empty() {
             outcome.result = Ok(reply.message.content.unwrap_or_default());
             return outcome;
         }
-        // Run what the budget allows, concurrently; answer the rest too.
-        let budget = limits.max_total_tool_calls.saturating_sub(calls_made) as usize;
-        let (run, refused) = calls.split_at(calls.len().min(budget));
+        // Run what both budgets allow, concurrently; answer the rest too.
+        let per_send = limits.max_total_tool_calls.saturating_sub(calls_made) as usize;
+        let allowed = budget.take_tool_calls(calls.len().min(per_send));
+        let (run, refused) = calls.split_at(allowed);
+        let refusal = if allowed < calls.len().min(per_send) {
+            LoopError::Budget(budget.tool_calls_spent())
+        } else {
+            LoopError::MaxToolCalls(limits.max_total_tool_calls)
+        };
+        let mut out_of_memory = None;
         let deadline = limits.deadline;
         let set = &set;
         let results = futures::future::join_all(run.iter().map(|call| async move {
@@ -130,7 +155,7 @@ pub async fn run_tool_loop(
         }))
         .await;
         for (call, duration, executed) in results {
-            let (text, is_error, ran) = match executed {
+            let (mut text, mut is_error, ran) = match executed {
                 Ok(o) => (o.text, o.is_error, o.executed),
                 Err(_) => (
                     "the tool call was cut short by the session deadline".to_string(),
@@ -138,6 +163,14 @@ pub async fn run_tool_loop(
                     None,
                 ),
             };
+            let message = ChatMessage::tool(&call.id, String::new());
+            if let Err(full) = budget.charge_memory(message.footprint() + text.len()) {
+                // The call is still answered (a short note, charged past
+                // the budget: its size is bounded), and the loop ends.
+                text = format!("result not kept: {full}");
+                is_error = true;
+                out_of_memory = Some(full);
+            }
             outcome.trace.push(CallTrace {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -149,10 +182,7 @@ pub async fn run_tool_loop(
             messages.push(ChatMessage::tool(&call.id, text));
         }
         for call in refused {
-            let text = format!(
-                "not executed: this send reached max_total_tool_calls ({})",
-                limits.max_total_tool_calls
-            );
+            let text = format!("not executed: {refusal}");
             outcome.trace.push(CallTrace {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -164,8 +194,12 @@ pub async fn run_tool_loop(
             messages.push(ChatMessage::tool(&call.id, text));
         }
         calls_made += run.len() as u32;
+        if let Some(full) = out_of_memory {
+            outcome.result = Err(full.into());
+            return outcome;
+        }
         if !refused.is_empty() {
-            outcome.result = Err(LoopError::MaxToolCalls(limits.max_total_tool_calls));
+            outcome.result = Err(refusal);
             return outcome;
         }
     }

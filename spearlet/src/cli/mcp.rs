@@ -162,7 +162,7 @@ impl Target {
 /// the command behaves exactly as the node does (limits, quarantine, rendering).
 fn connections_for(spec: ServerSpec) -> (Connections, tokio::task::JoinHandle<()>) {
     let view = RegistryView::from_specs([spec]);
-    let lookup: Lookup = Arc::new(|name: &str| std::env::var(name).ok());
+    let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     Connections::new(RegistryHandle::new(view), lookup)
 }
 

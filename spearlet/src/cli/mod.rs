@@ -254,7 +254,7 @@ async fn explain(
     let view = StateDir::at(state_dir).load_registry();
     let registry = crate::registry::RegistryHandle::new(view.clone());
     let lookup: crate::connections::Lookup =
-        std::sync::Arc::new(|name: &str| std::env::var(name).ok());
+        std::sync::Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
     let explanation =
         crate::explain::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;

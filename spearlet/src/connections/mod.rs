@@ -23,8 +23,10 @@ use crate::mcp::{McpError, RenderedResult};
 use crate::registry::RegistryHandle;
 use slot::Slot;
 
-/// Reads a variable of the node's environment (for `${NAME}` references).
-pub type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Reads a variable of the node's environment for `${NAME}` references in
+/// server files, as the node policy allows.
+pub type Lookup =
+    Arc<dyn Fn(&str) -> Result<Option<String>, crate::node_policy::Refused> + Send + Sync>;
 
 /// The node's MCP connections.
 #[derive(Clone)]
@@ -35,6 +37,9 @@ pub struct Connections {
 struct Inner {
     registry: RegistryHandle,
     lookup: Lookup,
+    /// The runtime connections are made on: the node's own, even when the
+    /// first use comes from a guest thread (see `wasm::threads`).
+    runtime: tokio::runtime::Handle,
     slots: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
@@ -46,6 +51,7 @@ impl Connections {
             inner: Arc::new(Inner {
                 registry,
                 lookup,
+                runtime: tokio::runtime::Handle::current(),
                 slots: Mutex::default(),
             }),
         };
@@ -87,9 +93,13 @@ impl Connections {
             .clone()
             .ok_or_else(|| McpError::UnknownServer(server_id.to_string()))?;
         let mut slots = self.inner.slots.lock();
-        let slot = slots
-            .entry(server_id.to_string())
-            .or_insert_with(|| Arc::new(Slot::new(spec, Arc::clone(&self.inner.lookup))));
+        let slot = slots.entry(server_id.to_string()).or_insert_with(|| {
+            Arc::new(Slot::new(
+                spec,
+                Arc::clone(&self.inner.lookup),
+                self.inner.runtime.clone(),
+            ))
+        });
         Ok(Arc::clone(slot))
     }
 

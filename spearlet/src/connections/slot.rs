@@ -83,6 +83,7 @@ struct Retry {
 pub(super) struct Slot {
     spec: ServerSpec,
     lookup: Lookup,
+    runtime: tokio::runtime::Handle,
     timeouts: Timeouts,
     max_output_bytes: usize,
     permits: Semaphore,
@@ -92,7 +93,7 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    pub fn new(spec: ServerSpec, lookup: Lookup) -> Self {
+    pub fn new(spec: ServerSpec, lookup: Lookup, runtime: tokio::runtime::Handle) -> Self {
         let limits = spec.limits.unwrap_or_default();
         let max_concurrency = if limits.max_concurrency == 0 {
             DEFAULT_MAX_CONCURRENCY
@@ -126,6 +127,7 @@ impl Slot {
             }),
             spec,
             lookup,
+            runtime,
         }
     }
 
@@ -147,7 +149,7 @@ impl Slot {
             let dead = live.take();
             self.failed("the server exited or closed its connection".into());
             if let Some(dead) = dead {
-                tokio::spawn(close_client(dead.client));
+                self.runtime.spawn(close_client(dead.client));
             }
         }
         if let Some(not_before) = self.retry.lock().not_before {
@@ -162,7 +164,17 @@ impl Slot {
         }
         self.status.lock().state = ServerState::Starting;
         let lookup = Arc::clone(&self.lookup);
-        match McpClient::connect(&self.spec, &move |name| lookup(name)).await {
+        let spec = self.spec.clone();
+        // On the node's runtime: the connection's tasks live there.
+        let connect = self
+            .runtime
+            .spawn(async move { McpClient::connect(&spec, &move |name| lookup(name)).await });
+        let connected = connect.await.unwrap_or_else(|e| {
+            Err(McpError::Initialize(format!(
+                "the connecting task failed: {e}"
+            )))
+        });
+        match connected {
             Ok(client) => {
                 let client = Arc::new(client);
                 let mut retry = self.retry.lock();

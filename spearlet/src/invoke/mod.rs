@@ -1,8 +1,15 @@
 //! Running tasks on this node (DESIGN §3.7): take the task (sent along by
-//! SMS, or asked of SMS), fetch and check its module, run it with the task's
-//! policy, backend and limits, and return its output, exit status and
-//! tool-call trace. [`service`] is the gRPC face of it.
+//! SMS, or asked of SMS), check what it asks for against the node policy
+//! (DESIGN §3.8) and limits, take a run slot, fetch and check its module,
+//! run it with the task's policy, backend and limits, and return its
+//! output, exit status and tool-call trace. [`service`] is the gRPC face.
+//!
+//! Admission comes first: a task that cannot run here never takes a slot,
+//! and fetching and compiling happen inside the slot, so a flood of
+//! invocations of hostile modules waits in the same bounded queue as runs.
 
+mod grants;
+mod limits;
 mod modules;
 pub mod service;
 mod stats;
@@ -11,21 +18,23 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_proto::task::{check_task_spec, TaskConfig};
+use spear_proto::task::check_task_spec;
 use spear_proto::v1::tasks_client::TasksClient;
 use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
 use tokio::sync::Semaphore;
 use tonic::transport::Endpoint;
 use tracing::{info, info_span, Instrument};
 
-pub use modules::{ModuleError, ModuleStore, MAX_MODULE_BYTES};
+pub use limits::LimitPolicy;
+pub use modules::{FetchLimits, ModuleError, ModuleStore};
 pub use stats::RunStats;
 
 use crate::llm::{BackendError, Backends};
+use crate::node_policy::{ModuleSource, NodePolicy};
 use crate::policy::TaskPolicy;
 use crate::router::Router;
 use crate::sync::SyncStatusCell;
-use crate::wasm::{GuestLimits, GuestRuntime, LoadError, RunContext};
+use crate::wasm::{GuestRuntime, LoadError, RunContext};
 
 /// How long an invocation waits for a free run slot before the node says
 /// it is busy (SMS then tries another node).
@@ -51,54 +60,57 @@ pub enum InvokeError {
     Backend(#[from] BackendError),
     #[error("task config: wasi.{0}")]
     Reference(#[from] crate::mcp::ResolveError),
+    /// The task asks for something this node's policy or caps refuse.
+    #[error("task {task_id}: {why}")]
+    Refused { task_id: String, why: String },
+    #[error("compiling the module took longer than {0:?} (guests.compile_timeout_ms)")]
+    CompileTimeout(Duration),
     #[error("this node already runs {0} guests and none finished within {QUEUE_WAIT:?}; try another node")]
     Busy(usize),
 }
 
 /// Everything the invoker needs from the node.
-pub struct Invoker {
+pub struct InvokerDeps {
     pub node_id: String,
-    runtime: Arc<GuestRuntime>,
-    router: Router,
-    backends: Arc<Backends>,
-    modules: ModuleStore,
-    sync_status: Arc<SyncStatusCell>,
-    sms: Vec<String>,
+    pub runtime: Arc<GuestRuntime>,
+    pub router: Router,
+    pub backends: Arc<Backends>,
+    pub modules: ModuleStore,
+    pub policy: Arc<NodePolicy>,
+    pub limits: LimitPolicy,
+    pub sync_status: Arc<SyncStatusCell>,
+    pub sms: Vec<String>,
+    pub max_running: usize,
+    pub compile_timeout: Duration,
+}
+
+/// Runs tasks; see the module docs.
+pub struct Invoker {
+    deps: InvokerDeps,
     slots: Arc<Semaphore>,
-    max_running: usize,
+    /// Compiles at once, held by the compiling thread itself so a compile
+    /// that outlived its timeout still counts until it ends.
+    compiles: Arc<Semaphore>,
     stats: Arc<RunStats>,
-    defaults: GuestLimits,
     /// One lock per module being loaded, so concurrent first invocations
     /// fetch and compile it once.
     loading: parking_lot::Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Invoker {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        node_id: String,
-        runtime: Arc<GuestRuntime>,
-        router: Router,
-        backends: Arc<Backends>,
-        modules: ModuleStore,
-        sync_status: Arc<SyncStatusCell>,
-        sms: Vec<String>,
-        max_running: usize,
-    ) -> Self {
+    pub fn new(deps: InvokerDeps) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
-            node_id,
-            runtime,
-            router,
-            backends,
-            modules,
-            sync_status,
-            sms,
-            slots: Arc::new(Semaphore::new(max_running)),
-            max_running,
+            slots: Arc::new(Semaphore::new(deps.max_running)),
+            compiles: Arc::new(Semaphore::new(cores)),
             stats: Arc::default(),
-            defaults: GuestLimits::default(),
             loading: parking_lot::Mutex::default(),
+            deps,
         }
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.deps.node_id
     }
 
     /// Guest run counters, for heartbeats, status and metrics.
@@ -108,7 +120,7 @@ impl Invoker {
 
     /// Runs the task once; see the module docs.
     pub async fn invoke(&self, request: InvokeRequest) -> Result<InvokeResponse, InvokeError> {
-        let span = info_span!("invoke", node_id = %self.node_id, task_id = %request.task_id);
+        let span = info_span!("invoke", node_id = %self.deps.node_id, task_id = %request.task_id);
         self.invoke_inner(request).instrument(span).await
     }
 
@@ -124,38 +136,36 @@ impl Invoker {
             None => self.fetch_task(&request.task_id).await?,
         };
         let config = check_task_spec(&task).map_err(InvokeError::InvalidTask)?;
+        let refused = |why: String| InvokeError::Refused {
+            task_id: task.id.clone(),
+            why,
+        };
+        // Everything the task asks of the node is checked before it queues.
+        let policy = &self.deps.policy;
+        let source = policy.modules.check(&task.module_uri).map_err(refused)?;
+        let limits = self.deps.limits.for_task(&config.limits).map_err(refused)?;
+        let wasi = grants::resolve(&task.id, &config.wasi, policy)?;
         let backend = self
+            .deps
             .backends
             .get(config.llm.backend.as_deref(), config.llm.model.as_deref())?;
-        // References are resolved before queueing: a task that cannot run
-        // here never takes a run slot.
-        let mut wasi = config.wasi.clone();
-        let mut resolver = crate::mcp::Resolver::default();
-        for (key, value) in wasi.env.iter_mut() {
-            *value = resolver.resolve(&format!("env.{key}"), value, &|name| {
-                std::env::var(name).ok()
-            })?;
-        }
-        let pre = self.load(&task).await?;
 
         let _slot = tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.slots).acquire_owned())
             .await
-            .map_err(|_| InvokeError::Busy(self.max_running))?
-            .map_err(|_| InvokeError::Busy(self.max_running))?;
+            .map_err(|_| InvokeError::Busy(self.deps.max_running))?
+            .map_err(|_| InvokeError::Busy(self.deps.max_running))?;
         let _running = self.stats.start();
+        let pre = self.load(&task, &source).await?;
 
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
-            router: self.router.clone(),
+            router: self.deps.router.clone(),
             backend,
             stdin: request.input.to_vec(),
             name: task.id.clone(),
             wasi,
         };
-        let outcome = self
-            .runtime
-            .run(&pre, context, limits(&self.defaults, &config))
-            .await;
+        let outcome = self.deps.runtime.run(&pre, context, limits).await;
         self.stats.record(&outcome);
         info!(
             exit_code = ?outcome.exit_code,
@@ -166,7 +176,7 @@ impl Invoker {
             "task run ended"
         );
         Ok(InvokeResponse {
-            node_id: self.node_id.clone(),
+            node_id: self.deps.node_id.clone(),
             task_id: task.id,
             ok: outcome.exit_code == Some(0),
             exit_code: outcome.exit_code,
@@ -190,6 +200,7 @@ impl Invoker {
                 })
                 .collect(),
             duration_ms: outcome.duration.as_millis() as u64,
+            cpu_ms: outcome.cpu.as_millis() as u64,
         })
     }
 
@@ -198,20 +209,21 @@ impl Invoker {
     async fn load(
         &self,
         task: &TaskSpec,
+        source: &ModuleSource,
     ) -> Result<wasmtime::InstancePre<crate::wasm::host::GuestState>, InvokeError> {
         let digest = modules::digest_bytes(&task.module_sha256).ok_or_else(|| {
             InvokeError::InvalidTask(format!("task {}: module_sha256 is not hex", task.id))
         })?;
-        if let Some(pre) = self.runtime.cached(&digest) {
+        if let Some(pre) = self.deps.runtime.cached(&digest) {
             return Ok(pre);
         }
         let lock = Arc::clone(self.loading.lock().entry(digest).or_default());
         let _loading = lock.lock().await;
         // Whoever held the lock before may have loaded it.
-        if let Some(pre) = self.runtime.cached(&digest) {
+        if let Some(pre) = self.deps.runtime.cached(&digest) {
             return Ok(pre);
         }
-        let result = self.fetch_and_compile(task).await;
+        let result = self.fetch_and_compile(task, source).await;
         self.loading.lock().remove(&digest);
         result
     }
@@ -219,24 +231,37 @@ impl Invoker {
     async fn fetch_and_compile(
         &self,
         task: &TaskSpec,
+        source: &ModuleSource,
     ) -> Result<wasmtime::InstancePre<crate::wasm::host::GuestState>, InvokeError> {
         let bytes = self
+            .deps
             .modules
-            .get(&task.module_uri, &task.module_sha256)
+            .get(&task.module_uri, source, &task.module_sha256)
             .await?;
-        let runtime = Arc::clone(&self.runtime);
-        let pre = tokio::task::spawn_blocking(move || runtime.load(&bytes))
+        let runtime = Arc::clone(&self.deps.runtime);
+        let compiles = Arc::clone(&self.compiles);
+        let compile = async move {
+            let permit = compiles.acquire_owned().await;
+            tokio::task::spawn_blocking(move || {
+                let _permit = permit;
+                runtime.load(&bytes)
+            })
             .await
+        };
+        let timeout = self.deps.compile_timeout;
+        let pre = tokio::time::timeout(timeout, compile)
+            .await
+            .map_err(|_| InvokeError::CompileTimeout(timeout))?
             .map_err(|e| LoadError::Compile(format!("the compiler task failed: {e}")))??;
         Ok(pre)
     }
 
     /// Asks SMS (the one the node syncs from, else each configured one).
     async fn fetch_task(&self, task_id: &str) -> Result<TaskSpec, InvokeError> {
-        let current = self.sync_status.status.lock().sms.clone();
+        let current = self.deps.sync_status.status.lock().sms.clone();
         let addrs: Vec<String> = current
             .into_iter()
-            .chain(self.sms.iter().cloned())
+            .chain(self.deps.sms.iter().cloned())
             .collect();
         let mut why = String::from("no SMS address");
         for addr in addrs {
@@ -272,24 +297,5 @@ impl Invoker {
             task_id: task_id.to_string(),
             why,
         })
-    }
-}
-
-/// The node's defaults with the task's limits over them.
-fn limits(defaults: &GuestLimits, config: &TaskConfig) -> GuestLimits {
-    let l = &config.limits;
-    GuestLimits {
-        memory_bytes: l
-            .memory_mb
-            .map_or(defaults.memory_bytes, |mb| (mb as usize) << 20),
-        table_elements: defaults.table_elements,
-        cpu: l.cpu_ms.map_or(defaults.cpu, Duration::from_millis),
-        wall: l.wall_ms.map_or(defaults.wall, Duration::from_millis),
-        output_bytes: l.output_bytes.map_or(defaults.output_bytes, |b| b as usize),
-        max_sessions: l.max_sessions.map_or(defaults.max_sessions, |n| n as usize),
-        max_iterations: l.max_iterations.unwrap_or(defaults.max_iterations),
-        max_total_tool_calls: l
-            .max_total_tool_calls
-            .unwrap_or(defaults.max_total_tool_calls),
     }
 }

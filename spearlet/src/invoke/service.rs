@@ -38,7 +38,9 @@ fn to_status(error: InvokeError) -> Status {
         InvokeError::Module(_)
         | InvokeError::Load(_)
         | InvokeError::Backend(_)
-        | InvokeError::Reference(_) => Status::failed_precondition(message),
+        | InvokeError::Reference(_)
+        | InvokeError::Refused { .. }
+        | InvokeError::CompileTimeout(_) => Status::failed_precondition(message),
     }
 }
 

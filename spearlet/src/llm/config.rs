@@ -54,6 +54,10 @@ pub struct BackendSection {
     pub kind: BackendKind,
     pub base_url: String,
     pub model: String,
+    /// Other models tasks may pick with `llm.model` (the node policy for
+    /// models: none beyond `model` unless listed).
+    #[serde(default)]
+    pub models: Vec<String>,
     /// The environment variable holding the API key; none for local servers.
     pub api_key_env: Option<String>,
     #[serde(default)]
@@ -95,6 +99,12 @@ pub enum BackendError {
     Unknown(String, String),
     #[error("the task names no LLM backend and this node has no llm.default; set one in the node's config")]
     NoDefault,
+    #[error("the task asks for model '{model}' on backend '{backend}', which this node does not offer (llm.backends.{backend}.models lists the models tasks may pick besides '{default}')")]
+    ModelNotOffered {
+        backend: String,
+        model: String,
+        default: String,
+    },
 }
 
 /// The node's backends, built on demand per (backend, model) and shared.
@@ -161,6 +171,16 @@ impl Backends {
         })
     }
 
+    /// The variables holding the backends' keys: never readable by a
+    /// task's or a server file's references.
+    pub fn key_vars(section: &LlmSection) -> Vec<String> {
+        section
+            .backends
+            .values()
+            .filter_map(|b| b.api_key_env.clone())
+            .collect()
+    }
+
     /// Backend names, for status output.
     pub fn names(&self) -> Vec<String> {
         self.configured.keys().cloned().collect()
@@ -184,10 +204,19 @@ impl Backends {
             .configured
             .get(name)
             .ok_or_else(|| BackendError::Unknown(name.to_string(), self.names().join(", ")))?;
-        let model = model
-            .filter(|m| !m.is_empty())
-            .unwrap_or(&resolved.section.model)
-            .to_string();
+        let offered = &resolved.section;
+        let model = match model.filter(|m| !m.is_empty()) {
+            Some(m) if m == offered.model || offered.models.iter().any(|o| o == m) => m,
+            Some(m) => {
+                return Err(BackendError::ModelNotOffered {
+                    backend: name.to_string(),
+                    model: m.to_string(),
+                    default: offered.model.clone(),
+                })
+            }
+            None => offered.model.as_str(),
+        }
+        .to_string();
         let key = (name.to_string(), model.clone());
         let mut built = self.built.lock();
         if let Some(backend) = built.get(&key) {
@@ -258,7 +287,19 @@ mod tests {
             backends.get(None, None).is_ok(),
             "a single backend is the default"
         );
-        assert!(backends.get(Some("openai"), Some("other-model")).is_ok());
+        // Only the models the node offers (DESIGN §3.8).
+        let refused = backends
+            .get(Some("openai"), Some("other-model"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(refused.contains("llm.backends.openai.models"), "{refused}");
+        assert!(backends.get(Some("openai"), Some("m")).is_ok());
+        let offered = section(&format!("{text}\nmodels = [\"other-model\"]"));
+        let backends_with = Backends::new(offered, |_| Some("k".into())).unwrap();
+        assert!(backends_with
+            .get(Some("openai"), Some("other-model"))
+            .is_ok());
         let error = backends
             .get(Some("claude"), None)
             .err()

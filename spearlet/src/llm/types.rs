@@ -68,6 +68,20 @@ impl ChatMessage {
             tool_call_id: Some(call_id.to_string()),
         }
     }
+
+    /// Bytes the host keeps for this message, as charged to a run's
+    /// host-memory budget: its text plus a fixed cost per part.
+    pub fn footprint(&self) -> usize {
+        const PART: usize = 64;
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .map(|c| PART + c.id.len() + c.name.len() + c.arguments.len())
+            .sum();
+        PART + self.content.as_ref().map_or(0, String::len)
+            + self.tool_call_id.as_ref().map_or(0, String::len)
+            + calls
+    }
 }
 
 /// A tool as injected into a request.

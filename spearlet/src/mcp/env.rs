@@ -6,9 +6,21 @@
 //! redacted, and an unresolved reference is an error naming the variable and
 //! the field, never a value.
 
+pub use crate::node_policy::Refused;
+
+/// Reads a variable of the node's environment for a reference, or says
+/// which policy setting refuses it.
+pub type LookupFn<'a> = dyn Fn(&str) -> Result<Option<String>, Refused> + Sync + 'a;
+
 /// Why a server's references could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
+    #[error("{field} refers to ${{{name}}}, which this node does not let it read: {why}")]
+    Refused {
+        field: String,
+        name: String,
+        why: String,
+    },
     #[error("{field} refers to ${{{name}}}, which is not set on this node; set it in the spearlet's environment or give a default with ${{{name}:-...}}")]
     Unset { field: String, name: String },
     #[error("{field} has a malformed reference; fix the server file")]
@@ -28,7 +40,7 @@ impl Resolver {
         &mut self,
         field: &str,
         text: &str,
-        lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+        lookup: &LookupFn<'_>,
     ) -> Result<String, ResolveError> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -48,7 +60,13 @@ impl Resolver {
                     None => (inner, None),
                 };
                 // `${NAME:-default}` also covers a set-but-empty NAME, as in a shell.
-                let found = lookup(name).filter(|v| !v.is_empty() || default.is_none());
+                let found = lookup(name)
+                    .map_err(|refused| ResolveError::Refused {
+                        field: field.to_string(),
+                        name: name.to_string(),
+                        why: refused.0,
+                    })?
+                    .filter(|v| !v.is_empty() || default.is_none());
                 let value = match (found, default) {
                     (Some(value), _) => {
                         if !value.is_empty() {
@@ -89,12 +107,13 @@ impl Resolver {
 mod tests {
     use super::*;
 
-    fn env(name: &str) -> Option<String> {
-        match name {
+    fn env(name: &str) -> Result<Option<String>, Refused> {
+        Ok(match name {
             "TOKEN" => Some("s3cr3t-value".into()),
             "EMPTY" => Some(String::new()),
+            "OPENAI_API_KEY" => return Err(Refused("it is the node's own".into())),
             _ => None,
-        }
+        })
     }
 
     #[test]
@@ -132,5 +151,14 @@ mod tests {
             r.resolve("args[0]", "${BROKEN", &env),
             Err(ResolveError::Malformed { .. })
         ));
+        // A refused variable is refused even with a default, saying why.
+        let err = r
+            .resolve("headers.Authorization", "${OPENAI_API_KEY:-x}", &env)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("does not let it read: it is the node's own"),
+            "{err}"
+        );
     }
 }

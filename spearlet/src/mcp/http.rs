@@ -40,7 +40,7 @@ pub struct HttpTarget {
 /// Resolves `url` and `headers` on this node. Errors name the header, never its value.
 pub fn resolve_target(
     spec: &ServerSpec,
-    lookup: &(dyn Fn(&str) -> Option<String> + Sync),
+    lookup: &crate::mcp::LookupFn<'_>,
 ) -> Result<HttpTarget, McpError> {
     let mut resolver = Resolver::default();
     let url = resolver.resolve("url", &spec.url, lookup)?;

@@ -11,7 +11,7 @@ mod sse;
 mod stdio;
 
 pub use client::{stdio_command, McpClient, McpError, Timeouts};
-pub use env::{ResolveError, Resolver};
+pub use env::{LookupFn, ResolveError, Resolver};
 pub use http::http_client;
 pub use render::{render_result, truncate_utf8, RenderedResult};
 pub use schema::check_input_schema;

@@ -39,11 +39,20 @@ pub struct StateDir {
 
 impl StateDir {
     /// Opens (creating if needed) the state dir.
+    /// Opens (or creates) the state dir, private to the node (0700): it
+    /// holds the compiled-module cache and its key.
     pub fn open(root: &Path) -> Result<Self, PersistError> {
-        std::fs::create_dir_all(root).map_err(|source| PersistError::CreateDir {
-            path: root.to_path_buf(),
-            source,
-        })?;
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let private = std::fs::Permissions::from_mode(0o700);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .and_then(|()| std::fs::set_permissions(root, private))
+            .map_err(|source| PersistError::CreateDir {
+                path: root.to_path_buf(),
+                source,
+            })?;
         Ok(Self {
             root: root.to_path_buf(),
         })

@@ -1,42 +1,54 @@
-//! The cchat host API, module `spear` (docs/guest-api.md). Every pointer and
-//! length from the guest is bounds-checked before use, sizes are capped
-//! before the host allocates, and failures are negative errno values.
+//! The cchat host API, module `spear` (docs/guest-api.md). Guest memory is
+//! reached only through [`super::guest_memory`]; failures are negative errno
+//! values; everything the host keeps for the guest is charged to the run's
+//! [`RunBudget`] before it is kept.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use wasmtime::{AsContextMut, Caller, Extern, Linker, StoreLimits};
+use wasmtime::{Caller, Linker, StoreLimits};
 use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::cpu::CpuClock;
+use super::guest_memory::{read, read_str, write_out};
 use super::runtime::GuestLimits;
-use crate::cchat::{run_tool_loop, CallTrace, LoopError, LoopLimits};
+use super::stop::StopReason;
+use crate::cchat::{
+    run_tool_loop, BudgetError, BudgetKind, CallTrace, LoopError, LoopLimits, RunBudget, Strike,
+};
 use crate::llm::{ChatMessage, LlmBackend};
 use crate::policy::{get_param, set_param, ParamError, SessionPolicy, TaskPolicy};
 use crate::router::Router;
 
 // One errno table for both sides of the ABI: the guest SDK's.
-use spear_guest::errno::{EACCES, EBADF, EFAULT, EINVAL, EIO, EMFILE, ENOENT, ENOSPC, ETIMEDOUT};
+use spear_guest::errno::{
+    EACCES, EBADF, EDQUOT, EINVAL, EIO, EMFILE, ENOENT, ENOMEM, ENOSPC, ETIMEDOUT,
+};
 
-/// Largest key, value or message the host accepts from a guest.
-const MAX_INPUT: u32 = 1024 * 1024;
 /// Messages kept per session at most.
 const MAX_MESSAGES: usize = 1024;
+/// Host bytes charged for a session itself.
+const SESSION_COST: usize = 512;
+/// Host bytes charged per entry of the run's tool-call trace.
+const TRACE_COST: usize = 256;
 
 /// Everything a guest's store holds.
 pub struct GuestState {
     pub wasi: WasiP1Ctx,
     pub limits: StoreLimits,
     pub cchat: CchatHost,
-    /// The CPU budget, restored after every host call.
-    pub cpu_ticks: u64,
+    /// Guest CPU used so far, shared with the epoch callback.
+    pub cpu: Arc<CpuClock>,
 }
 
 struct Session {
     policy: SessionPolicy,
     messages: Vec<ChatMessage>,
     reply: Option<Vec<u8>>,
+    /// Host bytes charged for this session (messages and reply included).
+    charged: usize,
 }
 
 /// The guest's chat sessions and what they may use.
@@ -48,6 +60,7 @@ pub struct CchatHost {
     next_handle: i32,
     deadline: Instant,
     limits: GuestLimits,
+    budget: RunBudget,
     /// Every tool call of the run, for the operator and the guest.
     pub trace: Vec<CallTrace>,
     /// Loop iterations (model requests) of every send, for metrics.
@@ -61,6 +74,7 @@ impl CchatHost {
         backend: Arc<dyn LlmBackend>,
         deadline: Instant,
         limits: GuestLimits,
+        budget: RunBudget,
     ) -> Self {
         Self {
             task,
@@ -70,75 +84,70 @@ impl CchatHost {
             next_handle: 1,
             deadline,
             limits,
+            budget,
             trace: Vec::new(),
             iterations: 0,
         }
     }
-}
 
-/// A host call's result: a value (zero or a handle) or an errno.
-type HostResult = Result<i32, i32>;
+    /// The run's budget counters, for its report.
+    pub fn budget(&self) -> &RunBudget {
+        &self.budget
+    }
 
-/// The ABI's return value: the value, or the negated errno.
-fn code(result: HostResult) -> i32 {
-    result.unwrap_or_else(|errno| -errno)
-}
+    /// A refused budget: an errno the first time, the run stopped after.
+    fn refuse(&mut self, error: BudgetError) -> Result<i32, StopReason> {
+        let errno = match error.kind {
+            BudgetKind::HostMemory => ENOMEM,
+            _ => EDQUOT,
+        };
+        match self.budget.strike(error) {
+            Strike::Told(_) => Ok(errno),
+            Strike::Stop(error) => Err(StopReason::Budget(error)),
+        }
+    }
 
-/// The guest's exported memory.
-fn memory(caller: &mut Caller<'_, GuestState>) -> Result<wasmtime::Memory, i32> {
-    match caller.get_export("memory") {
-        Some(Extern::Memory(memory)) => Ok(memory),
-        _ => Err(EFAULT),
+    /// Charges `bytes` to the run for session `handle`.
+    fn charge(&mut self, handle: i32, bytes: usize) -> Result<(), BudgetError> {
+        self.budget.charge_memory(bytes)?;
+        if let Some(session) = self.sessions.get_mut(&handle) {
+            session.charged += bytes;
+        }
+        Ok(())
     }
 }
 
-/// Copies `len` bytes at `ptr` out of guest memory, refusing sizes over the cap.
-fn read(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<Vec<u8>, i32> {
-    if len > MAX_INPUT {
-        return Err(EINVAL);
-    }
-    let memory = memory(caller)?;
-    let start = ptr as usize;
-    let end = start.checked_add(len as usize).ok_or(EFAULT)?;
-    memory
-        .data(&caller)
-        .get(start..end)
-        .map(<[u8]>::to_vec)
-        .ok_or(EFAULT)
+/// A host call's result: a value (zero or a handle), an errno, or the run
+/// stopped (a budget refused again).
+enum Host {
+    Errno(i32),
+    Stop(StopReason),
 }
 
-fn read_str(caller: &mut Caller<'_, GuestState>, ptr: u32, len: u32) -> Result<String, i32> {
-    String::from_utf8(read(caller, ptr, len)?).map_err(|_| EINVAL)
+impl From<i32> for Host {
+    fn from(errno: i32) -> Self {
+        Host::Errno(errno)
+    }
 }
 
-/// Writes `bytes` to the guest buffer `out` whose capacity is at `out_len`;
-/// on a short buffer writes the needed size there and fails with ENOSPC.
-fn write_out(
-    caller: &mut Caller<'_, GuestState>,
-    out: u32,
-    out_len: u32,
-    bytes: &[u8],
-) -> HostResult {
-    let memory = memory(caller)?;
-    let len_at = out_len as usize..out_len as usize + 4;
-    let data = memory.data_mut(&mut *caller);
-    let capacity = data
-        .get(len_at.clone())
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .ok_or(EFAULT)?;
-    let needed = (bytes.len() as u32).to_le_bytes();
-    if bytes.len() > capacity {
-        data[len_at].copy_from_slice(&needed);
-        return Err(ENOSPC);
+type HostResult = Result<i32, Host>;
+
+/// The ABI's return value (the value, or the negated errno), or a trap
+/// that stops the run.
+fn code(result: HostResult) -> wasmtime::Result<i32> {
+    match result {
+        Ok(value) => Ok(value),
+        Err(Host::Errno(errno)) => Ok(-errno),
+        Err(Host::Stop(reason)) => Err(wasmtime::Error::new(reason)),
     }
-    let start = out as usize;
-    let target = start
-        .checked_add(bytes.len())
-        .and_then(|end| data.get_mut(start..end))
-        .ok_or(EFAULT)?;
-    target.copy_from_slice(bytes);
-    data[len_at].copy_from_slice(&needed);
-    Ok(0)
+}
+
+/// A budget refusal as a host call result.
+fn refused(host: &mut CchatHost, error: BudgetError) -> Host {
+    match host.refuse(error) {
+        Ok(errno) => Host::Errno(errno),
+        Err(stop) => Host::Stop(stop),
+    }
 }
 
 fn param_errno(error: ParamError) -> i32 {
@@ -149,17 +158,13 @@ fn param_errno(error: ParamError) -> i32 {
     }
 }
 
-/// Restores the CPU budget after a host call, so host time never counts
-/// as guest CPU (the wall-clock limit covers it).
-fn reset_cpu(caller: &mut Caller<'_, GuestState>) {
-    let ticks = caller.data().cpu_ticks;
-    caller.as_context_mut().set_epoch_deadline(ticks);
-}
-
 fn create(caller: &mut Caller<'_, GuestState>) -> HostResult {
     let host = &mut caller.data_mut().cchat;
     if host.sessions.len() >= host.limits.max_sessions {
-        return Err(EMFILE);
+        return Err(EMFILE.into());
+    }
+    if let Err(full) = host.budget.charge_memory(SESSION_COST) {
+        return Err(refused(host, full));
     }
     let handle = host.next_handle;
     host.next_handle = host.next_handle.checked_add(1).unwrap_or(1);
@@ -167,6 +172,7 @@ fn create(caller: &mut Caller<'_, GuestState>) -> HostResult {
         policy: SessionPolicy::from_task(&host.task),
         messages: Vec::new(),
         reply: None,
+        charged: SESSION_COST,
     };
     host.sessions.insert(handle, session);
     Ok(handle)
@@ -197,7 +203,12 @@ fn ctl_get_param(
     let host = &caller.data().cchat;
     let session = host.sessions.get(&handle).ok_or(EBADF)?;
     let value = get_param(&host.task, &session.policy, &key).map_err(param_errno)?;
-    write_out(caller, out.0, out.1, value.to_string().as_bytes())
+    Ok(write_out(
+        caller,
+        out.0,
+        out.1,
+        value.to_string().as_bytes(),
+    )?)
 }
 
 fn write_msg(
@@ -211,62 +222,67 @@ fn write_msg(
     let message = match role.as_str() {
         "system" => ChatMessage::system(&text),
         "user" => ChatMessage::user(&text),
-        _ => return Err(EINVAL),
+        _ => return Err(EINVAL.into()),
     };
-    let session = caller
-        .data_mut()
-        .cchat
-        .sessions
-        .get_mut(&handle)
-        .ok_or(EBADF)?;
+    let host = &mut caller.data_mut().cchat;
+    let session = host.sessions.get_mut(&handle).ok_or(EBADF)?;
     if session.messages.len() >= MAX_MESSAGES {
-        return Err(ENOSPC);
+        return Err(ENOSPC.into());
     }
-    session.messages.push(message);
+    if let Err(full) = host.charge(handle, message.footprint()) {
+        return Err(refused(host, full));
+    }
+    if let Some(session) = host.sessions.get_mut(&handle) {
+        session.messages.push(message);
+    }
     Ok(0)
 }
 
 fn recv(caller: &mut Caller<'_, GuestState>, handle: i32, out: (u32, u32)) -> HostResult {
     let session = caller.data().cchat.sessions.get(&handle).ok_or(EBADF)?;
     let reply = session.reply.clone().ok_or(ENOENT)?;
-    write_out(caller, out.0, out.1, &reply)
+    Ok(write_out(caller, out.0, out.1, &reply)?)
 }
 
 fn close(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
-    caller
-        .data_mut()
-        .cchat
-        .sessions
-        .remove(&handle)
-        .map(|_| 0)
-        .ok_or(EBADF)
+    let host = &mut caller.data_mut().cchat;
+    let session = host.sessions.remove(&handle).ok_or(EBADF)?;
+    host.budget.release_memory(session.charged);
+    Ok(0)
 }
 
 /// Runs the tool loop for a session and keeps its reply for `cchat_recv`.
 async fn send(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
     let host = &mut caller.data_mut().cchat;
-    let session = host.sessions.get_mut(&handle).ok_or(EBADF)?;
-    let mut messages = std::mem::take(&mut session.messages);
-    let policy = session.policy.clone();
-    let (task, router, backend) = (
-        host.task.clone(),
-        host.router.clone(),
-        Arc::clone(&host.backend),
-    );
+    let CchatHost {
+        task,
+        router,
+        backend,
+        sessions,
+        budget,
+        limits,
+        deadline,
+        ..
+    } = &mut *host;
+    let session = sessions.get_mut(&handle).ok_or(EBADF)?;
     let limits = LoopLimits {
-        max_iterations: host.limits.max_iterations,
-        max_total_tool_calls: host.limits.max_total_tool_calls,
-        deadline: host.deadline,
+        max_iterations: limits.max_iterations,
+        max_total_tool_calls: limits.max_total_tool_calls,
+        deadline: *deadline,
     };
+    let before = budget.used(BudgetKind::HostMemory);
     let outcome = run_tool_loop(
         backend.as_ref(),
-        &router,
-        &task,
-        &policy,
-        &mut messages,
+        router,
+        task,
+        &session.policy,
+        &mut session.messages,
         limits,
+        budget,
     )
     .await;
+    // What the loop kept (assistant and tool messages) is the session's.
+    session.charged += budget.used(BudgetKind::HostMemory).saturating_sub(before) as usize;
     let trace: Vec<Value> = outcome
         .trace
         .iter()
@@ -283,9 +299,18 @@ async fn send(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
         Err(LoopError::Deadline) => (
             String::new(),
             Some(LoopError::Deadline.to_string()),
-            Err(ETIMEDOUT),
+            Err(Host::Errno(ETIMEDOUT)),
         ),
-        Err(other) => (String::new(), Some(other.to_string()), Err(EIO)),
+        Err(LoopError::Budget(spent)) => (
+            String::new(),
+            Some(spent.to_string()),
+            Err(refused(host, *spent)),
+        ),
+        Err(other) => (
+            String::new(),
+            Some(other.to_string()),
+            Err(Host::Errno(EIO)),
+        ),
     };
     let reply = json!({
         "content": content,
@@ -293,77 +318,85 @@ async fn send(caller: &mut Caller<'_, GuestState>, handle: i32) -> HostResult {
         "usage": {"prompt_tokens": outcome.usage.prompt_tokens, "completion_tokens": outcome.usage.completion_tokens},
         "iterations": outcome.iterations,
         "trace": trace,
-    });
-    let host = &mut caller.data_mut().cchat;
-    host.trace.extend(outcome.trace);
+    })
+    .to_string()
+    .into_bytes();
     host.iterations = host.iterations.saturating_add(outcome.iterations);
+    // The run's trace is kept for the operator (bounded by the tool-call
+    // budget, so charged without a check).
+    host.budget.keep_memory(outcome.trace.len() * TRACE_COST);
+    host.trace.extend(outcome.trace);
+    keep_reply(host, handle, reply, result)
+}
+
+/// Keeps `reply` for `cchat_recv` in place of the session's last one. A
+/// reply that does not fit the budget is replaced by a short one saying so.
+fn keep_reply(host: &mut CchatHost, handle: i32, reply: Vec<u8>, result: HostResult) -> HostResult {
+    let Some(session) = host.sessions.get_mut(&handle) else {
+        return result;
+    };
+    let old = session.reply.take().map_or(0, |r| r.len());
+    session.charged = session.charged.saturating_sub(old);
+    host.budget.release_memory(old);
+    let (reply, result) = match host.charge(handle, reply.len()) {
+        Ok(()) => (reply, result),
+        Err(full) => {
+            let note = json!({"content": "", "error": format!("the reply was not kept: {full}")})
+                .to_string()
+                .into_bytes();
+            host.budget.keep_memory(note.len());
+            let result = match result {
+                Err(Host::Stop(stop)) => Err(Host::Stop(stop)),
+                _ => Err(refused(host, full)),
+            };
+            (note, result)
+        }
+    };
     if let Some(session) = host.sessions.get_mut(&handle) {
-        session.messages = messages;
-        session.reply = Some(reply.to_string().into_bytes());
+        session.reply = Some(reply);
     }
     result
 }
 
-/// Adds the seven cchat functions to `linker`. Each restores the CPU budget
-/// on return, so time in the host never counts as guest CPU.
+/// Adds the seven cchat functions to `linker`.
 pub fn add_cchat_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     type C<'a> = Caller<'a, GuestState>;
-    linker.func_wrap("spear", "cchat_create", |mut c: C<'_>| {
-        let r = create(&mut c);
-        reset_cpu(&mut c);
-        code(r)
-    })?;
+    linker.func_wrap("spear", "cchat_create", |mut c: C<'_>| code(create(&mut c)))?;
     linker.func_wrap(
         "spear",
         "cchat_ctl_set_param",
         |mut c: C<'_>, h: i32, k: u32, kl: u32, v: u32, vl: u32| {
-            let r = ctl_set_param(&mut c, h, (k, kl), (v, vl));
-            reset_cpu(&mut c);
-            code(r)
+            code(ctl_set_param(&mut c, h, (k, kl), (v, vl)))
         },
     )?;
     linker.func_wrap(
         "spear",
         "cchat_ctl_get_param",
         |mut c: C<'_>, h: i32, k: u32, kl: u32, o: u32, ol: u32| {
-            let r = ctl_get_param(&mut c, h, (k, kl), (o, ol));
-            reset_cpu(&mut c);
-            code(r)
+            code(ctl_get_param(&mut c, h, (k, kl), (o, ol)))
         },
     )?;
     linker.func_wrap(
         "spear",
         "cchat_write_msg",
         |mut c: C<'_>, h: i32, r: u32, rl: u32, t: u32, tl: u32| {
-            let r = write_msg(&mut c, h, (r, rl), (t, tl));
-            reset_cpu(&mut c);
-            code(r)
+            code(write_msg(&mut c, h, (r, rl), (t, tl)))
         },
     )?;
     linker.func_wrap_async(
         "spear",
         "cchat_send",
         |mut c: C<'_>, (h, _flags): (i32, u32)| {
-            Box::new(async move {
-                let r = send(&mut c, h).await;
-                reset_cpu(&mut c);
-                code(r)
-            })
+            Box::new(async move { code(send(&mut c, h).await) })
         },
     )?;
     linker.func_wrap(
         "spear",
         "cchat_recv",
-        |mut c: C<'_>, h: i32, o: u32, ol: u32| {
-            let r = recv(&mut c, h, (o, ol));
-            reset_cpu(&mut c);
-            code(r)
-        },
+        |mut c: C<'_>, h: i32, o: u32, ol: u32| code(recv(&mut c, h, (o, ol))),
     )?;
     linker.func_wrap("spear", "cchat_close", |mut c: C<'_>, h: i32| {
-        let r = close(&mut c, h);
-        reset_cpu(&mut c);
-        code(r)
+        code(close(&mut c, h))
     })?;
     Ok(())
 }

@@ -2,7 +2,6 @@
 //! compiled modules cached by sha256 (in memory as `InstancePre`, on disk as
 //! precompiled artifacts), and a fresh `Store` with limits for every run.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,15 +15,18 @@ use wasmtime::{
     PoolingAllocationConfig, Store, StoreLimitsBuilder,
 };
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
-use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use super::cache::{ArtifactDir, ModuleCache};
+use super::cpu::{CpuClock, Metered};
 use super::host::{add_cchat_to_linker, CchatHost, GuestState};
-use crate::cchat::CallTrace;
+use super::stop::StopReason;
+use super::threads::GuestThreads;
+use crate::cchat::{BudgetLimits, CallTrace, RunBudget};
 use crate::llm::LlmBackend;
 use crate::policy::TaskPolicy;
 use crate::router::Router;
 use spear_proto::task::WasiGrants;
-use wasmtime_wasi::FsPerms;
 
 /// Guests that can run at once with the pooling allocator (address space is
 /// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
@@ -32,60 +34,29 @@ pub const POOL_SLOTS: u32 = 1024;
 /// The most linear memory one guest can have.
 pub const MAX_GUEST_MEMORY: usize = (spear_proto::task::MAX_MEMORY_MB as usize) << 20;
 
-/// Epochs tick this often; CPU budgets are counted in ticks.
+/// Epochs tick this often: CPU and wall limits are checked, and a guest
+/// that held its thread this long yields, at this granularity.
 const TICK: Duration = Duration::from_millis(10);
-
-/// Linked modules kept in memory; older ones are dropped (the compiled
-/// form stays on disk, so they come back quickly).
-const MAX_CACHED_MODULES: usize = 128;
-
-/// Linked modules by sha256, dropping the least recently used past
-/// [`MAX_CACHED_MODULES`].
-#[derive(Default)]
-struct ModuleCache {
-    modules: HashMap<[u8; 32], (InstancePre<GuestState>, u64)>,
-    clock: u64,
-}
-
-impl ModuleCache {
-    fn get(&mut self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
-        self.clock += 1;
-        let clock = self.clock;
-        self.modules.get_mut(digest).map(|(pre, used)| {
-            *used = clock;
-            pre.clone()
-        })
-    }
-
-    fn insert(&mut self, digest: [u8; 32], pre: InstancePre<GuestState>) {
-        if self.modules.len() >= MAX_CACHED_MODULES && !self.modules.contains_key(&digest) {
-            let oldest = self
-                .modules
-                .iter()
-                .min_by_key(|(_, (_, used))| *used)
-                .map(|(d, _)| *d);
-            if let Some(oldest) = oldest {
-                self.modules.remove(&oldest);
-            }
-        }
-        self.clock += 1;
-        self.modules.insert(digest, (pre, self.clock));
-    }
-}
 
 /// Limits of one guest run.
 #[derive(Debug, Clone, Copy)]
 pub struct GuestLimits {
     pub memory_bytes: usize,
     pub table_elements: usize,
-    /// Longest stretch of guest code between host calls.
+    /// Guest CPU over the whole run (guest code and the host's work for it;
+    /// not waiting on the model or tools), never refilled.
     pub cpu: Duration,
     /// The whole run, host calls (the model, tools) included.
     pub wall: Duration,
+    /// Captured stdout, and stderr, each.
     pub output_bytes: usize,
     pub max_sessions: usize,
+    /// Per `cchat_send`.
     pub max_iterations: u32,
+    /// Per `cchat_send`.
     pub max_total_tool_calls: u32,
+    /// The run's budgets over every session and send.
+    pub budget: BudgetLimits,
 }
 
 impl Default for GuestLimits {
@@ -99,12 +70,18 @@ impl Default for GuestLimits {
             max_sessions: 64,
             max_iterations: 8,
             max_total_tool_calls: 32,
+            budget: BudgetLimits {
+                host_memory_bytes: 16 << 20,
+                model_requests: 64,
+                tokens: 1_000_000,
+                tool_calls: 256,
+            },
         }
     }
 }
 
 /// How a run ended.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct GuestOutcome {
     /// The guest's exit code (0 when `main` returned).
     pub exit_code: Option<i32>,
@@ -116,6 +93,18 @@ pub struct GuestOutcome {
     /// Auto tool-call loop iterations across the run's sends.
     pub iterations: u32,
     pub duration: Duration,
+    /// Guest CPU the run used.
+    pub cpu: Duration,
+}
+
+impl GuestOutcome {
+    fn stopped(error: String, started: Instant) -> Self {
+        GuestOutcome {
+            error: Some(error),
+            duration: started.elapsed(),
+            ..GuestOutcome::default()
+        }
+    }
 }
 
 /// Why a module could not be loaded.
@@ -144,7 +133,8 @@ pub struct GuestRuntime {
     engine: Engine,
     linker: Linker<GuestState>,
     modules: Mutex<ModuleCache>,
-    cache_dir: Option<PathBuf>,
+    artifacts: Option<ArtifactDir>,
+    threads: GuestThreads,
     /// Tells the epoch ticker thread to stop when the runtime is dropped.
     stop_ticker: Arc<AtomicBool>,
 }
@@ -173,9 +163,19 @@ fn config(pooling: bool) -> Config {
 }
 
 impl GuestRuntime {
-    /// Builds the engine (with the pooling allocator where the machine
-    /// allows it) and the linker, and starts the epoch ticker.
+    /// [`GuestRuntime::with_threads`] with a guest thread per core.
     pub fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<GuestRuntime> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::with_threads(cache_dir, cores)
+    }
+
+    /// Builds the engine (with the pooling allocator where the machine
+    /// allows it), the linker and the guests' own `threads`, and starts the
+    /// epoch ticker. Compiled modules are cached in `cache_dir`.
+    pub fn with_threads(
+        cache_dir: Option<PathBuf>,
+        threads: usize,
+    ) -> wasmtime::Result<GuestRuntime> {
         let engine = match Engine::new(&config(true)) {
             Ok(engine) => engine,
             Err(error) => {
@@ -195,14 +195,16 @@ impl GuestRuntime {
                 ticking.increment_epoch();
             }
         });
-        if let Some(dir) = &cache_dir {
-            std::fs::create_dir_all(dir).map_err(wasmtime::Error::from)?;
-        }
+        let artifacts = match &cache_dir {
+            Some(dir) => Some(ArtifactDir::open(dir).map_err(wasmtime::Error::from)?),
+            None => None,
+        };
         Ok(GuestRuntime {
             engine,
             linker,
             modules: Mutex::default(),
-            cache_dir,
+            artifacts,
+            threads: GuestThreads::new(threads).map_err(wasmtime::Error::from)?,
             stop_ticker,
         })
     }
@@ -228,32 +230,22 @@ impl GuestRuntime {
     }
 
     fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Module, LoadError> {
-        let cached = self
-            .cache_dir
-            .as_ref()
-            .map(|d| d.join(format!("{}.cwasm", hex(digest))));
-        if let Some(path) = cached.as_ref().filter(|p| p.exists()) {
-            // SAFETY: the file was written by `Module::serialize` of this
-            // node under the digest of its source; wasmtime checks that it
-            // matches this engine's configuration before using it.
-            match unsafe { Module::deserialize_file(&self.engine, path) } {
+        if let Some(artifact) = self.artifacts.as_ref().and_then(|a| a.read(digest)) {
+            // SAFETY: the artifact carries this node's MAC over the module's
+            // digest and the artifact (see `cache`), so it is what this node
+            // serialized; wasmtime checks it matches this engine's config.
+            match unsafe { Module::deserialize(&self.engine, &artifact) } {
                 Ok(module) => return Ok(module),
-                Err(error) => {
-                    warn!(path = %path.display(), %error, "stale module cache entry; recompiling")
-                }
+                Err(error) => warn!(%error, "stale compiled module; compiling again"),
             }
         }
         let started = Instant::now();
         let module =
             Module::new(&self.engine, wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
-        if let (Some(path), Ok(bytes)) = (cached, module.serialize()) {
-            let tmp = path.with_extension("tmp");
-            if std::fs::write(&tmp, bytes)
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .is_err()
-            {
-                warn!(path = %path.display(), "cannot write the module cache");
+        if let (Some(artifacts), Ok(bytes)) = (&self.artifacts, module.serialize()) {
+            if let Err(error) = artifacts.write(digest, &bytes) {
+                warn!(%error, "cannot write the compiled module cache");
             }
         }
         Ok(module)
@@ -292,6 +284,7 @@ impl GuestRuntime {
                 })?;
         }
         let wasi = wasi.build_p1();
+        let cpu = Arc::new(CpuClock::default());
         let state = GuestState {
             wasi,
             limits: StoreLimitsBuilder::new()
@@ -306,13 +299,19 @@ impl GuestRuntime {
                 context.backend,
                 deadline,
                 limits,
+                RunBudget::new(limits.budget),
             ),
-            cpu_ticks: ticks(limits.cpu),
+            cpu: Arc::clone(&cpu),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(ticks(limits.cpu));
-        store.epoch_deadline_trap();
+        // Checked at every tick the guest sees, host calls or not.
+        store.set_epoch_deadline(1);
+        let (budget, wall) = (limits.cpu, limits.wall);
+        store.epoch_deadline_callback(move |_| {
+            cpu.check(budget, wall, deadline)
+                .map_err(wasmtime::Error::new)
+        });
         Ok((store, stdout, stderr))
     }
 
@@ -332,7 +331,9 @@ impl GuestRuntime {
         Ok(started.elapsed())
     }
 
-    /// Runs the guest's `_start` once, in a fresh store with `limits`.
+    /// Runs the guest's `_start` once, in a fresh store with `limits`, on
+    /// the guests' own threads. Dropping the returned future (a cancelled
+    /// invocation) stops the guest at its next tick.
     pub async fn run(
         &self,
         pre: &InstancePre<GuestState>,
@@ -343,57 +344,53 @@ impl GuestRuntime {
         let deadline = started + limits.wall;
         let (mut store, stdout, stderr) = match self.store(context, limits, deadline) {
             Ok(parts) => parts,
+            Err(error) => return GuestOutcome::stopped(error, started),
+        };
+        let pre = pre.clone();
+        let clock = Arc::clone(&store.data().cpu);
+        let run = async move {
+            let call = async {
+                let instance = pre.instantiate_async(&mut store).await?;
+                let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+                start.call_async(&mut store, ()).await
+            };
+            // The epoch callback stops a guest at its deadline; this stops
+            // one waiting in a host call (the model, a tool).
+            let result = tokio::time::timeout(limits.wall, call).await;
+            (result, store)
+        };
+        let (result, mut store) = match self.threads.spawn(Metered::new(run, clock)).await {
+            Ok(ended) => ended,
             Err(error) => {
-                return GuestOutcome {
-                    exit_code: None,
-                    error: Some(error),
-                    stdout: Vec::new(),
-                    stderr: Vec::new(),
-                    trace: Vec::new(),
-                    iterations: 0,
-                    duration: started.elapsed(),
-                }
+                return GuestOutcome::stopped(format!("the guest run failed: {error}"), started)
             }
         };
-        let run = async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-            start.call_async(&mut store, ()).await
-        };
-        let result = tokio::time::timeout(limits.wall, run).await;
         let (exit_code, error) = match result {
-            Err(_) => (
-                None,
-                Some(format!(
-                    "the guest exceeded its wall-clock limit of {:?}",
-                    limits.wall
-                )),
-            ),
+            Err(_) => (None, Some(StopReason::Wall(limits.wall).to_string())),
             Ok(Ok(())) => (Some(0), None),
             Ok(Err(error)) => describe(&error),
         };
-        let trace = std::mem::take(&mut store.data_mut().cchat.trace);
-        let iterations = store.data().cchat.iterations;
+        let state = store.data_mut();
         GuestOutcome {
             exit_code,
             error,
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
-            trace,
-            iterations,
+            trace: std::mem::take(&mut state.cchat.trace),
+            iterations: state.cchat.iterations,
             duration: started.elapsed(),
+            cpu: state.cpu.used(),
         }
     }
-}
-
-fn ticks(d: Duration) -> u64 {
-    (d.as_millis() / TICK.as_millis()).max(1) as u64
 }
 
 /// An exit code, or one sentence on why the guest was stopped.
 fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return (Some(exit.0), None);
+    }
+    if let Some(stop) = error.downcast_ref::<StopReason>() {
+        return (None, Some(stop.to_string()));
     }
     if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         let why = match trap {
@@ -436,6 +433,8 @@ pub fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    use crate::wasm::cache::MAX_CACHED_MODULES;
+
     #[test]
     fn the_module_cache_keeps_the_recently_used_ones() {
         let runtime = GuestRuntime::new(None).unwrap();
@@ -456,6 +455,6 @@ mod tests {
             "the least recently used went"
         );
         assert!(runtime.cached(&digest(MAX_CACHED_MODULES + 4)).is_some());
-        assert_eq!(runtime.modules.lock().modules.len(), MAX_CACHED_MODULES);
+        assert_eq!(runtime.modules.lock().len(), MAX_CACHED_MODULES);
     }
 }

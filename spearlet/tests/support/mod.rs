@@ -17,7 +17,7 @@ use axum::{Json, Router as Http};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use spear_proto::v1::{ServerSpec, Transport};
-use spearlet::cchat::{run_tool_loop, LoopLimits, LoopOutcome};
+use spearlet::cchat::{run_tool_loop, LoopLimits, LoopOutcome, RunBudget};
 use spearlet::connections::Connections;
 use spearlet::llm::{ChatMessage, LlmBackend, OpenAiBackend, OpenAiConfig, Role};
 use spearlet::policy::{SessionPolicy, TaskPolicy};
@@ -135,7 +135,7 @@ pub fn fixture() -> Fixture {
         ..Default::default()
     };
     let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| None));
+    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let task = TaskPolicy {
         enabled: true,
         allowed_server_ids: vec!["mb".into()],
@@ -177,8 +177,20 @@ impl Fixture {
     pub async fn run(
         &self,
         backend: &dyn LlmBackend,
+        messages: Vec<ChatMessage>,
+        limits: LoopLimits,
+    ) -> (LoopOutcome, Vec<ChatMessage>) {
+        self.run_within(backend, messages, limits, &mut RunBudget::unlimited())
+            .await
+    }
+
+    /// [`Fixture::run`] drawing on a run's `budget`.
+    pub async fn run_within(
+        &self,
+        backend: &dyn LlmBackend,
         mut messages: Vec<ChatMessage>,
         limits: LoopLimits,
+        budget: &mut RunBudget,
     ) -> (LoopOutcome, Vec<ChatMessage>) {
         let outcome = run_tool_loop(
             backend,
@@ -187,6 +199,7 @@ impl Fixture {
             &self.session,
             &mut messages,
             limits,
+            budget,
         )
         .await;
         (outcome, messages)

@@ -12,7 +12,9 @@
 //! message: the tool calls and their results are real, only the model's
 //! words are recorded. Answers are non-streaming, or streamed as SSE chunks
 //! when the request asks for `"stream": true`.
-//! `--delay-ms N` waits before each answer, like a model would.
+//! `--delay-ms N` waits before each answer, like a model would. With
+//! `"repeat_last": true` in the recording, turns past its end replay the
+//! last one (a model that never stops calling tools).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use serde_json::{json, Value};
 
 struct Replay {
     turns: Vec<Value>,
+    repeat_last: bool,
     delay: Duration,
 }
 
@@ -56,10 +59,18 @@ async fn main() -> Result<()> {
         .filter(|t| !t.is_empty())
         .with_context(|| format!("{path}: \"turns\" must be a non-empty array"))?
         .clone();
-    let replay = Arc::new(Replay { turns, delay });
+    let repeat_last = file["repeat_last"].as_bool().unwrap_or(false);
+    let replay = Arc::new(Replay {
+        turns,
+        repeat_last,
+        delay,
+    });
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(complete))
         .route("/chat/completions", post(complete))
+        // Providers take long contexts; so does the replay (axum's default
+        // limit is 2 MB).
+        .layer(axum::extract::DefaultBodyLimit::max(256 << 20))
         .with_state(replay);
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
@@ -78,7 +89,11 @@ async fn complete(State(replay): State<Arc<Replay>>, Json(body): Json<Value>) ->
     tokio::time::sleep(replay.delay).await;
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     let turn = messages.iter().filter(|m| m["role"] == "assistant").count();
-    let Some(recorded) = replay.turns.get(turn) else {
+    let recorded = match replay.turns.get(turn) {
+        None if replay.repeat_last => replay.turns.last(),
+        found => found,
+    };
+    let Some(recorded) = recorded else {
         let error = json!({"error": {"message": format!("the recording has {} turns; this request is turn {}", replay.turns.len(), turn + 1), "type": "invalid_request_error"}});
         return (StatusCode::BAD_REQUEST, Json(error)).into_response();
     };

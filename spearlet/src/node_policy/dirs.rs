@@ -1,0 +1,191 @@
+//! Which host directories tasks may be granted, and which writable.
+//!
+//! Paths are compared after resolving symlinks, so a link inside an
+//! allowed directory cannot reach outside it. The state dir, `/proc`,
+//! `/sys` and `/dev` (and any directory containing one of them, such as
+//! `/`) are never grantable.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::PolicyError;
+
+const NEVER: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// One `[[policy.dirs]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirRule {
+    pub path: String,
+    #[serde(default)]
+    pub writable: bool,
+}
+
+/// A directory a task may have, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedDir {
+    /// The resolved host path to open.
+    pub host: PathBuf,
+    pub guest: String,
+    pub writable: bool,
+}
+
+/// The allowed directories, resolved, and the ones never allowed.
+#[derive(Debug, Clone)]
+pub struct DirPolicy {
+    allowed: Vec<(PathBuf, bool)>,
+    never: Vec<PathBuf>,
+}
+
+/// `a` is `b` or inside it, or contains it.
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn resolve(path: &Path) -> std::io::Result<PathBuf> {
+    std::fs::canonicalize(path)
+}
+
+impl DirPolicy {
+    pub fn build(rules: &[DirRule], state_dir: &Path) -> Result<DirPolicy, PolicyError> {
+        let mut policy = DirPolicy::none(state_dir);
+        for (i, rule) in rules.iter().enumerate() {
+            let error = |why: String| PolicyError {
+                setting: format!("dirs[{i}]"),
+                why,
+            };
+            if !rule.path.starts_with('/') {
+                return Err(error(format!("'{}' is not an absolute path", rule.path)));
+            }
+            let path = resolve(Path::new(&rule.path))
+                .map_err(|e| error(format!("cannot resolve '{}': {e}", rule.path)))?;
+            if let Some(never) = policy.forbidden(&path) {
+                return Err(error(format!(
+                    "'{}' overlaps {}, which is never grantable",
+                    rule.path,
+                    never.display()
+                )));
+            }
+            policy.allowed.push((path, rule.writable));
+        }
+        Ok(policy)
+    }
+
+    /// No directory at all.
+    pub fn none(state_dir: &Path) -> DirPolicy {
+        let state = resolve(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+        let mut never: Vec<PathBuf> = NEVER.iter().map(PathBuf::from).collect();
+        never.push(state);
+        DirPolicy {
+            allowed: Vec::new(),
+            never,
+        }
+    }
+
+    /// Whether `path` (resolved) overlaps a directory never granted.
+    pub fn is_never_grantable(&self, path: &Path) -> bool {
+        self.forbidden(path).is_some()
+    }
+
+    fn forbidden(&self, path: &Path) -> Option<&PathBuf> {
+        if path == Path::new("/") {
+            return self.never.first();
+        }
+        self.never.iter().find(|never| overlaps(path, never))
+    }
+
+    /// Checks a task's grant of `host` (at `guest`, writable or not); `key`
+    /// names it in the refusal.
+    pub fn grant(
+        &self,
+        key: &str,
+        host: &str,
+        guest: &str,
+        writable: bool,
+    ) -> Result<GrantedDir, String> {
+        let path = resolve(Path::new(host)).map_err(|e| {
+            format!("cannot open the directory {host} the task grants ({key}): {e}")
+        })?;
+        if let Some(never) = self.forbidden(&path) {
+            return Err(format!(
+                "{key} asks for {host}, which overlaps {} and is never grantable on a node",
+                never.display()
+            ));
+        }
+        let Some((_, rule_writable)) = self
+            .allowed
+            .iter()
+            .filter(|(allowed, _)| path.starts_with(allowed))
+            .max_by_key(|(allowed, _)| allowed.as_os_str().len())
+        else {
+            return Err(format!(
+                "{key} asks for {host}, which is not under any directory in this node's policy.dirs; the operator adds it there to allow it"
+            ));
+        };
+        if writable && !rule_writable {
+            return Err(format!(
+                "{key} asks for {host} writable, but this node's policy.dirs allows it read-only"
+            ));
+        }
+        Ok(GrantedDir {
+            host: path,
+            guest: guest.to_string(),
+            writable,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowed_directories_are_granted_and_never_the_nodes_own() {
+        let root = tempfile::tempdir().unwrap();
+        let state = root.path().join("state");
+        let data = root.path().join("data");
+        let inner = data.join("inner");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::create_dir_all(&inner).unwrap();
+        std::os::unix::fs::symlink(&state, data.join("to-state")).unwrap();
+        let rules = [DirRule {
+            path: data.display().to_string(),
+            writable: false,
+        }];
+        let policy = DirPolicy::build(&rules, &state).unwrap();
+        let s = |p: &Path| p.display().to_string();
+
+        let granted = policy
+            .grant("wasi.dirs[0]", &s(&inner), "/d", false)
+            .unwrap();
+        assert_eq!(granted.host, inner.canonicalize().unwrap());
+        let refused = policy
+            .grant("wasi.dirs[0]", &s(&inner), "/d", true)
+            .unwrap_err();
+        assert!(refused.contains("read-only"), "{refused}");
+        for (host, needle) in [
+            ("/".to_string(), "never grantable"),
+            (s(&state), "never grantable"),
+            (s(&data.join("to-state")), "never grantable"),
+            ("/proc/self".to_string(), "never grantable"),
+            ("/etc".to_string(), "policy.dirs"),
+        ] {
+            let refused = policy
+                .grant("wasi.dirs[0]", &host, "/d", false)
+                .unwrap_err();
+            assert!(
+                refused.contains(needle) && refused.contains("wasi.dirs[0]"),
+                "{host}: {refused}"
+            );
+        }
+        // A policy may not open them either.
+        for bad in ["/", "/dev", &s(&state), &s(root.path())] {
+            let rules = [DirRule {
+                path: bad.to_string(),
+                writable: true,
+            }];
+            assert!(DirPolicy::build(&rules, &state).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! What a task or a server file may ask of this node (DESIGN §3.8): the
+//! node's decision, in its own config (`[policy]` in the node TOML).
+//!
+//! ```toml
+//! [policy]
+//! env = ["FS_TOKEN", "GITHUB_*"]          # variables ${NAME} references may read
+//! modules = ["https://", "file:///srv/spear/modules/"]   # where modules come from
+//!
+//! [[policy.dirs]]
+//! path = "/srv/data"                       # may be granted to tasks
+//! writable = false
+//! ```
+//!
+//! Deny by default: no directory, no variable, modules over `https` only.
+//! Some things are never allowed whatever the file says: the node's own
+//! variables ([`env::EnvPolicy`]), and the state dir, `/proc`, `/sys` and
+//! `/dev` as directories ([`dirs::DirPolicy`]). [`NodePolicy::build`] checks
+//! the section once at start; each refusal names the key it refuses and the
+//! setting that refused it.
+
+mod dirs;
+mod env;
+mod modules;
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+pub use dirs::{DirPolicy, DirRule, GrantedDir};
+pub use env::{EnvPolicy, Refused};
+pub use modules::{ModulePolicy, ModuleSource};
+
+/// The `[policy]` table as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Host directories tasks may be granted.
+    #[serde(default)]
+    pub dirs: Vec<DirRule>,
+    /// Variable names, or prefixes ending in `*`, that `${NAME}` references
+    /// in task `wasi.env` and in server files may read.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Where modules may be fetched from: URI prefixes (`https://`,
+    /// `https://host/path/`, `http://127.0.0.1:*/`, `file:///dir/`).
+    pub modules: Option<Vec<String>>,
+}
+
+/// A policy setting that is itself unacceptable.
+#[derive(Debug, thiserror::Error)]
+#[error("policy.{setting}: {why}")]
+pub struct PolicyError {
+    pub setting: String,
+    pub why: String,
+}
+
+/// The checked policy.
+#[derive(Debug, Clone)]
+pub struct NodePolicy {
+    pub dirs: DirPolicy,
+    pub env: EnvPolicy,
+    pub modules: ModulePolicy,
+}
+
+impl NodePolicy {
+    /// Checks `section` for a node whose state dir is `state_dir` and whose
+    /// own variables (LLM keys, settings) are `own_vars`.
+    pub fn build(
+        section: &PolicySection,
+        state_dir: &Path,
+        own_vars: Vec<String>,
+    ) -> Result<NodePolicy, PolicyError> {
+        let dirs = DirPolicy::build(&section.dirs, state_dir)?;
+        let modules = ModulePolicy::build(section.modules.as_deref())?;
+        // A module root over the state dir would read the node's own files
+        // (its compiled modules, their key) as modules.
+        if let Some(root) = modules
+            .file_roots()
+            .find(|root| dirs.is_never_grantable(root))
+        {
+            return Err(PolicyError {
+                setting: "modules".into(),
+                why: format!(
+                    "file://{}/ overlaps the state dir, /proc, /sys or /dev; name a directory of modules",
+                    root.display()
+                ),
+            });
+        }
+        Ok(NodePolicy {
+            dirs,
+            env: EnvPolicy::build(&section.env, own_vars)?,
+            modules,
+        })
+    }
+
+    /// Nothing granted, modules over https only: for tools and tests.
+    pub fn deny_all(state_dir: &Path) -> NodePolicy {
+        NodePolicy {
+            dirs: DirPolicy::none(state_dir),
+            env: EnvPolicy::none(),
+            modules: ModulePolicy::default(),
+        }
+    }
+}
