@@ -5,60 +5,54 @@
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::ListServersRequest;
 
-/// One line of `applied.log`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    Snapshot {
-        epoch: u64,
-        revision: u64,
-    },
-    Delta {
-        epoch: u64,
-        prev: u64,
-        revision: u64,
-    },
-}
+pub use spearlet::persist::Applied;
 
-/// Parses `applied.log` lines.
+/// Parses `applied.log` lines with the node's own grammar.
 pub fn parse(lines: &[String]) -> Result<Vec<Applied>, String> {
     lines
         .iter()
-        .map(|line| {
-            let parts: Vec<&str> = line.split_whitespace().collect();
-            let num = |i: usize| -> Result<u64, String> {
-                parts
-                    .get(i)
-                    .and_then(|p| p.parse().ok())
-                    .ok_or(format!("bad line {line:?}"))
-            };
-            match parts.first() {
-                Some(&"snapshot") => Ok(Applied::Snapshot {
-                    epoch: num(1)?,
-                    revision: num(2)?,
-                }),
-                Some(&"delta") => Ok(Applied::Delta {
-                    epoch: num(1)?,
-                    prev: num(2)?,
-                    revision: num(3)?,
-                }),
-                _ => Err(format!("bad line {line:?}")),
-            }
-        })
+        .map(|line| line.parse::<Applied>().map_err(|e| e.to_string()))
         .collect()
 }
 
-/// Checks the rules of the watch protocol over a node's whole history:
-/// within an epoch the applied revision never goes down, every delta applies
-/// exactly on top of the previous position (no gap, no duplicate).
+/// Checks the rules of the watch protocol over a node's whole history, and
+/// says which entry broke which rule:
+/// - the history is not empty (a node that applied nothing proves nothing);
+/// - it starts with a snapshot, and every delta applies exactly on top of
+///   the previous position, in the same epoch, moving forward (no gap, no
+///   duplicate);
+/// - a snapshot never repeats the position the node already holds (that is
+///   a duplicate apply) and never goes back within an epoch;
+/// - an epoch, once left, is never returned to: a new SMS epoch replaces the
+///   old one for good.
 pub fn check(history: &[Applied]) -> Result<(), String> {
+    if history.is_empty() {
+        return Err("the applied history is empty: the node applied nothing".into());
+    }
     let mut position: Option<(u64, u64)> = None;
+    let mut left_epochs: Vec<u64> = Vec::new();
     for (i, entry) in history.iter().enumerate() {
         match *entry {
             Applied::Snapshot { epoch, revision } => {
                 if let Some((e, r)) = position {
-                    if e == epoch && revision < r {
-                        return Err(format!("entry {i}: snapshot at {revision} is lower than applied {r} in epoch {epoch}"));
+                    if e == epoch && revision == r {
+                        return Err(format!(
+                            "entry {i}: snapshot {epoch}/{revision} repeats the position already applied"
+                        ));
                     }
+                    if e == epoch && revision < r {
+                        return Err(format!(
+                            "entry {i}: snapshot at {revision} is lower than applied {r} in epoch {epoch}"
+                        ));
+                    }
+                    if e != epoch {
+                        left_epochs.push(e);
+                    }
+                }
+                if left_epochs.contains(&epoch) {
+                    return Err(format!(
+                        "entry {i}: snapshot returns to epoch {epoch}, which the node had left"
+                    ));
                 }
                 position = Some((epoch, revision));
             }
@@ -152,68 +146,54 @@ pub fn node_registry(view: &serde_json::Value) -> Result<Position, String> {
 mod tests {
     use super::*;
 
+    fn snap(epoch: u64, revision: u64) -> Applied {
+        Applied::Snapshot { epoch, revision }
+    }
+
+    fn delta(epoch: u64, prev: u64, revision: u64) -> Applied {
+        Applied::Delta {
+            epoch,
+            prev,
+            revision,
+        }
+    }
+
     #[test]
-    fn the_checker_catches_gaps_duplicates_and_regressions() {
+    fn a_good_history_passes() {
         let ok = [
-            Applied::Snapshot {
-                epoch: 1,
-                revision: 5,
-            },
-            Applied::Delta {
-                epoch: 1,
-                prev: 5,
-                revision: 7,
-            },
-            Applied::Delta {
-                epoch: 1,
-                prev: 7,
-                revision: 8,
-            },
-            Applied::Snapshot {
-                epoch: 2,
-                revision: 1,
-            },
+            snap(1, 5),
+            delta(1, 5, 7),
+            delta(1, 7, 8),
+            snap(1, 12),
+            snap(2, 1),
         ];
-        assert!(check(&ok).is_ok());
-        let gap = [
-            Applied::Snapshot {
-                epoch: 1,
-                revision: 5,
-            },
-            Applied::Delta {
-                epoch: 1,
-                prev: 6,
-                revision: 7,
-            },
+        assert_eq!(check(&ok), Ok(()));
+    }
+
+    #[test]
+    fn each_broken_rule_is_caught_and_named() {
+        let cases: [(&[Applied], &str); 7] = [
+            (&[], "empty"),
+            (&[delta(1, 0, 1)], "before any snapshot"),
+            (&[snap(1, 5), delta(1, 6, 7)], "gap or duplicate"),
+            (
+                &[snap(1, 5), delta(1, 5, 7), delta(1, 5, 7)],
+                "gap or duplicate",
+            ),
+            (&[snap(1, 5), snap(1, 5)], "repeats the position"),
+            (&[snap(1, 5), snap(1, 4)], "lower than applied"),
+            (&[snap(1, 5), snap(2, 1), snap(1, 9)], "returns to epoch 1"),
         ];
-        assert!(check(&gap).is_err());
-        let dup = [
-            Applied::Snapshot {
-                epoch: 1,
-                revision: 5,
-            },
-            Applied::Delta {
-                epoch: 1,
-                prev: 5,
-                revision: 7,
-            },
-            Applied::Delta {
-                epoch: 1,
-                prev: 5,
-                revision: 7,
-            },
-        ];
-        assert!(check(&dup).is_err());
-        let lower = [
-            Applied::Snapshot {
-                epoch: 1,
-                revision: 5,
-            },
-            Applied::Snapshot {
-                epoch: 1,
-                revision: 4,
-            },
-        ];
-        assert!(check(&lower).is_err());
+        for (history, rule) in cases {
+            let err = check(history).expect_err(rule);
+            assert!(err.contains(rule), "{history:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn lines_are_parsed_with_the_nodes_grammar() {
+        let lines = vec!["snapshot 3 9".to_string(), "delta 3 9 10".to_string()];
+        assert_eq!(parse(&lines), Ok(vec![snap(3, 9), delta(3, 9, 10)]));
+        assert!(parse(&["snapshot 3".to_string()]).is_err());
     }
 }

@@ -12,7 +12,7 @@ use prost::Message;
 use spear_proto::v1::ListServersResponse;
 use tracing::warn;
 
-pub use applied_log::AppliedLog;
+pub use applied_log::{Applied, AppliedLog, BadLine};
 
 use crate::registry::RegistryView;
 

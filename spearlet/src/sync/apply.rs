@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use spear_proto::v1::{watch_event, Delta, ServerRecord, SnapshotFrame, WatchEvent};
 
+use crate::persist::Applied;
 use crate::registry::RegistryView;
 
 /// A change the node must apply.
@@ -13,8 +14,8 @@ use crate::registry::RegistryView;
 pub struct Update {
     pub view: Arc<RegistryView>,
     pub affected: BTreeSet<String>,
-    /// The line recorded in `applied.log`.
-    pub log_line: String,
+    /// What `applied.log` records.
+    pub applied: Applied,
 }
 
 /// What one event means for the node.
@@ -117,8 +118,19 @@ impl Applier {
                 done.revision, current.revision
             ));
         }
+        if done.epoch == current.epoch && done.revision == current.revision {
+            // The state the node has already (a reconnect at the same
+            // revision): nothing to apply, and the node is in sync.
+            return Step::Progress {
+                epoch: done.epoch,
+                revision: done.revision,
+            };
+        }
         let affected = changed_ids(&current.servers, &done.servers);
-        let log_line = format!("snapshot {} {}", done.epoch, done.revision);
+        let applied = Applied::Snapshot {
+            epoch: done.epoch,
+            revision: done.revision,
+        };
         Step::Apply(Update {
             view: Arc::new(RegistryView {
                 epoch: done.epoch,
@@ -126,7 +138,7 @@ impl Applier {
                 servers: done.servers,
             }),
             affected,
-            log_line,
+            applied,
         })
     }
 }
@@ -159,10 +171,11 @@ fn delta_step(current: &RegistryView, delta: Delta) -> Step {
             servers.insert(spec.id.clone(), Arc::new(record));
         }
     }
-    let log_line = format!(
-        "delta {} {} {}",
-        delta.epoch, delta.prev_revision, delta.revision
-    );
+    let applied = Applied::Delta {
+        epoch: delta.epoch,
+        prev: delta.prev_revision,
+        revision: delta.revision,
+    };
     Step::Apply(Update {
         view: Arc::new(RegistryView {
             epoch: delta.epoch,
@@ -170,7 +183,7 @@ fn delta_step(current: &RegistryView, delta: Delta) -> Step {
             servers,
         }),
         affected,
-        log_line,
+        applied,
     })
 }
 
@@ -265,7 +278,7 @@ mod tests {
         assert_eq!((v.epoch, v.revision, ids(&v)), (7, 5, vec!["a", "b"]));
         match apply(&mut a, &mut v, delta(7, 5, 8, &["c"], &["a"])) {
             Step::Apply(u) => {
-                assert_eq!(u.log_line, "delta 7 5 8");
+                assert_eq!(u.applied.to_string(), "delta 7 5 8");
                 assert_eq!(
                     u.affected.iter().map(String::as_str).collect::<Vec<_>>(),
                     vec!["a", "c"]

@@ -16,7 +16,7 @@ use tracing::{debug, info, info_span, warn, Instrument};
 use super::apply::{Applier, Step};
 use super::backoff::Backoff;
 use super::status::SyncStatusCell;
-use crate::persist::AppliedLog;
+use crate::persist::{Applied, AppliedLog};
 use crate::registry::RegistryHandle;
 
 /// Largest watch message accepted (snapshot frames are about 1 MiB).
@@ -206,14 +206,13 @@ impl Syncer {
                     }
                 }
                 Step::Apply(update) => {
-                    let counter = if update.log_line.starts_with("snapshot") {
-                        &self.status.counters.snapshots
-                    } else {
-                        &self.status.counters.deltas
+                    let counter = match update.applied {
+                        Applied::Snapshot { .. } => &self.status.counters.snapshots,
+                        Applied::Delta { .. } => &self.status.counters.deltas,
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
-                    self.log.append(&update.log_line);
-                    debug!(change = %update.log_line, affected = update.affected.len(), "registry change applied");
+                    self.log.append(&update.applied);
+                    debug!(change = %update.applied, affected = update.affected.len(), "registry change applied");
                     self.registry.publish(update.view, update.affected);
                     let mut status = self.status.status.lock();
                     status.state = SyncState::Synced;

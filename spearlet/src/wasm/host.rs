@@ -344,7 +344,12 @@ fn keep_reply(host: &mut CchatHost, handle: i32, reply: Vec<u8>, result: HostRes
             let note = json!({"content": "", "error": format!("the reply was not kept: {full}")})
                 .to_string()
                 .into_bytes();
+            // Bounded in size, so kept past the budget (and given back
+            // with the session like the rest).
             host.budget.keep_memory(note.len());
+            if let Some(session) = host.sessions.get_mut(&handle) {
+                session.charged += note.len();
+            }
             let result = match result {
                 Err(Host::Stop(stop)) => Err(Host::Stop(stop)),
                 _ => Err(refused(host, full)),

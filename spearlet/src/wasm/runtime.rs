@@ -20,9 +20,10 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
 use super::host::{add_cchat_to_linker, CchatHost, GuestState};
+use super::outcome::{describe, GuestOutcome};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
-use crate::cchat::{BudgetLimits, CallTrace, RunBudget};
+use crate::cchat::{BudgetLimits, RunBudget};
 use crate::llm::LlmBackend;
 use crate::policy::TaskPolicy;
 use crate::router::Router;
@@ -76,33 +77,6 @@ impl Default for GuestLimits {
                 tokens: 1_000_000,
                 tool_calls: 256,
             },
-        }
-    }
-}
-
-/// How a run ended.
-#[derive(Debug, Default)]
-pub struct GuestOutcome {
-    /// The guest's exit code (0 when `main` returned).
-    pub exit_code: Option<i32>,
-    /// Why the run was ended, when it did not exit by itself.
-    pub error: Option<String>,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    pub trace: Vec<CallTrace>,
-    /// Auto tool-call loop iterations across the run's sends.
-    pub iterations: u32,
-    pub duration: Duration,
-    /// Guest CPU the run used.
-    pub cpu: Duration,
-}
-
-impl GuestOutcome {
-    fn stopped(error: String, started: Instant) -> Self {
-        GuestOutcome {
-            error: Some(error),
-            duration: started.elapsed(),
-            ..GuestOutcome::default()
         }
     }
 }
@@ -382,46 +356,6 @@ impl GuestRuntime {
             cpu: state.cpu.used(),
         }
     }
-}
-
-/// An exit code, or one sentence on why the guest was stopped.
-fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
-    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
-        return (Some(exit.0), None);
-    }
-    if let Some(stop) = error.downcast_ref::<StopReason>() {
-        return (None, Some(stop.to_string()));
-    }
-    if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
-        let why = match trap {
-            wasmtime::Trap::Interrupt => "the guest used more than its CPU budget".to_string(),
-            wasmtime::Trap::StackOverflow => {
-                "the guest overflowed its stack (too deep recursion)".to_string()
-            }
-            wasmtime::Trap::MemoryOutOfBounds => {
-                "the guest accessed memory out of bounds".to_string()
-            }
-            wasmtime::Trap::AllocationTooLarge => {
-                "the guest tried to grow its memory past its limit".to_string()
-            }
-            other => format!("the guest trapped: {other}"),
-        };
-        let backtrace = error
-            .downcast_ref::<wasmtime::WasmBacktrace>()
-            .map(|b| format!("\n{b}"))
-            .unwrap_or_default();
-        return (None, Some(format!("{why}{backtrace}")));
-    }
-    let text = format!("{error:#}");
-    if text.contains("memory") && text.contains("limit")
-        || text.contains("forcing trap when growing memory")
-    {
-        return (
-            None,
-            Some("the guest tried to grow its memory past its limit".into()),
-        );
-    }
-    (None, Some(format!("the guest failed: {text}")))
 }
 
 /// Lowercase hex, as digests are written in task specs and file names.
