@@ -5,37 +5,78 @@
 //! environment, so secrets never pass through SMS. `$${` stands for a
 //! literal `${`.
 
-/// Checks every reference in `text`. The error never quotes `text` itself
-/// (it may hold a secret), only the reference's name.
-pub fn check_references(text: &str) -> Result<(), String> {
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'$' && bytes.get(i + 1) == Some(&b'$') && bytes.get(i + 2) == Some(&b'{') {
-            i += 3;
-            continue;
+/// One piece of a text that may hold references.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Literal text (`$${` already turned into `${`).
+    Text(&'a str),
+    /// `${name}` or `${name:-default}`.
+    Ref {
+        name: &'a str,
+        default: Option<&'a str>,
+    },
+}
+
+/// A malformed reference. Never quotes the text around it (it may hold a
+/// secret), at most the reference's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("has an unterminated '${{'; close it with '}}' or write '$${{' for a literal '${{'")]
+    Unterminated,
+    #[error("has a reference '${{{0}}}' whose name is not a valid variable name (letters, digits and '_', not starting with a digit)")]
+    BadName(String),
+}
+
+/// Splits `text` into [`Piece`]s: the one grammar SMS checks and nodes
+/// resolve with. Stops after the first error.
+pub fn pieces(text: &str) -> Pieces<'_> {
+    Pieces { rest: text }
+}
+
+/// The iterator [`pieces`] returns.
+#[derive(Debug, Clone)]
+pub struct Pieces<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = Result<Piece<'a>, RefError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.rest;
+        if rest.is_empty() {
+            return None;
         }
-        if bytes[i] == b'$' && bytes.get(i + 1) == Some(&b'{') {
-            let Some(len) = text[i + 2..].find('}') else {
-                return Err(
-                    "has an unterminated '${'; close it with '}' or write '$${' for a literal '${'"
-                        .into(),
-                );
+        if let Some(after) = rest.strip_prefix("$${") {
+            self.rest = after;
+            return Some(Ok(Piece::Text("${")));
+        }
+        if let Some(after) = rest.strip_prefix("${") {
+            self.rest = "";
+            let Some(end) = after.find('}') else {
+                return Some(Err(RefError::Unterminated));
             };
-            let inner = &text[i + 2..i + 2 + len];
-            let name = inner.split_once(":-").map_or(inner, |(name, _)| name);
+            let inner = &after[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (inner, None),
+            };
             if !is_env_name(name) {
-                return Err(format!(
-                    "has a reference '${{{}}}' whose name is not a valid variable name (letters, digits and '_', not starting with a digit)",
-                    name.chars().take(64).collect::<String>()
-                ));
+                return Some(Err(RefError::BadName(name.chars().take(64).collect())));
             }
-            i += 2 + len + 1;
-            continue;
+            self.rest = &after[end + 1..];
+            return Some(Ok(Piece::Ref { name, default }));
         }
-        i += 1;
+        // Literal text up to the next '$' (a lone '$' is literal too).
+        let end = rest[1..].find('$').map_or(rest.len(), |at| at + 1);
+        self.rest = &rest[end..];
+        Some(Ok(Piece::Text(&rest[..end])))
     }
-    Ok(())
+}
+
+/// Checks every reference in `text`.
+pub fn check_references(text: &str) -> Result<(), RefError> {
+    pieces(text).try_for_each(|piece| piece.map(drop))
 }
 
 /// Names of environment variables: `[A-Za-z_][A-Za-z0-9_]*`.
@@ -57,6 +98,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn text_splits_into_literals_and_references() {
+        let got: Vec<Piece> = pieces("a $${x} ${A} $5 ${B:-d}")
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Piece::Text("a "),
+                Piece::Text("${"),
+                Piece::Text("x} "),
+                Piece::Ref {
+                    name: "A",
+                    default: None
+                },
+                Piece::Text(" "),
+                Piece::Text("$5 "),
+                Piece::Ref {
+                    name: "B",
+                    default: Some("d")
+                },
+            ]
+        );
+    }
+
+    #[test]
     fn well_formed_references_pass() {
         for ok in [
             "plain",
@@ -75,10 +141,11 @@ mod tests {
     #[test]
     fn bad_references_fail_without_quoting_the_value() {
         let err = check_references("secret-value ${TOKEN").unwrap_err();
-        assert!(err.contains("unterminated"));
-        assert!(!err.contains("secret-value"));
+        assert_eq!(err, RefError::Unterminated);
+        assert!(!err.to_string().contains("secret-value"));
         let err = check_references("secret-value ${1BAD}").unwrap_err();
-        assert!(err.contains("1BAD") && !err.contains("secret-value"));
+        assert_eq!(err, RefError::BadName("1BAD".into()));
+        assert!(!err.to_string().contains("secret-value"));
         assert!(check_references("${}").is_err());
         assert!(check_references("${A-B}").is_err());
     }

@@ -1,7 +1,7 @@
 //! Shows the policy refusing an escalation: the guest tries to widen what
 //! its task allows and prints what the node said each time.
 
-use spear_guest::{json, Chat, Error};
+use spear_guest::{json, Chat, ErrorKind};
 
 fn main() {
     let chat = match Chat::new() {
@@ -18,7 +18,9 @@ fn main() {
     ];
     for (key, value) in attempts {
         match chat.set_param(key, &value) {
-            Err(Error::PermissionDenied) => println!("{key}: refused (EACCES)"),
+            Err(error) if error.kind() == ErrorKind::PermissionDenied => {
+                println!("{key}: refused (EACCES): {error}")
+            }
             Err(other) => println!("{key}: {other}"),
             Ok(()) => println!("{key}: ACCEPTED (this is a bug)"),
         }

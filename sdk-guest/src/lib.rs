@@ -2,80 +2,43 @@
 //!
 //! A [`Chat`] is one chat session on the node: narrow its MCP servers and
 //! tools with [`Chat::set_param`] (the node refuses widening with
-//! [`Error::PermissionDenied`]), add messages, and [`Chat::send`] to let the
+//! [`ErrorKind::PermissionDenied`]), add messages, and [`Chat::send`] to let the
 //! model answer, calling the allowed MCP tools as it goes. The session is
 //! closed when the `Chat` is dropped.
 
 pub mod errno;
+mod error;
+pub mod params;
 pub mod raw;
+pub mod reply;
 
+pub use error::{Error, ErrorKind};
+pub use reply::{Reply, ToolCall, Usage};
 pub use serde_json::{json, Value};
 
-/// Why a host call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Error {
-    /// The task does not allow this (EACCES).
-    PermissionDenied,
-    /// A malformed argument (EINVAL).
-    InvalidArgument,
-    /// No such param (ENOENT).
-    NotFound,
-    /// The session is closed or unknown (EBADF).
-    BadHandle,
-    /// Too many open sessions (EMFILE).
-    TooManySessions,
-    /// The session deadline passed (ETIMEDOUT).
-    Timeout,
-    /// The model provider or the loop failed (EIO); details are in the reply.
-    Io,
-    /// Not running on a Spear node (ENOSYS).
-    Unsupported,
-    /// The run's host-memory budget has no room (ENOMEM): close sessions you
-    /// no longer need. Asking again without freeing stops the run.
-    OutOfHostMemory,
-    /// A run budget (model requests, tokens, tool calls) is spent (EDQUOT);
-    /// the reply says which. Sending again stops the run.
-    BudgetSpent,
-    /// Any other errno.
-    Other(i32),
+/// A negative return code as an [`Error`] carrying the node's sentence.
+fn failed(code: i32) -> Error {
+    let message = read_buffer_raw(|out, len| {
+        // SAFETY: `out` has `*len` writable bytes; the host writes at most that.
+        unsafe { raw::cchat_last_error(out, len) }
+    })
+    .ok()
+    .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+    .unwrap_or_default();
+    Error::new(ErrorKind::from_code(code), message)
 }
-
-impl Error {
-    fn from_errno(code: i32) -> Error {
-        match -code {
-            errno::EACCES => Error::PermissionDenied,
-            errno::EINVAL | errno::EFAULT => Error::InvalidArgument,
-            errno::ENOENT => Error::NotFound,
-            errno::EBADF => Error::BadHandle,
-            errno::EMFILE => Error::TooManySessions,
-            errno::ETIMEDOUT => Error::Timeout,
-            errno::EIO => Error::Io,
-            errno::ENOSYS => Error::Unsupported,
-            errno::ENOMEM => Error::OutOfHostMemory,
-            errno::EDQUOT => Error::BudgetSpent,
-            other => Error::Other(other),
-        }
-    }
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl std::error::Error for Error {}
 
 fn check(code: i32) -> Result<i32, Error> {
     if code < 0 {
-        Err(Error::from_errno(code))
+        Err(failed(code))
     } else {
         Ok(code)
     }
 }
 
-/// Calls a host function that writes into a buffer, growing it on ENOSPC.
-fn read_buffer(mut call: impl FnMut(*mut u8, *mut u32) -> i32) -> Result<Vec<u8>, Error> {
+/// Calls a host function that writes into a buffer, growing it on ENOSPC;
+/// a failure is the bare return code.
+fn read_buffer_raw(mut call: impl FnMut(*mut u8, *mut u32) -> i32) -> Result<Vec<u8>, i32> {
     let mut buffer = vec![0u8; 4096];
     loop {
         let mut len = buffer.len() as u32;
@@ -84,21 +47,17 @@ fn read_buffer(mut call: impl FnMut(*mut u8, *mut u32) -> i32) -> Result<Vec<u8>
             buffer.resize(len as usize, 0);
             continue;
         }
-        check(code)?;
+        if code < 0 {
+            return Err(code);
+        }
         buffer.truncate(len as usize);
         return Ok(buffer);
     }
 }
 
-/// The answer of [`Chat::send`].
-#[derive(Debug, Clone)]
-pub struct Reply {
-    /// The model's final text.
-    pub content: String,
-    /// Every tool call made, as JSON objects (server, tool, outcome, ...).
-    pub trace: Vec<Value>,
-    /// The whole reply as the host sent it.
-    pub raw: Value,
+/// [`read_buffer_raw`] with failures as [`Error`]s.
+fn read_buffer(call: impl FnMut(*mut u8, *mut u32) -> i32) -> Result<Vec<u8>, Error> {
+    read_buffer_raw(call).map_err(failed)
 }
 
 /// The session's MCP params, built up and written with [`Chat::apply`]:
@@ -111,7 +70,7 @@ pub struct Reply {
 /// ```
 ///
 /// Each param can only narrow what the task allows; a write that would
-/// widen it fails with [`Error::PermissionDenied`] and changes nothing
+/// widen it fails with [`ErrorKind::PermissionDenied`] and changes nothing
 /// (writes before it in the same `apply` stay, and they only narrowed).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct McpParams {
@@ -154,16 +113,16 @@ impl McpParams {
     pub fn writes(&self) -> Vec<(&'static str, Value)> {
         let mut out = Vec::new();
         if let Some(enabled) = self.enabled {
-            out.push(("mcp.enabled", json!(enabled)));
+            out.push((params::MCP_ENABLED, json!(enabled)));
         }
         if let Some(ids) = &self.servers {
-            out.push(("mcp.server_ids", json!(ids)));
+            out.push((params::MCP_SERVER_IDS, json!(ids)));
         }
         if let Some(allow) = &self.allow {
-            out.push(("mcp.tool_allowlist", json!(allow)));
+            out.push((params::MCP_TOOL_ALLOWLIST, json!(allow)));
         }
         if let Some(deny) = &self.deny {
-            out.push(("mcp.tool_denylist", json!(deny)));
+            out.push((params::MCP_TOOL_DENYLIST, json!(deny)));
         }
         out
     }
@@ -206,27 +165,32 @@ impl Chat {
                 raw::cchat_ctl_get_param(self.handle, key.as_ptr(), key.len() as u32, out, len)
             }
         })?;
-        serde_json::from_slice(&bytes).map_err(|_| Error::InvalidArgument)
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the node sent a value that is not JSON: {e}"),
+            )
+        })
     }
 
     /// Limits this session to these MCP servers (a subset of the task's).
     pub fn use_servers(&self, ids: &[&str]) -> Result<(), Error> {
-        self.set_param("mcp.server_ids", &json!(ids))
+        self.set_param(params::MCP_SERVER_IDS, &json!(ids))
     }
 
     /// Only tools matching one of these patterns (`*` and `?` globs).
     pub fn allow_tools(&self, patterns: &[&str]) -> Result<(), Error> {
-        self.set_param("mcp.tool_allowlist", &json!(patterns))
+        self.set_param(params::MCP_TOOL_ALLOWLIST, &json!(patterns))
     }
 
     /// Never these tools, whatever else allows them.
     pub fn deny_tools(&self, patterns: &[&str]) -> Result<(), Error> {
-        self.set_param("mcp.tool_denylist", &json!(patterns))
+        self.set_param(params::MCP_TOOL_DENYLIST, &json!(patterns))
     }
 
     /// No MCP tools for this session (the model answers on its own).
     pub fn disable_mcp(&self) -> Result<(), Error> {
-        self.set_param("mcp.enabled", &json!(false))
+        self.set_param(params::MCP_ENABLED, &json!(false))
     }
 
     /// Applies several MCP params at once; see [`McpParams`].
@@ -252,20 +216,31 @@ impl Chat {
         Ok(())
     }
 
-    /// Lets the model answer, running the allowed MCP tools it calls.
+    /// Lets the model answer, running the allowed MCP tools it calls. On
+    /// failure the error carries the reply's sentence (which limit, or what
+    /// the provider said).
     pub fn send(&self) -> Result<Reply, Error> {
-        // SAFETY: no pointers are passed.
-        let sent = check(unsafe { raw::cchat_send(self.handle, 1) });
+        self.send_with(params::send_flags::AUTO_TOOL_CALLS)
+    }
+
+    /// One model request with no tools offered.
+    pub fn send_without_tools(&self) -> Result<Reply, Error> {
+        self.send_with(0)
+    }
+
+    fn send_with(&self, flags: u32) -> Result<Reply, Error> {
+        // SAFETY: no pointers are passed. A failure's sentence (the reply's
+        // `error`) is what `cchat_last_error` returns.
+        check(unsafe { raw::cchat_send(self.handle, flags) })?;
         let bytes = read_buffer(|out, len| {
-            // SAFETY: as above.
+            // SAFETY: `out` has `*len` writable bytes; the host writes at most that.
             unsafe { raw::cchat_recv(self.handle, out, len) }
         })?;
-        let raw: Value = serde_json::from_slice(&bytes).map_err(|_| Error::InvalidArgument)?;
-        sent?;
-        Ok(Reply {
-            content: raw["content"].as_str().unwrap_or_default().to_string(),
-            trace: raw["trace"].as_array().cloned().unwrap_or_default(),
-            raw,
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the node's reply is not a reply: {e}"),
+            )
         })
     }
 }
@@ -285,19 +260,18 @@ mod tests {
 
     #[test]
     fn off_wasm_every_call_is_unsupported() {
-        assert_eq!(Chat::new().err(), Some(Error::Unsupported));
-        assert_eq!(Error::from_errno(-13), Error::PermissionDenied);
-        assert_eq!(Error::from_errno(-110), Error::Timeout);
+        let error = Chat::new().err().map(|e| e.kind());
+        assert_eq!(error, Some(ErrorKind::Unsupported));
     }
 
     #[test]
     fn mcp_params_write_only_what_was_set() {
-        let params = McpParams::new().servers(&["fs"]).deny(&["write_*"]);
+        let wanted = McpParams::new().servers(&["fs"]).deny(&["write_*"]);
         assert_eq!(
-            params.writes(),
+            wanted.writes(),
             vec![
-                ("mcp.server_ids", json!(["fs"])),
-                ("mcp.tool_denylist", json!(["write_*"]))
+                (params::MCP_SERVER_IDS, json!(["fs"])),
+                (params::MCP_TOOL_DENYLIST, json!(["write_*"]))
             ]
         );
         assert!(McpParams::new().writes().is_empty());

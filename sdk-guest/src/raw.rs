@@ -36,6 +36,7 @@ extern "C" {
     pub fn cchat_send(handle: i32, flags: u32) -> i32;
     pub fn cchat_recv(handle: i32, out: *mut u8, out_len: *mut u32) -> i32;
     pub fn cchat_close(handle: i32) -> i32;
+    pub fn cchat_last_error(out: *mut u8, out_len: *mut u32) -> i32;
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -68,6 +69,9 @@ mod stubs {
         -ENOSYS
     }
     pub unsafe fn cchat_close(_: i32) -> i32 {
+        -ENOSYS
+    }
+    pub unsafe fn cchat_last_error(_: *mut u8, _: *mut u32) -> i32 {
         -ENOSYS
     }
 }

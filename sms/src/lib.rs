@@ -7,7 +7,6 @@
 //! binary in `main.rs` only parses arguments.
 
 pub mod admin;
-pub mod backoff;
 pub mod cli;
 pub mod files;
 pub mod grpc;

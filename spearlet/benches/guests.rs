@@ -14,7 +14,7 @@ use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
+use spearlet::tools::Router;
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 const EMPTY: &str = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;

@@ -18,7 +18,7 @@ use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::Connections;
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
+use spearlet::tools::Router;
 
 fn everything() -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());

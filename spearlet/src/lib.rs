@@ -1,18 +1,42 @@
-//! The spearlet, Spear's node agent.
+//! The spearlet, Spear's node agent. A map, by concern:
 //!
-//! A node keeps a live copy of SMS's MCP server registry ([`sync`] into a
-//! [`registry`] view swapped atomically), persists it in its state dir
-//! ([`persist`]) so it keeps serving while SMS is away, reports what it
-//! applied ([`heartbeat`]), and shows it all over HTTP ([`http`]).
-//! [`node`] wires these together; `main.rs` only parses arguments.
+//! **Following the registry.** [`sync`] watches SMS and applies snapshots
+//! and deltas into a [`registry`] view that is swapped atomically;
+//! [`persist`] keeps the last good registry and the `applied.log` in the
+//! state dir so the node serves while SMS is away; [`heartbeat`] reports
+//! what was applied; [`http_endpoint`] shows it all (`/registry`,
+//! `/status`, `/metrics`).
+//!
+//! **Reaching MCP servers.** [`connections`] keeps one supervised
+//! connection per enabled server (reconnecting with `spear_common`'s
+//! backoff); [`mcp`] is the protocol side (stdio children, Streamable HTTP
+//! and legacy SSE transports, rendering results for a model);
+//! [`env_refs`] resolves `${NAME}` references from the node's environment;
+//! [`http_client`] is the one outbound HTTP client.
+//!
+//! **Deciding what a session may use.** [`policy`] holds the three layers
+//! (server, task, session) and `explain`; [`node_policy`] what the operator
+//! lets tasks and servers take from this node (dirs, env, modules, models);
+//! [`tools`] names tools for a model and routes its calls back.
+//!
+//! **Running guests.** [`invoke`] is the gRPC Invocation service (grants,
+//! limits, module fetch, run slots); [`wasm`] runs a guest in wasmtime with
+//! its CPU, memory and wall-clock limits; [`cchat`] is the host API the
+//! guest calls, its sessions, the tool loop and the run's budget; [`llm`]
+//! speaks to model providers.
+//!
+//! [`node`] builds every subsystem and shuts them down in order; [`cli`]
+//! parses the command line (`main.rs` only calls it); [`config`] is the
+//! node's TOML file.
 
 pub mod cchat;
 pub mod cli;
 pub mod config;
 pub mod connections;
-pub mod explain;
+pub mod env_refs;
 pub mod heartbeat;
-pub mod http;
+pub mod http_client;
+pub mod http_endpoint;
 pub mod invoke;
 pub mod llm;
 pub mod mcp;
@@ -21,7 +45,6 @@ pub mod node_policy;
 pub mod persist;
 pub mod policy;
 pub mod registry;
-pub mod router;
 pub mod sync;
 pub mod tools;
 pub mod wasm;

@@ -15,7 +15,7 @@ use spear_proto::auth::AdminToken;
 use crate::config::NodeFile;
 use crate::connections::Connections;
 use crate::heartbeat::Advert;
-use crate::http::NodeView;
+use crate::http_endpoint::NodeView;
 use crate::invoke::{
     service::InvocationService, FetchLimits, Invoker, InvokerDeps, LimitPolicy, ModuleStore,
 };
@@ -23,8 +23,8 @@ use crate::llm::Backends;
 use crate::node_policy::{NodePolicy, PolicyError};
 use crate::persist::{AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
-use crate::router::Router;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+use crate::tools::Router;
 use crate::wasm::GuestRuntime;
 
 /// Persist at most this often; the final state is always written.

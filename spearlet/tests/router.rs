@@ -9,8 +9,8 @@ use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::{Connections, ServerState};
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
 use spearlet::tools::offered_name;
+use spearlet::tools::Router;
 
 fn misbehaving(id: &str) -> ServerSpec {
     let script = concat!(
@@ -282,7 +282,7 @@ fn router_futures_are_send(
     router: Router,
     task: TaskPolicy,
     session: SessionPolicy,
-    set: spearlet::router::ToolSet,
+    set: spearlet::tools::ToolSet,
 ) {
     fn send<T: Send>(_: T) {}
     let r = router.clone();

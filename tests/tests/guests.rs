@@ -17,8 +17,8 @@ use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
 use spearlet::tools::offered_name;
+use spearlet::tools::Router;
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 fn guest(name: &str) -> Vec<u8> {
@@ -171,31 +171,23 @@ async fn the_escalation_guest_is_refused_every_time() {
     let outcome = node.runtime.run(&pre, context(&node, ""), limits()).await;
     let stdout = String::from_utf8_lossy(&outcome.stdout);
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
-    assert_eq!(stdout.matches("refused (EACCES)").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("refused (EACCES): ").count(), 3, "{stdout}");
+    // The SDK's error shows the node's own sentence, not just a code.
+    for sentence in [
+        "mcp.task_tool_denylist is set by the task and is read-only to the guest",
+        "server 'not-allowed' is not in the task's mcp.allowed_server_ids",
+        "mcp.allowed_server_ids is set by the task and is read-only to the guest",
+    ] {
+        assert!(
+            stdout.contains(sentence),
+            "missing {sentence:?} in {stdout}"
+        );
+    }
     assert!(
         stdout.contains(r#"mcp.server_ids is still ["fs"]"#),
         "{stdout}"
     );
     node.connections.shutdown().await;
-}
-
-/// Runs a hostile module and returns (exit code, error).
-async fn hostile(node: &Node, wat: &str) -> (Option<i32>, Option<String>) {
-    hostile_under(node, wat, task()).await
-}
-
-/// [`hostile`] under another task policy.
-async fn hostile_under(node: &Node, wat: &str, task: TaskPolicy) -> (Option<i32>, Option<String>) {
-    let pre = node
-        .runtime
-        .load(wat.as_bytes())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let context = RunContext {
-        task,
-        ..context(node, "")
-    };
-    let outcome = node.runtime.run(&pre, context, limits()).await;
-    (outcome.exit_code, outcome.error)
 }
 
 /// A guest that writes `key = value` (JSON) in a new session and exits with
@@ -219,106 +211,237 @@ fn write_param(key: &str, value: &str) -> String {
 
 const EXIT: &str = r#"(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))"#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
-    let node = node().await;
-    let (_, error) = hostile(
-        &node,
-        r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+/// A guest whose `set_param(key, value)` is refused, then copies
+/// `cchat_last_error` to stdout and exits with the refusal's errno.
+fn refused_then_last_error(key: &str, value: &str) -> String {
+    format!(
+        r#"(module {EXIT}
+        (import "spear" "cchat_create" (func $create (result i32)))
+        (import "spear" "cchat_ctl_set_param" (func $set (param i32 i32 i32 i32 i32) (result i32)))
+        (import "spear" "cchat_last_error" (func $last (param i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 0) "{key}")
+        (data (i32.const 100) "{}")
+        (func (export "_start") (local $errno i32)
+          (local.set $errno (i32.sub (i32.const 0)
+            (call $set (call $create) (i32.const 0) (i32.const {}) (i32.const 100) (i32.const {}))))
+          ;; capacity 4096 at 1000, sentence at 2000
+          (i32.store (i32.const 1000) (i32.const 4096))
+          (drop (call $last (i32.const 2000) (i32.const 1000)))
+          ;; iovec at 1100: (2000, len)
+          (i32.store (i32.const 1100) (i32.const 2000))
+          (i32.store (i32.const 1104) (i32.load (i32.const 1000)))
+          (drop (call $fd_write (i32.const 1) (i32.const 1100) (i32.const 1) (i32.const 1200)))
+          (call $exit (local.get $errno))))"#,
+        value.replace('"', "\\\""),
+        key.len(),
+        value.len()
     )
-    .await;
-    assert!(
-        error.as_deref().unwrap_or("").contains("CPU budget"),
-        "{error:?}"
-    );
+}
 
-    let bomb = r#"(module (memory (export "memory") 1) (func (export "_start") (loop (drop (memory.grow (i32.const 256))) br 0)))"#;
-    let (_, error) = hostile(&node, bomb).await;
-    assert!(
-        error.as_deref().unwrap_or("").contains("memory"),
-        "{error:?}"
-    );
+/// What a hostile case must end with.
+enum Expect {
+    /// The guest exits with this code (an errno it was given, or 0).
+    Exit(i32),
+    /// The run is stopped with an error containing this.
+    Stopped(&'static str),
+    /// Exit code and this text on stdout.
+    ExitSaying(i32, &'static str),
+}
 
-    let recursion = r#"(module (memory (export "memory") 1) (func $f (call $f)) (func (export "_start") (call $f)))"#;
-    let (_, error) = hostile(&node, recursion).await;
-    assert!(
-        error.as_deref().unwrap_or("").contains("stack"),
-        "{error:?}"
-    );
+/// One row of the ABI table.
+struct Case {
+    name: &'static str,
+    wat: String,
+    task: TaskPolicy,
+    expect: Expect,
+}
 
-    // Out-of-bounds pointer and length: the host answers -EFAULT (14).
-    let oob = format!(
-        r#"(module {EXIT}
-        (import "spear" "cchat_create" (func $create (result i32)))
-        (import "spear" "cchat_write_msg" (func $write (param i32 i32 i32 i32 i32) (result i32)))
-        (memory (export "memory") 1)
-        (func (export "_start")
-          (call $exit (i32.sub (i32.const 0)
-            (call $write (call $create) (i32.const 65530) (i32.const 100) (i32.const 0) (i32.const 4))))))"#
-    );
-    assert_eq!(hostile(&node, &oob).await.0, Some(14));
+fn case(name: &'static str, wat: impl Into<String>, expect: Expect) -> Case {
+    Case {
+        name,
+        wat: wat.into(),
+        task: task(),
+        expect,
+    }
+}
 
-    // An absurd output-buffer capacity next to the end of memory: -EFAULT.
-    let absurd = format!(
-        r#"(module {EXIT}
-        (import "spear" "cchat_create" (func $create (result i32)))
-        (import "spear" "cchat_ctl_get_param" (func $get (param i32 i32 i32 i32 i32) (result i32)))
-        (memory (export "memory") 1)
-        (data (i32.const 0) "mcp.server_ids")
-        (data (i32.const 100) "\ff\ff\ff\ff")
-        (func (export "_start")
-          (call $exit (i32.sub (i32.const 0)
-            (call $get (call $create) (i32.const 0) (i32.const 14) (i32.const 65533) (i32.const 100))))))"#
-    );
-    assert_eq!(hostile(&node, &absurd).await.0, Some(14));
-
-    // Thousands of sessions never closed: -EMFILE (24) once the cap is hit.
-    let sessions = format!(
-        r#"(module {EXIT}
-        (import "spear" "cchat_create" (func $create (result i32)))
-        (memory (export "memory") 1)
-        (func (export "_start") (local $i i32) (local $r i32)
-          (loop $again
-            (local.set $r (call $create))
-            (if (i32.lt_s (local.get $r) (i32.const 0)) (then (call $exit (i32.sub (i32.const 0) (local.get $r)))))
-            (local.set $i (i32.add (local.get $i) (i32.const 1)))
-            (br_if $again (i32.lt_u (local.get $i) (i32.const 5000))))))"#
-    );
-    assert_eq!(hostile(&node, &sessions).await.0, Some(24));
-
-    // Escalations through the raw ABI: -EACCES (13), nothing changed.
-    let escalate = write_param("mcp.task_tool_denylist", "[]");
-    assert_eq!(hostile(&node, &escalate).await.0, Some(13));
-    // server_ids outside the task's set.
-    let outside = write_param("mcp.server_ids", r#"["fs","other"]"#);
-    assert_eq!(hostile(&node, &outside).await.0, Some(13));
-    assert_eq!(
-        hostile(&node, &write_param("mcp.server_ids", r#"["fs"]"#))
-            .await
-            .0,
-        Some(0),
-        "a write within the task is allowed"
-    );
-    // Enabling MCP where the task forbids it.
+/// The hostile and edge cases of the guest ABI, one row each.
+fn abi_cases() -> Vec<Case> {
     let forbidding = TaskPolicy {
         enabled: false,
         ..task()
     };
-    let enable = write_param("mcp.enabled", "true");
-    assert_eq!(
-        hostile_under(&node, &enable, forbidding.clone()).await.0,
-        Some(13)
-    );
-    assert_eq!(
-        hostile_under(&node, &write_param("mcp.enabled", "false"), forbidding)
-            .await
-            .0,
-        Some(0)
-    );
-    assert_eq!(
-        hostile(&node, &enable).await.0,
-        Some(0),
-        "allowed when the task enables MCP"
+    vec![
+        case(
+            "a spinning guest is stopped at its CPU budget",
+            r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+            Expect::Stopped("CPU budget"),
+        ),
+        case(
+            "a memory bomb is stopped at its memory limit",
+            r#"(module (memory (export "memory") 1) (func (export "_start") (loop (drop (memory.grow (i32.const 256))) br 0)))"#,
+            Expect::Stopped("memory"),
+        ),
+        case(
+            "unbounded recursion is stopped by the stack limit",
+            r#"(module (memory (export "memory") 1) (func $f (call $f)) (func (export "_start") (call $f)))"#,
+            Expect::Stopped("stack"),
+        ),
+        case(
+            "an out-of-bounds pointer and length is -EFAULT",
+            format!(
+                r#"(module {EXIT}
+                (import "spear" "cchat_create" (func $create (result i32)))
+                (import "spear" "cchat_write_msg" (func $write (param i32 i32 i32 i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (func (export "_start")
+                  (call $exit (i32.sub (i32.const 0)
+                    (call $write (call $create) (i32.const 65530) (i32.const 100) (i32.const 0) (i32.const 4))))))"#
+            ),
+            Expect::Exit(14),
+        ),
+        case(
+            "an absurd output capacity at the end of memory is -EFAULT",
+            format!(
+                r#"(module {EXIT}
+                (import "spear" "cchat_create" (func $create (result i32)))
+                (import "spear" "cchat_ctl_get_param" (func $get (param i32 i32 i32 i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (data (i32.const 0) "mcp.server_ids")
+                (data (i32.const 100) "\ff\ff\ff\ff")
+                (func (export "_start")
+                  (call $exit (i32.sub (i32.const 0)
+                    (call $get (call $create) (i32.const 0) (i32.const 14) (i32.const 65533) (i32.const 100))))))"#
+            ),
+            Expect::Exit(14),
+        ),
+        case(
+            "thousands of sessions never closed hit -EMFILE",
+            format!(
+                r#"(module {EXIT}
+                (import "spear" "cchat_create" (func $create (result i32)))
+                (memory (export "memory") 1)
+                (func (export "_start") (local $i i32) (local $r i32)
+                  (loop $again
+                    (local.set $r (call $create))
+                    (if (i32.lt_s (local.get $r) (i32.const 0)) (then (call $exit (i32.sub (i32.const 0) (local.get $r)))))
+                    (local.set $i (i32.add (local.get $i) (i32.const 1)))
+                    (br_if $again (i32.lt_u (local.get $i) (i32.const 5000))))))"#
+            ),
+            Expect::Exit(24),
+        ),
+        case(
+            "writing a task key is -EACCES",
+            write_param("mcp.task_tool_denylist", "[]"),
+            Expect::Exit(13),
+        ),
+        case(
+            "server_ids outside the task's set is -EACCES",
+            write_param("mcp.server_ids", r#"["fs","other"]"#),
+            Expect::Exit(13),
+        ),
+        case(
+            "server_ids within the task's set is accepted",
+            write_param("mcp.server_ids", r#"["fs"]"#),
+            Expect::Exit(0),
+        ),
+        Case {
+            name: "enabling MCP where the task forbids it is -EACCES",
+            task: forbidding.clone(),
+            ..case("", write_param("mcp.enabled", "true"), Expect::Exit(13))
+        },
+        Case {
+            name: "disabling MCP where the task forbids it is accepted",
+            task: forbidding,
+            ..case("", write_param("mcp.enabled", "false"), Expect::Exit(0))
+        },
+        case(
+            "enabling MCP where the task enables it is accepted",
+            write_param("mcp.enabled", "true"),
+            Expect::Exit(0),
+        ),
+        case(
+            "cchat_last_error hands back the refusal's sentence",
+            refused_then_last_error("mcp.server_ids", r#"["fs","other"]"#),
+            Expect::ExitSaying(
+                13,
+                "server 'other' is not in the task's mcp.allowed_server_ids",
+            ),
+        ),
+        case(
+            "a value that is not JSON is -EINVAL, and says so",
+            refused_then_last_error("mcp.server_ids", "[fs"),
+            Expect::ExitSaying(22, "the value for mcp.server_ids is not JSON"),
+        ),
+        case(
+            "cchat_send with unknown flags is -EINVAL",
+            format!(
+                r#"(module {EXIT}
+                (import "spear" "cchat_create" (func $create (result i32)))
+                (import "spear" "cchat_send" (func $send (param i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (func (export "_start")
+                  (call $exit (i32.sub (i32.const 0) (call $send (call $create) (i32.const 6))))))"#
+            ),
+            Expect::Exit(22),
+        ),
+        case(
+            "cchat_recv before any send is -ENOENT",
+            format!(
+                r#"(module {EXIT}
+                (import "spear" "cchat_create" (func $create (result i32)))
+                (import "spear" "cchat_recv" (func $recv (param i32 i32 i32) (result i32)))
+                (memory (export "memory") 1)
+                (data (i32.const 100) "\00\01\00\00")
+                (func (export "_start")
+                  (call $exit (i32.sub (i32.const 0) (call $recv (call $create) (i32.const 200) (i32.const 100))))))"#
+            ),
+            Expect::Exit(2),
+        ),
+    ]
+}
+
+/// Every row of [`abi_cases`] runs and reports on its own; the test fails
+/// listing every row that did not hold. Then a normal guest still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
+    let node = node().await;
+    let mut failed = Vec::new();
+    for case in abi_cases() {
+        let pre = match node.runtime.load(case.wat.as_bytes()) {
+            Ok(pre) => pre,
+            Err(error) => {
+                failed.push(format!("{}: does not load: {error}", case.name));
+                continue;
+            }
+        };
+        let context = RunContext {
+            task: case.task,
+            ..context(&node, "")
+        };
+        let outcome = node.runtime.run(&pre, context, limits()).await;
+        let stdout = String::from_utf8_lossy(&outcome.stdout);
+        let held = match case.expect {
+            Expect::Exit(code) => outcome.exit_code == Some(code),
+            Expect::Stopped(text) => outcome.error.as_deref().is_some_and(|e| e.contains(text)),
+            Expect::ExitSaying(code, text) => {
+                outcome.exit_code == Some(code) && stdout.contains(text)
+            }
+        };
+        let verdict = if held { "ok" } else { "FAILED" };
+        eprintln!(
+            "abi case {}: {verdict} (exit {:?}, error {:?}, stdout {stdout:?})",
+            case.name, outcome.exit_code, outcome.error
+        );
+        if !held {
+            failed.push(case.name.to_string());
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "ABI cases that did not hold: {failed:#?}"
     );
 
     // After all that, a normal guest still runs.

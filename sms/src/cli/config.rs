@@ -5,10 +5,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use serde::Deserialize;
 use tracing::{info, warn};
+
+use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 
 use crate::grpc::AdminToken;
 use crate::server::{Sms, SmsConfig, StoreConfig};
@@ -73,22 +75,8 @@ fn read_file_config(path: &Path) -> Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("config file {} is invalid", path.display()))
 }
 
-fn init_logging(format: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        "human" => builder.try_init(),
-        "json" => builder.json().try_init(),
-        other => bail!("log format '{other}' is not known; use human or json"),
-    }
-    .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
-}
-
 /// Merges flags/env over the file over defaults into an [`SmsConfig`].
-fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
+fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
     let file = match &args.config {
         Some(path) => read_file_config(path)?,
         None => FileConfig::default(),
@@ -102,15 +90,10 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
         .clone()
         .or(file.metrics_listen)
         .unwrap_or_else(|| "127.0.0.1:9300".to_string());
-    let metrics_listen = if metrics == "off" {
-        None
-    } else {
-        Some(
-            metrics
-                .parse::<SocketAddr>()
-                .with_context(|| format!("--metrics-listen '{metrics}' is not host:port or off"))?,
-        )
-    };
+    let metrics_listen = metrics
+        .parse::<Listen>()
+        .map_err(|bad| anyhow!("--metrics-listen {bad}"))?
+        .addr();
     let endpoints = args
         .etcd_endpoints
         .clone()
@@ -151,7 +134,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
         .log_format
         .clone()
         .or(file.log_format)
-        .unwrap_or_else(|| "human".to_string());
+        .map_or(Ok(LogFormat::Human), |format| format.parse())?;
     let config = SmsConfig {
         listen,
         metrics_listen,
@@ -166,7 +149,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, String)> {
 /// Runs SMS until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let (config, log_format) = resolve(&args)?;
-    init_logging(&log_format)?;
+    init_logging(log_format)?;
     if !config.admin_token.is_set() && !config.listen.ip().is_loopback() {
         warn!(listen = %config.listen, "admin API is open: no admin token is set (--admin-token or SMS_ADMIN_TOKEN)");
     }
@@ -188,25 +171,4 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     sms.serve(shutdown_signal()).await?;
     info!("SMS stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

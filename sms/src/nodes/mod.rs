@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
+use spear_common::text;
 use spear_proto::v1::{HeartbeatRequest, NodeStatus};
 
 use crate::store::{Epoch, Revision};
@@ -58,12 +59,12 @@ impl NodeTable {
         if report.node_id.len() > MAX_TEXT {
             return Err(NodeError::IdTooLong);
         }
-        truncate_utf8(&mut report.version, MAX_TEXT);
-        truncate_utf8(&mut report.invoke_addr, MAX_TEXT);
+        text::truncate(&mut report.version, MAX_TEXT);
+        text::truncate(&mut report.invoke_addr, MAX_TEXT);
         report.problems.truncate(MAX_PROBLEMS_PER_NODE);
         for problem in &mut report.problems {
-            truncate_utf8(&mut problem.message, MAX_TEXT);
-            truncate_utf8(&mut problem.server_id, MAX_TEXT);
+            text::truncate(&mut problem.message, MAX_TEXT);
+            text::truncate(&mut problem.server_id, MAX_TEXT);
         }
         let now = Instant::now();
         let mut nodes = self.nodes.write();
@@ -155,16 +156,6 @@ impl NodeTable {
     /// Whether SMS has heard from `node_id` recently enough to call it alive.
     pub fn is_known(&self, node_id: &str) -> bool {
         self.nodes.read().contains_key(node_id)
-    }
-}
-
-fn truncate_utf8(text: &mut String, max: usize) {
-    if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
     }
 }
 

@@ -178,7 +178,7 @@ pub fn parse_entry(
     check_transport_fields(problems, path, entry, &spec);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
-            problems.push(&format!("{path}.url"), message);
+            problems.push(&format!("{path}.url"), message.to_string());
         }
     }
     (problems.list.len() == before).then_some(spec)
@@ -239,7 +239,7 @@ fn string_list(
             Value::String(s) => {
                 if refs {
                     if let Err(message) = check_references(s) {
-                        problems.push(&format!("{path}.{key}[{i}]"), message);
+                        problems.push(&format!("{path}.{key}[{i}]"), message.to_string());
                     }
                 }
                 out.push(s.clone());
@@ -318,7 +318,7 @@ fn patterns(
     let list = string_list(problems, path, entry, key, false)?;
     for (i, pattern) in list.iter().enumerate() {
         if let Err(message) = check_pattern(pattern) {
-            problems.push(&format!("{path}.{key}[{i}]"), message);
+            problems.push(&format!("{path}.{key}[{i}]"), message.to_string());
         }
     }
     Some(list)

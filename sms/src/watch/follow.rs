@@ -14,8 +14,8 @@ use futures::StreamExt;
 use tracing::{debug, info, warn};
 
 use super::hub::Hub;
-use crate::backoff::Backoff;
 use crate::store::{CommittedStream, Revision, StoreError};
+use spear_common::Backoff;
 
 /// How long the hub waits for history while prefilling before it starts
 /// serving anyway (nodes then get snapshots instead of deltas).

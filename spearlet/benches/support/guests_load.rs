@@ -17,8 +17,8 @@ use spearlet::llm::{
 };
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
 use spearlet::tools::offered_name;
+use spearlet::tools::Router;
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 fn percentile(samples: &mut [Duration], q: f64) -> Duration {

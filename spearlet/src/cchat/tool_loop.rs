@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::budget::{BudgetError, RunBudget};
 use crate::llm::{ChatMessage, LlmBackend, LlmError, ToolSpec, Usage};
 use crate::policy::{SessionPolicy, TaskPolicy};
-use crate::router::Router;
+use crate::tools::Router;
 
 /// Bounds on one `cchat_send`.
 #[derive(Debug, Clone, Copy)]

@@ -3,12 +3,13 @@
 
 mod mcp;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use tracing::info;
+
+use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 
 use crate::config::NodeFile;
 use crate::node::{Node, NodeConfig};
@@ -42,13 +43,13 @@ pub enum Command {
             env = "SPEARLET_METRICS_LISTEN",
             default_value = "127.0.0.1:9400"
         )]
-        metrics_listen: String,
+        metrics_listen: Listen,
         /// Log format: human or json.
         #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
-        log_format: String,
+        log_format: LogFormat,
         /// gRPC address of the Invocation service (tasks run here); "off" runs no guests.
         #[arg(long, env = "SPEARLET_LISTEN", default_value = "127.0.0.1:7400")]
-        listen: String,
+        listen: Listen,
         /// The host:port SMS should call for invocations [default: the bound --listen address].
         #[arg(long, env = "SPEARLET_ADVERTISE")]
         advertise: Option<String>,
@@ -94,20 +95,6 @@ pub enum Command {
     },
 }
 
-fn init_logging(format: &str) -> Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        "human" => builder.try_init(),
-        "json" => builder.json().try_init(),
-        other => bail!("log format '{other}' is not known; use human or json"),
-    }
-    .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
-}
-
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
@@ -119,12 +106,12 @@ pub async fn run(cli: Cli) -> Result<i32> {
             no_connect,
             json,
         } => {
-            init_logging("human")?;
+            init_logging(LogFormat::Human)?;
             let task = task_config(&task, &sms).await?;
             explain(&task, &set, &state_dir, no_connect, json).await
         }
         Command::Mcp(command) => {
-            init_logging("human")?;
+            init_logging(LogFormat::Human)?;
             mcp::run(command).await
         }
         Command::Registry { state_dir, json } => {
@@ -153,26 +140,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
             config,
             admin_token,
         } => {
-            init_logging(&log_format)?;
-            let invoke_listen = if listen == "off" {
-                None
-            } else {
-                Some(
-                    listen
-                        .parse::<SocketAddr>()
-                        .with_context(|| format!("--listen '{listen}' is not host:port or off"))?,
-                )
-            };
+            init_logging(log_format)?;
             let file = match &config {
                 Some(path) => NodeFile::load(path)?,
                 None => NodeFile::default(),
-            };
-            let http_listen = if metrics_listen == "off" {
-                None
-            } else {
-                Some(metrics_listen.parse::<SocketAddr>().with_context(|| {
-                    format!("--metrics-listen '{metrics_listen}' is not host:port or off")
-                })?)
             };
             let sms: Vec<String> = sms
                 .into_iter()
@@ -183,8 +154,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 sms,
                 state_dir,
                 node_id,
-                http_listen,
-                invoke_listen,
+                http_listen: metrics_listen.addr(),
+                invoke_listen: listen.addr(),
                 advertise,
                 file,
                 admin_token: spear_proto::auth::AdminToken::new(admin_token),
@@ -257,7 +228,7 @@ async fn explain(
         std::sync::Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
     let explanation =
-        crate::explain::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
+        crate::policy::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
     watcher.abort();
     if json {
@@ -266,19 +237,4 @@ async fn explain(
         print!("{}", explanation.to_text());
     }
     Ok(0)
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
-        }
-    }
 }

@@ -12,8 +12,8 @@ use super::Lookup;
 use crate::mcp::{
     check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts,
 };
-use crate::sync::Backoff;
 use crate::tools::offered_name;
+use spear_common::Backoff;
 
 /// `tools/list` pages read at most per refresh.
 const PAGE_CAP: usize = 100;

@@ -6,7 +6,7 @@
 use spear_proto::task::{DirGrant, WasiGrants};
 
 use super::InvokeError;
-use crate::mcp::Resolver;
+use crate::env_refs::Resolver;
 use crate::node_policy::NodePolicy;
 
 /// The grants with references resolved and directories checked.

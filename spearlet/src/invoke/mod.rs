@@ -32,8 +32,8 @@ pub use stats::RunStats;
 use crate::llm::{BackendError, Backends};
 use crate::node_policy::{ModuleSource, NodePolicy};
 use crate::policy::TaskPolicy;
-use crate::router::Router;
 use crate::sync::SyncStatusCell;
+use crate::tools::Router;
 use crate::wasm::{GuestRuntime, LoadError, RunContext};
 
 /// How long an invocation waits for a free run slot before the node says
@@ -59,7 +59,7 @@ pub enum InvokeError {
     #[error(transparent)]
     Backend(#[from] BackendError),
     #[error("task config: wasi.{0}")]
-    Reference(#[from] crate::mcp::ResolveError),
+    Reference(#[from] crate::env_refs::ResolveError),
     /// The task asks for something this node's policy or caps refuse.
     #[error("task {task_id}: {why}")]
     Refused { task_id: String, why: String },
@@ -210,7 +210,7 @@ impl Invoker {
         &self,
         task: &TaskSpec,
         source: &ModuleSource,
-    ) -> Result<wasmtime::InstancePre<crate::wasm::host::GuestState>, InvokeError> {
+    ) -> Result<wasmtime::InstancePre<crate::wasm::GuestState>, InvokeError> {
         let digest = modules::digest_bytes(&task.module_sha256).ok_or_else(|| {
             InvokeError::InvalidTask(format!("task {}: module_sha256 is not hex", task.id))
         })?;
@@ -232,7 +232,7 @@ impl Invoker {
         &self,
         task: &TaskSpec,
         source: &ModuleSource,
-    ) -> Result<wasmtime::InstancePre<crate::wasm::host::GuestState>, InvokeError> {
+    ) -> Result<wasmtime::InstancePre<crate::wasm::GuestState>, InvokeError> {
         let bytes = self
             .deps
             .modules

@@ -49,7 +49,7 @@ impl AnthropicBackend {
     pub fn new(config: AnthropicConfig) -> Self {
         Self {
             config,
-            http: crate::mcp::http_client(),
+            http: crate::http_client::http_client(),
         }
     }
 }

@@ -6,7 +6,6 @@ mod anthropic;
 mod config;
 mod openai;
 mod retry;
-mod sse;
 mod stream;
 mod types;
 

@@ -43,7 +43,7 @@ impl OpenAiBackend {
     pub fn new(config: OpenAiConfig) -> Self {
         Self {
             config,
-            http: crate::mcp::http_client(),
+            http: crate::http_client::http_client(),
         }
     }
 

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::sse::Parser;
 use super::types::{ChatMessage, LlmError, Reply, ToolCall, Usage};
+use spear_common::sse::Parser;
 
 /// Largest streamed answer accepted.
 const MAX_STREAM_BYTES: usize = 32 * 1024 * 1024;

@@ -14,8 +14,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use spear_proto::v1::{ServerSpec, Transport};
 use tokio::sync::watch;
 
-use super::env::{ResolveError, Resolver};
 use super::stdio::{StdioChild, StdioCommand};
+use crate::env_refs::{ResolveError, Resolver};
 
 /// Why talking to a server failed. Messages never carry env or header values.
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +101,7 @@ pub struct McpClient {
 /// Resolves a stdio server's command line and env on this node.
 pub fn stdio_command(
     spec: &ServerSpec,
-    lookup: &crate::mcp::LookupFn<'_>,
+    lookup: &crate::env_refs::LookupFn<'_>,
 ) -> Result<(StdioCommand, Resolver), ResolveError> {
     let mut resolver = Resolver::default();
     let program = resolver.resolve("command", &spec.command, lookup)?;
@@ -134,7 +134,7 @@ impl McpClient {
     /// Starts `spec`'s server and completes the MCP handshake.
     pub async fn connect(
         spec: &ServerSpec,
-        lookup: &crate::mcp::LookupFn<'_>,
+        lookup: &crate::env_refs::LookupFn<'_>,
     ) -> Result<McpClient, McpError> {
         match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
             Transport::Stdio => Self::connect_stdio(spec, lookup).await,
@@ -147,7 +147,7 @@ impl McpClient {
     /// A Streamable HTTP server, through the node's pooled HTTP client.
     async fn connect_http(
         spec: &ServerSpec,
-        lookup: &crate::mcp::LookupFn<'_>,
+        lookup: &crate::env_refs::LookupFn<'_>,
     ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
@@ -163,7 +163,7 @@ impl McpClient {
     /// A legacy HTTP+SSE server (MCP 2024-11-05).
     async fn connect_sse(
         spec: &ServerSpec,
-        lookup: &crate::mcp::LookupFn<'_>,
+        lookup: &crate::env_refs::LookupFn<'_>,
     ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let target = super::http::resolve_target(spec, lookup)?;
@@ -179,7 +179,7 @@ impl McpClient {
     /// A local server as a supervised child process.
     async fn connect_stdio(
         spec: &ServerSpec,
-        lookup: &crate::mcp::LookupFn<'_>,
+        lookup: &crate::env_refs::LookupFn<'_>,
     ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;

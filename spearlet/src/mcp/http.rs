@@ -1,10 +1,8 @@
-//! Remote MCP servers over HTTP: the node's one pooled HTTP client, and the
-//! Streamable HTTP transport built on it (rmcp handles `MCP-Session-Id`,
+//! Remote MCP servers over HTTP: the Streamable HTTP transport, built on the
+//! node's one pooled [`http_client`] (rmcp handles `MCP-Session-Id`,
 //! `MCP-Protocol-Version` and re-initialising after a 404).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
-use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -12,23 +10,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use spear_proto::v1::ServerSpec;
 
 use super::client::McpError;
-use super::env::Resolver;
-
-/// The node's HTTP client: pooled, with a connect timeout; request timeouts
-/// are applied per MCP request.
-pub fn http_client() -> reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .pool_idle_timeout(Duration::from_secs(90))
-                .tcp_nodelay(true)
-                .build()
-                .unwrap_or_default()
-        })
-        .clone()
-}
+use crate::env_refs::Resolver;
+use crate::http_client::http_client;
 
 /// A remote server's URL and headers with references resolved.
 pub struct HttpTarget {
@@ -40,7 +23,7 @@ pub struct HttpTarget {
 /// Resolves `url` and `headers` on this node. Errors name the header, never its value.
 pub fn resolve_target(
     spec: &ServerSpec,
-    lookup: &crate::mcp::LookupFn<'_>,
+    lookup: &crate::env_refs::LookupFn<'_>,
 ) -> Result<HttpTarget, McpError> {
     let mut resolver = Resolver::default();
     let url = resolver.resolve("url", &spec.url, lookup)?;

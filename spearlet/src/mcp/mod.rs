@@ -3,7 +3,6 @@
 //! return for a model.
 
 mod client;
-mod env;
 mod http;
 mod render;
 mod schema;
@@ -11,8 +10,6 @@ mod sse;
 mod stdio;
 
 pub use client::{stdio_command, McpClient, McpError, Timeouts};
-pub use env::{LookupFn, ResolveError, Resolver};
-pub use http::http_client;
-pub use render::{render_result, truncate_utf8, RenderedResult};
+pub use render::{render_result, RenderedResult};
 pub use schema::check_input_schema;
 pub use stdio::{StdioChild, StdioCommand};

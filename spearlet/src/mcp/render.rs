@@ -5,6 +5,7 @@
 
 use rmcp::model::CallToolResult;
 use serde_json::Value;
+use spear_common::text;
 
 /// What the model gets back from one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,18 +13,6 @@ pub struct RenderedResult {
     pub text: String,
     pub is_error: bool,
     pub truncated: bool,
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-pub fn truncate_utf8(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &text[..cut]
 }
 
 /// Renders a result within `max_bytes` (the marker included).
@@ -48,7 +37,7 @@ pub fn render_result(result: &CallToolResult, max_bytes: usize) -> RenderedResul
     }
     let marker = format!("\n[output truncated: {} of {} bytes shown]", 0, text.len());
     let keep = max_bytes.saturating_sub(marker.len() + 8);
-    let kept = truncate_utf8(&text, keep);
+    let kept = text::prefix(&text, keep);
     let marker = format!(
         "\n[output truncated: {} of {} bytes shown]",
         kept.len(),
@@ -125,6 +114,6 @@ mod tests {
         assert!(
             out.text.contains("[output truncated: ") && out.text.contains("of 2000 bytes shown]")
         );
-        assert_eq!(truncate_utf8("éé", 3), "é");
+        assert_eq!(text::prefix("éé", 3), "é");
     }
 }

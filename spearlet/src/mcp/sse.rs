@@ -11,13 +11,15 @@ use futures::channel::mpsc as fmpsc;
 use futures::{Stream, StreamExt};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::RoleClient;
+use spear_common::sse::Parser;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
 
 use super::client::McpError;
-use super::http::{http_client, HttpTarget};
+use super::http::HttpTarget;
+use crate::http_client::http_client;
 
 /// Bytes buffered for one SSE event at most.
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
@@ -117,30 +119,12 @@ async fn read_events(
 ) {
     let mut endpoint = Some(endpoint);
     let mut body = response.bytes_stream();
-    let mut buffer: Vec<u8> = Vec::new();
-    let (mut event, mut data) = (String::new(), String::new());
+    let mut parser = Parser::default();
     while let Some(chunk) = body.next().await {
         let Ok(chunk) = chunk else { break };
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches(['\n', '\r']);
-            if !line.is_empty() {
-                if let Some(value) = line.strip_prefix("event:") {
-                    event = value.trim_start().to_string();
-                } else if let Some(value) = line.strip_prefix("data:") {
-                    if !data.is_empty() {
-                        data.push('\n');
-                    }
-                    data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                }
-                continue;
-            }
-            // A blank line dispatches the event.
-            let (name, payload) = (std::mem::take(&mut event), std::mem::take(&mut data));
-            match name.as_str() {
-                "endpoint" => match (endpoint.take(), base.join(payload.trim())) {
+        for event in parser.feed(&chunk) {
+            match event.name.as_str() {
+                "endpoint" => match (endpoint.take(), base.join(event.data.trim())) {
                     (Some(tx), Ok(url)) => {
                         let _ = tx.send(url);
                     }
@@ -148,7 +132,7 @@ async fn read_events(
                     (None, Ok(_)) => {}
                 },
                 "" | "message" => {
-                    match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&payload) {
+                    match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&event.data) {
                         Ok(message) => {
                             if incoming.send(message).await.is_err() {
                                 return;
@@ -160,7 +144,7 @@ async fn read_events(
                 _ => {}
             }
         }
-        if buffer.len() + data.len() > MAX_EVENT_BYTES {
+        if parser.pending() > MAX_EVENT_BYTES {
             warn!("an SSE event exceeded {MAX_EVENT_BYTES} bytes; closing the stream");
             break;
         }

@@ -12,12 +12,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use spear_common::text;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::env::Resolver;
+use crate::env_refs::Resolver;
 
 /// Longest stderr line logged; the rest is cut.
 const MAX_LINE: usize = 2048;
@@ -181,10 +182,6 @@ async fn pump_stderr(
         logged += 1;
         // Redact before cutting, so a cut never leaves part of a secret.
         let line = resolver.redact(&line);
-        let mut cut = line.len().min(MAX_LINE);
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        info!(server_id, "stderr: {}", &line[..cut]);
+        info!(server_id, "stderr: {}", text::prefix(&line, MAX_LINE));
     }
 }

@@ -6,6 +6,7 @@
 //! against the task, and a refused write changes nothing.
 
 use serde_json::{json, Value};
+use spear_guest::params;
 use spear_proto::patterns::check_pattern;
 
 /// Task-level MCP policy (`mcp.*` in the task config).
@@ -68,13 +69,6 @@ pub enum ParamError {
     Unknown(String),
 }
 
-const TASK_KEYS: &[&str] = &[
-    "mcp.allowed_server_ids",
-    "mcp.default_server_ids",
-    "mcp.task_tool_allowlist",
-    "mcp.task_tool_denylist",
-];
-
 /// True for keys this module owns (`mcp.*`).
 pub fn is_mcp_key(key: &str) -> bool {
     key.starts_with("mcp.")
@@ -88,13 +82,13 @@ pub fn set_param(
     key: &str,
     value: &Value,
 ) -> Result<(), ParamError> {
-    if key.starts_with("mcp.task_") || TASK_KEYS.contains(&key) {
+    if key.starts_with("mcp.task_") || params::TASK_KEYS.contains(&key) {
         return Err(ParamError::Denied(format!(
             "{key} is set by the task and is read-only to the guest"
         )));
     }
     match key {
-        "mcp.enabled" => {
+        params::MCP_ENABLED => {
             let enabled = value
                 .as_bool()
                 .ok_or_else(|| invalid(key, "expected true or false"))?;
@@ -105,7 +99,7 @@ pub fn set_param(
             }
             session.enabled = enabled;
         }
-        "mcp.server_ids" => {
+        params::MCP_SERVER_IDS => {
             let ids = strings(key, value)?;
             if let Some(outside) = ids.iter().find(|id| !task.allowed_server_ids.contains(id)) {
                 return Err(ParamError::Denied(format!(
@@ -121,14 +115,14 @@ pub fn set_param(
             }
             session.server_ids = unique;
         }
-        "mcp.tool_allowlist" => {
+        params::MCP_TOOL_ALLOWLIST => {
             session.tool_allowlist = if value.is_null() {
                 None
             } else {
                 Some(patterns(key, value)?)
             };
         }
-        "mcp.tool_denylist" => {
+        params::MCP_TOOL_DENYLIST => {
             session.tool_denylist = if value.is_null() {
                 Vec::new()
             } else {
@@ -147,14 +141,14 @@ pub fn get_param(
     key: &str,
 ) -> Result<Value, ParamError> {
     Ok(match key {
-        "mcp.enabled" => json!(session.enabled),
-        "mcp.server_ids" => json!(session.server_ids),
-        "mcp.tool_allowlist" => json!(session.tool_allowlist),
-        "mcp.tool_denylist" => json!(session.tool_denylist),
-        "mcp.allowed_server_ids" => json!(task.allowed_server_ids),
-        "mcp.default_server_ids" => json!(task.default_server_ids),
-        "mcp.task_tool_allowlist" => json!(task.tool_allowlist),
-        "mcp.task_tool_denylist" => json!(task.tool_denylist),
+        params::MCP_ENABLED => json!(session.enabled),
+        params::MCP_SERVER_IDS => json!(session.server_ids),
+        params::MCP_TOOL_ALLOWLIST => json!(session.tool_allowlist),
+        params::MCP_TOOL_DENYLIST => json!(session.tool_denylist),
+        params::MCP_ALLOWED_SERVER_IDS => json!(task.allowed_server_ids),
+        params::MCP_DEFAULT_SERVER_IDS => json!(task.default_server_ids),
+        params::MCP_TASK_TOOL_ALLOWLIST => json!(task.tool_allowlist),
+        params::MCP_TASK_TOOL_DENYLIST => json!(task.tool_denylist),
         other => return Err(ParamError::Unknown(other.chars().take(64).collect())),
     })
 }

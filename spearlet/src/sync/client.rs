@@ -14,10 +14,10 @@ use tonic::transport::Endpoint;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::apply::{Applier, Step};
-use super::backoff::Backoff;
 use super::status::SyncStatusCell;
 use crate::persist::{Applied, AppliedLog};
 use crate::registry::RegistryHandle;
+use spear_common::Backoff;
 
 /// Largest watch message accepted (snapshot frames are about 1 MiB).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;

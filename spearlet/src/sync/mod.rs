@@ -1,11 +1,9 @@
 //! Keeping the node's registry in sync with SMS.
 
 mod apply;
-mod backoff;
 mod client;
 mod status;
 
 pub use apply::{Applier, Step, Update};
-pub use backoff::Backoff;
 pub use client::{SyncConfig, Syncer};
 pub use status::{state_name, SyncCounters, SyncStatus, SyncStatusCell};

@@ -18,7 +18,7 @@ use sha2::Sha256;
 use tracing::warn;
 use wasmtime::InstancePre;
 
-use super::host::GuestState;
+use super::GuestState;
 
 /// Linked modules kept in memory; older ones are dropped (the compiled
 /// form stays on disk, so they come back quickly).

@@ -19,14 +19,14 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
-use super::host::{add_cchat_to_linker, CchatHost, GuestState};
 use super::outcome::{describe, GuestOutcome};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
-use crate::cchat::{BudgetLimits, RunBudget};
+use super::GuestState;
+use crate::cchat::{BudgetLimits, RunBudget, SessionDeps, Sessions};
 use crate::llm::LlmBackend;
 use crate::policy::TaskPolicy;
-use crate::router::Router;
+use crate::tools::Router;
 use spear_proto::task::WasiGrants;
 
 /// Guests that can run at once with the pooling allocator (address space is
@@ -159,7 +159,7 @@ impl GuestRuntime {
         };
         let mut linker: Linker<GuestState> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)?;
-        add_cchat_to_linker(&mut linker)?;
+        crate::cchat::add_to_linker(&mut linker)?;
         let ticking = engine.clone();
         let stop_ticker = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&stop_ticker);
@@ -267,15 +267,16 @@ impl GuestRuntime {
                 .instances(1)
                 .trap_on_grow_failure(true)
                 .build(),
-            cchat: CchatHost::new(
-                context.task,
-                context.router,
-                context.backend,
+            cchat: Sessions::new(SessionDeps {
+                task: context.task,
+                router: context.router,
+                backend: context.backend,
                 deadline,
                 limits,
-                RunBudget::new(limits.budget),
-            ),
+                budget: RunBudget::new(limits.budget),
+            }),
             cpu: Arc::clone(&cpu),
+            last_error: None,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);

@@ -22,7 +22,7 @@ use spearlet::connections::Connections;
 use spearlet::llm::{ChatMessage, LlmBackend, OpenAiBackend, OpenAiConfig, Role};
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
-use spearlet::router::Router;
+use spearlet::tools::Router;
 
 /// One scripted answer: HTTP status, Retry-After, body.
 pub type Step = (u16, Option<&'static str>, Value);

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use rmcp::model::JsonObject;
 use tracing::{debug, info_span, Instrument};
 
+use super::OfferedTools;
 use crate::connections::Connections;
 use crate::policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 use crate::registry::RegistryHandle;
-use crate::tools::OfferedTools;
 
 /// One tool as offered to the model.
 #[derive(Debug, Clone)]

@@ -1,4 +1,6 @@
-//! A small incremental Server-Sent Events parser for streamed model answers.
+//! An incremental Server-Sent Events parser: feed bytes as they arrive, take
+//! complete events out. Streamed model answers and the legacy MCP HTTP+SSE
+//! transport both read their streams through it.
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]

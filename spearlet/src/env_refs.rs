@@ -6,6 +6,8 @@
 //! redacted, and an unresolved reference is an error naming the variable and
 //! the field, never a value.
 
+use spear_proto::refs::{pieces, Piece, RefError};
+
 pub use crate::node_policy::Refused;
 
 /// Reads a variable of the node's environment for a reference, or says
@@ -23,8 +25,8 @@ pub enum ResolveError {
     },
     #[error("{field} refers to ${{{name}}}, which is not set on this node; set it in the spearlet's environment or give a default with ${{{name}:-...}}")]
     Unset { field: String, name: String },
-    #[error("{field} has a malformed reference; fix the server file")]
-    Malformed { field: String },
+    #[error("{field} {why}")]
+    Malformed { field: String, why: RefError },
 }
 
 /// Text with references replaced, plus the values that were substituted.
@@ -43,53 +45,43 @@ impl Resolver {
         lookup: &LookupFn<'_>,
     ) -> Result<String, ResolveError> {
         let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(at) = rest.find('$') {
-            out.push_str(&rest[..at]);
-            let tail = &rest[at..];
-            if let Some(after) = tail.strip_prefix("$${") {
-                out.push_str("${");
-                rest = after;
-            } else if let Some(after) = tail.strip_prefix("${") {
-                let end = after.find('}').ok_or_else(|| ResolveError::Malformed {
+        for piece in pieces(text) {
+            let piece = piece.map_err(|why| ResolveError::Malformed {
+                field: field.to_string(),
+                why,
+            })?;
+            let (name, default) = match piece {
+                Piece::Text(text) => {
+                    out.push_str(text);
+                    continue;
+                }
+                Piece::Ref { name, default } => (name, default),
+            };
+            // `${NAME:-default}` also covers a set-but-empty NAME, as in a shell.
+            let found = lookup(name)
+                .map_err(|refused| ResolveError::Refused {
                     field: field.to_string(),
-                })?;
-                let inner = &after[..end];
-                let (name, default) = match inner.split_once(":-") {
-                    Some((name, default)) => (name, Some(default)),
-                    None => (inner, None),
-                };
-                // `${NAME:-default}` also covers a set-but-empty NAME, as in a shell.
-                let found = lookup(name)
-                    .map_err(|refused| ResolveError::Refused {
+                    name: name.to_string(),
+                    why: refused.0,
+                })?
+                .filter(|v| !v.is_empty() || default.is_none());
+            let value = match (found, default) {
+                (Some(value), _) => {
+                    if !value.is_empty() {
+                        self.secrets.push(value.clone());
+                    }
+                    value
+                }
+                (None, Some(default)) => default.to_string(),
+                (None, None) => {
+                    return Err(ResolveError::Unset {
                         field: field.to_string(),
                         name: name.to_string(),
-                        why: refused.0,
-                    })?
-                    .filter(|v| !v.is_empty() || default.is_none());
-                let value = match (found, default) {
-                    (Some(value), _) => {
-                        if !value.is_empty() {
-                            self.secrets.push(value.clone());
-                        }
-                        value
-                    }
-                    (None, Some(default)) => default.to_string(),
-                    (None, None) => {
-                        return Err(ResolveError::Unset {
-                            field: field.to_string(),
-                            name: name.to_string(),
-                        })
-                    }
-                };
-                out.push_str(&value);
-                rest = &after[end + 1..];
-            } else {
-                out.push('$');
-                rest = &tail[1..];
-            }
+                    })
+                }
+            };
+            out.push_str(&value);
         }
-        out.push_str(rest);
         Ok(out)
     }
 
@@ -151,6 +143,11 @@ mod tests {
             r.resolve("args[0]", "${BROKEN", &env),
             Err(ResolveError::Malformed { .. })
         ));
+        // The node refuses the names SMS's checker refuses.
+        assert_eq!(
+            r.resolve("args[1]", "${1BAD}", &env).unwrap_err().to_string(),
+            "args[1] has a reference '${1BAD}' whose name is not a valid variable name (letters, digits and '_', not starting with a digit)"
+        );
         // A refused variable is refused even with a default, saying why.
         let err = r
             .resolve("headers.Authorization", "${OPENAI_API_KEY:-x}", &env)

@@ -1,0 +1,21 @@
+//! Code both Spear binaries run, one home per idea.
+//!
+//! - [`backoff`]: the jittered exponential [`Backoff`] every reconnecting
+//!   or retrying loop uses (SMS following etcd, nodes following SMS, nodes
+//!   reconnecting MCP servers).
+//! - [`process`]: what a binary sets up before it serves: logging
+//!   ([`LogFormat`]), the shutdown signal, and `ADDR|off` listen flags
+//!   ([`Listen`]).
+//! - [`text`]: cutting text at a byte budget without splitting a character.
+//! - [`sse`]: an incremental Server-Sent Events parser, used for streamed
+//!   model answers and the legacy MCP HTTP+SSE transport.
+//!
+//! Wire contracts between SMS and nodes live in `spear-proto`, not here.
+
+pub mod backoff;
+pub mod process;
+pub mod sse;
+pub mod text;
+
+pub use backoff::Backoff;
+pub use process::{init_logging, shutdown_signal, Listen, LogFormat};

@@ -1,0 +1,127 @@
+//! What a Spear binary sets up before it serves: logging to stderr, the
+//! shutdown signal, and listen flags that take an address or `off`.
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// A `--log-format` that is neither `human` nor `json`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("log format '{0}' is not known; use human or json")]
+pub struct UnknownLogFormat(String);
+
+impl FromStr for LogFormat {
+    type Err = UnknownLogFormat;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "human" => Ok(LogFormat::Human),
+            "json" => Ok(LogFormat::Json),
+            other => Err(UnknownLogFormat(other.chars().take(32).collect())),
+        }
+    }
+}
+
+/// Logging could not be set up (another subscriber is already installed).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot set up logging: {0}")]
+pub struct LoggingError(String);
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+pub fn init_logging(format: LogFormat) -> Result<(), LoggingError> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    }
+    .map_err(|e| LoggingError(e.to_string()))
+}
+
+/// Resolves on Ctrl-C or SIGTERM, whichever comes first.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = ctrl_c.await;
+}
+
+/// A listen flag: `host:port`, or `off` for no listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    Off,
+    At(SocketAddr),
+}
+
+impl Listen {
+    /// The address to bind, if any.
+    pub fn addr(self) -> Option<SocketAddr> {
+        match self {
+            Listen::Off => None,
+            Listen::At(addr) => Some(addr),
+        }
+    }
+}
+
+/// A listen flag that is neither `host:port` nor `off`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not host:port or off")]
+pub struct BadListen(String);
+
+impl FromStr for Listen {
+    type Err = BadListen;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "off" {
+            return Ok(Listen::Off);
+        }
+        text.parse()
+            .map(Listen::At)
+            .map_err(|_| BadListen(text.chars().take(64).collect()))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Off => f.write_str("off"),
+            Listen::At(addr) => addr.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_flags_take_an_address_or_off() {
+        assert_eq!("off".parse::<Listen>(), Ok(Listen::Off));
+        let at: Listen = "127.0.0.1:9300".parse().unwrap();
+        assert_eq!(at.addr(), Some(SocketAddr::from(([127, 0, 0, 1], 9300))));
+        assert_eq!(
+            "localhost".parse::<Listen>().unwrap_err().to_string(),
+            "'localhost' is not host:port or off"
+        );
+        assert_eq!(
+            "xml".parse::<LogFormat>().unwrap_err().to_string(),
+            "log format 'xml' is not known; use human or json"
+        );
+    }
+}

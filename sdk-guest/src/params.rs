@@ -1,0 +1,47 @@
+//! The param keys of `cchat_ctl_set_param` / `cchat_ctl_get_param`, shared
+//! with the node so a key means the same on both sides. Session keys can be
+//! written (only to narrow); task keys can only be read.
+
+/// `true`/`false`: whether the session offers MCP tools at all.
+pub const MCP_ENABLED: &str = "mcp.enabled";
+/// The session's servers, a subset of the task's.
+pub const MCP_SERVER_IDS: &str = "mcp.server_ids";
+/// Tool patterns the session allows (`*`, `?`).
+pub const MCP_TOOL_ALLOWLIST: &str = "mcp.tool_allowlist";
+/// Tool patterns the session denies.
+pub const MCP_TOOL_DENYLIST: &str = "mcp.tool_denylist";
+
+/// The session keys a guest may write.
+pub const SESSION_KEYS: [&str; 4] = [
+    MCP_ENABLED,
+    MCP_SERVER_IDS,
+    MCP_TOOL_ALLOWLIST,
+    MCP_TOOL_DENYLIST,
+];
+
+/// The servers the task allows (read-only).
+pub const MCP_ALLOWED_SERVER_IDS: &str = "mcp.allowed_server_ids";
+/// The servers a new session starts with (read-only).
+pub const MCP_DEFAULT_SERVER_IDS: &str = "mcp.default_server_ids";
+/// The task's tool allowlist (read-only).
+pub const MCP_TASK_TOOL_ALLOWLIST: &str = "mcp.task_tool_allowlist";
+/// The task's tool denylist (read-only).
+pub const MCP_TASK_TOOL_DENYLIST: &str = "mcp.task_tool_denylist";
+
+/// The task keys a guest may read and never write.
+pub const TASK_KEYS: [&str; 4] = [
+    MCP_ALLOWED_SERVER_IDS,
+    MCP_DEFAULT_SERVER_IDS,
+    MCP_TASK_TOOL_ALLOWLIST,
+    MCP_TASK_TOOL_DENYLIST,
+];
+
+/// Flags of `cchat_send`.
+pub mod send_flags {
+    /// Run the tool loop: offer the session's allowed tools and execute the
+    /// calls the model makes until it answers. Without it, one model request
+    /// is made with no tools offered.
+    pub const AUTO_TOOL_CALLS: u32 = 1;
+    /// Every flag the node knows; any other bit is `-EINVAL`.
+    pub const ALL: u32 = AUTO_TOOL_CALLS;
+}
