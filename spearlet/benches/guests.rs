@@ -52,7 +52,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"));
     runtime.block_on(async {
         let registry = RegistryHandle::new(RegistryView::default());
-        let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+        let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
         let router = Router::new(connections, registry);
         let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
             base_url: "http://127.0.0.1:9".into(),

@@ -104,7 +104,7 @@ async fn overhead() {
 
     // Node path: registry, connection manager, policy, router.
     let registry = registry(vec![spec("everything", &everything(), &["stdio"])]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&["everything".to_string()]);
     let set = router.tool_set(&task, &session).await;
@@ -173,7 +173,7 @@ async fn throughput() {
         max_output_bytes: 0,
     });
     let registry = registry(vec![s]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&["everything".to_string()]);
     let set = Arc::new(router.tool_set(&task, &session).await);
@@ -233,7 +233,7 @@ async fn toolset_and_memory() {
         })
         .collect();
     let registry = registry(specs);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&ids);
     let before = rss_kib();

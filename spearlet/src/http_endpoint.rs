@@ -10,6 +10,8 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use spear_proto::v1::SyncState;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tracing::warn;
 
 use crate::connections::{Connections, ServerState};
@@ -196,7 +198,13 @@ impl NodeView {
     }
 
     /// Binds `addr` and serves in the background; returns the bound address.
-    pub async fn serve(self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    /// Binds `addr` and serves until `shutdown`; returns the bound address
+    /// and the serving task.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
         let (a, b, c) = (self.clone(), self.clone(), self);
@@ -211,11 +219,17 @@ impl NodeView {
             )
             .route("/metrics", get(move || std::future::ready(c.metrics())))
             .route("/healthz", get(|| std::future::ready("ok\n")));
-        tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, app).await {
+        let stopped = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        let task = tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .await
+            {
                 warn!(%error, "HTTP endpoint stopped");
             }
         });
-        Ok(bound)
+        Ok((bound, task))
     }
 }

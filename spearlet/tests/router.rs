@@ -47,7 +47,7 @@ fn policies() -> (TaskPolicy, SessionPolicy) {
 #[tokio::test]
 async fn offered_tools_follow_policy_and_only_they_execute() {
     let registry = registry(vec![misbehaving("mb")]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, mut session) = policies();
 
@@ -107,7 +107,7 @@ async fn offered_tools_follow_policy_and_only_they_execute() {
 #[tokio::test]
 async fn a_crashed_server_fails_fast_then_restarts() {
     let registry = registry(vec![misbehaving("mb")]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies();
     let set = router.tool_set(&task, &session).await;
@@ -151,7 +151,7 @@ async fn a_crashed_server_fails_fast_then_restarts() {
 #[tokio::test]
 async fn a_registry_change_closes_exactly_that_connection() {
     let registry = registry(vec![misbehaving("mb"), misbehaving("other")]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     connections.catalog("mb").await.unwrap();
     connections.catalog("other").await.unwrap();
     assert_eq!(connections.status().len(), 2);
@@ -182,7 +182,7 @@ async fn a_registry_change_closes_exactly_that_connection() {
 #[tokio::test]
 async fn list_changed_refreshes_the_catalog() {
     let registry = registry(vec![misbehaving("mb")]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let before = connections.catalog("mb").await.unwrap();
     assert!(!before.tools.iter().any(|t| t.name == "grown"));
     connections.call("mb", "grow", None).await.unwrap();
@@ -229,7 +229,7 @@ async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
         call_ms: 0,
     });
     let registry = registry(vec![slow, too_slow]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     assert!(connections.catalog("slow").await.is_ok());
     let error = connections
         .catalog("too-slow")
@@ -250,7 +250,7 @@ async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
 #[tokio::test]
 async fn removing_a_server_from_the_registry_ends_its_grandchildren() {
     let registry = registry(vec![misbehaving("mb")]);
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let pid: u32 = connections
         .call("mb", "spawn", None)
         .await

@@ -2,6 +2,8 @@
 //! registry revisions in order, with no gap and no duplicate, and compares
 //! its final registry with SMS's.
 
+use std::collections::HashMap;
+
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::ListServersRequest;
 
@@ -24,15 +26,42 @@ pub fn parse(lines: &[String]) -> Result<Vec<Applied>, String> {
 /// - a snapshot never repeats the position the node already holds (that is
 ///   a duplicate apply) and never goes back within an epoch;
 /// - an epoch, once left, is never returned to: a new SMS epoch replaces the
-///   old one for good.
+///   old one for good;
+/// - a `restored` line (a node starting from its persisted registry) names
+///   a position the node had applied before, and the history goes on from
+///   there, as it stood then: a node that crashed before persisting may
+///   apply again what it had applied, never anything it skips. `restored
+///   0 0` is a start with nothing persisted: a snapshot must come first.
 pub fn check(history: &[Applied]) -> Result<(), String> {
-    if history.is_empty() {
+    if history
+        .iter()
+        .all(|a| matches!(a, Applied::Restored { .. }))
+    {
         return Err("the applied history is empty: the node applied nothing".into());
     }
     let mut position: Option<(u64, u64)> = None;
     let mut left_epochs: Vec<u64> = Vec::new();
+    // Every position reached, with the epochs left by then.
+    let mut reached: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
     for (i, entry) in history.iter().enumerate() {
+        if let Some(at) = position {
+            reached.entry(at).or_insert_with(|| left_epochs.clone());
+        }
         match *entry {
+            // A start with nothing persisted: the node begins again.
+            Applied::Restored {
+                epoch: 0,
+                revision: 0,
+            } => position = None,
+            Applied::Restored { epoch, revision } => {
+                let Some(left) = reached.get(&(epoch, revision)) else {
+                    return Err(format!(
+                        "entry {i}: restored {epoch}/{revision}, a position the node never applied"
+                    ));
+                };
+                left_epochs = left.clone();
+                position = Some((epoch, revision));
+            }
             Applied::Snapshot { epoch, revision } => {
                 if let Some((e, r)) = position {
                     if e == epoch && revision == r {
@@ -146,6 +175,10 @@ pub fn node_registry(view: &serde_json::Value) -> Result<Position, String> {
 mod tests {
     use super::*;
 
+    fn restored(epoch: u64, revision: u64) -> Applied {
+        Applied::Restored { epoch, revision }
+    }
+
     fn snap(epoch: u64, revision: u64) -> Applied {
         Applied::Snapshot { epoch, revision }
     }
@@ -172,7 +205,12 @@ mod tests {
 
     #[test]
     fn each_broken_rule_is_caught_and_named() {
-        let cases: [(&[Applied], &str); 7] = [
+        let cases: [(&[Applied], &str); 9] = [
+            (&[snap(1, 1), restored(1, 5)], "never applied"),
+            (
+                &[snap(1, 5), delta(1, 5, 7), restored(1, 6)],
+                "never applied",
+            ),
             (&[], "empty"),
             (&[delta(1, 0, 1)], "before any snapshot"),
             (&[snap(1, 5), delta(1, 6, 7)], "gap or duplicate"),
@@ -188,6 +226,40 @@ mod tests {
             let err = check(history).expect_err(rule);
             assert!(err.contains(rule), "{history:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_crash_before_persisting_may_reapply_never_skip() {
+        // Persisted at 5, applied to 9, crashed, restored 5, applies again.
+        let again = [
+            snap(1, 5),
+            delta(1, 5, 7),
+            delta(1, 7, 9),
+            restored(1, 5),
+            delta(1, 5, 7),
+            delta(1, 7, 9),
+        ];
+        assert_eq!(check(&again), Ok(()));
+        // Persisted in epoch 1, moved to epoch 2, crashed: back in 1, then 2.
+        let epochs = [snap(1, 5), snap(2, 3), restored(1, 5), snap(2, 4)];
+        assert_eq!(check(&epochs), Ok(()));
+        // Skipping after a restore is still a gap.
+        let skip = [snap(1, 5), delta(1, 5, 7), restored(1, 5), delta(1, 7, 9)];
+        assert!(check(&skip).unwrap_err().contains("gap or duplicate"));
+        // Crashed before persisting anything: starts again from a snapshot.
+        let fresh = [
+            restored(0, 0),
+            snap(1, 1),
+            delta(1, 1, 2),
+            restored(0, 0),
+            snap(1, 2),
+        ];
+        assert_eq!(check(&fresh), Ok(()));
+        let no_snapshot = [snap(1, 1), restored(0, 0), delta(1, 1, 2)];
+        assert!(check(&no_snapshot)
+            .unwrap_err()
+            .contains("before any snapshot"));
+        assert!(check(&[restored(0, 0)]).unwrap_err().contains("empty"));
     }
 
     #[test]

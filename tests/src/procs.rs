@@ -191,6 +191,17 @@ impl SmsProc {
     /// Stops this SMS and starts another with the same options and port.
     pub fn restart(mut self) -> SmsProc {
         self.proc.stop();
+        self.start_again()
+    }
+
+    /// SIGKILLs this SMS (a crash: nothing flushed, no goodbye) and starts
+    /// another with the same options and port.
+    pub fn crash_restart(mut self) -> SmsProc {
+        self.proc.kill();
+        self.start_again()
+    }
+
+    fn start_again(self) -> SmsProc {
         let options = self.options.clone();
         drop(self);
         SmsProc::start(options)
@@ -285,6 +296,17 @@ impl SpearletProc {
     /// Stops this spearlet and starts it again with the same state dir.
     pub fn restart(mut self) -> SpearletProc {
         self.proc.stop();
+        self.start_again()
+    }
+
+    /// SIGKILLs this spearlet (a crash: nothing persisted at shutdown) and
+    /// starts it again with the same state dir.
+    pub fn crash_restart(mut self) -> SpearletProc {
+        self.proc.kill();
+        self.start_again()
+    }
+
+    fn start_again(self) -> SpearletProc {
         let (node_id, sms, state_dir, extra) = (
             self.node_id.clone(),
             self.sms.clone(),

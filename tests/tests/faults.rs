@@ -1,5 +1,6 @@
-//! Faults: SMS restarts (embedded and etcd), etcd compaction while a node is
-//! away, a node restarted while SMS is down, a stalled watcher. Every node's
+//! Faults: SMS restarts (embedded and etcd), crashes (SIGKILL) of a node and
+//! of SMS while changes stream, etcd compaction while a node is away, a node
+//! restarted while SMS is down, a stalled watcher. Every node's
 //! whole applied history is checked (in order, no gap, no duplicate) and its
 //! final registry compared with SMS's.
 
@@ -229,4 +230,79 @@ fn a_stalled_watcher_does_not_delay_the_others() {
 
     stalled.proc.pause(false);
     converged(&sms, &stalled);
+}
+
+/// An SMS serving a `big.json` of 200 servers from `dir`, and a node.
+fn big_registry_and_a_node(
+    dir: &std::path::Path,
+    state: &std::path::Path,
+) -> (SmsProc, SpearletProc) {
+    write_file(dir, "big.json", &big_file("big", 200, 0));
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.into()),
+        ..Default::default()
+    });
+    let node = SpearletProc::start("n1", &sms.grpc, &state.join("n1"));
+    (sms, node)
+}
+
+/// Rewrites `big.json` `versions` times, each a big delta, and returns once
+/// the node has applied at least `applied_before + 1` entries of the burst
+/// (so a kill lands while changes are still streaming).
+fn burst_until_the_node_is_mid_stream(dir: &std::path::Path, node: &SpearletProc, versions: usize) {
+    let start = node.applied_log().len();
+    let writer = {
+        let dir = dir.to_path_buf();
+        std::thread::spawn(move || {
+            for v in 1..=versions {
+                write_file(&dir, "big.json", &big_file("big", 200, v));
+            }
+        })
+    };
+    eventually("the node to apply part of the burst", SOON, || {
+        let now = node.applied_log().len();
+        if now > start {
+            Ok(())
+        } else {
+            Err(format!("{now} entries"))
+        }
+    });
+    writer.join().unwrap();
+}
+
+#[test]
+fn a_node_killed_mid_stream_resumes_without_a_gap() {
+    let (dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (sms, node) = big_registry_and_a_node(dir.path(), state.path());
+    converged(&sms, &node);
+
+    burst_until_the_node_is_mid_stream(dir.path(), &node, 20);
+    let node = node.crash_restart();
+    write_file(
+        dir.path(),
+        "after.json",
+        &server("after", "written after the crash"),
+    );
+    let history = converged(&sms, &node);
+    assert!(
+        history
+            .iter()
+            .any(|a| matches!(a, Applied::Restored { .. })),
+        "the restarted node says what it restored: {history:?}"
+    );
+}
+
+#[test]
+fn sms_killed_mid_stream_gives_the_node_a_new_epoch_without_a_gap() {
+    let (dir, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (sms, node) = big_registry_and_a_node(dir.path(), state.path());
+    let before = converged(&sms, &node);
+
+    burst_until_the_node_is_mid_stream(dir.path(), &node, 20);
+    let sms = sms.crash_restart();
+    let after = converged(&sms, &node);
+    assert!(
+        snapshots(&after) > snapshots(&before),
+        "a crashed embedded SMS is a new epoch, so a new snapshot: {after:?}"
+    );
 }

@@ -90,7 +90,7 @@ async fn node() -> Node {
         ..Default::default()
     };
     let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let addr = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
     let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
         base_url: format!("http://{addr}/v1"),

@@ -176,8 +176,7 @@ fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
     let view = RegistryView::from_specs([spec]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let (connections, _watch) =
-            Connections::new(RegistryHandle::new(view), Arc::new(|_: &str| Ok(None)));
+        let connections = Connections::new(RegistryHandle::new(view), Arc::new(|_: &str| Ok(None)));
         let args = serde_json::json!({"a": 1, "b": 2}).as_object().cloned();
         let first = connections.call("py", "add", args.clone()).await.unwrap();
         assert!(first.text.starts_with('3'), "{}", first.text);

@@ -101,7 +101,7 @@ pub async fn loop_overhead() {
         })
         .collect();
     let registry = RegistryHandle::new(RegistryView::from_specs(specs));
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let run = |allow: Option<Vec<String>>| {
         let router = router.clone();
@@ -228,7 +228,7 @@ pub async fn concurrent() {
     const BURSTS: usize = 3;
     let base_url = slow_model().await;
     let registry = RegistryHandle::new(RegistryView::default());
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections, registry);
     let backend: Arc<dyn LlmBackend> = Arc::new(OpenAiBackend::new(OpenAiConfig {
         base_url,

@@ -160,7 +160,7 @@ impl Target {
 
 /// The node's connection manager over a registry of just this server, so
 /// the command behaves exactly as the node does (limits, quarantine, rendering).
-fn connections_for(spec: ServerSpec) -> (Connections, tokio::task::JoinHandle<()>) {
+fn connections_for(spec: ServerSpec) -> Connections {
     let view = RegistryView::from_specs([spec]);
     let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     Connections::new(RegistryHandle::new(view), lookup)
@@ -172,10 +172,9 @@ pub async fn run(command: McpCommand) -> Result<i32> {
         McpCommand::ListTools(target) => {
             let spec = target.effective_spec(None)?;
             let id = spec.id.clone();
-            let (connections, watcher) = connections_for(spec);
+            let connections = connections_for(spec);
             let catalog = connections.catalog(&id).await;
             connections.shutdown().await;
-            watcher.abort();
             let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
             for tool in &catalog.tools {
                 let description = tool
@@ -205,10 +204,9 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object");
             };
-            let (connections, watcher) = connections_for(spec);
+            let connections = connections_for(spec);
             let result = connections.call(&id, &tool, Some(arguments)).await;
             connections.shutdown().await;
-            watcher.abort();
             let rendered = result.with_context(|| format!("calling '{tool}' on '{id}'"))?;
             println!("{}", rendered.text);
             Ok(if rendered.is_error { 1 } else { 0 })

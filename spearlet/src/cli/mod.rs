@@ -226,11 +226,10 @@ async fn explain(
     let registry = crate::registry::RegistryHandle::new(view.clone());
     let lookup: crate::connections::Lookup =
         std::sync::Arc::new(|name: &str| Ok(std::env::var(name).ok()));
-    let (connections, watcher) = crate::connections::Connections::new(registry, lookup);
+    let connections = crate::connections::Connections::new(registry, lookup);
     let explanation =
         crate::policy::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
-    watcher.abort();
     if json {
         println!("{}", serde_json::to_string_pretty(&explanation.to_json())?);
     } else {

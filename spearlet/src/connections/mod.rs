@@ -10,17 +10,18 @@
 mod slot;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use rmcp::model::JsonObject;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
 pub use slot::{Catalog, ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult};
-use crate::registry::RegistryHandle;
+use crate::registry::{RegistryChange, RegistryHandle};
 use slot::Slot;
 
 /// Reads a variable of the node's environment for `${NAME}` references in
@@ -36,6 +37,9 @@ pub struct Connections {
 
 struct Inner {
     registry: RegistryHandle,
+    /// The registry watcher that closes changed servers' connections; it
+    /// holds only a weak reference, and is stopped with the last handle.
+    watcher: Mutex<Option<JoinHandle<()>>>,
     lookup: Lookup,
     /// The runtime connections are made on: the node's own, even when the
     /// first use comes from a guest thread (see `wasm::threads`).
@@ -45,37 +49,21 @@ struct Inner {
 
 impl Connections {
     /// Starts watching the registry: a change to a server closes exactly
-    /// that server's connection and drops its catalog.
-    pub fn new(registry: RegistryHandle, lookup: Lookup) -> (Connections, JoinHandle<()>) {
-        let connections = Connections {
-            inner: Arc::new(Inner {
-                registry,
-                lookup,
-                runtime: tokio::runtime::Handle::current(),
-                slots: Mutex::default(),
-            }),
-        };
-        let watcher = tokio::spawn(connections.clone().invalidate_on_change());
-        (connections, watcher)
-    }
-
-    async fn invalidate_on_change(self) {
-        let mut changes = self.inner.registry.subscribe();
-        while changes.changed().await.is_ok() {
-            let change = changes.borrow_and_update().clone();
-            let stale: Vec<Arc<Slot>> = {
-                let mut slots = self.inner.slots.lock();
-                change
-                    .affected
-                    .iter()
-                    .filter_map(|id| slots.remove(id))
-                    .collect()
-            };
-            for slot in stale {
-                info!(server_id = %slot.id(), "server changed in the registry; closing its connection");
-                slot.close().await;
-            }
-        }
+    /// that server's connection and drops its catalog. The watcher is the
+    /// component's own: it stops at [`Connections::shutdown`] or when the
+    /// last handle is dropped.
+    pub fn new(registry: RegistryHandle, lookup: Lookup) -> Connections {
+        let changes = registry.subscribe();
+        let inner = Arc::new(Inner {
+            registry,
+            watcher: Mutex::default(),
+            lookup,
+            runtime: tokio::runtime::Handle::current(),
+            slots: Mutex::default(),
+        });
+        let watcher = tokio::spawn(invalidate_on_change(Arc::downgrade(&inner), changes));
+        *inner.watcher.lock() = Some(watcher);
+        Connections { inner }
     }
 
     /// The slot of `server_id`, made from the current registry entry.
@@ -128,10 +116,43 @@ impl Connections {
             .collect()
     }
 
-    /// Closes every connection.
+    /// Stops the registry watcher and closes every connection.
     pub async fn shutdown(&self) {
+        if let Some(watcher) = self.inner.watcher.lock().take() {
+            watcher.abort();
+        }
         let slots: Vec<Arc<Slot>> = self.inner.slots.lock().drain().map(|(_, s)| s).collect();
         for slot in slots {
+            slot.close().await;
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.get_mut().take() {
+            watcher.abort();
+        }
+    }
+}
+
+/// Closes the connection of every server a registry change touched, for as
+/// long as the connections exist.
+async fn invalidate_on_change(inner: Weak<Inner>, mut changes: watch::Receiver<RegistryChange>) {
+    while changes.changed().await.is_ok() {
+        let change = changes.borrow_and_update().clone();
+        let Some(inner) = inner.upgrade() else { return };
+        let stale: Vec<Arc<Slot>> = {
+            let mut slots = inner.slots.lock();
+            change
+                .affected
+                .iter()
+                .filter_map(|id| slots.remove(id))
+                .collect()
+        };
+        drop(inner);
+        for slot in stale {
+            info!(server_id = %slot.id(), "server changed in the registry; closing its connection");
             slot.close().await;
         }
     }

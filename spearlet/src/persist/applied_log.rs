@@ -10,8 +10,10 @@ use std::str::FromStr;
 
 use tracing::warn;
 
-/// One applied change: a line of `applied.log` (`snapshot EPOCH REV` or
-/// `delta EPOCH PREV REV`). The node writes it with `Display`; readers
+/// One applied change: a line of `applied.log` (`snapshot EPOCH REV`,
+/// `delta EPOCH PREV REV`, or `restored EPOCH REV` when a starting node
+/// takes up the registry it persisted, which may be older than the last
+/// line if it crashed before persisting). The node writes it with `Display`; readers
 /// (the tests' history checker, an SRE's script) parse it with `FromStr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -22,6 +24,10 @@ pub enum Applied {
     Delta {
         epoch: u64,
         prev: u64,
+        revision: u64,
+    },
+    Restored {
+        epoch: u64,
         revision: u64,
     },
 }
@@ -35,6 +41,7 @@ impl fmt::Display for Applied {
                 prev,
                 revision,
             } => write!(f, "delta {epoch} {prev} {revision}"),
+            Applied::Restored { epoch, revision } => write!(f, "restored {epoch} {revision}"),
         }
     }
 }
@@ -55,6 +62,10 @@ impl FromStr for Applied {
         };
         match (parts.first(), parts.len()) {
             (Some(&"snapshot"), 3) => Ok(Applied::Snapshot {
+                epoch: num(1)?,
+                revision: num(2)?,
+            }),
+            (Some(&"restored"), 3) => Ok(Applied::Restored {
                 epoch: num(1)?,
                 revision: num(2)?,
             }),
@@ -133,6 +144,10 @@ mod tests {
                 epoch: 7,
                 prev: 12,
                 revision: 15,
+            },
+            Applied::Restored {
+                epoch: 7,
+                revision: 12,
             },
         ] {
             assert_eq!(applied.to_string().parse::<Applied>(), Ok(applied));

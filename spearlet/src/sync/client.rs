@@ -206,11 +206,16 @@ impl Syncer {
                     }
                 }
                 Step::Apply(update) => {
+                    let counters = &self.status.counters;
                     let counter = match update.applied {
-                        Applied::Snapshot { .. } => &self.status.counters.snapshots,
-                        Applied::Delta { .. } => &self.status.counters.deltas,
+                        Applied::Snapshot { .. } => Some(&counters.snapshots),
+                        Applied::Delta { .. } => Some(&counters.deltas),
+                        // Written by the node at start, never by sync.
+                        Applied::Restored { .. } => None,
                     };
-                    counter.fetch_add(1, Ordering::Relaxed);
+                    if let Some(counter) = counter {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
                     self.log.append(&update.applied);
                     debug!(change = %update.applied, affected = update.affected.len(), "registry change applied");
                     self.registry.publish(update.view, update.affected);

@@ -135,7 +135,7 @@ pub fn fixture() -> Fixture {
         ..Default::default()
     };
     let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-    let (connections, _watch) = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let task = TaskPolicy {
         enabled: true,
         allowed_server_ids: vec!["mb".into()],

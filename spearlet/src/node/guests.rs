@@ -1,0 +1,128 @@
+//! The guest side of a node, built in one place: the wasmtime runtime, the
+//! module store, the [`Invoker`] that runs tasks, and the Invocation gRPC
+//! service listening for SMS. Built only when the node has `--listen`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::{NodeConfig, NodeError};
+use crate::connections::Connections;
+use crate::heartbeat::Advert;
+use crate::invoke::{
+    service::InvocationService, FetchLimits, Invoker, InvokerDeps, LimitPolicy, ModuleStore,
+};
+use crate::llm::Backends;
+use crate::node_policy::NodePolicy;
+use crate::registry::RegistryHandle;
+use crate::sync::SyncStatusCell;
+use crate::tools::Router;
+use crate::wasm::GuestRuntime;
+
+/// What the guest side is built from.
+pub struct GuestsDeps<'a> {
+    pub config: &'a NodeConfig,
+    pub listen: SocketAddr,
+    pub node_id: &'a str,
+    pub registry: &'a RegistryHandle,
+    pub connections: &'a Connections,
+    pub policy: &'a Arc<NodePolicy>,
+    pub status: &'a Arc<SyncStatusCell>,
+}
+
+/// The running guest side.
+pub struct Guests {
+    pub invoker: Arc<Invoker>,
+    /// Where the Invocation service is bound.
+    pub addr: SocketAddr,
+    /// What heartbeats tell SMS: the address to call, and run counters.
+    pub advert: Advert,
+    /// The Invocation service; ends after draining at shutdown.
+    pub server: JoinHandle<()>,
+}
+
+/// Builds the runtime and invoker, binds the Invocation service and starts
+/// serving it until `shutdown`.
+pub async fn build(
+    deps: GuestsDeps<'_>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Guests, NodeError> {
+    let GuestsDeps {
+        config,
+        listen,
+        node_id,
+        registry,
+        connections,
+        policy,
+        status,
+    } = deps;
+    let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
+        std::env::var(name).ok()
+    })?);
+    let guests = &config.file.guests;
+    let compiled = Some(config.state_dir.join("compiled"));
+    let threads = guests
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let runtime = GuestRuntime::with_threads(compiled, threads)
+        .map_err(|e| NodeError::Runtime(format!("{e:#}")))?;
+    let fetch = FetchLimits {
+        max_bytes: guests.max_module_mb << 20,
+        timeout: Duration::from_millis(guests.fetch_timeout_ms),
+    };
+    let modules = ModuleStore::new(
+        config.state_dir.join("modules"),
+        policy.modules.clone(),
+        fetch,
+    )
+    .map_err(NodeError::Modules)?;
+    let invoker = Arc::new(Invoker::new(InvokerDeps {
+        node_id: node_id.to_string(),
+        runtime: Arc::new(runtime),
+        router: Router::new(connections.clone(), registry.clone()),
+        backends,
+        modules,
+        policy: Arc::clone(policy),
+        limits: LimitPolicy::new(guests.limits.clone()),
+        sync_status: Arc::clone(status),
+        sms: config.sms.clone(),
+        max_running: guests.max_running,
+        compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
+    }));
+    let listen_error = |source| NodeError::Listen {
+        addr: listen,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(listen_error)?;
+    let bound = listener.local_addr().map_err(listen_error)?;
+    let advertised = match &config.advertise {
+        Some(addr) => addr.clone(),
+        None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
+        None => bound.to_string(),
+    };
+    if !bound.ip().is_loopback() && !config.admin_token.is_set() {
+        warn!(addr = %bound, "the invocation service listens beyond loopback without an admin token: anyone who can reach it can run tasks here; pass --admin-token (or SPEARLET_ADMIN_TOKEN)");
+    }
+    let server = tokio::spawn(crate::invoke::service::serve(
+        listener,
+        InvocationService::new(Arc::clone(&invoker), config.admin_token.clone()),
+        shutdown,
+    ));
+    let advert = Advert {
+        invoke_addr: advertised,
+        runs: invoker.stats(),
+    };
+    info!(addr = %bound, advertised = %advert.invoke_addr, "invocation service listening");
+    Ok(Guests {
+        invoker,
+        addr: bound,
+        advert,
+        server,
+    })
+}

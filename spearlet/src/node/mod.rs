@@ -1,0 +1,265 @@
+//! The node's composition root: [`Node::start`] builds each subsystem (the
+//! registry and its persister, MCP connections, the guest side in
+//! [`guests`], the HTTP endpoint, sync and heartbeats) and keeps a named
+//! handle for each; [`Node::shutdown`] stops them in a stated order.
+
+mod guests;
+mod persister;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use spear_proto::auth::AdminToken;
+
+use crate::config::NodeFile;
+use crate::connections::Connections;
+use crate::heartbeat::Advert;
+use crate::http_endpoint::NodeView;
+use crate::invoke::Invoker;
+use crate::llm::Backends;
+use crate::node_policy::{NodePolicy, PolicyError};
+use crate::persist::{Applied, AppliedLog, PersistError, StateDir};
+use crate::registry::RegistryHandle;
+use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+
+/// Everything a node needs to start.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub sms: Vec<String>,
+    pub state_dir: PathBuf,
+    pub node_id: Option<String>,
+    pub http_listen: Option<SocketAddr>,
+    /// Where the Invocation gRPC service listens; `None` runs no guests.
+    pub invoke_listen: Option<SocketAddr>,
+    /// The address SMS should call, when it differs from the bound one
+    /// (a wildcard or NATed listen address).
+    pub advertise: Option<String>,
+    /// The node's config file (LLM backends, guest capacity).
+    pub file: NodeFile,
+    /// The installation's admin token: invocations must carry it when set.
+    pub admin_token: AdminToken,
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    State(#[from] PersistError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("no SMS address given; pass --sms host:port[,host:port...]")]
+    NoSms,
+    #[error(transparent)]
+    Backend(#[from] crate::llm::BackendError),
+    #[error("cannot start the guest runtime: {0}")]
+    Runtime(String),
+    #[error("the node config's {0}")]
+    Policy(#[from] PolicyError),
+    #[error("cannot create the module store in the state dir: {0}")]
+    Modules(std::io::Error),
+    #[error(
+        "the invocation service listens on {0}, which SMS cannot call; pass --advertise host:port"
+    )]
+    Advertise(SocketAddr),
+}
+
+/// A running node.
+pub struct Node {
+    pub node_id: String,
+    pub registry: RegistryHandle,
+    /// The node's MCP connections, shared by every session.
+    pub connections: Connections,
+    pub status: Arc<SyncStatusCell>,
+    pub http_addr: Option<SocketAddr>,
+    /// The bound address of the Invocation service.
+    pub invoke_addr: Option<SocketAddr>,
+    pub invoker: Option<Arc<Invoker>>,
+    shutdown: watch::Sender<bool>,
+    handles: Handles,
+}
+
+/// The node's background tasks, by name, so shutdown can order them.
+struct Handles {
+    sync: JoinHandle<()>,
+    persister: JoinHandle<()>,
+    heartbeat: JoinHandle<()>,
+    invocation: Option<JoinHandle<()>>,
+    http: Option<JoinHandle<()>>,
+}
+
+impl Node {
+    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+        if config.sms.is_empty() {
+            return Err(NodeError::NoSms);
+        }
+        let state = StateDir::open(&config.state_dir)?;
+        let node_id = match config.node_id.clone() {
+            Some(id) => id,
+            None => state.node_id(default_node_id)?,
+        };
+        let initial = state.load_registry();
+        // What is on disk now; the persister compares against this, not
+        // against whatever the sync task may already have applied.
+        let on_disk = initial.position();
+        if initial.epoch != 0 {
+            info!(
+                epoch = initial.epoch,
+                revision = initial.revision,
+                servers = initial.servers.len(),
+                "serving the persisted registry until SMS answers"
+            );
+        }
+        // Every start says what it took up (`restored 0 0`: nothing), so
+        // the log stays checkable across a crash that lost recent changes.
+        let mut applied_log = AppliedLog::open(state.applied_log_file());
+        let (epoch, revision) = on_disk;
+        applied_log.append(&Applied::Restored { epoch, revision });
+        let registry = RegistryHandle::new(initial);
+        let status = Arc::new(SyncStatusCell::default());
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let policy = Arc::new(NodePolicy::build(
+            &config.file.policy,
+            &config.state_dir,
+            Backends::key_vars(&config.file.llm),
+        )?);
+        // Server files read only the variables the node policy allows.
+        let env = Arc::clone(&policy);
+        let lookup: crate::connections::Lookup = Arc::new(move |name: &str| env.env.lookup(name));
+        let connections = Connections::new(registry.clone(), lookup);
+
+        let guests = match config.invoke_listen {
+            Some(listen) => Some(
+                guests::build(
+                    guests::GuestsDeps {
+                        config: &config,
+                        listen,
+                        node_id: &node_id,
+                        registry: &registry,
+                        connections: &connections,
+                        policy: &policy,
+                        status: &status,
+                    },
+                    shutdown_rx.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let (invoker, invoke_addr, invocation, advert) = match guests {
+            Some(g) => (Some(g.invoker), Some(g.addr), Some(g.server), g.advert),
+            None => (None, None, None, Advert::default()),
+        };
+
+        let http = match config.http_listen {
+            Some(addr) => {
+                let view = NodeView {
+                    node_id: node_id.clone(),
+                    registry: registry.clone(),
+                    status: Arc::clone(&status),
+                    connections: connections.clone(),
+                    advert: advert.clone(),
+                };
+                Some(
+                    view.serve(addr, shutdown_rx.clone())
+                        .await
+                        .map_err(|source| NodeError::Listen { addr, source })?,
+                )
+            }
+            None => None,
+        };
+        let (http_addr, http_task) = http.unzip();
+
+        let sync = Syncer::new(
+            SyncConfig {
+                sms: config.sms.clone(),
+                node_id: node_id.clone(),
+                silence_timeout: Duration::from_secs(20),
+                connect_timeout: Duration::from_secs(5),
+            },
+            registry.clone(),
+            Arc::clone(&status),
+            applied_log,
+        );
+        let handles = Handles {
+            sync: tokio::spawn(sync.run(shutdown_rx.clone())),
+            persister: tokio::spawn(persister::run(
+                state,
+                registry.clone(),
+                on_disk,
+                shutdown_rx.clone(),
+            )),
+            heartbeat: tokio::spawn(crate::heartbeat::run(
+                node_id.clone(),
+                advert,
+                registry.clone(),
+                Arc::clone(&status),
+                connections.clone(),
+                shutdown_rx,
+            )),
+            invocation,
+            http: http_task,
+        };
+        Ok(Node {
+            node_id,
+            registry,
+            connections,
+            status,
+            http_addr,
+            invoke_addr,
+            invoker,
+            shutdown,
+            handles,
+        })
+    }
+
+    /// Stops the node in a fixed order: every task is told at once; then
+    /// MCP connections close (a run still calling a tool fails fast), the
+    /// invocation service drains, sync stops applying, the persister writes
+    /// the final registry (after sync, so it is the last applied state),
+    /// and heartbeats and the HTTP endpoint end.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        self.connections.shutdown().await;
+        let Handles {
+            sync,
+            persister,
+            heartbeat,
+            invocation,
+            http,
+        } = self.handles;
+        if let Some(invocation) = invocation {
+            let _ = invocation.await;
+        }
+        let _ = sync.await;
+        let _ = persister.await;
+        let _ = heartbeat.await;
+        if let Some(http) = http {
+            let _ = http.await;
+        }
+    }
+}
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host: String = host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(40)
+        .collect();
+    let host = if host.is_empty() {
+        "node".to_string()
+    } else {
+        host
+    };
+    format!("{host}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+}
