@@ -51,13 +51,13 @@ pub struct SmsConfig {
 /// Why SMS could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Listen {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("cannot watch the MCP server directory {dir}: {source}")]
-    WatchDir { dir: PathBuf, source: notify::Error },
+    #[error("cannot watch the MCP server directory {dir}: {cause}")]
+    WatchDir { dir: PathBuf, cause: notify::Error },
     #[error(
         "MCP server directory {0} does not exist or is not a directory; create it or fix --mcp-dir"
     )]
@@ -127,10 +127,10 @@ impl Sms {
                     Arc::clone(&writer),
                     Arc::clone(&problems),
                 );
-                let task = watch_dir(dir, reconciler, hub.subscribe()).map_err(|source| {
+                let task = watch_dir(dir, reconciler, hub.subscribe()).map_err(|cause| {
                     StartError::WatchDir {
                         dir: dir.clone(),
-                        source,
+                        cause,
                     }
                 })?;
                 Some(task)
@@ -141,13 +141,13 @@ impl Sms {
         let listener =
             TcpListener::bind(config.listen)
                 .await
-                .map_err(|source| StartError::Listen {
+                .map_err(|cause| StartError::Listen {
                     addr: config.listen,
-                    source,
+                    cause,
                 })?;
-        let grpc_addr = listener.local_addr().map_err(|source| StartError::Listen {
+        let grpc_addr = listener.local_addr().map_err(|cause| StartError::Listen {
             addr: config.listen,
-            source,
+            cause,
         })?;
 
         let status =
@@ -160,7 +160,7 @@ impl Sms {
                     metrics
                         .serve(addr)
                         .await
-                        .map_err(|source| StartError::Listen { addr, source })?,
+                        .map_err(|cause| StartError::Listen { addr, cause })?,
                 )
             }
             None => None,

@@ -98,11 +98,8 @@ fn default_max_module_mb() -> u64 {
 /// Why the config file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the node config {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read the node config {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     #[error("the node config {path} is invalid: {message}")]
     Invalid { path: String, message: String },
 }
@@ -111,9 +108,9 @@ impl NodeFile {
     /// Reads and checks the file.
     pub fn load(path: &Path) -> Result<NodeFile, ConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: shown.clone(),
-            source,
+            cause,
         })?;
         Self::parse(&text).map_err(|message| ConfigError::Invalid {
             path: shown,

@@ -22,10 +22,10 @@ use crate::env_refs::{ResolveError, Resolver};
 pub enum McpError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
-    #[error("cannot start '{program}': {source}")]
+    #[error("cannot start '{program}': {cause}")]
     Spawn {
         program: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("the server did not complete the MCP handshake: {0}")]
     Initialize(String),
@@ -184,9 +184,9 @@ impl McpClient {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))
-            .map_err(|source| McpError::Spawn {
+            .map_err(|cause| McpError::Spawn {
                 program: command.program.clone(),
-                source,
+                cause,
             })?;
         let mut child = Some(child);
         match handshake((stdout, stdin), timeouts.startup).await {

@@ -93,9 +93,9 @@ pub async fn build(
         max_running: guests.max_running,
         compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
     }));
-    let listen_error = |source| NodeError::Listen {
+    let listen_error = |cause| NodeError::Listen {
         addr: listen,
-        source,
+        cause,
     };
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -51,10 +51,10 @@ pub struct NodeConfig {
 pub enum NodeError {
     #[error(transparent)]
     State(#[from] PersistError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {cause}")]
     Listen {
         addr: SocketAddr,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("no SMS address given; pass --sms host:port[,host:port...]")]
     NoSms,
@@ -171,7 +171,7 @@ impl Node {
                 Some(
                     view.serve(addr, shutdown_rx.clone())
                         .await
-                        .map_err(|source| NodeError::Listen { addr, source })?,
+                        .map_err(|cause| NodeError::Listen { addr, cause })?,
                 )
             }
             None => None,

@@ -19,15 +19,15 @@ use crate::registry::RegistryView;
 /// Why the state dir could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {cause}")]
     Write {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
-    #[error("cannot create the state dir {path}: {source}")]
+    #[error("cannot create the state dir {path}: {cause}")]
     CreateDir {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
@@ -49,9 +49,9 @@ impl StateDir {
             .mode(0o700)
             .create(root)
             .and_then(|()| std::fs::set_permissions(root, private))
-            .map_err(|source| PersistError::CreateDir {
+            .map_err(|cause| PersistError::CreateDir {
                 path: root.to_path_buf(),
-                source,
+                cause,
             })?;
         Ok(Self {
             root: root.to_path_buf(),
@@ -134,9 +134,9 @@ impl StateDir {
 /// Writes `bytes` to `path` so readers see the old or the new file, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PersistError> {
     let tmp = path.with_extension("tmp");
-    let error = |source| PersistError::Write {
+    let error = |cause| PersistError::Write {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     let mut file = std::fs::File::create(&tmp).map_err(error)?;
     file.write_all(bytes).map_err(error)?;
