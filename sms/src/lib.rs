@@ -1,10 +1,21 @@
-//! SMS, Spear's control plane.
+//! SMS, Spear's control plane. A map, by concern:
 //!
-//! SMS owns the registry of MCP servers that operators declare as JSON files
-//! in `--mcp-dir` (or through the admin API), keeps it in a [`store`]
-//! (embedded memory or etcd), and streams it to every spearlet over the gRPC
-//! watch protocol ([`watch`]). [`server`] wires the parts together; the
-//! binary in `main.rs` only parses arguments.
+//! **The registry.** Operators declare MCP servers as JSON files in
+//! `--mcp-dir`: [`files`] watches the directory and reconciles it, through
+//! [`registry`] (parsing and checking server files, with problems named by
+//! path), into the [`store`] (embedded memory or etcd) via the [`writer`];
+//! [`admin`] is the same path for admin API writes.
+//!
+//! **Streaming it.** [`watch`] keeps the history and encodes each revision
+//! once for every node's stream (the hub, and following the store);
+//! [`grpc`] holds the thin tonic services over these cores (registry,
+//! admin, nodes, tasks, status).
+//!
+//! **Nodes and tasks.** [`nodes`] tracks heartbeats (who is alive, what
+//! each applied); [`tasks`] stores tasks and routes an invocation to a node.
+//!
+//! [`server`] builds it all; [`metrics`] serves Prometheus; [`cli`] is the
+//! command line (`sms serve` and the client commands); `main.rs` only calls it.
 
 pub mod admin;
 pub mod cli;
