@@ -28,7 +28,7 @@ pub(super) async fn run(hub: Arc<Hub>) {
             Ok(snapshot) => snapshot,
             Err(error) => {
                 warn!(%error, "cannot load the registry from the store; retrying");
-                tokio::time::sleep(backoff.next_delay()).await;
+                backoff.sleep().await;
                 continue;
             }
         };
@@ -106,7 +106,7 @@ async fn prefill(hub: &Hub, loaded_at: Revision) -> Option<CommittedStream> {
 async fn follow(hub: &Hub, mut stream: Option<CommittedStream>, backoff: &mut Backoff) {
     loop {
         let Some(current) = stream.as_mut() else {
-            tokio::time::sleep(backoff.next_delay()).await;
+            backoff.sleep().await;
             let (_, revision) = hub.position();
             match hub.store.watch(revision).await {
                 Ok(resumed) => {
