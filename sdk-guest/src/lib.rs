@@ -13,7 +13,7 @@ pub mod raw;
 pub mod reply;
 
 pub use error::{Error, ErrorKind};
-pub use reply::{Reply, ToolCall, Usage};
+pub use reply::{Reply, StopReason, ToolCall, Usage};
 pub use serde_json::{json, Value};
 
 /// A negative return code as an [`Error`] carrying the node's sentence.

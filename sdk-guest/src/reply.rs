@@ -22,6 +22,28 @@ pub struct Reply {
     /// Every tool call the model made in this send, in order.
     #[serde(default)]
     pub trace: Vec<ToolCall>,
+    /// Why the model's last answer of this send ended; `max_tokens` means
+    /// `content` was cut at the output-token limit.
+    #[serde(default)]
+    pub stop_reason: StopReason,
+}
+
+/// Why the model ended an answer, as its provider said (OpenAI's
+/// `finish_reason`, Anthropic's `stop_reason`), in one vocabulary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished (`stop`, `end_turn`, `stop_sequence`).
+    #[default]
+    EndTurn,
+    /// The model asked for tool calls (`tool_calls`, `tool_use`).
+    ToolCalls,
+    /// The output-token limit cut the answer (`length`, `max_tokens`).
+    MaxTokens,
+    /// The provider withheld the answer (`content_filter`, `refusal`).
+    Refusal,
+    /// A reason this node does not know (it is in the node's log).
+    Other,
 }
 
 /// Token counts as the provider reported them.

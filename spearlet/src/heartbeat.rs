@@ -93,7 +93,8 @@ fn problems(connections: &Connections) -> Vec<ServerProblem> {
                 failed: true,
             });
         }
-        for (tool, why) in &status.quarantined {
+        for q in &status.quarantined {
+            let (tool, why) = (&q.tool, &q.why);
             out.push(ServerProblem {
                 server_id: server_id.clone(),
                 message: format!("tool '{tool}' quarantined: {why}"),

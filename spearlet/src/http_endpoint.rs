@@ -53,7 +53,7 @@ impl NodeView {
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "tools": s.tools,
-                "quarantined": s.quarantined.iter().map(|(t, why)| json!({"tool": t, "why": why})).collect::<Vec<_>>(),
+                "quarantined": s.quarantined.iter().map(|q| json!({"tool": q.tool, "why": q.why})).collect::<Vec<_>>(),
             }))).collect::<serde_json::Map<String, Value>>(),
         })
     }

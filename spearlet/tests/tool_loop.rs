@@ -1,5 +1,6 @@
-//! The auto tool-call loop against a scripted OpenAI-compatible server (the
-//! exact chat completions wire format) and a real MCP server over stdio:
+//! The auto tool-call loop against the scripted model (OpenAI chat
+//! completions here; other wire formats in `tool_loop_wire.rs`) and a real
+//! MCP server over stdio:
 //! single and parallel calls, tool errors, unknown and denied names, limits
 //! mid-batch, provider retries and failures.
 
@@ -16,18 +17,18 @@ async fn single_and_parallel_calls_then_an_answer() {
     let f = fixture();
     let ok = offered_name("mb", "ok");
     let huge = offered_name("mb", "huge");
-    let (script, addr) = serve(vec![
-        tool_calls(&[("call_1", &ok, json!({}))]),
-        tool_calls(&[
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[("call_1", &ok, json!({}))]),
+        Turn::calls(&[
             ("call_2", &ok, json!({})),
             ("call_3", &huge, json!({"bytes": 12})),
         ]),
-        answer("all done"),
+        Turn::answer("all done"),
     ])
     .await;
     let (outcome, messages) = f
         .run(
-            &backend(addr, 0),
+            &backend(&model, 0),
             vec![ChatMessage::system("be brief"), ChatMessage::user("go")],
             limits(),
         )
@@ -36,7 +37,7 @@ async fn single_and_parallel_calls_then_an_answer() {
     assert_eq!(outcome.iterations, 3);
     assert_eq!(
         (outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
-        (40, 17)
+        (30, 15)
     );
     assert_eq!(outcome.trace.len(), 3);
     assert!(outcome
@@ -44,11 +45,15 @@ async fn single_and_parallel_calls_then_an_answer() {
         .iter()
         .all(|t| !t.is_error && t.executed.is_some()));
     assert_history_valid(&messages);
+    assert_no_violations(&model);
 
-    let requests = script.requests.lock().clone();
-    assert_eq!(requests[0]["header:authorization"], "Bearer sk-test-key");
+    let requests = model.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-test-key")
+    );
     // The tools were injected with their offered names; denied ones were not.
-    let names: Vec<&str> = requests[0]["tools"]
+    let names: Vec<&str> = requests[0].body["tools"]
         .as_array()
         .unwrap()
         .iter()
@@ -57,7 +62,7 @@ async fn single_and_parallel_calls_then_an_answer() {
     assert!(names.contains(&ok.as_str()) && !names.contains(&offered_name("mb", "env").as_str()));
     assert!(!names.contains(&offered_name("mb", "spawn").as_str()));
     // The third request carries both results, each under its tool_call_id.
-    let last: Vec<&Value> = requests[2]["messages"]
+    let last: Vec<&Value> = requests[2].body["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -84,21 +89,22 @@ async fn single_and_parallel_calls_then_an_answer() {
 #[tokio::test]
 async fn errors_unknown_and_denied_tools_are_answered_never_run() {
     let f = fixture();
-    let (script, addr) = serve(vec![
-        tool_calls(&[
-            ("c1", &offered_name("mb", "hang"), json!({})),
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[
+            ("c1", &offered_name("tight", "hang"), json!({})),
             ("c2", "mcp__invented__name", json!({})),
             ("c3", &offered_name("mb", "env"), json!({})),
             ("c4", "mcp.mb.spawn", json!({})),
         ]),
-        answer("recovered"),
+        Turn::answer("recovered"),
     ])
     .await;
     let (outcome, messages) = f
-        .run(&backend(addr, 0), vec![ChatMessage::user("go")], limits())
+        .run(&backend(&model, 0), vec![ChatMessage::user("go")], limits())
         .await;
     assert_eq!(outcome.result.as_deref().ok(), Some("recovered"));
     assert_history_valid(&messages);
+    assert_no_violations(&model);
     let trace = &outcome.trace;
     assert!(
         trace[0].is_error && trace[0].executed.is_some(),
@@ -111,7 +117,7 @@ async fn errors_unknown_and_denied_tools_are_answered_never_run() {
             t.name
         );
     }
-    let tool_texts: Vec<String> = script.requests.lock()[1]["messages"]
+    let tool_texts: Vec<String> = model.requests()[1].body["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -127,7 +133,7 @@ async fn errors_unknown_and_denied_tools_are_answered_never_run() {
 async fn limits_end_the_loop_with_a_valid_history() {
     let f = fixture();
     let ok = offered_name("mb", "ok");
-    let (_, addr) = serve(vec![tool_calls(&[
+    let model = ScriptedModel::script(vec![Turn::calls(&[
         ("a", &ok, json!({})),
         ("b", &ok, json!({})),
         ("c", &ok, json!({})),
@@ -138,7 +144,7 @@ async fn limits_end_the_loop_with_a_valid_history() {
         ..limits()
     };
     let (outcome, messages) = f
-        .run(&backend(addr, 0), vec![ChatMessage::user("go")], tight)
+        .run(&backend(&model, 0), vec![ChatMessage::user("go")], tight)
         .await;
     assert!(
         matches!(outcome.result, Err(LoopError::MaxToolCalls(2))),
@@ -146,6 +152,7 @@ async fn limits_end_the_loop_with_a_valid_history() {
         outcome.result
     );
     assert_history_valid(&messages);
+    assert_no_violations(&model);
     assert_eq!(
         outcome
             .trace
@@ -162,9 +169,9 @@ async fn limits_end_the_loop_with_a_valid_history() {
         .unwrap()
         .contains("max_total_tool_calls"));
 
-    let (_, addr) = serve(
+    let model = ScriptedModel::script(
         (0..5)
-            .map(|i| tool_calls(&[(["x", "y", "z", "u", "v"][i], &ok, json!({}))]))
+            .map(|i| Turn::calls(&[(["x", "y", "z", "u", "v"][i], &ok, json!({}))]))
             .collect(),
     )
     .await;
@@ -173,7 +180,7 @@ async fn limits_end_the_loop_with_a_valid_history() {
         ..limits()
     };
     let (outcome, messages) = f
-        .run(&backend(addr, 0), vec![ChatMessage::user("go")], short)
+        .run(&backend(&model, 0), vec![ChatMessage::user("go")], short)
         .await;
     assert!(
         matches!(outcome.result, Err(LoopError::MaxIterations(2))),
@@ -181,6 +188,7 @@ async fn limits_end_the_loop_with_a_valid_history() {
         outcome.result
     );
     assert_history_valid(&messages);
+    assert_no_violations(&model);
     assert_eq!(messages.last().unwrap().role, Role::Tool);
     f.connections.shutdown().await;
 }
@@ -188,28 +196,18 @@ async fn limits_end_the_loop_with_a_valid_history() {
 #[tokio::test]
 async fn provider_429_is_retried_and_500_to_the_end_is_a_clear_error() {
     let f = fixture();
-    let busy = (
-        429,
-        Some("0"),
-        json!({"error": {"message": "Rate limit reached", "type": "rate_limit"}}),
-    );
-    let (script, addr) = serve(vec![busy, answer("after the wait")]).await;
+    let busy = Turn::error(429, Some(0), "Rate limit reached");
+    let model = ScriptedModel::script(vec![busy, Turn::answer("after the wait")]).await;
     let (outcome, _) = f
-        .run(&backend(addr, 3), vec![ChatMessage::user("go")], limits())
+        .run(&backend(&model, 3), vec![ChatMessage::user("go")], limits())
         .await;
     assert_eq!(outcome.result.as_deref().ok(), Some("after the wait"));
-    assert_eq!(script.requests.lock().len(), 2);
+    assert_eq!(model.requests().len(), 2);
 
-    let broken = || {
-        (
-            500,
-            None,
-            json!({"error": {"message": "upstream exploded", "type": "server_error"}}),
-        )
-    };
-    let (script, addr) = serve(vec![broken(), broken(), broken()]).await;
+    let broken = || Turn::error(500, None, "upstream exploded");
+    let model = ScriptedModel::script(vec![broken(), broken(), broken()]).await;
     let (outcome, messages) = f
-        .run(&backend(addr, 2), vec![ChatMessage::user("go")], limits())
+        .run(&backend(&model, 2), vec![ChatMessage::user("go")], limits())
         .await;
     let error = outcome.result.unwrap_err().to_string();
     assert!(
@@ -217,7 +215,7 @@ async fn provider_429_is_retried_and_500_to_the_end_is_a_clear_error() {
         "{error}"
     );
     assert!(!error.contains("sk-test-key"));
-    assert_eq!(script.requests.lock().len(), 3, "one try and two retries");
+    assert_eq!(model.requests().len(), 3, "one try and two retries");
     assert_eq!(
         messages.len(),
         1,
@@ -244,25 +242,26 @@ async fn run_budgets_hold_across_sends_with_a_valid_history() {
 
     // Tool calls: 2 in the first send, 1 of 2 in the second.
     let mut run = budget(3, 100, u64::MAX);
-    let (_, addr) = serve(vec![
-        tool_calls(&[("a", &ok, json!({})), ("b", &ok, json!({}))]),
-        answer("first done"),
-        tool_calls(&[("c", &ok, json!({})), ("d", &ok, json!({}))]),
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[("a", &ok, json!({})), ("b", &ok, json!({}))]),
+        Turn::answer("first done"),
+        Turn::calls(&[("c", &ok, json!({})), ("d", &ok, json!({}))]),
     ])
     .await;
-    let model = backend(addr, 0);
+    let llm = backend(&model, 0);
     let (outcome, _) = f
-        .run_within(&model, vec![ChatMessage::user("one")], limits(), &mut run)
+        .run_within(&llm, vec![ChatMessage::user("one")], limits(), &mut run)
         .await;
     assert_eq!(outcome.result.as_deref().ok(), Some("first done"));
     let (outcome, messages) = f
-        .run_within(&model, vec![ChatMessage::user("two")], limits(), &mut run)
+        .run_within(&llm, vec![ChatMessage::user("two")], limits(), &mut run)
         .await;
     match &outcome.result {
         Err(LoopError::Budget(spent)) => assert_eq!(spent.kind, BudgetKind::ToolCalls),
         other => panic!("{other:?}"),
     }
     assert_history_valid(&messages);
+    assert_no_violations(&model);
     let refused = messages.last().unwrap().content.clone().unwrap_or_default();
     assert!(refused.contains("limits.max_tool_calls"), "{refused}");
     assert_eq!(run.used(BudgetKind::ToolCalls), 3);
@@ -270,10 +269,14 @@ async fn run_budgets_hold_across_sends_with_a_valid_history() {
 
     // Model requests: the second request of a loop is refused before it is sent.
     let mut run = budget(100, 1, u64::MAX);
-    let (script, addr) = serve(vec![tool_calls(&[("e", &ok, json!({}))]), answer("never")]).await;
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[("e", &ok, json!({}))]),
+        Turn::answer("never"),
+    ])
+    .await;
     let (outcome, messages) = f
         .run_within(
-            &backend(addr, 0),
+            &backend(&model, 0),
             vec![ChatMessage::user("go")],
             limits(),
             &mut run,
@@ -284,23 +287,20 @@ async fn run_budgets_hold_across_sends_with_a_valid_history() {
         other => panic!("{other:?}"),
     }
     assert_history_valid(&messages);
-    assert_eq!(
-        script.requests.lock().len(),
-        1,
-        "nothing sent past the budget"
-    );
+    assert_no_violations(&model);
+    assert_eq!(model.requests().len(), 1, "nothing sent past the budget");
 
     // Host memory: a tool result that does not fit is not kept; the call is
     // still answered and the loop ends.
     let mut run = budget(100, 100, 4_000);
-    let (_, addr) = serve(vec![
-        tool_calls(&[("f", &huge, json!({"bytes": 100_000}))]),
-        answer("never"),
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[("f", &huge, json!({"bytes": 100_000}))]),
+        Turn::answer("never"),
     ])
     .await;
     let (outcome, messages) = f
         .run_within(
-            &backend(addr, 0),
+            &backend(&model, 0),
             vec![ChatMessage::user("go")],
             limits(),
             &mut run,
@@ -311,6 +311,7 @@ async fn run_budgets_hold_across_sends_with_a_valid_history() {
         other => panic!("{other:?}"),
     }
     assert_history_valid(&messages);
+    assert_no_violations(&model);
     let kept: usize = messages.iter().map(ChatMessage::footprint).sum();
     assert!(
         kept < 4_000 + 1_000,

@@ -1,249 +1,261 @@
-//! The auto tool-call loop over the other wire formats: Anthropic messages,
-//! and streamed answers (OpenAI chunks, Anthropic events) whose tool-call
-//! deltas are assembled.
+//! The auto tool-call loop over every wire format the node speaks: OpenAI
+//! chat completions and Anthropic messages, each as one JSON body and as an
+//! event stream whose deltas are assembled. Each case reports on its own.
+//! Also: answers cut at the output-token limit, errors in the middle of a
+//! stream, and the scripted model refusing a history the provider would.
 
 mod support;
 
-use std::time::Duration;
-
-use serde_json::{json, Value};
-use spearlet::llm::{AnthropicBackend, AnthropicConfig, ChatMessage, OpenAiBackend, OpenAiConfig};
+use serde_json::json;
+use spearlet::cchat::LoopError;
+use spearlet::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolCall};
 use spearlet::tools::offered_name;
 use support::*;
 
+#[derive(Debug, Clone, Copy)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+const WIRES: [(Wire, bool); 4] = [
+    (Wire::OpenAi, false),
+    (Wire::OpenAi, true),
+    (Wire::Anthropic, false),
+    (Wire::Anthropic, true),
+];
+
+fn backend_for(model: &ScriptedModel, wire: Wire, stream: bool) -> Box<dyn LlmBackend> {
+    match wire {
+        Wire::OpenAi => Box::new(openai(model, stream, 0)),
+        Wire::Anthropic => Box::new(anthropic(model, stream, 0)),
+    }
+}
+
+/// One tool call, then two in parallel, then an answer; in every format.
 #[tokio::test]
-async fn the_loop_speaks_anthropic_messages() {
+async fn every_wire_format_runs_the_loop_with_a_valid_history() {
     let f = fixture();
     let ok = offered_name("mb", "ok");
     let huge = offered_name("mb", "huge");
-    let overloaded = (
-        529,
-        Some("0"),
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-    );
-    let (script, addr) = serve(vec![
-        anthropic_tool_use(&[
+    let mut failures = Vec::new();
+    for (wire, stream) in WIRES {
+        let case = format!("{wire:?}, stream {stream}");
+        let model = ScriptedModel::script(vec![
+            Turn::calls(&[("call_1", &ok, json!({}))]),
+            Turn::ToolCalls {
+                text: "Checking both.".into(),
+                calls: vec![
+                    Call::new("call_2", &ok, json!({})),
+                    Call::new("call_3", &huge, json!({"bytes": 4})),
+                ],
+            },
+            Turn::answer("all done"),
+        ])
+        .await;
+        let llm = backend_for(&model, wire, stream);
+        let (outcome, messages) = f
+            .run(
+                llm.as_ref(),
+                vec![ChatMessage::system("be brief"), ChatMessage::user("go")],
+                limits(),
+            )
+            .await;
+        let requests = model.requests();
+        let checks = [
+            (
+                outcome.result.as_deref().ok() == Some("all done"),
+                format!("result {:?}", outcome.result),
+            ),
+            (
+                outcome.stop == StopReason::EndTurn,
+                format!("stop {:?}", outcome.stop),
+            ),
+            (
+                (outcome.usage.prompt_tokens, outcome.usage.completion_tokens) == (30, 15),
+                format!("usage {:?}", outcome.usage),
+            ),
+            (
+                model.violations().is_empty(),
+                format!("violations {:?}", model.violations()),
+            ),
+            (
+                requests
+                    .iter()
+                    .all(|r| (r.body["stream"] == true) == stream),
+                "stream flag".into(),
+            ),
+            (
+                messages[4].tool_calls.get(1).map(|c| c.arguments.as_str())
+                    == Some("{\"bytes\":4}"),
+                format!("assembled arguments {:?}", messages.get(4)),
+            ),
+            (
+                messages.last().and_then(|m| m.content.as_deref()) == Some("all done"),
+                "history ends with the answer".into(),
+            ),
+        ];
+        for (ok, what) in checks {
+            if !ok {
+                failures.push(format!("{case}: {what}"));
+            }
+        }
+        assert_history_valid(&messages);
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    f.connections.shutdown().await;
+}
+
+/// Each provider's shape of what the node sends: Anthropic's system field,
+/// headers and one user message holding all of a turn's tool results.
+#[tokio::test]
+async fn anthropic_requests_have_the_providers_shape() {
+    let f = fixture();
+    let ok = offered_name("mb", "ok");
+    let huge = offered_name("mb", "huge");
+    let model = ScriptedModel::script(vec![
+        Turn::calls(&[
             ("toolu_1", &ok, json!({})),
             ("toolu_2", &huge, json!({"bytes": 3})),
         ]),
-        overloaded,
-        anthropic_answer("done"),
+        Turn::error(529, Some(0), "Overloaded"),
+        Turn::answer("done"),
     ])
     .await;
-    let backend = AnthropicBackend::new(AnthropicConfig {
-        base_url: format!("http://{addr}"),
-        model: "scripted".into(),
-        api_key: Some("sk-ant-test".into()),
-        max_tokens: 1024,
-        timeout: Duration::from_secs(10),
-        max_retries: 2,
-        stream: false,
-    });
-    let (outcome, messages) = f
+    let llm = anthropic(&model, false, 2);
+    let (outcome, _) = f
         .run(
-            &backend,
+            &llm,
             vec![ChatMessage::system("be brief"), ChatMessage::user("go")],
             limits(),
         )
         .await;
     assert_eq!(outcome.result.as_deref().ok(), Some("done"));
-    assert_eq!(
-        (outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
-        (80, 13)
-    );
-    assert_history_valid(&messages);
-
-    let requests = script.requests.lock().clone();
-    let first = &requests[0];
-    assert_eq!(first["system"], "be brief");
-    assert_eq!(first["header:x-api-key"], "sk-ant-test");
-    assert_eq!(first["header:anthropic-version"], "2023-06-01");
-    assert!(first["tools"][0]["input_schema"].is_object());
-    // After the tool turn: the assistant's tool_use blocks, then ONE user
-    // message with both tool_result blocks.
-    let follow_up = &requests[2]["messages"];
-    let assistant = &follow_up[1];
-    assert_eq!(assistant["role"], "assistant");
-    assert_eq!(assistant["content"][1]["type"], "tool_use");
-    assert_eq!(assistant["content"][2]["input"], json!({"bytes": 3}));
+    assert_no_violations(&model);
+    let requests = model.requests();
+    assert_eq!(requests[0].body["system"], "be brief");
+    assert_eq!(requests[0].header("x-api-key"), Some("sk-ant-test"));
+    assert_eq!(requests[0].header("anthropic-version"), Some("2023-06-01"));
+    let follow_up = &requests[2].body["messages"];
+    assert_eq!(follow_up[1]["content"][1]["input"], json!({"bytes": 3}));
     let results = &follow_up[2];
     assert_eq!(results["role"], "user");
     assert_eq!(results["content"].as_array().map(Vec::len), Some(2));
-    assert_eq!(results["content"][0]["tool_use_id"], "toolu_1");
-    assert_eq!(results["content"][0]["content"], "ok");
     assert_eq!(results["content"][1]["content"], "xxx");
     f.connections.shutdown().await;
 }
 
-/// An event stream body: each value a `data:` event (an optional event name
-/// first), then `[DONE]` for OpenAI.
-
+/// A tool call cut by the token limit is never run and not kept; cut text is
+/// the answer, marked as cut.
 #[tokio::test]
-async fn streamed_tool_call_deltas_are_assembled_openai() {
+async fn answers_cut_at_the_token_limit_are_handled_in_every_format() {
     let f = fixture();
-    let ok = offered_name("mb", "ok");
     let huge = offered_name("mb", "huge");
-    let chunk = |delta: Value| {
-        (
-            None,
-            json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": null}]}),
-        )
-    };
-    let first = sse(
-        &[
-            chunk(
-                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_s1", "type": "function", "function": {"name": ok, "arguments": ""}}]}),
-            ),
-            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]})),
-            chunk(
-                json!({"tool_calls": [{"index": 1, "id": "call_s2", "type": "function", "function": {"name": huge, "arguments": "{\"bytes\""}}]}),
-            ),
-            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]})),
-            chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": ": 4}"}}]})),
-            (
-                None,
-                json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 6}}),
-            ),
-        ],
-        true,
+    let mut failures = Vec::new();
+    for (wire, stream) in WIRES {
+        let case = format!("{wire:?}, stream {stream}");
+        let cut_call = Turn::Truncated {
+            text: "Let me".into(),
+            call: Some((Call::new("call_cut", &huge, json!({"bytes": 123456})), 9)),
+        };
+        let cut_text = Turn::Truncated {
+            text: "The answer is forty".into(),
+            call: None,
+        };
+        let model = ScriptedModel::script(vec![cut_call, cut_text]).await;
+        let llm = backend_for(&model, wire, stream);
+        let history = vec![ChatMessage::user("go")];
+        let (outcome, messages) = f.run(llm.as_ref(), history.clone(), limits()).await;
+        if !matches!(outcome.result, Err(LoopError::CutToolCall)) || !outcome.trace.is_empty() {
+            failures.push(format!(
+                "{case}: a cut tool call gave {:?}, trace {:?}",
+                outcome.result, outcome.trace
+            ));
+        }
+        if messages != history {
+            failures.push(format!("{case}: the cut answer was kept: {messages:?}"));
+        }
+        let (outcome, _) = f.run(llm.as_ref(), history, limits()).await;
+        if outcome.result.as_deref().ok() != Some("The answer is forty")
+            || outcome.stop != StopReason::MaxTokens
+        {
+            failures.push(format!(
+                "{case}: cut text gave {:?} / {:?}",
+                outcome.result, outcome.stop
+            ));
+        }
+        if !model.violations().is_empty() {
+            failures.push(format!("{case}: {:?}", model.violations()));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    let sentence = LoopError::CutToolCall.to_string();
+    assert!(
+        sentence.contains("max_tokens") && sentence.contains("no call"),
+        "{sentence}"
     );
-    let second = sse(
-        &[
-            chunk(json!({"role": "assistant", "content": "stream"})),
-            chunk(json!({"content": "ed done"})),
-            (
-                None,
-                json!({"object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": 21, "completion_tokens": 2}}),
-            ),
-        ],
-        true,
-    );
-    let (script, addr) = serve(vec![first, second]).await;
-    let backend = OpenAiBackend::new(OpenAiConfig {
-        base_url: format!("http://{addr}/v1"),
-        model: "scripted".into(),
-        api_key: None,
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        stream: true,
-    });
-    let (outcome, messages) = f
-        .run(&backend, vec![ChatMessage::user("go")], limits())
-        .await;
-    assert_eq!(outcome.result.as_deref().ok(), Some("streamed done"));
-    assert_eq!(
-        (outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
-        (32, 8)
-    );
-    assert_history_valid(&messages);
-    assert_eq!(messages[1].tool_calls[1].arguments, "{\"bytes\": 4}");
-    let requests = script.requests.lock().clone();
-    assert_eq!(requests[0]["stream"], true);
-    assert_eq!(requests[0]["stream_options"]["include_usage"], true);
-    let tool_texts: Vec<&str> = requests[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
-    assert_eq!(tool_texts, vec!["ok", "xxxx"]);
     f.connections.shutdown().await;
 }
 
+/// An error event in the middle of a stream ends the send with the
+/// provider's sentence; the partial answer is not kept.
 #[tokio::test]
-async fn streamed_tool_use_is_assembled_anthropic() {
+async fn an_error_mid_stream_is_a_clear_result() {
     let f = fixture();
-    let huge = offered_name("mb", "huge");
-    let first = sse(
-        &[
-            (
-                Some("message_start"),
-                json!({"type": "message_start", "message": {"id": "msg_s", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 40, "output_tokens": 1}}}),
-            ),
-            (
-                Some("content_block_start"),
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            (
-                Some("content_block_delta"),
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Checking."}}),
-            ),
-            (
-                Some("content_block_stop"),
-                json!({"type": "content_block_stop", "index": 0}),
-            ),
-            (
-                Some("content_block_start"),
-                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_s", "name": huge, "input": {}}}),
-            ),
-            (
-                Some("content_block_delta"),
-                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"by"}}),
-            ),
-            (
-                Some("content_block_delta"),
-                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "tes\": 2}"}}),
-            ),
-            (
-                Some("content_block_stop"),
-                json!({"type": "content_block_stop", "index": 1}),
-            ),
-            (
-                Some("message_delta"),
-                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 15}}),
-            ),
-            (Some("message_stop"), json!({"type": "message_stop"})),
-        ],
-        false,
-    );
-    let second = sse(
-        &[
-            (
-                Some("message_start"),
-                json!({"type": "message_start", "message": {"usage": {"input_tokens": 60, "output_tokens": 1}}}),
-            ),
-            (
-                Some("content_block_start"),
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            (
-                Some("content_block_delta"),
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "two x"}}),
-            ),
-            (
-                Some("message_delta"),
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
-            ),
-            (Some("message_stop"), json!({"type": "message_stop"})),
-        ],
-        false,
-    );
-    let (script, addr) = serve(vec![first, second]).await;
-    let backend = AnthropicBackend::new(AnthropicConfig {
-        base_url: format!("http://{addr}"),
-        model: "scripted".into(),
-        api_key: None,
-        max_tokens: 256,
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        stream: true,
-    });
-    let (outcome, messages) = f
-        .run(&backend, vec![ChatMessage::user("go")], limits())
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let model = ScriptedModel::script(vec![Turn::FailMidStream {
+            text: "I was saying".into(),
+            message: "Overloaded right now".into(),
+        }])
         .await;
-    assert_eq!(outcome.result.as_deref().ok(), Some("two x"));
-    assert_eq!(
-        (outcome.usage.prompt_tokens, outcome.usage.completion_tokens),
-        (100, 18)
-    );
-    assert_history_valid(&messages);
-    let requests = script.requests.lock().clone();
-    assert_eq!(requests[0]["stream"], true);
-    assert_eq!(
-        requests[1]["messages"][1]["content"][1]["input"],
-        json!({"bytes": 2})
-    );
-    assert_eq!(requests[1]["messages"][2]["content"][0]["content"], "xx");
+        let llm = backend_for(&model, wire, true);
+        let history = vec![ChatMessage::user("go")];
+        let (outcome, messages) = f.run(llm.as_ref(), history.clone(), limits()).await;
+        match &outcome.result {
+            Err(LoopError::Llm(LlmError::Interrupted(message))) => {
+                assert_eq!(message, "Overloaded right now", "{wire:?}")
+            }
+            other => panic!("{wire:?}: {other:?}"),
+        }
+        let sentence = outcome.result.unwrap_err().to_string();
+        assert!(
+            sentence.contains("in the middle of its answer"),
+            "{sentence}"
+        );
+        assert_eq!(messages, history, "{wire:?}");
+    }
     f.connections.shutdown().await;
+}
+
+/// The scripted model is a real check: a history the provider refuses is
+/// refused, in both formats (a tool result nobody asked for).
+#[tokio::test]
+async fn the_scripted_model_refuses_what_the_provider_would() {
+    let stray = vec![
+        ChatMessage::user("go"),
+        ChatMessage::assistant(
+            String::new(),
+            vec![ToolCall {
+                id: "asked".into(),
+                name: "t".into(),
+                arguments: "{}".into(),
+            }],
+        ),
+        ChatMessage::tool("other", "result".into()),
+    ];
+    for wire in [Wire::OpenAi, Wire::Anthropic] {
+        let model = ScriptedModel::script(vec![Turn::answer("never")]).await;
+        let llm = backend_for(&model, wire, false);
+        let error = llm.complete(&stray, &[]).await.unwrap_err();
+        assert!(
+            matches!(error, LlmError::Provider { status: 400, .. }),
+            "{wire:?}: {error}"
+        );
+        let violations = model.violations();
+        assert_eq!(violations.len(), 1, "{wire:?}: {violations:?}");
+        assert!(
+            violations[0].contains("other") || violations[0].contains("asked"),
+            "{violations:?}"
+        );
+    }
 }

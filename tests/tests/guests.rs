@@ -3,22 +3,20 @@
 //! server, a scripted OpenAI-compatible model; and hostile guests that must
 //! each end with a clear error while the runtime keeps serving.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::routing::post;
-use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 use spear_proto::v1::{ServerSpec, Transport};
+use spear_scripted_model::{Recording, ScriptedModel, Source};
 use spear_tests::peers::npm_bin;
 use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tools::offered_name;
-use spearlet::tools::Router;
+use spearlet::tools::{Router, ToolRef};
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 fn guest(name: &str) -> Vec<u8> {
@@ -42,29 +40,18 @@ fn guest(name: &str) -> Vec<u8> {
 
 /// A model that reads `notes.txt` with the filesystem tool, then answers with
 /// what the tool returned (so the answer proves the tool's output reached it).
-async fn model(notes: String) -> SocketAddr {
+async fn model(notes: String) -> ScriptedModel {
     let read = offered_name("fs", "read_text_file");
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(move |Json(body): Json<Value>| {
-            let (read, notes) = (read.clone(), notes.clone());
-            async move {
-                let messages = body["messages"].as_array().cloned().unwrap_or_default();
-                let last = messages.last().cloned().unwrap_or(Value::Null);
-                let message = if last["role"] == "tool" {
-                    json!({"role": "assistant", "content": format!("The file says: {}", last["content"].as_str().unwrap_or(""))})
-                } else {
-                    let args = json!({"path": notes}).to_string();
-                    json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_fs", "type": "function", "function": {"name": read, "arguments": args}}]})
-                };
-                Json(json!({"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}))
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+    let args = json!({"path": notes}).to_string();
+    let recording = json!({"turns": [
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_fs", "type": "function", "function": {"name": read, "arguments": args}}]},
+        {"role": "assistant", "content": "The file says: {{last_tool_result}}"},
+    ]});
+    let recording = Recording::parse(&recording.to_string()).unwrap();
+    let listen = "127.0.0.1:0".parse().unwrap();
+    ScriptedModel::start(Source::Replay(recording), listen, Duration::ZERO)
+        .await
+        .unwrap()
 }
 
 struct Node {
@@ -72,6 +59,7 @@ struct Node {
     router: Router,
     connections: Connections,
     backend: Arc<OpenAiBackend>,
+    model: ScriptedModel,
     _files: tempfile::TempDir,
 }
 
@@ -91,9 +79,9 @@ async fn node() -> Node {
     };
     let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
-    let addr = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
+    let model = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
     let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
-        base_url: format!("http://{addr}/v1"),
+        base_url: model.openai_url(),
         model: "scripted".into(),
         api_key: None,
         timeout: Duration::from_secs(10),
@@ -106,6 +94,7 @@ async fn node() -> Node {
         router: Router::new(connections.clone(), registry),
         connections,
         backend,
+        model,
         _files: files,
     }
 }
@@ -159,8 +148,12 @@ async fn the_fs_agent_answers_with_what_the_filesystem_server_returned() {
     assert_eq!(outcome.trace.len(), 1);
     assert_eq!(
         outcome.trace[0].executed,
-        Some(("fs".to_string(), "read_text_file".to_string()))
+        Some(ToolRef {
+            server: "fs".into(),
+            tool: "read_text_file".into()
+        })
     );
+    assert_eq!(node.model.violations(), Vec::<String>::new());
     node.connections.shutdown().await;
 }
 

@@ -7,8 +7,8 @@ use spear_proto::v1::FileProblem;
 
 use crate::registry::Problem;
 
-/// Problems per file, the files skipped on purpose, and whether the directory
-/// itself could be read. Entries disappear as soon as the file is fixed or
+/// Problems per file and whether the directory itself could be read (files
+/// skipped on purpose are not problems; `sms validate` lists them). Entries disappear as soon as the file is fixed or
 /// removed.
 #[derive(Debug, Default)]
 pub struct FileProblems {
@@ -18,7 +18,6 @@ pub struct FileProblems {
 #[derive(Debug, Default)]
 struct Inner {
     by_file: BTreeMap<String, Vec<Problem>>,
-    skipped: Vec<(String, String)>,
     dir_error: Option<String>,
 }
 
@@ -49,10 +48,6 @@ impl FileProblems {
             .write()
             .by_file
             .retain(|file, _| present.contains(file));
-    }
-
-    pub fn set_skipped(&self, skipped: Vec<(String, String)>) {
-        self.inner.write().skipped = skipped;
     }
 
     pub fn set_dir_error(&self, error: Option<String>) {

@@ -79,12 +79,6 @@ impl Reconciler {
             }
         };
         self.problems.set_dir_error(None);
-        self.problems.set_skipped(
-            scan.skipped
-                .iter()
-                .map(|s| (s.name.clone(), s.reason.clone()))
-                .collect(),
-        );
         let present: BTreeSet<String> = scan.files.iter().map(|f| f.name.clone()).collect();
 
         for file in scan.files {

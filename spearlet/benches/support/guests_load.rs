@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use axum::routing::post;
-use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 use spear_proto::v1::{ServerSpec, Transport};
+use spear_scripted_model::{Recording, ScriptedModel, Source};
 use spearlet::cchat::{run_tool_loop, LoopLimits, RunBudget};
 use spearlet::connections::Connections;
 use spearlet::llm::{
@@ -69,9 +68,11 @@ impl LlmBackend for InstantModel {
         } else {
             ChatMessage::assistant("done".into(), Vec::new())
         };
+        let stop = Reply::openai_stop(None, &message);
         Ok(Reply {
             message,
             usage: Usage::default(),
+            stop,
         })
     }
 }
@@ -204,23 +205,17 @@ fn peak_rss_kib() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// An OpenAI-compatible model that answers every request after 50 ms.
+/// The scripted model answering every request "hello back" after 50 ms.
 async fn slow_model() -> String {
-    let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        post(|Json(_body): Json<Value>| async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            Json(json!({"id": "c", "object": "chat.completion", "created": 0, "model": "test",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello back"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 2}}))
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let recording = Recording::parse(
+        r#"{"turns": [{"role": "assistant", "content": "hello back"}], "repeat_last": true}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let listen = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
+    let model = ScriptedModel::start(Source::Replay(recording), listen, Duration::from_millis(50))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let addr = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/v1")
+    model.openai_url()
 }
 
 pub async fn concurrent() {

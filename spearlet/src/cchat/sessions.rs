@@ -302,6 +302,7 @@ impl Sessions {
                 completion_tokens: outcome.usage.completion_tokens,
             },
             iterations: outcome.iterations,
+            stop_reason: outcome.stop,
             ..reply
         };
         self.iterations = self.iterations.saturating_add(outcome.iterations);
@@ -361,8 +362,8 @@ fn reply_of(content: String, error: Option<String>, trace: &[CallTrace]) -> Repl
         .map(|t| ToolCall {
             tool_call_id: t.tool_call_id.clone(),
             name: t.name.clone(),
-            server: t.executed.as_ref().map(|(server, _)| server.clone()),
-            tool: t.executed.as_ref().map(|(_, tool)| tool.clone()),
+            server: t.executed.as_ref().map(|ran| ran.server.clone()),
+            tool: t.executed.as_ref().map(|ran| ran.tool.clone()),
             is_error: t.is_error,
             duration_ms: t.duration.as_millis() as u64,
             bytes: t.bytes as u64,

@@ -6,6 +6,11 @@
 //!    `tool_call_id`, always: an error is a result the model can recover from;
 //! 3. repeat until the model answers without calls, or a limit is reached.
 //!
+//! An answer the output-token limit cut (`length` / `max_tokens`) is the
+//! final answer when it is text (the reply's `stop_reason` says it is cut);
+//! when it holds tool calls their arguments may be cut too, so none is run,
+//! the answer is not kept, and the send ends with [`LoopError::CutToolCall`].
+//!
 //! Whatever ends the loop, the history stays valid for the provider: every
 //! tool call of an assistant message is answered.
 //!
@@ -15,9 +20,9 @@
 use std::time::{Duration, Instant};
 
 use super::budget::{BudgetError, RunBudget};
-use crate::llm::{ChatMessage, LlmBackend, LlmError, ToolSpec, Usage};
+use crate::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolSpec, Usage};
 use crate::policy::{SessionPolicy, TaskPolicy};
-use crate::tools::Router;
+use crate::tools::{Router, ToolRef};
 
 /// Bounds on one `cchat_send`.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +39,7 @@ pub struct CallTrace {
     /// The name the model used.
     pub name: String,
     /// The server and tool that ran, if any did.
-    pub executed: Option<(String, String)>,
+    pub executed: Option<ToolRef>,
     pub is_error: bool,
     pub duration: Duration,
     pub bytes: usize,
@@ -49,6 +54,8 @@ pub enum LoopError {
     MaxToolCalls(u32),
     #[error("the session deadline passed before the model finished")]
     Deadline,
+    #[error("the model reached its output-token limit while writing a tool call, so no call of that answer was run; ask for less per answer or raise the model's max_tokens")]
+    CutToolCall,
     #[error(transparent)]
     Budget(#[from] BudgetError),
     #[error(transparent)]
@@ -63,6 +70,8 @@ pub struct LoopOutcome {
     pub usage: Usage,
     pub trace: Vec<CallTrace>,
     pub iterations: u32,
+    /// Why the model's last answer ended.
+    pub stop: StopReason,
 }
 
 /// Runs the loop, appending every assistant and tool message to `messages`
@@ -91,6 +100,7 @@ pub async fn run_tool_loop(
         usage: Usage::default(),
         trace: Vec::new(),
         iterations: 0,
+        stop: StopReason::default(),
     };
     let mut calls_made: u32 = 0;
     loop {
@@ -119,7 +129,12 @@ pub async fn run_tool_loop(
             Ok(Ok(reply)) => reply,
         };
         outcome.usage += reply.usage;
+        outcome.stop = reply.stop;
         budget.add_tokens(reply.usage.prompt_tokens + reply.usage.completion_tokens);
+        if reply.stop == StopReason::MaxTokens && !reply.message.tool_calls.is_empty() {
+            outcome.result = Err(LoopError::CutToolCall);
+            return outcome;
+        }
         // Not kept when it does not fit: the history stays valid without it.
         if let Err(full) = budget.charge_memory(reply.message.footprint()) {
             outcome.result = Err(full.into());

@@ -186,7 +186,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
                     .unwrap_or("");
                 println!("{:<32} {description}", tool.name);
             }
-            for (tool, why) in &catalog.quarantined {
+            for crate::connections::Quarantined { tool, why } in &catalog.quarantined {
                 println!("{tool:<32} QUARANTINED: {why}");
             }
             Ok(0)

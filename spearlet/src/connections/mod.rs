@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-pub use slot::{Catalog, ServerState, ServerStatus};
+pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult};
 use crate::registry::{RegistryChange, RegistryHandle};

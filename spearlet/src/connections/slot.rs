@@ -50,8 +50,8 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     pub restarts: u32,
     pub tools: usize,
-    /// `(tool, why)` for tools not offered because of their schema.
-    pub quarantined: Vec<(String, String)>,
+    /// Tools not offered because of their schema.
+    pub quarantined: Vec<Quarantined>,
     /// Tool calls made, failed, and their total duration.
     pub calls: u64,
     pub call_errors: u64,
@@ -63,9 +63,24 @@ pub struct ServerStatus {
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub tools: Vec<Tool>,
-    /// For `tools[i]`: its offered name (DESIGN §3.4) and description.
-    pub offered: Vec<(String, String)>,
-    pub quarantined: Vec<(String, String)>,
+    /// For `tools[i]`: what the model sees of it.
+    pub offered: Vec<Offer>,
+    pub quarantined: Vec<Quarantined>,
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone)]
+pub struct Offer {
+    /// The offered name (DESIGN §3.4).
+    pub name: String,
+    pub description: String,
+}
+
+/// A tool left out because its schema is unusable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quarantined {
+    pub tool: String,
+    pub why: String,
 }
 
 struct Live {
@@ -244,12 +259,15 @@ impl Slot {
                         tool.name,
                         tool.description.as_deref().unwrap_or("")
                     );
-                    catalog.offered.push((name, description));
+                    catalog.offered.push(Offer { name, description });
                     catalog.tools.push(tool);
                 }
                 Err(why) => {
                     warn!(server_id = %self.spec.id, tool = %tool.name, %why, "tool quarantined: its schema is unusable");
-                    catalog.quarantined.push((tool.name.to_string(), why));
+                    catalog.quarantined.push(Quarantined {
+                        tool: tool.name.to_string(),
+                        why,
+                    });
                 }
             }
         }

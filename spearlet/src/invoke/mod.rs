@@ -187,12 +187,12 @@ impl Invoker {
                 .trace
                 .into_iter()
                 .map(|t| {
-                    let (server_id, tool) = t.executed.unwrap_or_default();
+                    let ran = t.executed.unwrap_or_default();
                     ToolCallTrace {
                         tool_call_id: t.tool_call_id,
                         name: t.name,
-                        server_id,
-                        tool,
+                        server_id: ran.server,
+                        tool: ran.tool,
                         is_error: t.is_error,
                         duration_us: t.duration.as_micros() as u64,
                         bytes: t.bytes as u64,

@@ -148,8 +148,11 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
             _ => {}
         }
     }
+    let message = ChatMessage::assistant(text, tool_calls);
+    let stop = body.get("stop_reason").and_then(Value::as_str);
     Ok(Reply {
-        message: ChatMessage::assistant(text, tool_calls),
+        stop: Reply::anthropic_stop(stop, &message),
+        message,
         usage: Usage::at(body, "/usage/input_tokens", "/usage/output_tokens"),
     })
 }

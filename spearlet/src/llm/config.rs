@@ -95,8 +95,8 @@ pub enum BackendError {
     Invalid { name: String, why: String },
     #[error("llm.default names '{0}', which is not under [llm.backends]")]
     UnknownDefault(String),
-    #[error("the task asks for LLM backend '{0}', which this node does not configure (its backends: {1})")]
-    Unknown(String, String),
+    #[error("the task asks for LLM backend '{name}', which this node does not configure (its backends: {configured})")]
+    Unknown { name: String, configured: String },
     #[error("the task names no LLM backend and this node has no llm.default; set one in the node's config")]
     NoDefault,
     #[error("the task asks for model '{model}' on backend '{backend}', which this node does not offer (llm.backends.{backend}.models lists the models tasks may pick besides '{default}')")]
@@ -203,7 +203,10 @@ impl Backends {
         let resolved = self
             .configured
             .get(name)
-            .ok_or_else(|| BackendError::Unknown(name.to_string(), self.names().join(", ")))?;
+            .ok_or_else(|| BackendError::Unknown {
+                name: name.to_string(),
+                configured: self.names().join(", "),
+            })?;
         let offered = &resolved.section;
         let model = match model.filter(|m| !m.is_empty()) {
             Some(m) if m == offered.model || offered.models.iter().any(|o| o == m) => m,

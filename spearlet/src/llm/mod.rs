@@ -12,4 +12,6 @@ mod types;
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection};
 pub use openai::{OpenAiBackend, OpenAiConfig};
-pub use types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
+pub use types::{
+    ChatMessage, LlmBackend, LlmError, Reply, Role, StopReason, ToolCall, ToolSpec, Usage,
+};

@@ -123,8 +123,13 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
             arguments,
         });
     }
+    let message = ChatMessage::assistant(content.unwrap_or_default(), tool_calls);
+    let finish = body
+        .pointer("/choices/0/finish_reason")
+        .and_then(Value::as_str);
     Ok(Reply {
-        message: ChatMessage::assistant(content.unwrap_or_default(), tool_calls),
+        stop: Reply::openai_stop(finish, &message),
+        message,
         usage: Usage::at(body, "/usage/prompt_tokens", "/usage/completion_tokens"),
     })
 }

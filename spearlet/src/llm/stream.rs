@@ -1,6 +1,9 @@
 //! Assembling streamed answers: text deltas concatenated, tool-call
 //! deltas merged by index (OpenAI) or by content block (Anthropic), usage
-//! taken from the provider's own reports.
+//! and the stop reason taken from the provider's own reports. An error the
+//! provider sends mid-stream (OpenAI's `{"error": …}` chunk, Anthropic's
+//! `error` event) ends the answer as [`LlmError::Interrupted`]; `ping` and
+//! other events are skipped.
 
 use std::collections::BTreeMap;
 
@@ -21,16 +24,52 @@ struct Partial {
 }
 
 /// What a stream has said so far.
-#[derive(Default)]
 pub struct Assembler {
+    dialect: Dialect,
     text: String,
     calls: BTreeMap<u64, Partial>,
     usage: Usage,
+    /// The provider's `finish_reason` / `stop_reason`, once sent.
+    stop: Option<String>,
 }
 
 impl Assembler {
+    pub fn new(dialect: Dialect) -> Assembler {
+        Assembler {
+            dialect,
+            text: String::new(),
+            calls: BTreeMap::new(),
+            usage: Usage::default(),
+            stop: None,
+        }
+    }
+
+    /// One event of the stream.
+    pub fn event(&mut self, event: &Value) -> Result<(), LlmError> {
+        if let Some(error) = event.get("error").filter(|e| e.is_object()) {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("an error without a message");
+            return Err(LlmError::Interrupted(
+                spear_common::text::prefix(message, 500).to_string(),
+            ));
+        }
+        match self.dialect {
+            Dialect::OpenAi => self.openai_chunk(event),
+            Dialect::Anthropic => self.anthropic_event(event),
+        }
+        Ok(())
+    }
+
     /// One OpenAI `chat.completion.chunk`.
-    pub fn openai_chunk(&mut self, chunk: &Value) {
+    fn openai_chunk(&mut self, chunk: &Value) {
+        if let Some(finish) = chunk
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+        {
+            self.stop = Some(finish.to_string());
+        }
         if let Some(delta) = chunk.pointer("/choices/0/delta") {
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 self.text.push_str(text);
@@ -60,7 +99,7 @@ impl Assembler {
     }
 
     /// One Anthropic stream event.
-    pub fn anthropic_event(&mut self, event: &Value) {
+    fn anthropic_event(&mut self, event: &Value) {
         match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
                 self.usage.prompt_tokens = event
@@ -109,6 +148,9 @@ impl Assembler {
                 }
             }
             Some("message_delta") => {
+                if let Some(stop) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(stop.to_string());
+                }
                 if let Some(out) = event
                     .pointer("/usage/output_tokens")
                     .and_then(Value::as_u64)
@@ -138,24 +180,32 @@ impl Assembler {
                 arguments,
             });
         }
+        let message = ChatMessage::assistant(self.text, tool_calls);
+        let stop = match self.dialect {
+            Dialect::OpenAi => Reply::openai_stop(self.stop.as_deref(), &message),
+            Dialect::Anthropic => Reply::anthropic_stop(self.stop.as_deref(), &message),
+        };
         Ok(Reply {
-            message: ChatMessage::assistant(self.text, tool_calls),
+            message,
             usage: self.usage,
+            stop,
         })
     }
 }
 
 /// Which wire format a stream is in.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     OpenAi,
     Anthropic,
 }
 
-/// Reads a successful streaming response to its end.
+/// Reads a successful streaming response to its end: `[DONE]` (OpenAI),
+/// `message_stop` (Anthropic), or the end of the body once the provider
+/// has said why the answer ended (servers that omit the end marker).
 pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Result<Reply, LlmError> {
     let mut parser = Parser::default();
-    let mut assembler = Assembler::default();
+    let mut assembler = Assembler::new(dialect);
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let chunk = chunk
@@ -166,26 +216,10 @@ pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Resul
             }
             let value: Value = serde_json::from_str(&event.data)
                 .map_err(|e| LlmError::BadReply(format!("a stream event is not JSON: {e}")))?;
-            if value.get("type").and_then(Value::as_str) == Some("error") {
-                let message = value
-                    .pointer("/error/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_string();
-                return Err(LlmError::Provider {
-                    status: 200,
-                    message,
-                });
+            if value.get("type").and_then(Value::as_str) == Some("message_stop") {
+                return assembler.finish();
             }
-            match dialect {
-                Dialect::OpenAi => assembler.openai_chunk(&value),
-                Dialect::Anthropic => {
-                    if value.get("type").and_then(Value::as_str) == Some("message_stop") {
-                        return assembler.finish();
-                    }
-                    assembler.anthropic_event(&value);
-                }
-            }
+            assembler.event(&value)?;
         }
         if parser.pending() > MAX_STREAM_BYTES {
             return Err(LlmError::BadReply(
@@ -193,7 +227,10 @@ pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Resul
             ));
         }
     }
+    if assembler.stop.is_some() {
+        return assembler.finish();
+    }
     Err(LlmError::BadReply(
-        "the stream ended before the answer was complete".into(),
+        "the stream ended before the model said why its answer ended (no finish_reason or stop_reason)".into(),
     ))
 }

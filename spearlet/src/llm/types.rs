@@ -119,12 +119,54 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
+/// Why the model ended an answer: the guest's vocabulary (the reply of
+/// `cchat_recv` carries it), mapped here from each provider's words.
+pub use spear_guest::reply::StopReason;
+
+impl Reply {
+    /// OpenAI's `finish_reason`. Servers that omit it are read by what
+    /// they sent: tool calls, or a finished answer.
+    pub fn openai_stop(finish_reason: Option<&str>, message: &ChatMessage) -> StopReason {
+        match finish_reason {
+            Some("stop") => StopReason::EndTurn,
+            Some("tool_calls" | "function_call") => StopReason::ToolCalls,
+            Some("length") => StopReason::MaxTokens,
+            Some("content_filter") => StopReason::Refusal,
+            Some(other) => unknown_stop(other),
+            None if message.tool_calls.is_empty() => StopReason::EndTurn,
+            None => StopReason::ToolCalls,
+        }
+    }
+
+    /// Anthropic's `stop_reason`.
+    pub fn anthropic_stop(stop_reason: Option<&str>, message: &ChatMessage) -> StopReason {
+        match stop_reason {
+            Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
+            Some("tool_use") => StopReason::ToolCalls,
+            Some("max_tokens" | "model_context_window_exceeded") => StopReason::MaxTokens,
+            Some("refusal") => StopReason::Refusal,
+            Some(other) => unknown_stop(other),
+            None => Self::openai_stop(None, message),
+        }
+    }
+}
+
+fn unknown_stop(word: &str) -> StopReason {
+    tracing::info!(
+        stop_reason = word,
+        "the model provider gave a stop reason this node does not know"
+    );
+    StopReason::Other
+}
+
 /// One answer of the model.
 #[derive(Debug, Clone)]
 pub struct Reply {
     /// The assistant message (text and/or tool calls).
     pub message: ChatMessage,
     pub usage: Usage,
+    /// Why the answer ended.
+    pub stop: StopReason,
 }
 
 /// Why a request to the model failed, in one sentence for the guest. Never
@@ -133,6 +175,8 @@ pub struct Reply {
 pub enum LlmError {
     #[error("the model provider answered {status}: {message}")]
     Provider { status: u16, message: String },
+    #[error("the model provider failed in the middle of its answer: {0}")]
+    Interrupted(String),
     #[error("the model provider could not be reached: {0}")]
     Unreachable(String),
     #[error("the model provider did not answer within {0:?}")]

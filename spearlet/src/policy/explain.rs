@@ -24,8 +24,16 @@ pub struct Explanation {
     pub session: SessionPolicy,
     /// Session writes the policy refused, with why (what a guest would get
     /// as EACCES or EINVAL).
-    pub refused_writes: Vec<(String, String)>,
+    pub refused_writes: Vec<RefusedWrite>,
     pub servers: Vec<ServerExplanation>,
+}
+
+/// A session write the policy refused.
+#[derive(Debug, Clone)]
+pub struct RefusedWrite {
+    /// `key=value` as written.
+    pub write: String,
+    pub error: String,
 }
 
 /// Applies `writes` (key, JSON value) to a new session of `task` as a guest
@@ -42,7 +50,10 @@ pub async fn explain(
     let mut refused_writes = Vec::new();
     for (key, value) in writes {
         if let Err(error) = set_param(task, &mut session, key, value) {
-            refused_writes.push((format!("{key}={value}"), error.to_string()));
+            refused_writes.push(RefusedWrite {
+                write: format!("{key}={value}"),
+                error: error.to_string(),
+            });
         }
     }
     let ids: BTreeSet<&str> = view
@@ -66,7 +77,8 @@ pub async fn explain(
                             tool_verdict(task, &session, spec, &tool.name),
                         ));
                     }
-                    for (tool, why) in &catalog.quarantined {
+                    for q in &catalog.quarantined {
+                        let (tool, why) = (&q.tool, &q.why);
                         tools.push((
                             tool.clone(),
                             Verdict {
@@ -109,7 +121,7 @@ impl Explanation {
                 "mcp.tool_allowlist": self.session.tool_allowlist,
                 "mcp.tool_denylist": self.session.tool_denylist,
             },
-            "refused_writes": self.refused_writes.iter().map(|(w, e)| json!({"write": w, "error": e})).collect::<Vec<_>>(),
+            "refused_writes": self.refused_writes.iter().map(|r| json!({"write": r.write, "error": r.error})).collect::<Vec<_>>(),
             "servers": self.servers.iter().map(|s| json!({
                 "server_id": s.server_id,
                 "verdict": verdict_json(&s.verdict),
@@ -124,7 +136,7 @@ impl Explanation {
             "session: mcp.enabled={} mcp.server_ids={:?} mcp.tool_allowlist={:?} mcp.tool_denylist={:?}\n",
             self.session.enabled, self.session.server_ids, self.session.tool_allowlist, self.session.tool_denylist
         );
-        for (write, error) in &self.refused_writes {
+        for RefusedWrite { write, error } in &self.refused_writes {
             out.push_str(&format!("refused: {write}: {error}\n"));
         }
         let offered: usize = self

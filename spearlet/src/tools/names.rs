@@ -46,10 +46,17 @@ pub enum ResolveError {
     NotOffered(String),
 }
 
+/// One MCP tool: the server that has it and the server's own name for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolRef {
+    pub server: String,
+    pub tool: String,
+}
+
 /// The tools offered in one request, by the names the model sees.
 #[derive(Debug, Default, Clone)]
 pub struct OfferedTools {
-    by_name: HashMap<String, (String, String)>,
+    by_name: HashMap<String, ToolRef>,
 }
 
 impl OfferedTools {
@@ -63,12 +70,17 @@ impl OfferedTools {
     /// Offers a tool whose name was computed (and cached) beforehand with
     /// [`offered_name`].
     pub fn offer_named(&mut self, name: String, server_id: &str, tool: &str) {
-        self.by_name
-            .insert(name, (server_id.to_string(), tool.to_string()));
+        self.by_name.insert(
+            name,
+            ToolRef {
+                server: server_id.to_string(),
+                tool: tool.to_string(),
+            },
+        );
     }
 
-    /// The `(server_id, tool_name)` a name from the model stands for.
-    pub fn resolve(&self, name: &str) -> Result<(&str, &str), ResolveError> {
+    /// The tool a name from the model stands for.
+    pub fn resolve(&self, name: &str) -> Result<&ToolRef, ResolveError> {
         let offered = match self.by_name.get(name) {
             Some(pair) => Some(pair),
             // The compat form `mcp.<server_id>.<tool>`: server ids have no
@@ -77,11 +89,9 @@ impl OfferedTools {
                 .strip_prefix("mcp.")
                 .and_then(|rest| rest.split_once('.'))
                 .and_then(|(server, tool)| self.by_name.get(&offered_name(server, tool)))
-                .filter(|(server, tool)| name == format!("mcp.{server}.{tool}")),
+                .filter(|found| name == format!("mcp.{}.{}", found.server, found.tool)),
         };
-        offered
-            .map(|(server, tool)| (server.as_str(), tool.as_str()))
-            .ok_or_else(|| ResolveError::NotOffered(printable(name)))
+        offered.ok_or_else(|| ResolveError::NotOffered(printable(name)))
     }
 
     pub fn len(&self) -> usize {
@@ -127,8 +137,12 @@ mod tests {
     fn invented_names_never_resolve() {
         let mut offered = OfferedTools::default();
         let name = offered.offer("fs", "read_file");
-        assert_eq!(offered.resolve(&name), Ok(("fs", "read_file")));
-        assert_eq!(offered.resolve("mcp.fs.read_file"), Ok(("fs", "read_file")));
+        let fs_read = ToolRef {
+            server: "fs".into(),
+            tool: "read_file".into(),
+        };
+        assert_eq!(offered.resolve(&name), Ok(&fs_read));
+        assert_eq!(offered.resolve("mcp.fs.read_file"), Ok(&fs_read));
         for invented in [
             "mcp.fs.write_file",
             "mcp__ZnM__d3JpdGVfZmlsZQ",
@@ -147,9 +161,10 @@ mod tests {
             let mut offered = OfferedTools::default();
             let name = offered.offer(&server, &tool);
             prop_assert!(valid(&name), "{name}");
-            prop_assert_eq!(offered.resolve(&name), Ok((server.as_str(), tool.as_str())));
+            let want = ToolRef { server: server.clone(), tool: tool.clone() };
+            prop_assert_eq!(offered.resolve(&name), Ok(&want));
             let compat = format!("mcp.{server}.{tool}");
-            prop_assert_eq!(offered.resolve(&compat), Ok((server.as_str(), tool.as_str())));
+            prop_assert_eq!(offered.resolve(&compat), Ok(&want));
             prop_assert_eq!(offered_name(&server, &tool), name);
         }
 
@@ -179,7 +194,7 @@ mod tests {
                 _ => format!("{}{}", offered_name(server, tool), noise),
             };
             match offered.resolve(&probe) {
-                Ok((s, t)) => {
+                Ok(ToolRef { server: s, tool: t }) => {
                     prop_assert!(offered_pairs.iter().any(|(ps, pt)| ps == s && pt == t));
                     let compat = format!("mcp.{s}.{t}");
                     prop_assert!(names.contains(&probe) || probe == compat, "{probe} resolved to {s}/{t}");

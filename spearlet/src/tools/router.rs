@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rmcp::model::JsonObject;
 use tracing::{debug, info_span, Instrument};
 
-use super::OfferedTools;
+use super::{OfferedTools, ToolRef};
 use crate::connections::Connections;
 use crate::policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 use crate::registry::RegistryHandle;
@@ -39,8 +39,8 @@ pub struct ToolSet {
 pub struct ToolOutcome {
     pub text: String,
     pub is_error: bool,
-    /// The `(server, tool)` that ran, if any did.
-    pub executed: Option<(String, String)>,
+    /// The tool that ran, if any did.
+    pub executed: Option<ToolRef>,
 }
 
 impl ToolOutcome {
@@ -96,7 +96,8 @@ impl Router {
                     continue;
                 }
             };
-            for (tool, (name, description)) in catalog.tools.iter().zip(&catalog.offered) {
+            for (tool, offer) in catalog.tools.iter().zip(&catalog.offered) {
+                let (name, description) = (&offer.name, &offer.description);
                 if !tool_verdict(task, session, spec, &tool.name).offered {
                     continue;
                 }
@@ -123,10 +124,11 @@ impl Router {
         name: &str,
         arguments: &str,
     ) -> ToolOutcome {
-        let (server_id, tool) = match set.offered.resolve(name) {
-            Ok((server, tool)) => (server.to_string(), tool.to_string()),
+        let target = match set.offered.resolve(name) {
+            Ok(target) => target.clone(),
             Err(error) => return ToolOutcome::refused(error.to_string()),
         };
+        let (server_id, tool) = (&target.server, &target.tool);
         let arguments: Option<JsonObject> = match arguments.trim() {
             "" => None,
             text => match serde_json::from_str::<serde_json::Value>(text) {
@@ -140,8 +142,8 @@ impl Router {
             },
         };
         let view = self.registry.current();
-        let spec = view.servers.get(&server_id).and_then(|r| r.spec.as_ref());
-        let server = server_verdict(task, session, &server_id, spec, Ok(()));
+        let spec = view.servers.get(server_id).and_then(|r| r.spec.as_ref());
+        let server = server_verdict(task, session, server_id, spec, Ok(()));
         if !server.offered {
             return ToolOutcome::refused(format!(
                 "tool '{tool}' is not allowed now: {}",
@@ -149,7 +151,7 @@ impl Router {
             ));
         }
         if let Some(spec) = spec {
-            let verdict = tool_verdict(task, session, spec, &tool);
+            let verdict = tool_verdict(task, session, spec, tool);
             if !verdict.offered {
                 return ToolOutcome::refused(format!(
                     "tool '{tool}' is not allowed now: {}",
@@ -160,19 +162,19 @@ impl Router {
         let span = info_span!("tool_call", server_id = %server_id, tool = %tool);
         let result = self
             .connections
-            .call(&server_id, &tool, arguments)
+            .call(server_id, tool, arguments)
             .instrument(span)
             .await;
         match result {
             Ok(rendered) => ToolOutcome {
                 text: rendered.text,
                 is_error: rendered.is_error,
-                executed: Some((server_id, tool)),
+                executed: Some(target),
             },
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,
-                executed: Some((server_id, tool)),
+                executed: Some(target.clone()),
             },
         }
     }
