@@ -7,6 +7,9 @@ use std::collections::HashMap;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::ListServersRequest;
 
+use crate::procs::{SmsProc, SpearletProc};
+use crate::wait::eventually;
+
 pub use spearlet::persist::Applied;
 
 /// Parses `applied.log` lines with the node's own grammar.
@@ -114,6 +117,27 @@ pub fn check(history: &[Applied]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Waits until `node` serves exactly SMS's registry, then checks the node's
+/// whole applied history; returns it. Every test that moves the registry
+/// ends with this.
+pub fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
+    eventually("the node to converge on SMS's registry", SOON, || {
+        let expected = sms_registry(&sms.grpc)?;
+        let got = node_registry(&node.registry()?)?;
+        if got == expected {
+            Ok(())
+        } else {
+            Err(format!("node {got:?}\nsms {expected:?}"))
+        }
+    });
+    let history = parse(&node.applied_log()).unwrap_or_else(|e| panic!("{e}"));
+    check(&history).unwrap_or_else(|e| panic!("history of {}: {e}\n{history:?}", node.node_id));
+    history
+}
+
+/// How long a converging node may take.
+const SOON: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// A registry as `(epoch, revision, [(id, mod_revision)])`, sorted by id.
 pub type Position = (u64, u64, Vec<(String, u64)>);

@@ -54,3 +54,13 @@ pub fn get_json(addr: &str, path: &str) -> Result<serde_json::Value, String> {
     let body = get(addr, path)?;
     serde_json::from_str(&body).map_err(|e| format!("{path} is not JSON ({e}): {body}"))
 }
+
+/// The value of an unlabelled metric in the Prometheus text at
+/// `addr/metrics`; an error when the endpoint or the metric is missing.
+pub fn metric(addr: &str, name: &str) -> Result<f64, String> {
+    let text = get(addr, "/metrics")?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .ok_or_else(|| format!("no metric {name} at {addr}"))
+}

@@ -327,6 +327,16 @@ impl SpearletProc {
         crate::http::get_json(&self.http, "/status")
     }
 
+    /// The server ids of the registry the node persisted (what `spearlet
+    /// mcp --state-dir` and a restart read), sorted.
+    pub fn persisted_servers(&self) -> Vec<String> {
+        spearlet::persist::StateDir::at(&self.state_dir)
+            .load_registry()
+            .servers
+            .into_keys()
+            .collect()
+    }
+
     /// The applied-history log lines.
     pub fn applied_log(&self) -> Vec<String> {
         std::fs::read_to_string(self.state_dir.join("applied.log"))

@@ -90,17 +90,11 @@ fn explain_names_the_layer_behind_every_missing_tool() {
     eventually(
         "the node to persist 4 servers",
         Duration::from_secs(10),
-        || {
-            let view = node.registry()?;
-            let n = view["servers"].as_array().map_or(0, Vec::len);
-            if n == 4 && node_dir.join("registry.pb").exists() {
-                Ok(())
-            } else {
-                Err(format!("{n}"))
-            }
+        || match node.persisted_servers() {
+            ids if ids.len() == 4 => Ok(()),
+            ids => Err(format!("{ids:?}")),
         },
     );
-    std::thread::sleep(Duration::from_millis(300));
 
     let task = json!({"mcp": {
         "enabled": true,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use spear_tests::etcd::EtcdServer;
 use spear_tests::fixtures::write_file;
-use spear_tests::history::{check, node_registry, parse, sms_registry, Applied};
+use spear_tests::history::{check, converged, node_registry, parse, sms_registry, Applied};
+use spear_tests::http::metric;
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
 
@@ -33,21 +34,6 @@ fn big_file(prefix: &str, n: usize, version: usize) -> String {
 }
 
 /// Waits until the node's registry equals SMS's, then checks its history.
-fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
-    eventually("the node to converge on SMS's registry", SOON, || {
-        let expected = sms_registry(&sms.grpc)?;
-        let got = node_registry(&node.registry()?)?;
-        if got == expected {
-            Ok(())
-        } else {
-            Err(format!("node {got:?}\nsms {expected:?}"))
-        }
-    });
-    let history = parse(&node.applied_log()).unwrap();
-    check(&history).unwrap_or_else(|e| panic!("history of {}: {e}\n{history:?}", node.node_id));
-    history
-}
-
 fn snapshots(history: &[Applied]) -> usize {
     history
         .iter()
@@ -141,21 +127,21 @@ fn etcd_compaction_while_a_node_is_away_gives_it_a_snapshot() {
     node.proc.stop();
 
     for i in 0..5 {
+        let before = sms_registry(&sms.grpc).unwrap().1;
         write_file(
             dir.path(),
             "a.json",
             &server("alpha", &format!("version {i}")),
         );
+        // Each write is its own revision: wait for it before the next.
         eventually("SMS to apply the change", SOON, || {
-            let (_, out, _) = sms.client(&["servers"]);
             let revision = sms_registry(&sms.grpc)?.1;
-            if out.contains("alpha") && revision > 0 {
+            if revision > before {
                 Ok(())
             } else {
-                Err(out)
+                Err(format!("still at revision {revision}"))
             }
         });
-        std::thread::sleep(Duration::from_millis(100));
     }
     let (_, revision, _) = sms_registry(&sms.grpc).unwrap();
     etcd.compact(revision);
@@ -193,13 +179,16 @@ fn a_node_restarted_while_sms_is_down_serves_its_persisted_registry() {
 }
 
 #[test]
-fn a_stalled_watcher_does_not_delay_the_others() {
+fn a_stalled_watcher_does_not_delay_the_others_and_resumes_from_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    write_file(dir.path(), "big.json", &big_file("big", 300, 0));
+    write_file(dir.path(), "big.json", &big_file("big", 2000, 0));
+    // A ring of 5 changes: the stalled node falls out of it.
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(dir.path().into()),
+        history_len: Some(5),
         ..Default::default()
     });
+    let sent = |name: &str| metric(&sms.metrics, name).unwrap();
     let state = tempfile::tempdir().unwrap();
     let stalled = SpearletProc::start("stalled", &sms.grpc, &state.path().join("stalled"));
     let healthy = SpearletProc::start("healthy", &sms.grpc, &state.path().join("healthy"));
@@ -208,10 +197,15 @@ fn a_stalled_watcher_does_not_delay_the_others() {
 
     // The stalled node stops reading; SMS keeps producing big deltas (well
     // past HTTP/2 flow-control windows and socket buffers).
+    let history_before = stalled.applied_log().len();
+    let (deltas_before, snapshots_before) = (
+        sent("sms_deltas_sent_total"),
+        sent("sms_snapshots_sent_total"),
+    );
     stalled.proc.pause(true);
     for version in 1..=20 {
         let before = sms_registry(&sms.grpc).unwrap().1;
-        write_file(dir.path(), "big.json", &big_file("big", 300, version));
+        write_file(dir.path(), "big.json", &big_file("big", 2000, version));
         eventually(
             "SMS and the healthy node to apply each change",
             SOON,
@@ -227,9 +221,25 @@ fn a_stalled_watcher_does_not_delay_the_others() {
         );
     }
     converged(&sms, &healthy);
+    // Backpressure: SMS stopped feeding the stream nobody read. The healthy
+    // node took all 20 deltas (~1 MB each); the stalled one only what its
+    // HTTP/2 windows and socket buffers hold.
+    let deltas = sent("sms_deltas_sent_total") - deltas_before;
+    assert!(
+        (20.0..30.0).contains(&deltas),
+        "{deltas} deltas sent during the stall"
+    );
 
+    // Past the ring, the stalled node resumes from a snapshot, not a gap.
     stalled.proc.pause(false);
-    converged(&sms, &stalled);
+    let history = converged(&sms, &stalled);
+    assert!(
+        history[history_before..]
+            .iter()
+            .any(|a| matches!(a, Applied::Snapshot { .. })),
+        "{history:?}"
+    );
+    assert!(sent("sms_snapshots_sent_total") > snapshots_before);
 }
 
 /// An SMS serving a `big.json` of 200 servers from `dir`, and a node.

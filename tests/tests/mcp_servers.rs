@@ -204,17 +204,11 @@ fn a_registered_server_gets_node_side_references_and_nothing_else() {
     eventually(
         "the node to persist the server",
         Duration::from_secs(10),
-        || {
-            if node_dir.join("registry.pb").exists()
-                && node.registry()?.to_string().contains("everything")
-            {
-                Ok(())
-            } else {
-                Err("not yet".to_string())
-            }
+        || match node.persisted_servers() {
+            ids if ids == ["everything"] => Ok(()),
+            ids => Err(format!("{ids:?}")),
         },
     );
-    std::thread::sleep(Duration::from_millis(300));
     let state_dir = node_dir.to_string_lossy().into_owned();
     let env = spearlet_mcp(
         &[

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use spear_tests::fixtures::{stdio_server as server, write_file};
+use spear_tests::history::{converged, Applied};
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
 
@@ -45,6 +46,27 @@ fn wait_node_has(node: &SpearletProc, expected: &[(&str, &str)]) {
     });
 }
 
+/// Proves that a file SMS has already judged (its problem is reported)
+/// changed nothing since `revision`: a later good file is applied and
+/// reaches the node, and the registry moved by that one change only. Then
+/// the later file goes again and the node holds `expected`.
+fn nothing_else_moved(
+    dir: &std::path::Path,
+    sms: &SmsProc,
+    node: &SpearletProc,
+    revision: u64,
+    expected: &[(&str, &str)],
+) {
+    let mut with_later = expected.to_vec();
+    with_later.push(("later", "barrier"));
+    with_later.sort();
+    write_file(dir, "later.json", &server("later", "barrier"));
+    wait_node_has(node, &with_later);
+    assert_eq!(sms.status()["revision"].as_u64(), Some(revision + 1));
+    std::fs::remove_file(dir.join("later.json")).unwrap();
+    wait_node_has(node, expected);
+}
+
 fn file_problems(sms: &SmsProc) -> Vec<Value> {
     sms.status()["file_problems"]
         .as_array()
@@ -73,7 +95,10 @@ fn file_add_change_delete_reach_the_node() {
     std::fs::remove_file(dir.path().join("b.json")).unwrap();
     wait_node_has(&node, &[("alpha", "changed")]);
 
-    // A rename keeps the server (one change, no disappearance at the end).
+    // A rename keeps the server: one change (its source), never a delete
+    // then an add the node could see in between.
+    let before = converged(&sms, &node);
+    let revision = sms.status()["revision"].as_u64().unwrap();
     std::fs::rename(dir.path().join("a.json"), dir.path().join("renamed.json")).unwrap();
     eventually("the server to move to renamed.json", SOON, || {
         let (_, out, _) = sms.client(&["servers"]);
@@ -84,6 +109,17 @@ fn file_add_change_delete_reach_the_node() {
         }
     });
     wait_node_has(&node, &[("alpha", "changed")]);
+    let after = converged(&sms, &node);
+    assert_eq!(sms.status()["revision"].as_u64(), Some(revision + 1));
+    assert_eq!(
+        &after[before.len()..],
+        &[Applied::Delta {
+            epoch: sms.status()["epoch"].as_u64().unwrap(),
+            prev: revision,
+            revision: revision + 1
+        }],
+        "the node applied the rename as one change"
+    );
 
     // SMS sees the node converge.
     eventually("sms status to show the node converged", SOON, || {
@@ -107,7 +143,7 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("fs", "good")]);
-    let revision = sms.status()["revision"].clone();
+    let revision = sms.status()["revision"].as_u64().unwrap();
 
     // A typo in a key: rejected with the file, the path and a suggestion.
     write_file(
@@ -131,9 +167,7 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     );
 
     // Nothing changed for the node or the registry.
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(sms.status()["revision"], revision);
-    wait_node_has(&node, &[("fs", "good")]);
+    nothing_else_moved(dir.path(), &sms, &node, revision, &[("fs", "good")]);
 
     // Invalid JSON too, then a fix clears the problem.
     write_file(dir.path(), "fs.json", "{\"id\": \"fs\", ");
@@ -149,6 +183,7 @@ fn a_bad_file_is_reported_and_its_last_good_version_stays() {
     write_file(dir.path(), "fs.json", &server("fs", "fixed"));
     wait_node_has(&node, &[("fs", "fixed")]);
     assert!(file_problems(&sms).is_empty());
+    converged(&sms, &node);
 }
 
 #[test]
@@ -162,6 +197,7 @@ fn a_duplicate_id_across_files_names_both_files() {
     let state = tempfile::tempdir().unwrap();
     let node = SpearletProc::start("node-1", &sms.grpc, &state.path().join("n1"));
     wait_node_has(&node, &[("shared", "from first")]);
+    let revision = sms.status()["revision"].as_u64().unwrap();
 
     write_file(dir.path(), "second.json", &server("shared", "from second"));
     let text = eventually("the duplicate to be reported", SOON, || {
@@ -176,11 +212,18 @@ fn a_duplicate_id_across_files_names_both_files() {
         text.contains("first.json") && text.contains("second.json"),
         "{text}"
     );
-    wait_node_has(&node, &[("shared", "from first")]);
+    nothing_else_moved(
+        dir.path(),
+        &sms,
+        &node,
+        revision,
+        &[("shared", "from first")],
+    );
 
     // Removing the first file lets the second one take the id.
     std::fs::remove_file(dir.path().join("first.json")).unwrap();
     wait_node_has(&node, &[("shared", "from second")]);
+    converged(&sms, &node);
 }
 
 #[test]
@@ -315,22 +358,36 @@ fn secrets_never_reach_logs_status_or_views() {
         "the bad file is reported: {status}"
     );
 
+    eventually("the node to persist vault", SOON, || {
+        match node.persisted_servers() {
+            ids if ids == ["vault"] => Ok(()),
+            ids => Err(format!("{ids:?}")),
+        }
+    });
     let registry_cli = std::process::Command::new(bin("spearlet"))
         .args(["registry", "--json", "--state-dir"])
         .arg(&node_dir)
         .output()
         .unwrap();
+    let registry_out = String::from_utf8_lossy(&registry_cli.stdout).into_owned();
+    assert!(
+        registry_cli.status.success() && registry_out.contains("vault"),
+        "spearlet registry: {registry_out}{}",
+        String::from_utf8_lossy(&registry_cli.stderr)
+    );
+    let (code, servers_out, err) = sms.client(&["servers"]);
+    assert!(
+        code == 0 && servers_out.contains("vault"),
+        "sms servers: {servers_out}{err}"
+    );
     let outputs = [
         ("sms status", status.to_string()),
-        ("sms servers", sms.client(&["servers"]).1),
+        ("sms servers", servers_out),
         ("sms log", sms.proc.log()),
         ("node /registry", node.registry().unwrap().to_string()),
         ("node /status", node.status().unwrap().to_string()),
         ("node log", node.proc.log()),
-        (
-            "spearlet registry --json",
-            String::from_utf8_lossy(&registry_cli.stdout).into_owned(),
-        ),
+        ("spearlet registry --json", registry_out),
     ];
     for (what, text) in outputs {
         assert!(!text.contains(secret), "{what} shows a secret:\n{text}");

@@ -1,5 +1,5 @@
 //! Invocation routing with the real binaries: SMS picks among nodes, skips a
-//! dead one without running a task twice, shares nodes between replicas on
+//! dead one, never runs a task twice when a node dies mid-run, shares nodes between replicas on
 //! etcd, and checks the admin token at SMS and at the node; a node fetches
 //! and compiles a module once however many invocations ask at once.
 
@@ -15,7 +15,7 @@ use spear_tests::tasks::{
 use spear_tests::wait::eventually;
 
 #[test]
-fn sms_routes_around_a_dead_node_and_never_runs_a_task_twice() {
+fn sms_routes_around_a_node_that_died_before_the_call() {
     let c = cluster("routed");
     let config = c.work.path().join("node.toml").display().to_string();
     let mut b = SpearletProc::start_with(
@@ -65,6 +65,93 @@ fn sms_routes_around_a_dead_node_and_never_runs_a_task_twice() {
     );
     let runs = c.node.proc.log().matches("task run ended").count();
     assert_eq!(runs, 2 + 4, "node-a ran each of its tasks once");
+}
+
+/// Runs in progress on `node`.
+fn runs_in_progress(node: &SpearletProc) -> f64 {
+    spear_tests::http::metric(&node.http, "spearlet_guest_runs_in_progress").unwrap_or(0.0)
+}
+
+#[test]
+fn a_node_dying_mid_run_is_not_asked_again_nor_is_another() {
+    let c = cluster("mid-run");
+    let config = c.work.path().join("node.toml").display().to_string();
+    let b = SpearletProc::start_with(
+        "node-b",
+        &c.sms.grpc,
+        &c.work.path().join("node-b"),
+        &["--config".into(), config],
+    );
+    eventually("node-b to be invocable", Duration::from_secs(30), || {
+        let status = c.sms.status();
+        let alive = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
+            .count();
+        if alive == 2 {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    // A guest that runs until its CPU budget ends it, 20 s from now.
+    let spin = c.modules.join("spin.wat");
+    std::fs::write(
+        &spin,
+        r#"(module (memory (export "memory") 1) (func (export "_start") (loop br 0)))"#,
+    )
+    .unwrap();
+    let limits = serde_json::json!({"limits": {"cpu_ms": 20000}});
+    let (code, _, err) = register(&c, "spin", &spin, &limits, &[]);
+    assert_eq!(code, 0, "{err}");
+
+    let (addr, sms) = (c.sms.grpc.clone(), bin("sms"));
+    let run = std::thread::spawn(move || {
+        Command::new(sms)
+            .args(["invoke", "--json", "spin", "--addr", &addr])
+            .env_remove("SMS_ADMIN_TOKEN")
+            .output()
+            .unwrap()
+    });
+    let mut nodes = [Some(c.node), Some(b)];
+    let running = eventually(
+        "the run to start on a node",
+        Duration::from_secs(30),
+        || {
+            nodes
+                .iter()
+                .position(|n| n.as_ref().is_some_and(|n| runs_in_progress(n) == 1.0))
+                .ok_or("no node runs it yet".to_string())
+        },
+    );
+    let mut dying = nodes[running].take().unwrap();
+    let survivor = nodes[1 - running].take().unwrap();
+    dying.proc.kill();
+
+    // The invocation fails now, naming the node, instead of running again
+    // on the survivor (which would end 20 s later with the CPU budget).
+    let out = run.join().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains("CPU budget"), "ran again elsewhere: {text}");
+    assert_eq!(
+        runs_in_progress(&survivor),
+        0.0,
+        "the survivor was asked: {text}"
+    );
+    assert!(
+        !c.sms.proc.log().contains("node skipped"),
+        "{}",
+        c.sms.proc.log()
+    );
+    assert!(
+        !survivor.proc.log().contains("spin"),
+        "{}",
+        survivor.proc.log()
+    );
 }
 
 #[test]

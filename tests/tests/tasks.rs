@@ -546,6 +546,24 @@ fn a_module_served_over_http_is_fetched_checked_and_cached_by_the_node() {
         "{run}"
     );
 
+    // A URI the server answers 404 for is one sentence that says so.
+    let other = "1".repeat(64);
+    let missing = format!("http://127.0.0.1:{port}/nothing.wasm");
+    let (code, _, err) = register(
+        &c,
+        "missing",
+        Path::new(&missing),
+        &fs_task(),
+        &["--sha256", &other],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = c.sms.client(&["invoke", "missing"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("cannot read the module http://127.0.0.1") && err.contains("404"),
+        "{err}"
+    );
+
     // Kept by digest on the node: it runs with the web server gone.
     server.kill();
     let run = invoke_json(&c, &["web-agent"]);
@@ -557,9 +575,8 @@ fn a_module_served_over_http_is_fetched_checked_and_cached_by_the_node() {
         .join(format!("{sha}.wasm"))
         .exists());
 
-    // A URI that answers 404 is one sentence.
-    let gone = format!("http://127.0.0.1:{port}/nothing.wasm");
-    let other = "1".repeat(64);
+    // A server that is not there at all: a sentence too, not a 404.
+    let gone = format!("http://127.0.0.1:{port}/gone.wasm");
     let (code, _, err) = register(
         &c,
         "gone",
@@ -571,7 +588,7 @@ fn a_module_served_over_http_is_fetched_checked_and_cached_by_the_node() {
     let (code, _, err) = c.sms.client(&["invoke", "gone"]);
     assert_ne!(code, 0);
     assert!(
-        err.contains("cannot read the module http://127.0.0.1"),
+        err.contains("cannot read the module http://127.0.0.1") && !err.contains("404"),
         "{err}"
     );
 }

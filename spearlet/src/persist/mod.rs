@@ -38,7 +38,6 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Opens (creating if needed) the state dir.
     /// Opens (or creates) the state dir, private to the node (0700): it
     /// holds the compiled-module cache and its key.
     pub fn open(root: &Path) -> Result<Self, PersistError> {
