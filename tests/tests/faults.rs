@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use spear_tests::etcd::EtcdServer;
 use spear_tests::fixtures::write_file;
-use spear_tests::history::{check, converged, node_registry, parse, sms_registry, Applied};
+use spear_tests::history::{converged, node_registry, sms_registry, Applied};
 use spear_tests::http::metric;
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
