@@ -11,8 +11,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 # cargo-fuzz needs nightly-only flags; this allows them on stable.
 export RUSTC_BOOTSTRAP=1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for target in $(cargo fuzz list); do
     echo "fuzz: $target for ${seconds}s"
-    cargo fuzz run --target-dir "$target_dir" "$target" -- \
-        -max_total_time="$seconds" -print_final_stats=1 2>&1 | tail -n 3
+    if ! cargo fuzz run --target-dir "$target_dir" "$target" -- \
+        -max_total_time="$seconds" >"$log" 2>&1; then
+        # The build error or the crash and its input, in full.
+        cat "$log"
+        echo "fuzz: $target failed"
+        exit 1
+    fi
+    grep -E '^Done [0-9]+ runs' "$log" || tail -n 1 "$log"
 done

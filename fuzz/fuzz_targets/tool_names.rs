@@ -3,25 +3,25 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use spearlet::tools::{offered_name, OfferedTools};
+use spearlet::tools::{offered_name, OfferedTools, ToolRef};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let mut parts = text.split('\n');
     let probe = parts.next().unwrap_or_default().to_string();
     let mut offered = OfferedTools::default();
-    let mut pairs = Vec::new();
+    let mut tools = Vec::new();
     while let (Some(server), Some(tool)) = (parts.next(), parts.next()) {
         offered.offer(server, tool);
-        pairs.push((server.to_string(), tool.to_string()));
+        tools.push(ToolRef {
+            server: server.to_string(),
+            tool: tool.to_string(),
+        });
     }
-    if let Ok((server, tool)) = offered.resolve(&probe) {
-        assert!(
-            pairs.iter().any(|(s, t)| s == server && t == tool),
-            "resolved to a tool never offered"
-        );
+    if let Ok(found) = offered.resolve(&probe) {
+        assert!(tools.contains(found), "resolved to a tool never offered");
     }
-    for (server, tool) in &pairs {
+    for ToolRef { server, tool } in &tools {
         let name = offered_name(server, tool);
         assert!(!name.is_empty() && name.len() <= 64);
         assert!(name
