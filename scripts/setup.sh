@@ -37,3 +37,9 @@ if ! "$venv/bin/python" -c 'import mcp.server.fastmcp' >/dev/null 2>&1; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "mcp==1.30.0" >&2
 fi
+# Prometheus's own Python client, whose OpenMetrics parser checks what the
+# binaries expose.
+if ! "$venv/bin/python" -c 'import prometheus_client.openmetrics.parser' >/dev/null 2>&1; then
+  echo "setup: installing prometheus-client into $venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check "prometheus-client==0.21.1" >&2
+fi

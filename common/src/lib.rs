@@ -13,6 +13,7 @@
 //! Wire contracts between SMS and nodes live in `spear-proto`, not here.
 
 pub mod backoff;
+pub mod metrics;
 pub mod process;
 pub mod sse;
 pub mod text;

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod frame;
+pub mod labels;
 pub mod patterns;
 pub mod refs;
 pub mod task;

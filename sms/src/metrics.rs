@@ -1,12 +1,13 @@
-//! Prometheus metrics over HTTP (`GET /metrics`), in the text format.
+//! Metrics over HTTP (`GET /metrics`), in the OpenMetrics text format
+//! (written by `spear_common::metrics`).
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::routing::get;
 use axum::Router;
+use spear_common::metrics::{self, Scrape};
 use tokio::net::TcpListener;
 use tracing::warn;
 
@@ -37,7 +38,12 @@ impl Metrics {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
         let app = Router::new()
-            .route("/metrics", get(move || std::future::ready(self.render())))
+            .route(
+                "/metrics",
+                get(move || {
+                    std::future::ready(([("content-type", metrics::CONTENT_TYPE)], self.render()))
+                }),
+            )
             .route("/healthz", get(|| std::future::ready("ok\n")));
         tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
@@ -47,102 +53,73 @@ impl Metrics {
         Ok(bound)
     }
 
-    /// The current metrics in Prometheus text format.
+    /// The current metrics in the OpenMetrics text format.
     pub fn render(&self) -> String {
+        let this = self.clone();
+        metrics::render(move |m| this.scrape(m))
+    }
+
+    fn scrape(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
         let (epoch, revision) = self.hub.position();
         let stats = &self.hub.stats;
-        let mut out = String::new();
-        gauge(
-            &mut out,
+        let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+        m.gauge(
             "sms_registry_revision",
             "Current registry revision.",
-            revision,
-        );
-        gauge(
-            &mut out,
+            revision as i64,
+        )?;
+        m.gauge(
             "sms_registry_epoch",
             "Current registry epoch.",
-            epoch,
-        );
-        gauge(
-            &mut out,
+            epoch as i64,
+        )?;
+        m.gauge(
             "sms_registry_servers",
             "Registered MCP servers.",
-            self.hub.server_count() as u64,
-        );
-        gauge(
-            &mut out,
+            self.hub.server_count() as i64,
+        )?;
+        m.gauge(
             "sms_watch_streams",
             "Open watch streams.",
-            stats.streams.load(Ordering::Relaxed) as u64,
-        );
-        counter(
-            &mut out,
-            "sms_snapshot_encodes_total",
+            stats.streams.load(Ordering::Relaxed) as i64,
+        )?;
+        m.counter(
+            "sms_snapshot_encodes",
             "Snapshots encoded (once per revision asked for).",
-            stats.snapshot_encodes.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "sms_snapshots_sent_total",
+            load(&stats.snapshot_encodes),
+        )?;
+        m.counter(
+            "sms_snapshots_sent",
             "Snapshots sent to nodes.",
-            stats.snapshots_sent.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "sms_deltas_sent_total",
+            load(&stats.snapshots_sent),
+        )?;
+        m.counter(
+            "sms_deltas_sent",
             "Deltas sent to nodes.",
-            stats.deltas_sent.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "sms_registry_reloads_total",
+            load(&stats.deltas_sent),
+        )?;
+        m.counter(
+            "sms_registry_reloads",
             "Full reloads of the registry from the store.",
-            stats.reloads.load(Ordering::Relaxed),
-        );
-        gauge(
-            &mut out,
+            load(&stats.reloads),
+        )?;
+        m.gauge(
             "sms_file_errors",
             "Files in the MCP directory currently rejected.",
-            self.problems.rejected_files() as u64,
-        );
+            self.problems.rejected_files() as i64,
+        )?;
         let nodes = self.nodes.status(epoch, revision);
-        let _ = writeln!(out, "# HELP sms_node_lag Registry revisions each node is behind.\n# TYPE sms_node_lag gauge");
-        for node in &nodes {
-            let _ = writeln!(
-                out,
-                "sms_node_lag{{node=\"{}\"}} {}",
-                escape(&node.node_id),
-                node.lag
-            );
-        }
-        gauge(
-            &mut out,
+        m.gauges(
+            "sms_node_lag",
+            "Registry revisions each node is behind.",
+            nodes
+                .iter()
+                .map(|n| (vec![("node", n.node_id.as_str())], n.lag as i64)),
+        )?;
+        m.gauge(
             "sms_nodes_alive",
             "Nodes that sent a heartbeat recently.",
-            nodes.iter().filter(|n| n.alive).count() as u64,
-        );
-        out
+            nodes.iter().filter(|n| n.alive).count() as i64,
+        )
     }
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-    );
-}
-
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-    );
-}
-
-fn escape(label: &str) -> String {
-    label
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

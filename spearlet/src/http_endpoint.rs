@@ -1,6 +1,5 @@
 //! The node's HTTP endpoint: `/registry`, `/status`, `/metrics`, `/healthz`.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -8,15 +7,16 @@ use std::sync::Arc;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
+use spear_common::metrics::Scrape;
 use spear_proto::v1::SyncState;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use crate::connections::{Connections, ServerState};
+use crate::connections::{Connections, ServerState, ServerStatus};
 use crate::registry::{redacted_json, RegistryHandle};
-use crate::sync::{state_name, SyncStatusCell};
+use crate::sync::SyncStatusCell;
 
 /// What the endpoint reads from.
 #[derive(Clone)]
@@ -34,7 +34,7 @@ impl NodeView {
         let status = self.status.status.lock().clone();
         json!({
             "node_id": self.node_id,
-            "sync_state": state_name(status.state),
+            "sync_state": status.state.label(),
             "epoch": view.epoch,
             "revision": view.revision,
             "servers": view.servers.len(),
@@ -58,93 +58,74 @@ impl NodeView {
         })
     }
 
+    /// The node's metrics in the OpenMetrics text format.
     pub fn metrics(&self) -> String {
+        let this = self.clone();
+        spear_common::metrics::render(move |m| this.scrape(m))
+    }
+
+    fn scrape(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
         let view = self.registry.current();
         let state = self.status.status.lock().state;
         let c = &self.status.counters;
         let runs = &self.advert.runs;
         let servers = self.connections.status();
-        let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed).to_string();
-        let mut out = String::new();
-        let mut family = |name: &str, kind: &str, help: &str, rows: Vec<(String, String)>| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, value) in rows {
-                let _ = writeln!(out, "{name}{labels} {value}");
-            }
-        };
-        let one = |value: String| vec![(String::new(), value)];
-        let per_server = |value: &dyn Fn(&crate::connections::ServerStatus) -> String| {
+        let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+        let per_server = |value: &dyn Fn(&ServerStatus) -> u64| {
             servers
                 .iter()
-                .map(|(id, s)| (format!("{{server=\"{id}\"}}"), value(s)))
+                .map(|(id, s)| (vec![("server", id.as_str())], value(s)))
                 .collect::<Vec<_>>()
         };
-
-        family(
+        m.gauge(
             "spearlet_registry_revision",
-            "gauge",
             "Applied registry revision.",
-            one(view.revision.to_string()),
-        );
-        family(
+            view.revision as i64,
+        )?;
+        m.gauge(
             "spearlet_registry_epoch",
-            "gauge",
             "Applied registry epoch.",
-            one(view.epoch.to_string()),
-        );
-        family(
+            view.epoch as i64,
+        )?;
+        m.gauge(
             "spearlet_registry_servers",
-            "gauge",
             "Servers in the applied registry.",
-            one(view.servers.len().to_string()),
-        );
-        family(
-            "spearlet_sync_reconnects_total",
-            "counter",
+            view.servers.len() as i64,
+        )?;
+        m.counter(
+            "spearlet_sync_reconnects",
             "Watch reconnections.",
-            one(load(&c.reconnects)),
-        );
-        family(
-            "spearlet_snapshots_applied_total",
-            "counter",
+            load(&c.reconnects),
+        )?;
+        m.counter(
+            "spearlet_snapshots_applied",
             "Snapshots applied.",
-            one(load(&c.snapshots)),
-        );
-        family(
-            "spearlet_deltas_applied_total",
-            "counter",
+            load(&c.snapshots),
+        )?;
+        m.counter(
+            "spearlet_deltas_applied",
             "Deltas applied.",
-            one(load(&c.deltas)),
-        );
-        family(
-            "spearlet_sync_gaps_total",
-            "counter",
+            load(&c.deltas),
+        )?;
+        m.counter(
+            "spearlet_sync_gaps",
             "Resynchronisations after a gap or a bad snapshot.",
-            one(load(&c.gaps)),
-        );
-        family(
+            load(&c.gaps),
+        )?;
+        m.gauges(
             "spearlet_sync_state",
-            "gauge",
             "1 for the current sync state.",
             [SyncState::Connecting, SyncState::Synced, SyncState::Stale]
                 .into_iter()
-                .map(|s| {
-                    (
-                        format!("{{state=\"{}\"}}", state_name(s)),
-                        u8::from(s == state).to_string(),
-                    )
-                })
-                .collect(),
-        );
-        family(
+                .map(|s| (vec![("state", s.label())], i64::from(s == state))),
+        )?;
+        m.gauge(
             "spearlet_guest_runs_in_progress",
-            "gauge",
             "Guest runs in progress.",
-            one(runs.running.load(Ordering::Relaxed).to_string()),
-        );
-        family(
-            "spearlet_guest_runs_total",
-            "counter",
+            runs.running.load(Ordering::Relaxed) as i64,
+        )?;
+        m.counters(
+            "spearlet_guest_runs",
             "Guest runs by how they ended (stopped: a trap or a limit).",
             [
                 ("ok", &runs.ok),
@@ -152,52 +133,43 @@ impl NodeView {
                 ("stopped", &runs.stopped),
             ]
             .into_iter()
-            .map(|(outcome, n)| (format!("{{outcome=\"{outcome}\"}}"), load(n)))
-            .collect(),
-        );
-        family(
-            "spearlet_loop_iterations_total",
-            "counter",
+            .map(|(outcome, n)| (vec![("outcome", outcome)], load(n))),
+        )?;
+        m.counter(
+            "spearlet_loop_iterations",
             "Auto tool-call loop iterations (model requests) of guest runs.",
-            one(load(&runs.loop_iterations)),
-        );
-        family(
+            load(&runs.loop_iterations),
+        )?;
+        m.gauges(
             "spearlet_mcp_server_up",
-            "gauge",
             "1 when the server's connection is ready or degraded.",
+            servers.iter().map(|(id, s)| {
+                let up = matches!(s.state, ServerState::Ready | ServerState::Degraded);
+                (
+                    vec![("server", id.as_str()), ("state", s.state.name())],
+                    i64::from(up),
+                )
+            }),
+        )?;
+        m.counters(
+            "spearlet_mcp_calls",
+            "Tool calls per server.",
+            per_server(&|s| s.calls),
+        )?;
+        m.counters(
+            "spearlet_mcp_call_errors",
+            "Tool calls that failed or returned isError.",
+            per_server(&|s| s.call_errors),
+        )?;
+        m.counters(
+            "spearlet_mcp_call_seconds",
+            "Total time in tool calls, per server.",
             servers
                 .iter()
-                .map(|(id, s)| {
-                    let up = matches!(s.state, ServerState::Ready | ServerState::Degraded);
-                    (
-                        format!("{{server=\"{id}\",state=\"{}\"}}", s.state.name()),
-                        u8::from(up).to_string(),
-                    )
-                })
-                .collect(),
-        );
-        family(
-            "spearlet_mcp_calls_total",
-            "counter",
-            "Tool calls per server.",
-            per_server(&|s| s.calls.to_string()),
-        );
-        family(
-            "spearlet_mcp_call_errors_total",
-            "counter",
-            "Tool calls that failed or returned isError.",
-            per_server(&|s| s.call_errors.to_string()),
-        );
-        family(
-            "spearlet_mcp_call_seconds_sum",
-            "counter",
-            "Total time in tool calls.",
-            per_server(&|s| format!("{:.6}", s.call_seconds)),
-        );
-        out
+                .map(|(id, s)| (vec![("server", id.as_str())], s.call_seconds)),
+        )
     }
 
-    /// Binds `addr` and serves in the background; returns the bound address.
     /// Binds `addr` and serves until `shutdown`; returns the bound address
     /// and the serving task.
     pub async fn serve(
@@ -217,7 +189,15 @@ impl NodeView {
                 "/status",
                 get(move || std::future::ready(Json(b.status_json()))),
             )
-            .route("/metrics", get(move || std::future::ready(c.metrics())))
+            .route(
+                "/metrics",
+                get(move || {
+                    std::future::ready((
+                        [("content-type", spear_common::metrics::CONTENT_TYPE)],
+                        c.metrics(),
+                    ))
+                }),
+            )
             .route("/healthz", get(|| std::future::ready("ok\n")));
         let stopped = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;

@@ -42,6 +42,34 @@ pub fn python_sdk() -> PathBuf {
     python
 }
 
+/// Parses `text` with the OpenMetrics parser of Prometheus's Python client
+/// (strict: a malformed line, a bad escape or a missing `# EOF` fails);
+/// returns the family names it found.
+pub fn parse_openmetrics(text: &str) -> Result<Vec<String>, String> {
+    use std::io::Write;
+    let script = "import sys\nfrom prometheus_client.openmetrics.parser import text_string_to_metric_families as p\nfor f in p(sys.stdin.read()):\n    print(f.name)\n";
+    let mut child = std::process::Command::new(python_sdk())
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(text.as_bytes())
+            .map_err(|e| e.to_string())?;
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect())
+}
+
 /// The Python SDK Streamable HTTP server.
 pub fn python_http_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python_http_server.py")

@@ -272,6 +272,18 @@ fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
 
     // And says what happened: two runs ok, three stopped, four model requests.
     let metrics = spear_tests::http::get(&c.node.http, "/metrics").unwrap();
+    // Both binaries' exposition is valid OpenMetrics to Prometheus's parser.
+    for (who, text) in [
+        ("node", metrics.clone()),
+        (
+            "sms",
+            spear_tests::http::get(&c.sms.metrics, "/metrics").unwrap(),
+        ),
+    ] {
+        let families = spear_tests::peers::parse_openmetrics(&text)
+            .unwrap_or_else(|e| panic!("{who}: {e}\n{text}"));
+        assert!(families.len() > 10, "{who}: {families:?}");
+    }
     for line in [
         r#"spearlet_guest_runs_total{outcome="ok"} 2"#,
         r#"spearlet_guest_runs_total{outcome="stopped"} 3"#,

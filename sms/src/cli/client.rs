@@ -8,7 +8,7 @@ use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::status_client::StatusClient;
 use spear_proto::v1::{
-    source, DeleteServerRequest, ListServersRequest, StatusRequest, SyncState, Transport,
+    DeleteServerRequest, ListServersRequest, StatusRequest, SyncState, Transport,
     UpsertServerRequest,
 };
 use tonic::transport::Channel;
@@ -45,15 +45,6 @@ pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>
     Ok(request)
 }
 
-fn sync_state(state: i32) -> &'static str {
-    match SyncState::try_from(state).unwrap_or(SyncState::Unspecified) {
-        SyncState::Unspecified => "unknown",
-        SyncState::Connecting => "connecting",
-        SyncState::Synced => "synced",
-        SyncState::Stale => "stale",
-    }
-}
-
 pub async fn status(args: &ClientArgs) -> Result<()> {
     let mut client = StatusClient::new(channel(args).await?);
     let status = client
@@ -68,7 +59,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             "file_problems": status.file_problems.iter().map(|p| serde_json::json!({"file": p.file, "path": p.path, "message": p.message})).collect::<Vec<_>>(),
             "nodes": status.nodes.iter().map(|n| serde_json::json!({
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
-                "lag": n.lag, "sync_state": sync_state(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
+                "lag": n.lag, "sync_state": SyncState::label_of(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
                 "invoke_addr": n.invoke_addr, "running": n.running,
                 "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message, "failed": p.failed})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -103,7 +94,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             n.node_id,
             n.applied_revision,
             n.lag,
-            sync_state(n.sync_state),
+            SyncState::label_of(n.sync_state),
             n.alive,
             n.running,
             if n.invoke_addr.is_empty() {
@@ -133,18 +124,8 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
     );
     for record in &list.servers {
         let Some(spec) = &record.spec else { continue };
-        let transport = match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified)
-        {
-            Transport::Stdio => "stdio",
-            Transport::StreamableHttp => "streamable_http",
-            Transport::Sse => "sse",
-            Transport::Unspecified => "?",
-        };
-        let source = match record.source.as_ref().and_then(|s| s.kind.as_ref()) {
-            Some(source::Kind::File(f)) => format!("file:{f}"),
-            Some(source::Kind::Admin(_)) => "admin".to_string(),
-            None => "?".to_string(),
-        };
+        let transport = Transport::label_of(spec.transport);
+        let source = record.source_label();
         println!(
             "{:<32} {:<16} {:<8} {:<24} {:>10}",
             spec.id, transport, spec.enabled, source, record.mod_revision

@@ -1,29 +1,12 @@
 //! The registry as people read it: a table, or JSON with secrets redacted.
 
 use serde_json::{json, Value};
-use spear_proto::v1::{source, ServerRecord, Transport};
+use spear_proto::v1::{ServerRecord, Transport};
 
 use super::RegistryView;
 
 /// Replaces env and header values, which may be secrets.
 const REDACTED: &str = "<redacted>";
-
-pub fn transport_name(transport: i32) -> &'static str {
-    match Transport::try_from(transport).unwrap_or(Transport::Unspecified) {
-        Transport::Stdio => "stdio",
-        Transport::StreamableHttp => "streamable_http",
-        Transport::Sse => "sse",
-        Transport::Unspecified => "unspecified",
-    }
-}
-
-fn source_name(record: &ServerRecord) -> String {
-    match record.source.as_ref().and_then(|s| s.kind.as_ref()) {
-        Some(source::Kind::File(file)) => format!("file:{file}"),
-        Some(source::Kind::Admin(_)) => "admin".into(),
-        None => "unknown".into(),
-    }
-}
 
 fn record_json(record: &ServerRecord) -> Value {
     let spec = record.spec.clone().unwrap_or_default();
@@ -40,7 +23,7 @@ fn record_json(record: &ServerRecord) -> Value {
         "spec": {
             "id": spec.id,
             "description": spec.description,
-            "transport": transport_name(spec.transport),
+            "transport": Transport::label_of(spec.transport),
             "command": spec.command,
             "args": spec.args,
             "env": redact(&spec.env),
@@ -53,7 +36,7 @@ fn record_json(record: &ServerRecord) -> Value {
             "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
             "enabled": spec.enabled,
         },
-        "source": source_name(record),
+        "source": record.source_label(),
         "mod_revision": record.mod_revision,
     })
 }
@@ -85,9 +68,9 @@ pub fn table(view: &RegistryView) -> String {
         out.push_str(&format!(
             "{:<32} {:<16} {:<8} {:<28} {:>10}\n",
             id,
-            transport_name(spec.transport),
+            Transport::label_of(spec.transport),
             spec.enabled,
-            source_name(record),
+            record.source_label(),
             record.mod_revision
         ));
     }

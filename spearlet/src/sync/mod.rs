@@ -6,4 +6,4 @@ mod status;
 
 pub use apply::{Applier, Step, Update};
 pub use client::{SyncConfig, Syncer};
-pub use status::{state_name, SyncCounters, SyncStatus, SyncStatusCell};
+pub use status::{SyncCounters, SyncStatus, SyncStatusCell};

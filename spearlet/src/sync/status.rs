@@ -42,13 +42,3 @@ pub struct SyncCounters {
     pub deltas: AtomicU64,
     pub gaps: AtomicU64,
 }
-
-/// The name used in status output.
-pub fn state_name(state: SyncState) -> &'static str {
-    match state {
-        SyncState::Unspecified => "unknown",
-        SyncState::Connecting => "connecting",
-        SyncState::Synced => "synced",
-        SyncState::Stale => "stale",
-    }
-}

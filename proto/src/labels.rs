@@ -1,0 +1,55 @@
+//! The words status output, logs and metrics use for the protocol's enums
+//! and sources, next to the generated types so both binaries say the same.
+
+use crate::v1::{source, ServerRecord, SyncState, Transport};
+
+impl SyncState {
+    /// `connecting`, `synced`, `stale` (`unknown` when unset).
+    pub fn label(self) -> &'static str {
+        match self {
+            SyncState::Unspecified => "unknown",
+            SyncState::Connecting => "connecting",
+            SyncState::Synced => "synced",
+            SyncState::Stale => "stale",
+        }
+    }
+
+    /// The label of a wire value; values this build does not know are
+    /// `unknown`.
+    pub fn label_of(value: i32) -> &'static str {
+        SyncState::try_from(value)
+            .unwrap_or(SyncState::Unspecified)
+            .label()
+    }
+}
+
+impl Transport {
+    /// The server-file spelling: `stdio`, `streamable_http`, `sse`
+    /// (`unspecified` when unset).
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::StreamableHttp => "streamable_http",
+            Transport::Sse => "sse",
+            Transport::Unspecified => "unspecified",
+        }
+    }
+
+    /// The label of a wire value.
+    pub fn label_of(value: i32) -> &'static str {
+        Transport::try_from(value)
+            .unwrap_or(Transport::Unspecified)
+            .label()
+    }
+}
+
+impl ServerRecord {
+    /// Where the record came from: `file:NAME`, `admin`, or `unknown`.
+    pub fn source_label(&self) -> String {
+        match self.source.as_ref().and_then(|s| s.kind.as_ref()) {
+            Some(source::Kind::File(file)) => format!("file:{file}"),
+            Some(source::Kind::Admin(_)) => "admin".into(),
+            None => "unknown".into(),
+        }
+    }
+}
