@@ -4,6 +4,7 @@
 //! pre-encoded watch frames.
 
 pub mod auth;
+pub mod defaults;
 pub mod frame;
 pub mod labels;
 pub mod patterns;

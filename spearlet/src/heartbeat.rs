@@ -16,7 +16,7 @@ use crate::invoke::RunStats;
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 
-const EVERY: Duration = Duration::from_secs(5);
+use spear_proto::defaults::HEARTBEAT_EVERY as EVERY;
 
 /// What the node tells SMS about invoking it.
 #[derive(Debug, Clone, Default)]

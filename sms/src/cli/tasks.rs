@@ -202,13 +202,13 @@ pub async fn invoke(
     let response = match node_addr {
         Some(addr) => {
             InvocationClient::new(connect(&addr, "the node").await?)
-                .max_decoding_message_size(256 << 20)
+                .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
                 .invoke(request(client, body)?)
                 .await
         }
         None => {
             TasksClient::new(connect(&client.addr, "SMS").await?)
-                .max_decoding_message_size(256 << 20)
+                .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
                 .invoke_task(request(client, body)?)
                 .await
         }

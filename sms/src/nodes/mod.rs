@@ -18,8 +18,7 @@ use spear_proto::v1::{HeartbeatRequest, NodeStatus};
 
 use crate::store::{Epoch, Revision};
 
-/// A node is reported lost after this long without a heartbeat.
-pub const NODE_TTL: Duration = Duration::from_secs(15);
+pub use spear_proto::defaults::NODE_TTL;
 /// A lost node is forgotten after this long.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 /// Bounds on what one node may make SMS hold.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use spear_proto::auth::AdminToken;
+use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
 use tonic::transport::{Channel, Endpoint};
@@ -164,8 +165,11 @@ impl Invoker {
         )?;
         // The node ends the run at its wall-clock limit; wait for that, the
         // node's queue (10 s) and a margin, never forever.
-        let wall_ms = config.limits.wall_ms.unwrap_or(60_000);
-        let answer_within = Duration::from_millis(wall_ms) + Duration::from_secs(30);
+        // The run's wall limit, after waiting for a slot, plus time to
+        // fetch and compile the module.
+        let wall_ms = config.limits.wall_ms.unwrap_or(defaults::DEFAULT_WALL_MS);
+        let answer_within =
+            Duration::from_millis(wall_ms) + defaults::RUN_QUEUE_WAIT + Duration::from_secs(30);
         request.task = Some(task);
         let mut failures = Vec::new();
         for node in plan {
@@ -191,7 +195,7 @@ impl Invoker {
             let result = tokio::time::timeout(
                 answer_within,
                 InvocationClient::new(channel)
-                    .max_decoding_message_size(256 << 20)
+                    .max_decoding_message_size(defaults::MAX_INVOKE_RESPONSE_BYTES)
                     .invoke(call)
                     .instrument(span),
             )

@@ -36,9 +36,9 @@ use crate::sync::SyncStatusCell;
 use crate::tools::Router;
 use crate::wasm::{GuestRuntime, LoadError, RunContext};
 
-/// How long an invocation waits for a free run slot before the node says
-/// it is busy (SMS then tries another node).
-const QUEUE_WAIT: Duration = Duration::from_secs(10);
+// An invocation waits this long for a free run slot before the node says
+// it is busy (SMS then tries another node).
+use spear_proto::defaults::RUN_QUEUE_WAIT as QUEUE_WAIT;
 
 /// Why a task could not be run (a run that started always returns a
 /// response, with the guest's exit code or why it was stopped).

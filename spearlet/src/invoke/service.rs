@@ -72,8 +72,8 @@ pub async fn serve(
         .set_serving::<InvocationServer<InvocationService>>()
         .await;
     let service = InvocationServer::new(service)
-        .max_decoding_message_size(32 << 20)
-        .max_encoding_message_size(256 << 20);
+        .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_REQUEST_BYTES)
+        .max_encoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES);
     let result = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(service)

@@ -66,7 +66,7 @@ impl Default for GuestLimits {
             memory_bytes: 64 * 1024 * 1024,
             table_elements: 10_000,
             cpu: Duration::from_secs(5),
-            wall: Duration::from_secs(60),
+            wall: Duration::from_millis(spear_proto::defaults::DEFAULT_WALL_MS),
             output_bytes: 1024 * 1024,
             max_sessions: 64,
             max_iterations: 8,

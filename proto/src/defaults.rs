@@ -1,0 +1,27 @@
+//! Numbers SMS and nodes must agree on. Each side used to assume the
+//! other's; they live here once, and each side's code names them.
+
+use std::time::Duration;
+
+/// A node sends a heartbeat this often.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+
+/// SMS reports a node lost (and stops routing to it) after this long
+/// without a heartbeat: three missed heartbeats.
+pub const NODE_TTL: Duration = Duration::from_secs(3 * HEARTBEAT_EVERY.as_secs());
+
+/// A run's wall-clock limit when neither the task nor the node sets one.
+pub const DEFAULT_WALL_MS: u64 = 60_000;
+
+/// How long a node lets an invocation wait for a run slot before it
+/// answers "busy".
+pub const RUN_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// Largest invocation request a node accepts (an inline task spec and its
+/// input).
+pub const MAX_INVOKE_REQUEST_BYTES: usize = 32 << 20;
+
+/// Largest invocation answer a node sends and SMS or a CLI accepts: the
+/// captured output (stdout and stderr, each capped by the node) and the
+/// tool-call trace.
+pub const MAX_INVOKE_RESPONSE_BYTES: usize = 64 << 20;
