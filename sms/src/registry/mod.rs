@@ -8,6 +8,7 @@ mod parse;
 mod problem;
 mod scan;
 mod suggest;
+mod values;
 
 #[cfg(test)]
 mod tests;
