@@ -40,7 +40,7 @@ pub struct TaskConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WasiGrants {
-    /// Arguments after argv[0] (which is the task id).
+    /// Arguments after `argv[0]` (which is the task id).
     #[serde(default)]
     pub args: Vec<String>,
     /// Environment variables. A value may hold `${NAME}` references,

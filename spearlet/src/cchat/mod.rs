@@ -1,10 +1,10 @@
 //! Chat for guests, from the host call to the model and back.
 //!
-//! - [`host_api`]: the `cchat_*` functions a guest imports (entry point
+//! - `host_api.rs`: the `cchat_*` functions a guest imports (entry point
 //!   [`add_to_linker`]); they read guest memory and call into
-//! - [`sessions`]: the run's chat sessions, what each call does, and the
+//! - `sessions.rs`: the run's chat sessions, what each call does, and the
 //!   reply the guest reads back;
-//! - [`tool_loop`]: the automatic tool-call loop that drives a model with a
+//! - `tool_loop.rs`: the automatic tool-call loop that drives a model with a
 //!   session's allowed MCP tools until it answers;
 //! - [`budget`]: what the whole run may cost, drawn on by every session and
 //!   every send.

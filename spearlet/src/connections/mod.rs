@@ -2,7 +2,7 @@
 //! session, created on first use and closed when the server leaves the
 //! registry or changes.
 //!
-//! Each server has a [`slot`]: its connection (if any), its tool catalog, a
+//! Each server has a `slot.rs`: its connection (if any), its tool catalog, a
 //! semaphore for `max_concurrency`, its visible state and a backoff that
 //! gates reconnection after a failure. A dead server fails calls at once and
 //! is reconnected on the next use once its backoff allows.

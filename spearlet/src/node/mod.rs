@@ -1,6 +1,6 @@
 //! The node's composition root: [`Node::start`] builds each subsystem (the
 //! registry and its persister, MCP connections, the guest side in
-//! [`guests`], the HTTP endpoint, sync and heartbeats) and keeps a named
+//! `guests.rs`, the HTTP endpoint, sync and heartbeats) and keeps a named
 //! handle for each; [`Node::shutdown`] stops them in a stated order.
 
 mod guests;

@@ -1,5 +1,5 @@
 //! MCP policy (DESIGN §3.3): three layers (server, task, session), each can
-//! only narrow the one above, deny always wins. The verdicts ([`decide`])
+//! only narrow the one above, deny always wins. The verdicts (`decide.rs`)
 //! are pure functions, so the same predicate serves the tool list of a
 //! request, the re-check before each call and [`explain`], which shows an
 //! operator every server and tool with the layer and rule that decided it.

@@ -1,8 +1,8 @@
-//! WASM guests: the wasmtime [`runtime`] (engine and linker once, a store
+//! WASM guests: the wasmtime `runtime.rs` (engine and linker once, a store
 //! per run; the entry point is [`GuestRuntime::run`]), what a store holds
-//! ([`state`]), the compiled-module [`cache`], the guests' own [`threads`],
-//! guest [`cpu`] accounting, how a run ended ([`outcome`], [`stop`]), and
-//! [`guest_memory`], the only way host calls (`crate::cchat::host_api`)
+//! (`state.rs`), the compiled-module `cache.rs`, the guests' own `threads.rs`,
+//! guest `cpu.rs` accounting, how a run ended (`outcome.rs`, `stop.rs`), and
+//! `guest_memory.rs`, the only way host calls (`crate::cchat::host_api`)
 //! reach a guest's memory.
 
 mod cache;

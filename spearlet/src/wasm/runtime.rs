@@ -96,7 +96,7 @@ pub struct RunContext {
     pub router: Router,
     pub backend: Arc<dyn LlmBackend>,
     pub stdin: Vec<u8>,
-    /// argv[0], the task id.
+    /// `argv[0]`, the task id.
     pub name: String,
     /// What the task grants beyond stdio (nothing by default).
     pub wasi: WasiGrants,
