@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 scripts/setup.sh
 cargo build --workspace --bins
+# The docs are the map of each crate: no broken or private links.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 # The example guests, built from source for wasm32-wasip1, run by tests/tests/guests.rs.
 cargo build --target wasm32-wasip1 -p spear-guest --examples
 

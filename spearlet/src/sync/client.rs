@@ -51,6 +51,13 @@ enum StreamEnd {
 
 use spear_proto::grpc_url as url;
 
+/// How a node waits between attempts to reach SMS: 100 ms doubling to
+/// 5 s, jittered, reset once the stream applies an event. The reconnect
+/// benchmark's clients use it too, so they storm as nodes would.
+pub fn reconnect_backoff() -> Backoff {
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(5))
+}
+
 impl Syncer {
     pub fn new(
         config: SyncConfig,
@@ -66,11 +73,13 @@ impl Syncer {
         }
     }
 
-    /// Runs until `shutdown` turns true.
+    /// Runs until `shutdown` turns true: connect, stream, and after the
+    /// stream ends wait [`reconnect_backoff`] (reset once an event
+    /// applies) before the next attempt, on the next SMS address.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let span = info_span!("sync", node_id = %self.config.node_id);
         async move {
-            let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+            let mut backoff = reconnect_backoff();
             let mut next_addr = 0usize;
             let mut want_snapshot = false;
             loop {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use rand::Rng;
 use spear_tests::etcd::EtcdServer;
 use spear_tests::history::sms_registry_async;
 use spear_tests::procs::{SmsOptions, SmsProc};
@@ -53,31 +52,35 @@ async fn storm(with_etcd: bool) {
             Arc::clone(&deltas),
         );
         tasks.push(tokio::spawn(async move {
+            // As a node does (spearlet/src/sync/client.rs): after any failure
+            // or end of stream, wait the node's backoff; reset it once an
+            // event applies.
             let mut position = Position::default();
-            let mut delay = Duration::from_millis(50);
+            let mut backoff = spearlet::sync::reconnect_backoff();
             loop {
-                let channel = connect_retry(&addr).await;
-                let Ok(mut stream) = watch(channel, i, position.epoch, position.revision).await
-                else {
-                    tokio::time::sleep(jitter(delay)).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
-                    continue;
+                let stream = match connect(&addr).await {
+                    Some(channel) => watch(channel, i, position.epoch, position.revision)
+                        .await
+                        .ok(),
+                    None => None,
                 };
-                delay = Duration::from_millis(50);
-                while let Some(Ok(event)) = stream.next().await {
-                    let snapshots_before = position.snapshots;
-                    if position.apply(event).is_none() {
-                        continue;
+                if let Some(mut stream) = stream {
+                    while let Some(Ok(event)) = stream.next().await {
+                        let snapshots_before = position.snapshots;
+                        if position.apply(event).is_none() {
+                            continue;
+                        }
+                        backoff.reset();
+                        if position.snapshots > snapshots_before {
+                            snapshots.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            deltas.fetch_add(1, Ordering::Relaxed);
+                        }
+                        positions[i].0.store(position.epoch, Ordering::Relaxed);
+                        positions[i].1.store(position.revision, Ordering::Relaxed);
                     }
-                    if position.snapshots > snapshots_before {
-                        snapshots.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        deltas.fetch_add(1, Ordering::Relaxed);
-                    }
-                    positions[i].0.store(position.epoch, Ordering::Relaxed);
-                    positions[i].1.store(position.revision, Ordering::Relaxed);
                 }
-                tokio::time::sleep(jitter(delay)).await;
+                backoff.sleep().await;
             }
         }));
     }
@@ -174,23 +177,14 @@ async fn report(
     );
 }
 
-fn jitter(d: Duration) -> Duration {
-    d / 2 + rand::rng().random_range(Duration::ZERO..=d / 2)
-}
-
-async fn connect_retry(addr: &str) -> tonic::transport::Channel {
-    loop {
-        if let Ok(endpoint) = tonic::transport::Endpoint::from_shared(format!("http://{addr}")) {
-            if let Ok(ch) = endpoint
-                .connect_timeout(Duration::from_secs(2))
-                .connect()
-                .await
-            {
-                return ch;
-            }
-        }
-        tokio::time::sleep(jitter(Duration::from_millis(100))).await;
-    }
+/// One connection attempt, as a node makes it.
+async fn connect(addr: &str) -> Option<tonic::transport::Channel> {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .ok()?
+        .connect_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .ok()
 }
 
 fn write_servers(dir: &std::path::Path, version: usize) {
