@@ -10,6 +10,7 @@ pub mod labels;
 pub mod patterns;
 pub mod refs;
 pub mod task;
+mod task_error;
 
 /// Version 1 of the Spear protocol.
 pub mod v1 {

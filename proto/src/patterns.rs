@@ -7,18 +7,27 @@
 /// Longest accepted pattern.
 pub const MAX_PATTERN_LEN: usize = 128;
 
+/// Why a pattern is refused; said after the pattern ("'x y' contains …").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("is an empty pattern; use \"*\" for every tool, or remove it")]
+    Empty,
+    #[error("is a pattern over {MAX_PATTERN_LEN} characters")]
+    TooLong,
+    #[error("contains whitespace or control characters, which tool names never have")]
+    Whitespace,
+}
+
 /// Checks one pattern of `allowed_tools` / `denied_tools`.
-pub fn check_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_pattern(pattern: &str) -> Result<(), PatternError> {
     if pattern.is_empty() {
-        return Err("is an empty pattern; use \"*\" for every tool, or remove it".into());
+        return Err(PatternError::Empty);
     }
     if pattern.chars().count() > MAX_PATTERN_LEN {
-        return Err(format!("is a pattern over {MAX_PATTERN_LEN} characters"));
+        return Err(PatternError::TooLong);
     }
     if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(
-            "contains whitespace or control characters, which tool names never have".into(),
-        );
+        return Err(PatternError::Whitespace);
     }
     Ok(())
 }

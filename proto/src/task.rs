@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::patterns::check_pattern;
+pub use crate::task_error::TaskError;
 use crate::v1::TaskSpec;
 
 /// Longest accepted task id.
@@ -153,16 +154,13 @@ impl TaskLimits {
 }
 
 /// Parses and checks a task config.
-pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
+pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
     if json.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
-            "task config is {} bytes; the limit is {MAX_CONFIG_BYTES}",
-            json.len()
-        ));
+        return Err(TaskError::LargeConfig { len: json.len() });
     }
     let json = if json.trim().is_empty() { "{}" } else { json };
     let config: TaskConfig =
-        serde_json::from_str(json).map_err(|e| format!("task config is invalid: {e}"))?;
+        serde_json::from_str(json).map_err(|e| TaskError::Json(e.to_string()))?;
     let mcp = &config.mcp;
     for pattern in mcp
         .task_tool_allowlist
@@ -170,109 +168,101 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, String> {
         .flatten()
         .chain(&mcp.task_tool_denylist)
     {
-        check_pattern(pattern).map_err(|why| format!("task config: pattern '{pattern}' {why}"))?;
+        check_pattern(pattern).map_err(|why| TaskError::Pattern {
+            pattern: pattern.clone(),
+            why,
+        })?;
     }
     if let Some(id) = mcp
         .default_server_ids
         .iter()
         .find(|id| !mcp.allowed_server_ids.contains(id))
     {
-        return Err(format!(
-            "task config: mcp.default_server_ids has '{id}', which is not in mcp.allowed_server_ids; add it there or remove it"
-        ));
+        return Err(TaskError::DefaultNotAllowed { id: id.clone() });
     }
     check_wasi(&config.wasi)?;
     for (name, value, max) in config.limits.entries() {
         if let Some(value) = value {
             if value == 0 || value > max {
-                return Err(format!(
-                    "task config: limits.{name} is {value}; use 1 to {max}"
-                ));
+                return Err(TaskError::Limit { name, value, max });
             }
         }
     }
     Ok(config)
 }
 
-fn check_wasi(wasi: &WasiGrants) -> Result<(), String> {
+fn check_wasi(wasi: &WasiGrants) -> Result<(), TaskError> {
     if wasi.args.len() > 256 || wasi.env.len() > 256 || wasi.dirs.len() > 16 {
-        return Err("task config: wasi grants at most 256 args, 256 env vars and 16 dirs".into());
+        return Err(TaskError::TooManyGrants);
     }
     for (key, value) in &wasi.env {
         if key.is_empty() || key.contains('=') || key.contains('\0') {
-            return Err(format!(
-                "task config: wasi.env key '{key}' is not a variable name (non-empty, no '=' or NUL)"
-            ));
+            return Err(TaskError::EnvKey { key: key.clone() });
         }
-        crate::refs::check_references(value)
-            .map_err(|why| format!("task config: wasi.env.{key} {why}"))?;
+        crate::refs::check_references(value).map_err(|why| TaskError::EnvValue {
+            key: key.clone(),
+            why: why.to_string(),
+        })?;
     }
     for dir in &wasi.dirs {
         if !dir.host.starts_with('/') || !dir.guest.starts_with('/') {
-            return Err(format!(
-                "task config: wasi.dirs entry {} -> {} must use absolute paths on both sides",
-                dir.host, dir.guest
-            ));
+            return Err(TaskError::RelativeDir {
+                host: dir.host.clone(),
+                guest: dir.guest.clone(),
+            });
         }
         if dir.host.split('/').any(|part| part == "..") {
-            return Err(format!(
-                "task config: wasi.dirs host path {} must not contain '..'",
-                dir.host
-            ));
+            return Err(TaskError::DotDotDir {
+                host: dir.host.clone(),
+            });
         }
     }
     Ok(())
 }
 
 /// Checks a task id: letters, digits, `-`, `_` and `.`.
-pub fn check_task_id(id: &str) -> Result<(), String> {
+pub fn check_task_id(id: &str) -> Result<(), TaskError> {
     if id.is_empty() {
-        return Err("task id is empty; name the task (letters, digits, '-', '_', '.')".into());
+        return Err(TaskError::EmptyId);
     }
     if id.len() > MAX_TASK_ID_LEN {
-        return Err(format!(
-            "task id is {} bytes long; the limit is {MAX_TASK_ID_LEN}",
-            id.len()
-        ));
+        return Err(TaskError::LongId { len: id.len() });
     }
     if let Some(bad) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
-        return Err(format!(
-            "task id contains {bad:?}; use letters, digits, '-', '_' and '.'"
-        ));
+        return Err(TaskError::IdChar { bad });
     }
     Ok(())
 }
 
-/// Checks a whole spec: id, module URI and digest, config.
-pub fn check_task_spec(spec: &TaskSpec) -> Result<TaskConfig, String> {
+/// Checks a whole spec: id, module URI and digest, config. Errors other
+/// than the id's name the task.
+pub fn check_task_spec(spec: &TaskSpec) -> Result<TaskConfig, TaskError> {
     check_task_id(&spec.id)?;
-    let uri = spec.module_uri.as_str();
-    let known = ["file:///", "http://", "https://"];
-    if !known.iter().any(|scheme| uri.starts_with(scheme)) {
-        return Err(format!(
-            "task {}: module_uri '{}' is not file:///absolute/path or http(s)://...",
-            spec.id,
-            uri.chars().take(200).collect::<String>()
-        ));
-    }
-    let sha = spec.module_sha256.as_str();
-    if sha.len() != 64
-        || !sha
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return Err(format!(
-            "task {}: module_sha256 must be 64 lowercase hex digits (sha256sum prints it)",
-            spec.id
-        ));
-    }
-    if spec.description.len() > 1024 {
-        return Err(format!("task {}: description is over 1024 bytes", spec.id));
-    }
-    parse_task_config(&spec.config_json).map_err(|e| format!("task {}: {e}", spec.id))
+    let check = || {
+        let uri = spec.module_uri.as_str();
+        let known = ["file:///", "http://", "https://"];
+        if !known.iter().any(|scheme| uri.starts_with(scheme)) {
+            return Err(TaskError::ModuleUri {
+                uri: uri.chars().take(200).collect(),
+            });
+        }
+        let sha = spec.module_sha256.as_str();
+        if sha.len() != 64
+            || !sha
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(TaskError::ModuleSha);
+        }
+        if spec.description.len() > 1024 {
+            return Err(TaskError::LongDescription);
+        }
+        parse_task_config(&spec.config_json)
+    };
+    check().map_err(|error| error.in_task(&spec.id))
 }
 
 #[cfg(test)]
@@ -333,17 +323,26 @@ mod tests {
             (r#"{"wasi": {"preopens": []}}"#, "preopens"),
         ];
         for (config, needle) in cases {
-            let error = check_task_spec(&spec(config)).unwrap_err();
+            let error = check_task_spec(&spec(config)).unwrap_err().to_string();
             assert!(error.contains(needle), "{config}: {error}");
         }
         let mut bad = spec("{}");
         bad.module_sha256 = "A".repeat(64);
-        assert!(check_task_spec(&bad).unwrap_err().contains("module_sha256"));
+        assert!(check_task_spec(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("module_sha256"));
         bad = spec("{}");
         bad.module_uri = "ftp://x".into();
-        assert!(check_task_spec(&bad).unwrap_err().contains("module_uri"));
+        assert!(check_task_spec(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("module_uri"));
         bad = spec("{}");
         bad.id = "a b".into();
-        assert!(check_task_spec(&bad).unwrap_err().contains("task id"));
+        assert!(check_task_spec(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("task id"));
     }
 }

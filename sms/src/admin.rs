@@ -87,11 +87,11 @@ impl Admin {
 
     /// Deletes one server created through the admin API.
     pub async fn delete(&self, id: &str) -> Result<Revision, AdminError> {
-        check_server_id(id).map_err(|message| {
+        check_server_id(id).map_err(|error| {
             AdminError::Invalid(vec![Problem {
                 file: "admin request".into(),
                 path: "$.id".into(),
-                message,
+                message: error.to_string(),
             }])
         })?;
         let result = self

@@ -78,7 +78,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 description,
             };
             // Checked here too, so the operator sees the mistake before a round trip.
-            spear_proto::task::check_task_spec(&task).map_err(anyhow::Error::msg)?;
+            spear_proto::task::check_task_spec(&task)?;
             let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
             tasks
                 .register_task(request(&client, RegisterTaskRequest { task: Some(task) })?)

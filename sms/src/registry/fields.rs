@@ -82,14 +82,14 @@ pub fn parse_entry(
     let id = match (shape, id_from_key) {
         (Shape::Shared, Some(id)) => {
             if let Err(message) = check_server_id(id) {
-                problems.push(path, message);
+                problems.push(path, message.to_string());
             }
             id.to_string()
         }
         _ => match entry.get("id") {
             Some(Value::String(id)) => {
                 if let Err(message) = check_server_id(id) {
-                    problems.push(&format!("{path}.id"), message);
+                    problems.push(&format!("{path}.id"), message.to_string());
                 }
                 id.clone()
             }

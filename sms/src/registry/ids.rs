@@ -3,37 +3,46 @@
 /// Longest accepted server id.
 pub const MAX_ID_LEN: usize = 63;
 
-/// Checks a server id; the error says what is wrong and what is allowed.
-pub fn check_server_id(id: &str) -> Result<(), String> {
-    const RULE: &str =
-        "use lowercase letters, digits, '-' and '_', starting with a letter or digit";
+/// Why a server id is refused: what is wrong and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("server id is empty; {RULE}")]
+    Empty,
+    #[error("server id is {len} characters long; the limit is {MAX_ID_LEN}")]
+    TooLong { len: usize },
+    #[error("server id '{id}' must start with a lowercase letter or digit; {RULE}")]
+    BadStart { id: String },
+    #[error("server id '{id}' contains {bad:?}; {RULE}")]
+    BadChar { id: String, bad: char },
+}
+
+const RULE: &str = "use lowercase letters, digits, '-' and '_', starting with a letter or digit";
+
+/// Checks a server id.
+pub fn check_server_id(id: &str) -> Result<(), IdError> {
     if id.is_empty() {
-        return Err(format!("server id is empty; {RULE}"));
+        return Err(IdError::Empty);
     }
     if id.len() > MAX_ID_LEN {
-        return Err(format!(
-            "server id is {} characters long; the limit is {MAX_ID_LEN}",
-            id.chars().count()
-        ));
+        return Err(IdError::TooLong {
+            len: id.chars().count(),
+        });
     }
-    let mut chars = id.chars();
-    let first_ok = chars
+    let first_ok = id
+        .chars()
         .next()
         .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if !first_ok {
-        return Err(format!(
-            "server id '{}' must start with a lowercase letter or digit; {RULE}",
-            printable(id)
-        ));
+        return Err(IdError::BadStart { id: printable(id) });
     }
     if let Some(bad) = id
         .chars()
         .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-' || *c == '_'))
     {
-        return Err(format!(
-            "server id '{}' contains {bad:?}; {RULE}",
-            printable(id)
-        ));
+        return Err(IdError::BadChar {
+            id: printable(id),
+            bad,
+        });
     }
     Ok(())
 }
@@ -56,13 +65,29 @@ mod tests {
 
     #[test]
     fn bad_ids_say_why() {
-        assert!(check_server_id("").unwrap_err().contains("empty"));
-        assert!(check_server_id("Fs").unwrap_err().contains("start with"));
-        assert!(check_server_id("-x").unwrap_err().contains("start with"));
-        assert!(check_server_id("a.b").unwrap_err().contains("'.'"));
-        assert!(check_server_id("a b").unwrap_err().contains("' '"));
+        assert!(check_server_id("")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+        assert!(check_server_id("Fs")
+            .unwrap_err()
+            .to_string()
+            .contains("start with"));
+        assert!(check_server_id("-x")
+            .unwrap_err()
+            .to_string()
+            .contains("start with"));
+        assert!(check_server_id("a.b")
+            .unwrap_err()
+            .to_string()
+            .contains("'.'"));
+        assert!(check_server_id("a b")
+            .unwrap_err()
+            .to_string()
+            .contains("' '"));
         assert!(check_server_id(&"a".repeat(64))
             .unwrap_err()
+            .to_string()
             .contains("limit is 63"));
         assert!(check_server_id("é").is_err());
     }

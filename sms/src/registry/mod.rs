@@ -13,7 +13,7 @@ mod values;
 #[cfg(test)]
 mod tests;
 
-pub use ids::{check_server_id, MAX_ID_LEN};
+pub use ids::{check_server_id, IdError, MAX_ID_LEN};
 pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
 pub use problem::Problem;
 pub use scan::{scan_dir, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped};

@@ -17,8 +17,8 @@ pub use memory::MemoryTaskStore;
 /// Why a task operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] spear_proto::task::TaskError),
     #[error("no task '{0}' is registered; `sms tasks list` shows the ones that are")]
     NotFound(String),
     #[error("SMS already holds {0} tasks; delete unused ones first")]

@@ -46,8 +46,8 @@ use spear_proto::defaults::RUN_QUEUE_WAIT as QUEUE_WAIT;
 pub enum InvokeError {
     #[error("{0}")]
     InvalidRequest(String),
-    #[error("{0}")]
-    InvalidTask(String),
+    #[error(transparent)]
+    InvalidTask(#[from] spear_proto::task::TaskError),
     #[error("cannot get task '{task_id}' from SMS: {why}")]
     TaskUnavailable { task_id: String, why: String },
     #[error("no task '{0}' is registered in SMS; `sms tasks list` shows the ones that are")]
@@ -135,7 +135,7 @@ impl Invoker {
             Some(task) => task,
             None => self.fetch_task(&request.task_id).await?,
         };
-        let config = check_task_spec(&task).map_err(InvokeError::InvalidTask)?;
+        let config = check_task_spec(&task)?;
         let refused = |why: String| InvokeError::Refused {
             task_id: task.id.clone(),
             why,
@@ -211,9 +211,8 @@ impl Invoker {
         task: &TaskSpec,
         source: &ModuleSource,
     ) -> Result<wasmtime::InstancePre<crate::wasm::GuestState>, InvokeError> {
-        let digest = modules::digest_bytes(&task.module_sha256).ok_or_else(|| {
-            InvokeError::InvalidTask(format!("task {}: module_sha256 is not hex", task.id))
-        })?;
+        let digest = modules::digest_bytes(&task.module_sha256)
+            .ok_or_else(|| spear_proto::task::TaskError::ModuleSha.in_task(&task.id))?;
         if let Some(pre) = self.deps.runtime.cached(&digest) {
             return Ok(pre);
         }

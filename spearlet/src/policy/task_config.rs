@@ -20,7 +20,7 @@ impl From<&McpConfig> for TaskPolicy {
 
 /// Parses a whole task config (JSON) and returns its MCP policy; unknown keys
 /// are errors, so a typo never silently grants or withholds anything.
-pub fn parse_task_config(json: &str) -> Result<TaskPolicy, String> {
+pub fn parse_task_config(json: &str) -> Result<TaskPolicy, spear_proto::task::TaskError> {
     spear_proto::task::parse_task_config(json).map(|config| TaskPolicy::from(&config.mcp))
 }
 
@@ -36,6 +36,7 @@ mod tests {
         assert_eq!(task.tool_denylist, vec!["rm_*"]);
         assert!(parse_task_config(r#"{"mcp": {"enabeld": true}}"#)
             .unwrap_err()
+            .to_string()
             .contains("enabeld"));
         assert!(
             !parse_task_config("{}").unwrap().enabled,
