@@ -6,6 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
+# The cached target dir is shared by every clone that runs this; keep it
+# bounded: no incremental state per clone path, and test and bench
+# executables unused for two days go (cargo relinks them when needed).
+export CARGO_INCREMENTAL=0
+if [ -d "$CARGO_TARGET_DIR" ]; then
+  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mtime +2 -delete 2>/dev/null || true
+fi
 scripts/setup.sh
 cargo build --workspace --bins
 # The docs are the map of each crate: no broken or private links.
