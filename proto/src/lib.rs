@@ -40,12 +40,15 @@ pub fn grpc_url(addr: &str) -> String {
 /// Largest guest input (standard input) accepted by SMS and by nodes.
 pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Refuses an invocation input over [`MAX_INPUT_BYTES`], in one sentence.
-pub fn check_input_len(len: usize) -> Result<(), String> {
+/// An invocation input over [`MAX_INPUT_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the input is {0} bytes; the limit is {MAX_INPUT_BYTES}")]
+pub struct InputTooLarge(pub usize);
+
+/// Refuses an invocation input over [`MAX_INPUT_BYTES`].
+pub fn check_input_len(len: usize) -> Result<(), InputTooLarge> {
     if len > MAX_INPUT_BYTES {
-        return Err(format!(
-            "the input is {len} bytes; the limit is {MAX_INPUT_BYTES}"
-        ));
+        return Err(InputTooLarge(len));
     }
     Ok(())
 }

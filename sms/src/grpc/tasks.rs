@@ -98,7 +98,8 @@ impl TasksApi for TasksService {
     ) -> Result<Response<InvokeResponse>, Status> {
         self.token.check(&request)?;
         let request = request.into_inner();
-        spear_proto::check_input_len(request.input.len()).map_err(Status::invalid_argument)?;
+        spear_proto::check_input_len(request.input.len())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         let task = self
             .store
             .get(&request.task_id)

@@ -266,7 +266,7 @@ impl Slot {
                     warn!(server_id = %self.spec.id, tool = %tool.name, %why, "tool quarantined: its schema is unusable");
                     catalog.quarantined.push(Quarantined {
                         tool: tool.name.to_string(),
-                        why,
+                        why: why.to_string(),
                     });
                 }
             }

@@ -52,7 +52,8 @@ impl Invocation for InvocationService {
     ) -> Result<Response<InvokeResponse>, Status> {
         self.token.check(&request)?;
         let request = request.into_inner();
-        spear_proto::check_input_len(request.input.len()).map_err(Status::invalid_argument)?;
+        spear_proto::check_input_len(request.input.len())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.invoker
             .invoke(request)
             .await

@@ -11,5 +11,5 @@ mod stdio;
 
 pub use client::{stdio_command, McpClient, McpError, Timeouts};
 pub use render::{render_result, RenderedResult};
-pub use schema::check_input_schema;
+pub use schema::{check_input_schema, SchemaError};
 pub use stdio::{StdioChild, StdioCommand};

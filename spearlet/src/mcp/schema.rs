@@ -2,25 +2,39 @@
 
 use serde_json::Value;
 
+/// Why a tool's `inputSchema` cannot be offered to a model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("inputSchema.type is {0}, not \"object\"")]
+    NotObjectType(String),
+    #[error("inputSchema has no \"type\": \"object\"")]
+    NoType,
+    #[error("inputSchema.properties is not an object")]
+    Properties,
+    #[error("inputSchema.required is not an array of names")]
+    Required,
+}
+
 /// Checks that a tool's `inputSchema` is a JSON Schema object of type
-/// "object" whose `properties`, if any, is an object; returns why not.
-pub fn check_input_schema(schema: &serde_json::Map<String, Value>) -> Result<(), String> {
+/// "object" whose `properties`, if any, is an object.
+pub fn check_input_schema(schema: &serde_json::Map<String, Value>) -> Result<(), SchemaError> {
     match schema.get("type") {
         Some(Value::String(t)) if t == "object" => {}
-        Some(other) => return Err(format!("inputSchema.type is {other}, not \"object\"")),
-        None => return Err("inputSchema has no \"type\": \"object\"".into()),
-    }
-    if let Some(properties) = schema.get("properties") {
-        if !properties.is_object() {
-            return Err("inputSchema.properties is not an object".into());
+        Some(other) => {
+            let shown = spear_common::text::prefix(&other.to_string(), 100).to_string();
+            return Err(SchemaError::NotObjectType(shown));
         }
+        None => return Err(SchemaError::NoType),
+    }
+    if schema.get("properties").is_some_and(|p| !p.is_object()) {
+        return Err(SchemaError::Properties);
     }
     if let Some(required) = schema.get("required") {
         if !required
             .as_array()
             .is_some_and(|r| r.iter().all(Value::is_string))
         {
-            return Err("inputSchema.required is not an array of names".into());
+            return Err(SchemaError::Required);
         }
     }
     Ok(())
