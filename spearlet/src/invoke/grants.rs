@@ -32,7 +32,7 @@ pub fn resolve(
                 .grant(&key, &dir.host, &dir.guest, dir.writable)
                 .map_err(|why| InvokeError::Refused {
                     task_id: task_id.to_string(),
-                    why,
+                    why: why.into(),
                 })?;
             Ok(DirGrant {
                 host: granted.host.display().to_string(),

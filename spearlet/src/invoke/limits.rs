@@ -54,14 +54,12 @@ impl LimitPolicy {
     }
 
     /// The limits of a run of a task with `limits`.
-    pub fn for_task(&self, limits: &TaskLimits) -> Result<GuestLimits, String> {
+    pub fn for_task(&self, limits: &TaskLimits) -> Result<GuestLimits, LimitRefused> {
         for ((key, value, _), (_, cap, _)) in limits.entries().into_iter().zip(self.caps.entries())
         {
             if let (Some(value), Some(cap)) = (value, cap) {
                 if value > cap {
-                    return Err(format!(
-                        "the task asks for limits.{key} = {value}, more than this node allows (guests.limits.{key} = {cap})"
-                    ));
+                    return Err(LimitRefused { key, value, cap });
                 }
             }
         }
@@ -90,6 +88,15 @@ impl LimitPolicy {
             },
         })
     }
+}
+
+/// A task asking for more than the node's cap of one limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the task asks for limits.{key} = {value}, more than this node allows (guests.limits.{key} = {cap})")]
+pub struct LimitRefused {
+    pub key: &'static str,
+    pub value: u64,
+    pub cap: u64,
 }
 
 #[cfg(test)]
@@ -125,7 +132,7 @@ mod tests {
             wall_ms: Some(20_000),
             ..TaskLimits::default()
         };
-        let refused = policy.for_task(&greedy).unwrap_err();
+        let refused = policy.for_task(&greedy).unwrap_err().to_string();
         assert!(
             refused.contains("limits.wall_ms = 20000")
                 && refused.contains("guests.limits.wall_ms = 10000"),

@@ -25,7 +25,7 @@ use tokio::sync::Semaphore;
 use tonic::transport::Endpoint;
 use tracing::{info, info_span, Instrument};
 
-pub use limits::LimitPolicy;
+pub use limits::{LimitPolicy, LimitRefused};
 pub use modules::{FetchLimits, ModuleError, ModuleStore};
 pub use stats::RunStats;
 
@@ -62,11 +62,22 @@ pub enum InvokeError {
     Reference(#[from] crate::env_refs::ResolveError),
     /// The task asks for something this node's policy or caps refuse.
     #[error("task {task_id}: {why}")]
-    Refused { task_id: String, why: String },
+    Refused { task_id: String, why: Refusal },
     #[error("compiling the module took longer than {0:?} (guests.compile_timeout_ms)")]
     CompileTimeout(Duration),
     #[error("this node already runs {0} guests and none finished within {QUEUE_WAIT:?}; try another node")]
     Busy(usize),
+}
+
+/// What a node's policy or caps refuse a task.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Module(#[from] crate::node_policy::ModuleRefused),
+    #[error(transparent)]
+    Limit(#[from] LimitRefused),
+    #[error(transparent)]
+    Dir(#[from] crate::node_policy::DirRefused),
 }
 
 /// Everything the invoker needs from the node.
@@ -136,14 +147,23 @@ impl Invoker {
             None => self.fetch_task(&request.task_id).await?,
         };
         let config = check_task_spec(&task)?;
-        let refused = |why: String| InvokeError::Refused {
+        let refused = |why: Refusal| InvokeError::Refused {
             task_id: task.id.clone(),
             why,
         };
+        let module_refused = |why: crate::node_policy::ModuleRefused| refused(why.into());
+        let limit_refused = |why: LimitRefused| refused(why.into());
         // Everything the task asks of the node is checked before it queues.
         let policy = &self.deps.policy;
-        let source = policy.modules.check(&task.module_uri).map_err(refused)?;
-        let limits = self.deps.limits.for_task(&config.limits).map_err(refused)?;
+        let source = policy
+            .modules
+            .check(&task.module_uri)
+            .map_err(module_refused)?;
+        let limits = self
+            .deps
+            .limits
+            .for_task(&config.limits)
+            .map_err(limit_refused)?;
         let wasi = grants::resolve(&task.id, &config.wasi, policy)?;
         let backend = self
             .deps

@@ -103,15 +103,21 @@ impl DirPolicy {
         host: &str,
         guest: &str,
         writable: bool,
-    ) -> Result<GrantedDir, String> {
-        let path = resolve(Path::new(host)).map_err(|e| {
-            format!("cannot open the directory {host} the task grants ({key}): {e}")
-        })?;
+    ) -> Result<GrantedDir, DirRefused> {
+        let (key, host) = (key.to_string(), host.to_string());
+        let path = match resolve(Path::new(&host)) {
+            Ok(path) => path,
+            Err(e) => {
+                return Err(DirRefused::Unreadable {
+                    key,
+                    host,
+                    cause: e.to_string(),
+                })
+            }
+        };
         if let Some(never) = self.forbidden(&path) {
-            return Err(format!(
-                "{key} asks for {host}, which overlaps {} and is never grantable on a node",
-                never.display()
-            ));
+            let never = never.display().to_string();
+            return Err(DirRefused::Never { key, host, never });
         }
         let Some((_, rule_writable)) = self
             .allowed
@@ -119,14 +125,10 @@ impl DirPolicy {
             .filter(|(allowed, _)| path.starts_with(allowed))
             .max_by_key(|(allowed, _)| allowed.as_os_str().len())
         else {
-            return Err(format!(
-                "{key} asks for {host}, which is not under any directory in this node's policy.dirs; the operator adds it there to allow it"
-            ));
+            return Err(DirRefused::NotAllowed { key, host });
         };
         if writable && !rule_writable {
-            return Err(format!(
-                "{key} asks for {host} writable, but this node's policy.dirs allows it read-only"
-            ));
+            return Err(DirRefused::ReadOnly { key, host });
         }
         Ok(GrantedDir {
             host: path,
@@ -134,6 +136,28 @@ impl DirPolicy {
             writable,
         })
     }
+}
+
+/// Why a task's directory grant is refused; names the task's key and the
+/// policy setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DirRefused {
+    #[error("cannot open the directory {host} the task grants ({key}): {cause}")]
+    Unreadable {
+        key: String,
+        host: String,
+        cause: String,
+    },
+    #[error("{key} asks for {host}, which overlaps {never} and is never grantable on a node")]
+    Never {
+        key: String,
+        host: String,
+        never: String,
+    },
+    #[error("{key} asks for {host}, which is not under any directory in this node's policy.dirs; the operator adds it there to allow it")]
+    NotAllowed { key: String, host: String },
+    #[error("{key} asks for {host} writable, but this node's policy.dirs allows it read-only")]
+    ReadOnly { key: String, host: String },
 }
 
 #[cfg(test)]
@@ -162,7 +186,8 @@ mod tests {
         assert_eq!(granted.host, inner.canonicalize().unwrap());
         let refused = policy
             .grant("wasi.dirs[0]", &s(&inner), "/d", true)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("read-only"), "{refused}");
         for (host, needle) in [
             ("/".to_string(), "never grantable"),
@@ -173,7 +198,8 @@ mod tests {
         ] {
             let refused = policy
                 .grant("wasi.dirs[0]", &host, "/d", false)
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
             assert!(
                 refused.contains(needle) && refused.contains("wasi.dirs[0]"),
                 "{host}: {refused}"

@@ -26,9 +26,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-pub use dirs::{DirPolicy, DirRule, GrantedDir};
+pub use dirs::{DirPolicy, DirRefused, DirRule, GrantedDir};
 pub use env::{EnvPolicy, Refused};
-pub use modules::{ModulePolicy, ModuleSource};
+pub use modules::{ModulePolicy, ModuleRefused, ModuleSource};
 
 /// The `[policy]` table as written.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -139,17 +139,16 @@ impl ModulePolicy {
     }
 
     /// Checks a task's module URI; the refusal names the policy setting.
-    pub fn check(&self, uri: &str) -> Result<ModuleSource, String> {
-        let refused = || {
-            format!(
-                "module_uri {} is not a source this node's policy.modules allows; the operator adds its prefix there",
-                uri.chars().take(200).collect::<String>()
-            )
-        };
+    pub fn check(&self, uri: &str) -> Result<ModuleSource, ModuleRefused> {
+        let shown: String = uri.chars().take(200).collect();
+        let refused = || ModuleRefused::NotAllowed { uri: shown.clone() };
         if let Some(path) = uri.strip_prefix("file://") {
             // Resolved first, so a symlink cannot lead outside the roots.
-            let resolved = std::fs::canonicalize(Path::new(path))
-                .map_err(|e| format!("cannot read the module {uri}: {e}"))?;
+            let resolved =
+                std::fs::canonicalize(Path::new(path)).map_err(|e| ModuleRefused::Unreadable {
+                    uri: shown.clone(),
+                    cause: e.to_string(),
+                })?;
             let allowed = self.sources.iter().any(|source| match source {
                 Source::Dir(dir) => resolved.starts_with(dir),
                 _ => false,
@@ -167,6 +166,15 @@ impl ModulePolicy {
             Err(refused())
         }
     }
+}
+
+/// Why a task's module URI is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModuleRefused {
+    #[error("module_uri {uri} is not a source this node's policy.modules allows; the operator adds its prefix there")]
+    NotAllowed { uri: String },
+    #[error("cannot read the module {uri}: {cause}")]
+    Unreadable { uri: String, cause: String },
 }
 
 #[cfg(test)]
@@ -193,6 +201,7 @@ mod tests {
         assert!(policy
             .check(&file("link.wasm"))
             .unwrap_err()
+            .to_string()
             .contains("policy.modules"));
         assert!(policy
             .check(&format!("file://{}/outside.wasm", dir.path().display()))
