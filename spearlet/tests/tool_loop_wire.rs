@@ -259,3 +259,32 @@ async fn the_scripted_model_refuses_what_the_provider_would() {
         );
     }
 }
+
+/// A model that answers with nothing leaves a history both providers still
+/// accept on the session's next send.
+#[tokio::test]
+async fn an_empty_answer_keeps_the_history_valid_for_the_next_send() {
+    let f = fixture();
+    for (wire, stream) in WIRES {
+        let model = ScriptedModel::script(vec![Turn::answer(""), Turn::answer("second")]).await;
+        let llm = backend_for(&model, wire, stream);
+        let (outcome, mut messages) = f
+            .run(llm.as_ref(), vec![ChatMessage::user("first")], limits())
+            .await;
+        assert_eq!(
+            outcome.result.as_deref().ok(),
+            Some(""),
+            "{wire:?} {stream}"
+        );
+        messages.push(ChatMessage::user("again"));
+        let (outcome, _) = f.run(llm.as_ref(), messages, limits()).await;
+        assert_eq!(
+            outcome.result.as_deref().ok(),
+            Some("second"),
+            "{wire:?} {stream}: {:?}",
+            model.violations()
+        );
+        assert_no_violations(&model);
+    }
+    f.connections.shutdown().await;
+}

@@ -79,7 +79,10 @@ pub fn request_body(
                     let input: Value = serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
                 }
-                out.push(json!({"role": "assistant", "content": blocks}));
+                // An empty answer is left out: the API refuses empty content.
+                if !blocks.is_empty() {
+                    out.push(json!({"role": "assistant", "content": blocks}));
+                }
             }
             Role::Tool => {
                 let block = json!({"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content.clone().unwrap_or_default()});

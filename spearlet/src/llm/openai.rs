@@ -70,7 +70,13 @@ fn message_json(m: &ChatMessage) -> Value {
         Role::User => json!({"role": "user", "content": m.content}),
         Role::Tool => json!({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}),
         Role::Assistant => {
-            let mut v = json!({"role": "assistant", "content": m.content});
+            // An empty answer without calls is "" (the API refuses a null
+            // content unless the message carries tool calls).
+            let content = match &m.content {
+                None if m.tool_calls.is_empty() => Some(String::new()),
+                content => content.clone(),
+            };
+            let mut v = json!({"role": "assistant", "content": content});
             if !m.tool_calls.is_empty() {
                 v["tool_calls"] = m
                     .tool_calls

@@ -171,6 +171,9 @@ fn anthropic(body: &Value, messages: &[Value]) -> Result<(), String> {
     let mut asked: BTreeSet<String> = BTreeSet::new();
     for (i, message) in messages.iter().enumerate() {
         let blocks = blocks(message).map_err(|e| format!("messages.{i}: {e}"))?;
+        if blocks.is_empty() && i + 1 < messages.len() {
+            return Err(format!("messages.{i}: all messages must have non-empty content except for the optional final assistant message"));
+        }
         let kinds = |kind: &str| -> Vec<String> {
             blocks
                 .iter()
