@@ -1,6 +1,14 @@
 //! The node's one outbound HTTP client, shared by the MCP HTTP transports
-//! and the LLM providers: one connection pool, one connect timeout. Request
-//! timeouts are set per request by each user.
+//! and the LLM providers: one connection pool, one connect timeout, and
+//! redirects followed only within the origin the request was sent to.
+//! Request timeouts are set per request by each user.
+//!
+//! Why no cross-origin redirect: requests carry secret headers (API keys,
+//! `Authorization`, whatever a server file declares). reqwest drops the
+//! standard credential headers on a cross-host redirect but keeps custom
+//! ones, so a server (or anyone who controls its redirects) could send a
+//! key to a host of its choosing. A redirect elsewhere fails the request
+//! with [`CrossOriginRedirect`] instead.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -15,8 +23,34 @@ pub fn http_client() -> reqwest::Client {
                 .connect_timeout(Duration::from_secs(10))
                 .pool_idle_timeout(Duration::from_secs(90))
                 .tcp_nodelay(true)
+                .redirect(same_origin_redirects())
                 .build()
                 .unwrap_or_default()
         })
         .clone()
+}
+
+/// The most redirects a request follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// A server redirected a request to another origin, which the node refuses.
+#[derive(Debug, thiserror::Error)]
+#[error("the server redirected to another origin ({to}); the node follows redirects only within the origin it was given, so secret headers never leave it")]
+pub struct CrossOriginRedirect {
+    /// Scheme, host and port only: a path or query may carry secrets.
+    pub to: String,
+}
+
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().map(reqwest::Url::origin);
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else if first.as_ref() != Some(&attempt.url().origin()) {
+            let to = attempt.url().origin().ascii_serialization();
+            attempt.error(CrossOriginRedirect { to })
+        } else {
+            attempt.follow()
+        }
+    })
 }

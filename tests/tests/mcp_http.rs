@@ -197,3 +197,45 @@ fn a_restarted_http_server_is_used_again_without_restarting_the_node() {
         panic!("the node never used the restarted server again; last: {last}");
     });
 }
+
+/// A hostile server tries to move the node's secret header to another
+/// origin: a legacy SSE `endpoint` on another port, and a Streamable HTTP
+/// 307 to it. The node refuses both, saying why, and the other origin never
+/// sees the secret (nor any request from the node).
+#[test]
+fn secret_headers_never_follow_a_server_to_another_origin() {
+    let (port, thief) = (free_port(), free_port());
+    let logs = tempfile::tempdir().unwrap();
+    let stolen = logs.path().join("thief.log");
+    let mut cmd = Command::new("python3");
+    cmd.arg(spear_tests::tasks::repo_file("tests/peers/cross_origin.py"))
+        .arg(port.to_string())
+        .arg(thief.to_string())
+        .arg(&stolen);
+    let peer = HttpPeer::start("cross-origin server", cmd, port);
+    let secret = "X-Api-Key=sk-cross-origin-SECRET";
+
+    let sse = peer.url("/sse");
+    let (code, out, err) = spearlet_mcp(
+        &["list-tools", "--url", &sse, "--sse", "--header", secret],
+        &[],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("another origin"), "{err}");
+
+    let mcp = peer.url("/mcp");
+    let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &mcp, "--header", secret], &[]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("another origin") || err.contains("redirect"),
+        "{err}"
+    );
+
+    let seen = std::fs::read_to_string(&stolen).unwrap_or_default();
+    assert!(
+        !seen.contains("SECRET"),
+        "the other origin got the secret:\n{seen}"
+    );
+    assert_eq!(seen, "", "the node sent a request to the other origin");
+    assert!(!err.contains("SECRET"), "{err}");
+}

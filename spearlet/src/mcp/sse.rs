@@ -74,6 +74,11 @@ pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTranspo
         )));
     }
     let base = response.url().clone();
+    // The node posts (with the server's secret headers) only to the origin
+    // the operator declared.
+    let origin = reqwest::Url::parse(&target.url)
+        .map(|url| url.origin())
+        .unwrap_or_else(|_| base.origin());
     let (incoming_tx, incoming_rx) = mpsc::channel(64);
     let (endpoint_tx, endpoint_rx) = oneshot::channel();
     let reader = tokio::spawn(read_events(
@@ -83,7 +88,14 @@ pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTranspo
         incoming_tx.clone(),
     ));
     let endpoint = match tokio::time::timeout(timeout, endpoint_rx).await {
-        Ok(Ok(endpoint)) => endpoint,
+        Ok(Ok(endpoint)) if endpoint.origin() == origin => endpoint,
+        Ok(Ok(endpoint)) => {
+            reader.abort();
+            return Err(McpError::Initialize(format!(
+                "the SSE server named an endpoint on another origin ({}); the node posts only to the origin of the server's url",
+                endpoint.origin().ascii_serialization()
+            )));
+        }
         Ok(Err(_)) => {
             reader.abort();
             return Err(McpError::Initialize(
