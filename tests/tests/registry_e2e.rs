@@ -302,6 +302,37 @@ fn sms_validate_exit_codes() {
     write_file(good.path(), "a.json", &server("a", "x"));
     let (code, out) = run(&["validate", &good.path().to_string_lossy()]);
     assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("warning"), "{out}");
+
+    // Literal secrets are accepted, with a warning naming file and JSON
+    // path and what to write instead; the value itself is never printed.
+    let literal = serde_json::json!({"mcpServers": {"vault": {
+        "url": "https://h/mcp",
+        "headers": {"X-Api-Key": "sk-literal-123", "Authorization": "Bearer ${TOKEN}"},
+    }}});
+    write_file(good.path(), "b.json", &literal.to_string());
+    write_file(
+        good.path(),
+        "c.json",
+        r#"{"id": "local", "command": "npx", "env": {"API_TOKEN": "tok-literal-456", "REF": "${FROM_NODE}"}}"#,
+    );
+    let (code, out) = run(&["validate", &good.path().to_string_lossy()]);
+    assert_eq!(code, 0, "{out}");
+    let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning")).collect();
+    assert_eq!(warnings.len(), 2, "{out}");
+    assert!(
+        warnings[0].contains("b.json $.mcpServers.vault.headers.X-Api-Key")
+            && warnings[0].contains("${X_API_KEY}"),
+        "{out}"
+    );
+    assert!(
+        warnings[1].contains("c.json $.env.API_TOKEN") && warnings[1].contains("${API_TOKEN}"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("literal-123") && !out.contains("literal-456"),
+        "{out}"
+    );
 
     let bad = tempfile::tempdir().unwrap();
     write_file(bad.path(), "a.json", &server("a", "x"));

@@ -1,8 +1,11 @@
-//! `sms validate DIR`: the directory rules, offline.
+//! `sms validate DIR`: the directory rules, offline, and a warning for
+//! every literal value where a secret usually goes.
 
 use std::path::Path;
 
-use crate::registry::validate_dir;
+use spear_proto::v1::ServerSpec;
+
+use crate::registry::{validate_dir, FileOutcome};
 
 /// Prints one line per problem; returns 0 when valid, 1 when not, 2 when the
 /// directory cannot be read.
@@ -19,13 +22,23 @@ pub fn run(dir: &Path) -> i32 {
             for problem in &problems {
                 println!("{problem}");
             }
+            for file in &scan.files {
+                if let FileOutcome::Servers(specs) = &file.outcome {
+                    let shared = is_shared_shape(&dir.join(&file.name));
+                    for spec in specs {
+                        for warning in literal_secrets(&file.name, shared, spec) {
+                            println!("{warning}");
+                        }
+                    }
+                }
+            }
             if problems.is_empty() {
                 let servers: usize = scan
                     .files
                     .iter()
                     .map(|f| match &f.outcome {
-                        crate::registry::FileOutcome::Servers(s) => s.len(),
-                        crate::registry::FileOutcome::Invalid(_) => 0,
+                        FileOutcome::Servers(s) => s.len(),
+                        FileOutcome::Invalid(_) => 0,
                     })
                     .sum();
                 println!("ok: {} files, {servers} servers", scan.files.len());
@@ -35,4 +48,46 @@ pub fn run(dir: &Path) -> i32 {
             }
         }
     }
+}
+
+/// Whether the file uses the shared `{"mcpServers": {...}}` shape (for the
+/// JSON paths of warnings).
+fn is_shared_shape(path: &Path) -> bool {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .is_some_and(|json| json.get("mcpServers").is_some())
+}
+
+/// One warning per `env` or `headers` value written literally instead of
+/// as a `${NAME}` reference: accepted, but the secret then sits in the file
+/// and travels with the registry. The value itself is never printed.
+fn literal_secrets(file: &str, shared: bool, spec: &ServerSpec) -> Vec<String> {
+    let at = |section: &str, key: &str| {
+        if shared {
+            format!("$.mcpServers.{}.{section}.{key}", spec.id)
+        } else {
+            format!("$.{section}.{key}")
+        }
+    };
+    let literal = |value: &str| !value.is_empty() && !value.contains("${");
+    let mut out = Vec::new();
+    let mut env: Vec<_> = spec.env.iter().filter(|(_, v)| literal(v)).collect();
+    env.sort();
+    for (key, _) in env {
+        out.push(format!(
+            "warning {file} {}: a literal value; write \"${{{key}}}\" and set {key} on the nodes (their policy.env must allow it)",
+            at("env", key)
+        ));
+    }
+    let mut headers: Vec<_> = spec.headers.iter().filter(|(_, v)| literal(v)).collect();
+    headers.sort();
+    for (name, _) in headers {
+        let var = name.to_ascii_uppercase().replace('-', "_");
+        out.push(format!(
+            "warning {file} {}: a literal value; write it with a reference such as \"${{{var}}}\" and set {var} on the nodes (their policy.env must allow it)",
+            at("headers", name)
+        ));
+    }
+    out
 }
