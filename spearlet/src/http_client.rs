@@ -47,10 +47,32 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
         if attempt.previous().len() > MAX_REDIRECTS {
             attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
         } else if first.as_ref() != Some(&attempt.url().origin()) {
-            let to = attempt.url().origin().ascii_serialization();
-            attempt.error(CrossOriginRedirect { to })
+            let refused = CrossOriginRedirect {
+                to: attempt.url().origin().ascii_serialization(),
+            };
+            // Said here too: rmcp flattens a transport error to reqwest's
+            // own text, which stops at "error following redirect".
+            tracing::warn!("{refused}");
+            attempt.error(refused)
         } else {
             attempt.follow()
         }
     })
+}
+
+/// The sentence for a failed HTTP request: reqwest's own, without the URL
+/// (a URL may carry secrets in its path or query), followed by each of its
+/// causes, as in "error following redirect: the server redirected to
+/// another origin (…)" or "error sending request: … Connection refused".
+/// reqwest's Display alone stops at its own kind, which no one can act on.
+pub fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut sentence = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(error) = cause {
+        sentence.push_str(": ");
+        sentence.push_str(&error.to_string());
+        cause = error.source();
+    }
+    sentence
 }

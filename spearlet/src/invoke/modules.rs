@@ -139,7 +139,7 @@ impl ModuleStore {
                     after: self.limits.timeout,
                 }
             } else {
-                read(e.without_url().to_string())
+                read(crate::http_client::describe(e))
             }
         };
         let mut response = self.http.get(url).send().await.map_err(failed)?;

@@ -7,6 +7,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::types::LlmError;
+use crate::http_client::describe;
 
 /// Posts the request built by `request` (fresh for each attempt) and returns
 /// the first successful response, retrying busy or failing providers
@@ -21,7 +22,7 @@ pub async fn send(
         let response = match request().timeout(timeout).send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => return Err(LlmError::Timeout(timeout)),
-            Err(e) => return Err(LlmError::Unreachable(e.without_url().to_string())),
+            Err(e) => return Err(LlmError::Unreachable(describe(e))),
         };
         let status = response.status();
         let retry_after = response
@@ -36,7 +37,7 @@ pub async fn send(
         let text = response
             .text()
             .await
-            .map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+            .map_err(|e| LlmError::BadReply(describe(e)))?;
         let retryable = status.as_u16() == 429 || status.is_server_error();
         if !retryable || attempt >= max_retries {
             return Err(LlmError::Provider {
@@ -62,7 +63,7 @@ pub async fn json(response: reqwest::Response) -> Result<Value, LlmError> {
     let text = response
         .text()
         .await
-        .map_err(|e| LlmError::BadReply(e.without_url().to_string()))?;
+        .map_err(|e| LlmError::BadReply(describe(e)))?;
     serde_json::from_str(&text).map_err(|e| LlmError::BadReply(e.to_string()))
 }
 

@@ -208,8 +208,12 @@ pub async fn read_stream(response: reqwest::Response, dialect: Dialect) -> Resul
     let mut assembler = Assembler::new(dialect);
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk
-            .map_err(|e| LlmError::BadReply(format!("the stream broke: {}", e.without_url())))?;
+        let chunk = chunk.map_err(|e| {
+            LlmError::BadReply(format!(
+                "the stream broke: {}",
+                crate::http_client::describe(e)
+            ))
+        })?;
         for event in parser.feed(&chunk) {
             if event.data == "[DONE]" {
                 return assembler.finish();

@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::client::McpError;
 use super::http::HttpTarget;
-use crate::http_client::http_client;
+use crate::http_client::{describe, http_client};
 
 /// Bytes buffered for one SSE event at most.
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
@@ -65,7 +65,7 @@ pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTranspo
             after: timeout,
         })?
         .map_err(|e| {
-            McpError::Initialize(format!("cannot open the SSE stream: {}", e.without_url()))
+            McpError::Initialize(format!("cannot open the SSE stream: {}", describe(e)))
         })?;
     if !response.status().is_success() {
         return Err(McpError::Initialize(format!(
@@ -189,7 +189,7 @@ async fn post_messages(
             Ok(response) if response.status().is_success() => {}
             Ok(response) => warn!(status = %response.status(), "the SSE server refused a message"),
             Err(error) => {
-                warn!(error = %error.without_url(), "cannot post to the SSE server");
+                warn!(error = %describe(error), "cannot post to the SSE server");
                 return;
             }
         }
