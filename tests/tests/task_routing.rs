@@ -10,15 +10,15 @@ use serde_json::Value;
 use spear_tests::etcd::EtcdServer;
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::tasks::{
-    cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register,
+    cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register, Cluster,
 };
 use spear_tests::wait::eventually;
 
-#[test]
-fn sms_routes_around_a_node_that_died_before_the_call() {
-    let c = cluster("routed");
+/// A second node, node-b, with the cluster's node config; returns once SMS
+/// can route to both.
+fn second_node(c: &Cluster) -> SpearletProc {
     let config = c.work.path().join("node.toml").display().to_string();
-    let mut b = SpearletProc::start_with(
+    let b = SpearletProc::start_with(
         "node-b",
         &c.sms.grpc,
         &c.work.path().join("node-b"),
@@ -38,6 +38,13 @@ fn sms_routes_around_a_node_that_died_before_the_call() {
             Err(status.to_string())
         }
     });
+    b
+}
+
+#[test]
+fn sms_routes_around_a_node_that_died_before_the_call() {
+    let c = cluster("routed");
+    let mut b = second_node(&c);
     let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
     assert_eq!(code, 0, "{err}");
 
@@ -75,27 +82,7 @@ fn runs_in_progress(node: &SpearletProc) -> f64 {
 #[test]
 fn a_node_dying_mid_run_is_not_asked_again_nor_is_another() {
     let c = cluster("mid-run");
-    let config = c.work.path().join("node.toml").display().to_string();
-    let b = SpearletProc::start_with(
-        "node-b",
-        &c.sms.grpc,
-        &c.work.path().join("node-b"),
-        &["--config".into(), config],
-    );
-    eventually("node-b to be invocable", Duration::from_secs(30), || {
-        let status = c.sms.status();
-        let alive = status["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
-            .count();
-        if alive == 2 {
-            Ok(())
-        } else {
-            Err(status.to_string())
-        }
-    });
+    let b = second_node(&c);
     // A guest that runs until its CPU budget ends it, 20 s from now.
     let spin = c.modules.join("spin.wat");
     std::fs::write(

@@ -171,11 +171,12 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// A script played in order, on an ephemeral loopback port.
+    /// A script played in order, on an ephemeral loopback port. Panics when
+    /// no loopback port can be bound (a fault of the test machine).
     pub async fn script(turns: Vec<Turn>) -> ScriptedModel {
         Self::start(
             Source::Script(turns.into()),
-            "127.0.0.1:0".parse().expect("an address"),
+            SocketAddr::from(([127, 0, 0, 1], 0)),
             Duration::ZERO,
         )
         .await
@@ -268,7 +269,7 @@ async fn answer(shared: &Shared, dialect: Dialect, headers: &HeaderMap, body: &[
     }
     let turn = match &mut *shared.source.lock() {
         Source::Script(turns) => turns.pop_front(),
-        Source::Replay(recording) => recording.turn_for(&request),
+        Source::Replay(recording) => Some(recording.turn_for(&request)),
     };
     let Some(turn) = turn else {
         return refuse(

@@ -36,7 +36,7 @@ impl Recording {
 
     /// The turn that answers `request`; past the end of a recording that
     /// does not repeat, an error turn saying so.
-    pub fn turn_for(&self, request: &Request) -> Option<Turn> {
+    pub fn turn_for(&self, request: &Request) -> Turn {
         let messages = request.body["messages"]
             .as_array()
             .cloned()
@@ -52,7 +52,7 @@ impl Recording {
                 self.turns.len(),
                 turn + 1
             );
-            return Some(Turn::error(400, None, &message));
+            return Turn::error(400, None, &message);
         };
         let message = fill(recorded, &last_tool_result(request.dialect, &messages));
         let text = message["content"].as_str().unwrap_or_default().to_string();
@@ -72,11 +72,11 @@ impl Recording {
                     .to_string(),
             })
             .collect();
-        Some(if calls.is_empty() {
+        if calls.is_empty() {
             Turn::Answer(text)
         } else {
             Turn::ToolCalls { text, calls }
-        })
+        }
     }
 }
 
