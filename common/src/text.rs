@@ -23,6 +23,23 @@ pub fn truncate(text: &mut String, max: usize) {
     text.truncate(keep);
 }
 
+/// An error and each of its causes, joined with ": ", skipping a cause
+/// whose text the previous one already ends with. tonic's and hyper's
+/// errors say little at the top ("transport error") and the reason below.
+pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let next = cause.to_string();
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,6 @@
 //! crate only compiles them and adds the one piece codegen cannot express,
 //! pre-encoded watch frames.
 
-pub mod auth;
 pub mod defaults;
 pub mod frame;
 pub mod labels;

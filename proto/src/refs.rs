@@ -88,6 +88,26 @@ pub fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// True when an `env` or `headers` value is written out rather than
+/// referenced: what a secret looks like in a Claude Desktop file. Such
+/// values are accepted, but only nodes ever see them.
+pub fn is_literal(value: &str) -> bool {
+    !value.is_empty() && !pieces(value).any(|p| !matches!(p, Ok(Piece::Text(_))))
+}
+
+/// What a literal value is shown as to anyone but a node.
+pub const REDACTED: &str = "<redacted>";
+
+/// `spec` as callers other than nodes see it: literal `env` and `headers`
+/// values replaced by [`REDACTED`]; references kept (they hold no secret).
+pub fn redact_literals(spec: &mut crate::v1::ServerSpec) {
+    for value in spec.env.values_mut().chain(spec.headers.values_mut()) {
+        if is_literal(value) {
+            *value = REDACTED.to_string();
+        }
+    }
+}
+
 /// True when `text` starts with a reference (a URL given entirely by one).
 pub fn starts_with_reference(text: &str) -> bool {
     text.starts_with("${")
@@ -96,6 +116,15 @@ pub fn starts_with_reference(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn literal_values_are_those_without_a_reference() {
+        assert!(is_literal("sk-live-123"));
+        assert!(is_literal("a $${NOT} reference"));
+        assert!(!is_literal("Bearer ${TOKEN}"));
+        assert!(!is_literal("${TOKEN}"));
+        assert!(!is_literal(""));
+    }
 
     #[test]
     fn text_splits_into_literals_and_references() {

@@ -14,10 +14,15 @@
 //! **Nodes and tasks.** [`nodes`] tracks heartbeats (who is alive, what
 //! each applied); [`tasks`] stores tasks and routes an invocation to a node.
 //!
+//! **Who calls.** Every port is mutual TLS with SPIFFE identities (or
+//! plaintext on loopback / `--insecure`); `spear_identity` decides who may
+//! call what, and [`certs`] is `sms certs`, a small CA for an installation.
+//!
 //! [`server`] builds it all; [`metrics`] serves Prometheus; [`cli`] is the
 //! command line (`sms serve` and the client commands); `main.rs` only calls it.
 
 pub mod admin;
+pub mod certs;
 pub mod cli;
 pub mod files;
 pub mod grpc;

@@ -6,20 +6,18 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use spear_identity::{incoming, Access, AdminToken, Identity, TlsIdentity};
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
 use spear_proto::v1::nodes_server::NodesServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tracing::info;
 
 use crate::admin::Admin;
 use crate::files::{watch_dir, FileProblems, Reconciler};
-use crate::grpc::{
-    AdminService, AdminToken, NodesService, RegistryService, StatusService, TasksService,
-};
+use crate::grpc::{AdminService, NodesService, RegistryService, StatusService, TasksService};
 use crate::metrics::Metrics;
 use crate::nodes::{NodeTable, SharedNodes};
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
@@ -45,6 +43,11 @@ pub struct SmsConfig {
     pub store: StoreConfig,
     /// Debug-printing it shows only whether one is set.
     pub admin_token: AdminToken,
+    /// SMS's certificate (`spiffe://<domain>/sms`), key and CA bundle:
+    /// with it the port is mutual TLS and callers have identities.
+    pub tls: Option<TlsIdentity>,
+    /// Serve plaintext beyond loopback anyway (`--insecure`).
+    pub insecure: bool,
     pub hub: HubConfig,
 }
 
@@ -64,6 +67,10 @@ pub enum StartError {
     NoDir(PathBuf),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("SMS would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
+    Insecure(SocketAddr),
+    #[error("the certificate given to SMS is {0}, not spiffe://<domain>/sms; issue one with `sms certs issue DIR --sms NAME`")]
+    NotSms(Identity),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -77,6 +84,7 @@ pub struct Sms {
     pub grpc_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
     listener: TcpListener,
+    tls: Option<TlsIdentity>,
     services: Services,
     dir_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -93,6 +101,14 @@ impl Sms {
     /// Connects the store, binds the ports and starts following the store
     /// and the directory. Serving starts with [`Sms::serve`].
     pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
+        if config.tls.is_none() && !config.insecure && !config.listen.ip().is_loopback() {
+            return Err(StartError::Insecure(config.listen));
+        }
+        if let Some((_, identity)) = config.tls.as_ref().and_then(TlsIdentity::identity) {
+            if identity != Identity::Sms {
+                return Err(StartError::NotSms(identity));
+            }
+        }
         type Stores = (
             Arc<dyn RegistryStore>,
             Arc<dyn TaskStore>,
@@ -150,8 +166,6 @@ impl Sms {
             cause,
         })?;
 
-        let status =
-            StatusService::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
         let metrics_addr = match config.metrics_listen {
             Some(addr) => {
                 let metrics =
@@ -166,23 +180,30 @@ impl Sms {
             None => None,
         };
 
-        let token = config.admin_token.clone();
+        let access = Access::new(config.tls.is_some(), config.admin_token.clone());
+        let status = StatusService::new(
+            Arc::clone(&hub),
+            Arc::clone(&nodes),
+            Arc::clone(&problems),
+            access.clone(),
+        );
         let services = Services {
-            registry: RegistryService::new(Arc::clone(&hub)),
-            admin: AdminService::new(Arc::new(Admin::new(writer)), token.clone()),
+            registry: RegistryService::new(Arc::clone(&hub), access.clone()),
+            admin: AdminService::new(Arc::new(Admin::new(writer)), access.clone()),
             tasks: TasksService::new(
                 tasks,
                 Arc::new(Invoker::new(
                     Arc::clone(&nodes),
                     shared.clone(),
-                    token.clone(),
+                    config.tls.clone(),
                 )),
-                token,
+                access.clone(),
             ),
-            nodes: NodesService::new(Arc::clone(&nodes), shared),
+            nodes: NodesService::new(Arc::clone(&nodes), shared, access.clone()),
             status,
         };
-        info!(%grpc_addr, store = hub.store().kind(), "SMS started");
+        let tls = config.tls.is_some();
+        info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");
         Ok(Sms {
             hub,
             nodes,
@@ -190,6 +211,7 @@ impl Sms {
             grpc_addr,
             metrics_addr,
             listener,
+            tls: config.tls,
             services,
             dir_task,
         })
@@ -226,7 +248,7 @@ impl Sms {
             .add_service(NodesServer::new(nodes))
             .add_service(StatusServer::new(status))
             .add_service(TasksServer::new(tasks))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), shutdown)
+            .serve_with_incoming_shutdown(incoming(self.listener, self.tls), shutdown)
             .await;
         if let Some(task) = self.dir_task {
             task.abort();

@@ -5,10 +5,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::{HeartbeatRequest, ServerProblem};
 use tokio::sync::watch;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tracing::debug;
 
 use crate::connections::{Connections, ServerState};
@@ -30,6 +31,7 @@ pub struct Advert {
 /// Sends heartbeats to the SMS the sync loop is connected to.
 pub async fn run(
     node_id: String,
+    tls: Option<TlsIdentity>,
     advert: Advert,
     registry: RegistryHandle,
     status: Arc<SyncStatusCell>,
@@ -42,9 +44,11 @@ pub async fn run(
         let sms = status.status.lock().sms.clone();
         if let Some(addr) = sms {
             if client.as_ref().is_none_or(|(a, _)| *a != addr) {
-                client = Endpoint::from_shared(spear_proto::grpc_url(&addr))
+                client = dial(&addr, tls.as_ref(), Identity::Sms)
                     .ok()
-                    .map(|e| e.connect_timeout(Duration::from_secs(5)).connect_lazy())
+                    .map(|(e, dialer)| {
+                        dialer.connect_lazy(e.connect_timeout(Duration::from_secs(5)))
+                    })
                     .map(|channel| (addr.clone(), NodesClient::new(channel)));
             }
             if let Some((_, nodes)) = client.as_mut() {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::certs::TlsSet;
 use crate::wait::free_port;
 
 /// A running `etcd` process.
@@ -15,6 +16,9 @@ pub struct EtcdServer {
     client_port: u16,
     peer_port: u16,
     log: PathBuf,
+    /// With TLS: the server's certificate, and the client certificate
+    /// etcdctl uses; clients must present certificates from the same CA.
+    tls: Option<(TlsSet, TlsSet)>,
 }
 
 fn etcd_binary() -> PathBuf {
@@ -32,6 +36,17 @@ fn etcd_binary() -> PathBuf {
 impl EtcdServer {
     /// Starts a single-member cluster and waits until it serves requests.
     pub fn start() -> EtcdServer {
+        Self::start_with(None)
+    }
+
+    /// [`EtcdServer::start`] serving clients over TLS with `server`'s
+    /// certificate and requiring client certificates from its CA;
+    /// `etcdctl` uses `client`.
+    pub fn start_tls(server: TlsSet, client: TlsSet) -> EtcdServer {
+        Self::start_with(Some((server, client)))
+    }
+
+    fn start_with(tls: Option<(TlsSet, TlsSet)>) -> EtcdServer {
         let data = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let mut server = EtcdServer {
             child: None,
@@ -39,16 +54,24 @@ impl EtcdServer {
             data,
             client_port: free_port(),
             peer_port: free_port(),
+            tls,
         };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
-        let client = format!("http://127.0.0.1:{}", self.client_port);
+        let client = self.endpoint();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let log = std::fs::File::create(&self.log).unwrap_or_else(|e| panic!("etcd log: {e}"));
-        let child = Command::new(etcd_binary())
+        let mut cmd = Command::new(etcd_binary());
+        if let Some((server, _)) = &self.tls {
+            cmd.arg(format!("--cert-file={}", server.cert.display()))
+                .arg(format!("--key-file={}", server.key.display()))
+                .arg(format!("--trusted-ca-file={}", server.ca.display()))
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .arg("--name=spear-test")
             .arg(format!(
                 "--data-dir={}",
@@ -95,15 +118,22 @@ impl EtcdServer {
         );
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// Runs etcdctl against this server.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new("etcdctl")
-            .arg(format!("--endpoints={}", self.endpoint()))
+        let mut cmd = Command::new("etcdctl");
+        cmd.arg(format!("--endpoints={}", self.endpoint()));
+        if let Some((_, client)) = &self.tls {
+            cmd.arg(format!("--cacert={}", client.ca.display()))
+                .arg(format!("--cert={}", client.cert.display()))
+                .arg(format!("--key={}", client.key.display()));
+        }
+        let output = cmd
             .args(args)
             .env("ETCDCTL_API", "3")
             .output()

@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
+use spear_identity::{dial, Identity};
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::ListServersRequest;
 
+use crate::certs::TlsSet;
 use crate::procs::{SmsProc, SpearletProc};
 use crate::wait::eventually;
 
@@ -123,7 +125,7 @@ pub fn check(history: &[Applied]) -> Result<(), String> {
 /// ends with this.
 pub fn converged(sms: &SmsProc, node: &SpearletProc) -> Vec<Applied> {
     eventually("the node to converge on SMS's registry", SOON, || {
-        let expected = sms_registry(&sms.grpc)?;
+        let expected = sms_registry_as(&sms.grpc, sms.options.client_tls.as_ref())?;
         let got = node_registry(&node.registry()?)?;
         if got == expected {
             Ok(())
@@ -144,19 +146,30 @@ pub type Position = (u64, u64, Vec<(String, u64)>);
 
 /// SMS's registry as `(epoch, revision, [(id, mod_revision)])`, sorted.
 pub fn sms_registry(grpc: &str) -> Result<Position, String> {
+    sms_registry_as(grpc, None)
+}
+
+/// [`sms_registry`] over TLS as `tls`'s identity, when given.
+pub fn sms_registry_as(grpc: &str, tls: Option<&TlsSet>) -> Result<Position, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
-    runtime.block_on(sms_registry_async(grpc))
+    runtime.block_on(sms_registry_async_as(grpc, tls))
 }
 
 /// [`sms_registry`] for async callers.
 pub async fn sms_registry_async(grpc: &str) -> Result<Position, String> {
+    sms_registry_async_as(grpc, None).await
+}
+
+async fn sms_registry_async_as(grpc: &str, tls: Option<&TlsSet>) -> Result<Position, String> {
     {
-        let mut client = RegistryClient::connect(format!("http://{grpc}"))
-            .await
-            .map_err(|e| e.to_string())?;
+        let tls = tls.map(TlsSet::identity).transpose()?;
+        let (endpoint, dialer) =
+            dial(grpc, tls.as_ref(), Identity::Sms).map_err(|e| e.to_string())?;
+        let channel = dialer.connect(endpoint).await.map_err(|e| e.to_string())?;
+        let mut client = RegistryClient::new(channel);
         let list = client
             .list_servers(ListServersRequest {})
             .await

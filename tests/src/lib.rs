@@ -2,6 +2,7 @@
 //! `sms` and `spearlet` binaries and a real etcd, and waiting for what they
 //! should eventually show.
 
+pub mod certs;
 pub mod etcd;
 pub mod fixtures;
 pub mod history;

@@ -125,7 +125,14 @@ impl Drop for Proc {
 pub struct SmsOptions {
     pub mcp_dir: Option<PathBuf>,
     pub etcd: Option<String>,
+    /// Written to a file SMS reads with `--admin-token-file`.
     pub admin_token: Option<String>,
+    /// SMS's own certificate: its port is mutual TLS.
+    pub tls: Option<crate::certs::TlsSet>,
+    /// What [`SmsProc::client`] dials with (an admin's certificate).
+    pub client_tls: Option<crate::certs::TlsSet>,
+    /// More `sms serve` arguments.
+    pub extra: Vec<String>,
     pub progress_interval_ms: Option<u64>,
     pub history_len: Option<usize>,
     /// Reuse this gRPC port (a restart keeps the address nodes know).
@@ -154,7 +161,11 @@ impl SmsProc {
             .arg("127.0.0.1:0")
             .arg("--ready-file")
             .arg(&ready)
-            .env_remove("SMS_ADMIN_TOKEN");
+            .env_remove("SMS_ADMIN_TOKEN_FILE")
+            .env_remove("SMS_TLS_CA")
+            .env_remove("SMS_TLS_CERT")
+            .env_remove("SMS_TLS_KEY")
+            .env_remove("SMS_INSECURE");
         if let Some(dir) = &options.mcp_dir {
             cmd.arg("--mcp-dir").arg(dir);
         }
@@ -162,8 +173,14 @@ impl SmsProc {
             cmd.arg("--etcd-endpoints").arg(etcd);
         }
         if let Some(token) = &options.admin_token {
-            cmd.arg("--admin-token").arg(token);
+            let file = workdir.path().join("admin-token");
+            std::fs::write(&file, token).unwrap_or_else(|e| panic!("token file: {e}"));
+            cmd.arg("--admin-token-file").arg(file);
         }
+        if let Some(tls) = &options.tls {
+            cmd.args(tls.args());
+        }
+        cmd.args(&options.extra);
         if let Some(ms) = options.progress_interval_ms {
             cmd.arg("--progress-interval-ms").arg(ms.to_string());
         }
@@ -207,13 +224,29 @@ impl SmsProc {
         SmsProc::start(options)
     }
 
-    /// Runs `sms <args>` as a client of this SMS; returns (exit code, stdout, stderr).
+    /// Runs `sms <args>` as a client of this SMS, with
+    /// [`SmsOptions::client_tls`] and without a token; returns (exit code,
+    /// stdout, stderr).
     pub fn client(&self, args: &[&str]) -> (i32, String, String) {
-        let output = Command::new(bin("sms"))
-            .args(args)
-            .arg("--addr")
-            .arg(&self.grpc)
-            .env_remove("SMS_ADMIN_TOKEN")
+        self.client_with_token(args, None)
+    }
+
+    /// [`SmsProc::client`] with `SMS_ADMIN_TOKEN` set to `token`.
+    pub fn client_with_token(&self, args: &[&str], token: Option<&str>) -> (i32, String, String) {
+        let mut cmd = Command::new(bin("sms"));
+        cmd.args(args).arg("--addr").arg(&self.grpc);
+        if let Some(tls) = &self.options.client_tls {
+            cmd.args(tls.args());
+        }
+        cmd.env_remove("SMS_ADMIN_TOKEN")
+            .env_remove("SPEAR_TOKEN_FILE")
+            .env_remove("SPEAR_TLS_CA")
+            .env_remove("SPEAR_TLS_CERT")
+            .env_remove("SPEAR_TLS_KEY");
+        if let Some(token) = token {
+            cmd.env("SMS_ADMIN_TOKEN", token);
+        }
+        let output = cmd
             .output()
             .unwrap_or_else(|e| panic!("run sms client: {e}"));
         (
@@ -223,9 +256,11 @@ impl SmsProc {
         )
     }
 
-    /// `sms status --json`.
+    /// `sms status --json`, as an admin (the configured token or client
+    /// certificate).
     pub fn status(&self) -> serde_json::Value {
-        let (code, out, err) = self.client(&["status", "--json"]);
+        let token = self.options.admin_token.as_deref();
+        let (code, out, err) = self.client_with_token(&["status", "--json"], token);
         assert_eq!(code, 0, "sms status failed: {err}");
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("status JSON: {e}: {out}"))
     }

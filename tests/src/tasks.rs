@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::certs::Certs;
 use crate::etcd::EtcdServer;
 use crate::peers::npm_bin;
 use crate::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
@@ -52,6 +53,9 @@ pub struct Cluster {
 pub struct ClusterOptions<'a> {
     pub token: Option<&'a str>,
     pub etcd: Option<&'a EtcdServer>,
+    /// Mutual TLS everywhere: SMS and node-a get certificates from this
+    /// CA, and [`SmsProc::client`] dials as `admin/ops`.
+    pub certs: Option<&'a Certs>,
     /// More of the node's TOML, after the generated backends and policy
     /// (its own `[guests]` table, say).
     pub node_toml: &'a str,
@@ -127,6 +131,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
     let ClusterOptions {
         token,
         etcd,
+        certs,
         node_toml,
         models,
     } = options;
@@ -174,13 +179,15 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         mcp_dir: Some(mcp_dir),
         admin_token: token.map(str::to_string),
         etcd: etcd.map(EtcdServer::endpoint),
+        tls: certs.map(Certs::sms),
+        client_tls: certs.map(|c| c.admin("ops")),
         ..Default::default()
     });
     std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");
     std::env::set_var("SPEAR_TEST_GUEST_TOKEN", "guest-token-granted");
     let mut args = vec!["--config".to_string(), config.display().to_string()];
-    if let Some(token) = token {
-        args.extend(["--admin-token".to_string(), token.to_string()]);
+    if let Some(certs) = certs {
+        args.extend(certs.node("node-a").args());
     }
     let node = SpearletProc::start_with("node-a", &sms.grpc, &work.path().join("node-a"), &args);
     // SMS can route once it has the node's heartbeat with its address.

@@ -226,13 +226,15 @@ fn a_duplicate_id_across_files_names_both_files() {
     converged(&sms, &node);
 }
 
+const TOKEN: Option<&str> = Some("t0ken-value-0123456");
+
 #[test]
 fn admin_writes_need_the_token_and_never_touch_file_servers() {
     let dir = tempfile::tempdir().unwrap();
     write_file(dir.path(), "fs.json", &server("fs", "from a file"));
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(dir.path().into()),
-        admin_token: Some("t0ken-value".into()),
+        admin_token: Some("t0ken-value-0123456".into()),
         ..Default::default()
     });
     let state = tempfile::tempdir().unwrap();
@@ -246,11 +248,12 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
     let (code, _, err) = sms.client(&["apply", &spec]);
     assert_ne!(code, 0);
     assert!(err.contains("token"), "{err}");
-    let (code, _, err) = sms.client(&["apply", &spec, "--token", "wrong"]);
+    let (code, _, err) = sms.client_with_token(&["apply", &spec], Some("wrong"));
     assert_ne!(code, 0);
+    assert!(err.contains("token is wrong"), "{err}");
     assert!(!err.contains("t0ken-value"), "the real token leaked: {err}");
 
-    let (code, out, err) = sms.client(&["apply", &spec, "--token", "t0ken-value"]);
+    let (code, out, err) = sms.client_with_token(&["apply", &spec], TOKEN);
     assert_eq!(code, 0, "{out} {err}");
     wait_node_has(
         &node,
@@ -260,11 +263,10 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
     // A file's server cannot be replaced or deleted through the API.
     let hijack = sms.workdir().join("hijack.json");
     std::fs::write(&hijack, server("fs", "hijacked")).unwrap();
-    let (code, _, err) =
-        sms.client(&["apply", &hijack.to_string_lossy(), "--token", "t0ken-value"]);
+    let (code, _, err) = sms.client_with_token(&["apply", &hijack.to_string_lossy()], TOKEN);
     assert_ne!(code, 0);
     assert!(err.contains("fs.json"), "{err}");
-    let (code, _, err) = sms.client(&["delete", "fs", "--token", "t0ken-value"]);
+    let (code, _, err) = sms.client_with_token(&["delete", "fs"], TOKEN);
     assert_ne!(code, 0);
     assert!(err.contains("fs.json"), "{err}");
 
@@ -279,7 +281,7 @@ fn admin_writes_need_the_token_and_never_touch_file_servers() {
         }
     });
 
-    let (code, _, err) = sms.client(&["delete", "api", "--token", "t0ken-value"]);
+    let (code, _, err) = sms.client_with_token(&["delete", "api"], TOKEN);
     assert_eq!(code, 0, "{err}");
     // The file now gets the id on its next scan.
     wait_node_has(&node, &[("api", "file wants it"), ("fs", "from a file")]);

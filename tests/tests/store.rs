@@ -41,6 +41,7 @@ async fn connect(etcd: &EtcdServer) -> EtcdStore {
         endpoints: vec![etcd.endpoint()],
         prefix: "/spear-test".into(),
         connect_timeout: Duration::from_secs(5),
+        ..Default::default()
     })
     .await
     .unwrap_or_else(|e| panic!("connect: {e}"))

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use spear_identity::{dial, Identity, TlsFlags};
 use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::status_client::StatusClient;
@@ -16,27 +17,73 @@ use tonic::transport::Channel;
 use super::ClientArgs;
 
 async fn channel(args: &ClientArgs) -> Result<Channel> {
-    connect(&args.addr, "SMS").await
+    connect(args, &args.addr, Identity::Sms, "SMS").await
 }
 
-/// Connects to `addr` (host:port or a URL); `what` names it in errors.
-pub(super) async fn connect(addr: &str, what: &str) -> Result<Channel> {
-    let url = spear_proto::grpc_url(addr);
-    Channel::from_shared(url.clone())
-        .with_context(|| format!("{addr} is not a valid address for {what}; use host:port"))?
-        .connect()
-        .await
-        .with_context(|| format!("cannot reach {what} at {url}; is it running?"))
+/// Connects to `addr` (host:port or a URL), which must be `expect` when
+/// the connection is TLS; `what` names it in errors.
+pub(super) async fn connect(
+    args: &ClientArgs,
+    addr: &str,
+    expect: Identity,
+    what: &str,
+) -> Result<Channel> {
+    let tls = TlsFlags {
+        ca: args.tls_ca.clone(),
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+    }
+    .client()?;
+    let (endpoint, dialer) = dial(addr, tls.as_ref(), expect)?;
+    let hint = if dialer.is_tls() {
+        "is it running, and does its certificate chain to --tls-ca?"
+    } else {
+        "is it running? If it serves TLS, pass --tls-ca (and your --tls-cert and --tls-key)"
+    };
+    dialer.connect(endpoint).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach {what} at {addr}: {}; {hint}",
+            spear_common::text::causes(&e)
+        )
+    })
 }
 
-/// A gRPC error as the one sentence it carries.
+/// A gRPC error as the one sentence it carries; a connection that broke
+/// before any answer (most often: plaintext against a TLS port, or a
+/// certificate the other side refused) says so and what to check.
 pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!("{}", status.message())
+    use std::error::Error;
+    let transport = matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown
+    ) && status.source().is_some();
+    if transport {
+        anyhow::anyhow!(
+            "the connection failed before an answer ({}); if the server serves TLS, pass --tls-ca (and your --tls-cert and --tls-key), and check that your certificate is from its CA",
+            status.message()
+        )
+    } else {
+        anyhow::anyhow!("{}", status.message())
+    }
 }
 
+/// The admin token, from --token-file or SMS_ADMIN_TOKEN, if any.
+fn admin_token(args: &ClientArgs) -> Result<Option<String>> {
+    if let Some(path) = &args.token_file {
+        let token = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the token file {}", path.display()))?;
+        return Ok(Some(token.trim().to_string()));
+    }
+    Ok(std::env::var("SMS_ADMIN_TOKEN")
+        .ok()
+        .filter(|t| !t.is_empty()))
+}
+
+/// A request to SMS, carrying the admin token when one is given. Only
+/// ever sent to SMS: nodes never take tokens.
 pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
     let mut request = tonic::Request::new(body);
-    if let Some(token) = &args.token {
+    if let Some(token) = admin_token(args)? {
         let value = format!("Bearer {token}")
             .parse()
             .context("the admin token contains characters not allowed in a header")?;
@@ -48,9 +95,9 @@ pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>
 pub async fn status(args: &ClientArgs) -> Result<()> {
     let mut client = StatusClient::new(channel(args).await?);
     let status = client
-        .get_status(StatusRequest {})
+        .get_status(request(args, StatusRequest {})?)
         .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .map_err(status_error)?
         .into_inner();
     if args.json {
         let json = serde_json::json!({
@@ -113,9 +160,9 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
 pub async fn servers(args: &ClientArgs) -> Result<()> {
     let mut client = RegistryClient::new(channel(args).await?);
     let list = client
-        .list_servers(ListServersRequest {})
+        .list_servers(request(args, ListServersRequest {})?)
         .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?
+        .map_err(status_error)?
         .into_inner();
     println!("epoch {} revision {}", list.epoch, list.revision);
     println!(
@@ -148,7 +195,7 @@ pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
     let response = client
         .upsert_server(request(args, UpsertServerRequest { spec_json: json })?)
         .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
+        .map_err(status_error)?;
     println!("applied at revision {}", response.into_inner().revision);
     Ok(())
 }
@@ -158,7 +205,7 @@ pub async fn delete(args: &ClientArgs, id: &str) -> Result<()> {
     let response = client
         .delete_server(request(args, DeleteServerRequest { id: id.to_string() })?)
         .await
-        .map_err(|s| anyhow::anyhow!("{}", s.message()))?;
+        .map_err(status_error)?;
     println!("deleted at revision {}", response.into_inner().revision);
     Ok(())
 }

@@ -12,10 +12,10 @@ use tracing::{info, warn};
 
 use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 
-use crate::grpc::AdminToken;
 use crate::server::{Sms, SmsConfig, StoreConfig};
-use crate::store::EtcdStoreConfig;
+use crate::store::{EtcdStoreConfig, EtcdTls, EtcdUser};
 use crate::watch::HubConfig;
+use spear_identity::{AdminToken, TlsFlags, TlsIdentity};
 
 #[derive(Debug, Args, Default)]
 pub struct ServeArgs {
@@ -37,9 +37,37 @@ pub struct ServeArgs {
     /// Key prefix in etcd [default: /spear].
     #[arg(long, env = "SMS_ETCD_PREFIX")]
     pub etcd_prefix: Option<String>,
-    /// Token required for admin writes (`authorization: Bearer <token>`).
-    #[arg(long, env = "SMS_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
+    /// PEM CA bundle for etcd's certificate: etcd over TLS.
+    #[arg(long, env = "SMS_ETCD_CA")]
+    pub etcd_ca: Option<PathBuf>,
+    /// PEM client certificate for etcd (with --etcd-key).
+    #[arg(long, env = "SMS_ETCD_CERT")]
+    pub etcd_cert: Option<PathBuf>,
+    /// PEM client key for etcd.
+    #[arg(long, env = "SMS_ETCD_KEY")]
+    pub etcd_key: Option<PathBuf>,
+    /// etcd user name (password from --etcd-password-file or SMS_ETCD_PASSWORD).
+    #[arg(long, env = "SMS_ETCD_USER")]
+    pub etcd_user: Option<String>,
+    /// File holding the etcd user's password.
+    #[arg(long, env = "SMS_ETCD_PASSWORD_FILE")]
+    pub etcd_password_file: Option<PathBuf>,
+    /// File holding the admin token (`authorization: Bearer <token>`), an
+    /// admin credential besides admin certificates; re-read when it changes.
+    #[arg(long, env = "SMS_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// PEM CA bundle that node and admin certificates must chain to.
+    #[arg(long, env = "SMS_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// SMS's PEM certificate (URI SAN spiffe://DOMAIN/sms); re-read when it changes.
+    #[arg(long, env = "SMS_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// SMS's PEM private key.
+    #[arg(long, env = "SMS_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plaintext on a non-loopback address (a network you trust).
+    #[arg(long, env = "SMS_INSECURE")]
+    pub insecure: bool,
     /// Milliseconds between progress messages on idle watch streams [default: 5000].
     #[arg(long, env = "SMS_PROGRESS_INTERVAL_MS")]
     pub progress_interval_ms: Option<u64>,
@@ -63,7 +91,17 @@ struct FileConfig {
     mcp_dir: Option<PathBuf>,
     etcd_endpoints: Option<Vec<String>>,
     etcd_prefix: Option<String>,
-    admin_token: Option<String>,
+    etcd_ca: Option<PathBuf>,
+    etcd_cert: Option<PathBuf>,
+    etcd_key: Option<PathBuf>,
+    etcd_user: Option<String>,
+    etcd_password_file: Option<PathBuf>,
+    admin_token_file: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    #[serde(default)]
+    insecure: bool,
     progress_interval_ms: Option<u64>,
     history_len: Option<usize>,
     log_format: Option<String>,
@@ -76,6 +114,7 @@ fn read_file_config(path: &Path) -> Result<FileConfig> {
 }
 
 /// Merges flags/env over the file over defaults into an [`SmsConfig`].
+/// Reads the TLS material and token file, so it runs inside Tokio.
 fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
     let file = match &args.config {
         Some(path) => read_file_config(path)?,
@@ -115,6 +154,15 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
                 .or(file.etcd_prefix)
                 .unwrap_or_else(|| "/spear".to_string()),
             connect_timeout: Duration::from_secs(5),
+            tls: etcd_tls(
+                args.etcd_ca.clone().or(file.etcd_ca),
+                args.etcd_cert.clone().or(file.etcd_cert),
+                args.etcd_key.clone().or(file.etcd_key),
+            )?,
+            user: etcd_user(
+                args.etcd_user.clone().or(file.etcd_user),
+                args.etcd_password_file.clone().or(file.etcd_password_file),
+            )?,
         })
     };
     let mut hub = HubConfig::default();
@@ -135,23 +183,87 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         .clone()
         .or(file.log_format)
         .map_or(Ok(LogFormat::Human), |format| format.parse())?;
+    let tls = TlsFlags {
+        ca: args.tls_ca.clone().or(file.tls_ca),
+        cert: args.tls_cert.clone().or(file.tls_cert),
+        key: args.tls_key.clone().or(file.tls_key),
+    };
+    let tls = tls.files()?.map(TlsIdentity::load).transpose()?;
+    let admin_token = match args.admin_token_file.clone().or(file.admin_token_file) {
+        Some(path) => AdminToken::from_file(path)?,
+        None => AdminToken::none(),
+    };
     let config = SmsConfig {
         listen,
         metrics_listen,
         mcp_dir: args.mcp_dir.clone().or(file.mcp_dir),
         store,
-        admin_token: AdminToken::new(args.admin_token.clone().or(file.admin_token)),
+        admin_token,
+        tls,
+        insecure: args.insecure || file.insecure,
         hub,
     };
     Ok((config, log_format))
+}
+
+fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("{flag} {}: cannot read it", path.display()))
+}
+
+/// TLS to etcd from `--etcd-ca` and, for client certificates, both
+/// `--etcd-cert` and `--etcd-key`.
+fn etcd_tls(
+    ca: Option<PathBuf>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<EtcdTls>> {
+    let identity = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((
+            read_pem("--etcd-cert", &cert)?,
+            read_pem("--etcd-key", &key)?,
+        )),
+        _ => bail!("--etcd-cert and --etcd-key go together"),
+    };
+    match ca {
+        Some(ca) => Ok(Some(EtcdTls {
+            ca: read_pem("--etcd-ca", &ca)?,
+            identity,
+        })),
+        None if identity.is_some() => {
+            bail!("--etcd-cert needs --etcd-ca (the CA etcd's certificate chains to)")
+        }
+        None => Ok(None),
+    }
+}
+
+/// The etcd user; its password from the file or `SMS_ETCD_PASSWORD`,
+/// never from a flag.
+fn etcd_user(name: Option<String>, password_file: Option<PathBuf>) -> Result<Option<EtcdUser>> {
+    let Some(name) = name else {
+        if password_file.is_some() {
+            bail!("--etcd-password-file needs --etcd-user");
+        }
+        return Ok(None);
+    };
+    let password = match password_file {
+        Some(path) => std::fs::read_to_string(&path)
+            .with_context(|| format!("--etcd-password-file {}: cannot read it", path.display()))?
+            .trim_end_matches(['\n', '\r'])
+            .to_string(),
+        None => std::env::var("SMS_ETCD_PASSWORD").map_err(|_| {
+            anyhow!("--etcd-user {name} needs a password: --etcd-password-file FILE or SMS_ETCD_PASSWORD")
+        })?,
+    };
+    Ok(Some(EtcdUser { name, password }))
 }
 
 /// Runs SMS until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let (config, log_format) = resolve(&args)?;
     init_logging(log_format)?;
-    if !config.admin_token.is_set() && !config.listen.ip().is_loopback() {
-        warn!(listen = %config.listen, "admin API is open: no admin token is set (--admin-token or SMS_ADMIN_TOKEN)");
+    if config.tls.is_none() && !config.admin_token.is_set() && !config.listen.ip().is_loopback() {
+        warn!(listen = %config.listen, "plaintext and no admin token: anyone who reaches this port can change the registry");
     }
     if config.mcp_dir.is_none() {
         info!("no --mcp-dir: servers come only from the admin API");

@@ -1,6 +1,8 @@
 //! The `sms` command line: `sms [serve]`, `sms validate`, `sms status`,
-//! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`.
+//! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`,
+//! `sms certs ...`.
 
+mod certs;
 mod client;
 mod config;
 mod tasks;
@@ -26,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run SMS (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Check a directory of server files offline. Exit 0 when valid, 1 when not, 2 on usage errors.
     Validate {
         /// The directory to check.
@@ -53,6 +55,9 @@ pub enum Command {
     /// Register, list, show and delete tasks (guest modules with their config).
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
+    /// Make a CA and issue certificates for SMS, nodes and admins.
+    #[command(subcommand)]
+    Certs(certs::CertsCommand),
     /// Run a task on a healthy node (or the one named) and print its output.
     /// The exit code is the guest's; 1 when the run was stopped.
     Invoke {
@@ -81,9 +86,19 @@ pub struct ClientArgs {
     /// SMS gRPC address.
     #[arg(long, env = "SMS_ADDR", default_value = "127.0.0.1:7300")]
     pub addr: String,
-    /// Admin token, for admin writes.
-    #[arg(long, env = "SMS_ADMIN_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// File holding the admin token, for admin calls when you have no admin
+    /// certificate (SMS_ADMIN_TOKEN in the environment works too).
+    #[arg(long, env = "SPEAR_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// PEM CA bundle SMS's certificate must chain to (TLS).
+    #[arg(long, env = "SPEAR_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Your PEM certificate (an admin's: spiffe://DOMAIN/admin/NAME).
+    #[arg(long, env = "SPEAR_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Your PEM private key.
+    #[arg(long, env = "SPEAR_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -93,13 +108,14 @@ pub struct ClientArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         None => config::serve(cli.serve).await.map(|()| 0),
-        Some(Command::Serve(args)) => config::serve(args).await.map(|()| 0),
+        Some(Command::Serve(args)) => config::serve(*args).await.map(|()| 0),
         Some(Command::Validate { dir }) => Ok(validate::run(&dir)),
         Some(Command::Status(args)) => client::status(&args).await.map(|()| 0),
         Some(Command::Servers(args)) => client::servers(&args).await.map(|()| 0),
         Some(Command::Apply { client, file }) => client::apply(&client, &file).await.map(|()| 0),
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
         Some(Command::Tasks(command)) => tasks::run(command).await,
+        Some(Command::Certs(command)) => certs::run(command),
         Some(Command::Invoke {
             client,
             task,

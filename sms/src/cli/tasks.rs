@@ -13,6 +13,8 @@ use spear_proto::v1::{
     RegisterTaskRequest, TaskSpec,
 };
 
+use spear_identity::Identity;
+
 use super::client::{connect, request, status_error};
 use super::ClientArgs;
 
@@ -79,7 +81,8 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
             };
             // Checked here too, so the operator sees the mistake before a round trip.
             spear_proto::task::check_task_spec(&task)?;
-            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let mut tasks =
+                TasksClient::new(connect(&client, &client.addr, Identity::Sms, "SMS").await?);
             tasks
                 .register_task(request(&client, RegisterTaskRequest { task: Some(task) })?)
                 .await
@@ -88,9 +91,10 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
             Ok(0)
         }
         TasksCommand::List(client) => {
-            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let mut tasks =
+                TasksClient::new(connect(&client, &client.addr, Identity::Sms, "SMS").await?);
             let list = tasks
-                .list_tasks(ListTasksRequest {})
+                .list_tasks(request(&client, ListTasksRequest {})?)
                 .await
                 .map_err(status_error)?
                 .into_inner();
@@ -111,9 +115,10 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
             Ok(0)
         }
         TasksCommand::Get { client, id } => {
-            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let mut tasks =
+                TasksClient::new(connect(&client, &client.addr, Identity::Sms, "SMS").await?);
             let task = tasks
-                .get_task(GetTaskRequest { id })
+                .get_task(request(&client, GetTaskRequest { id })?)
                 .await
                 .map_err(status_error)?
                 .into_inner();
@@ -121,7 +126,8 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
             Ok(0)
         }
         TasksCommand::Delete { client, id } => {
-            let mut tasks = TasksClient::new(connect(&client.addr, "SMS").await?);
+            let mut tasks =
+                TasksClient::new(connect(&client, &client.addr, Identity::Sms, "SMS").await?);
             tasks
                 .delete_task(request(&client, DeleteTaskRequest { id: id.clone() })?)
                 .await
@@ -201,13 +207,19 @@ pub async fn invoke(
     };
     let response = match node_addr {
         Some(addr) => {
-            InvocationClient::new(connect(&addr, "the node").await?)
+            // Straight to the node: as an admin by certificate, never with
+            // the token (nodes do not take it).
+            let expect = Identity::Node(body.node_id.clone());
+            if client.tls_ca.is_some() && body.node_id.is_empty() {
+                anyhow::bail!("with TLS, --node-addr needs --node <id>: the node's certificate is checked against it");
+            }
+            InvocationClient::new(connect(client, &addr, expect, "the node").await?)
                 .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
-                .invoke(request(client, body)?)
+                .invoke(tonic::Request::new(body))
                 .await
         }
         None => {
-            TasksClient::new(connect(&client.addr, "SMS").await?)
+            TasksClient::new(connect(client, &client.addr, Identity::Sms, "SMS").await?)
                 .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
                 .invoke_task(request(client, body)?)
                 .await

@@ -70,7 +70,7 @@ fn literal_secrets(file: &str, shared: bool, spec: &ServerSpec) -> Vec<String> {
             format!("$.{section}.{key}")
         }
     };
-    let literal = |value: &str| !value.is_empty() && !value.contains("${");
+    let literal = |value: &str| spear_proto::refs::is_literal(value);
     let mut out = Vec::new();
     let mut env: Vec<_> = spec.env.iter().filter(|(_, v)| literal(v)).collect();
     env.sort();

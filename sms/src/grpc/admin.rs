@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use spear_identity::Access;
 use spear_proto::v1::admin_server::Admin as AdminApi;
 use spear_proto::v1::{
     DeleteServerRequest, DeleteServerResponse, UpsertServerRequest, UpsertServerResponse,
@@ -7,19 +8,18 @@ use spear_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::AdminToken;
 use crate::admin::{Admin, AdminError};
 use crate::store::StoreError;
 
 /// `spear.v1.Admin`: authenticated registry writes.
 pub struct AdminService {
     admin: Arc<Admin>,
-    token: AdminToken,
+    access: Access,
 }
 
 impl AdminService {
-    pub fn new(admin: Arc<Admin>, token: AdminToken) -> Self {
-        Self { admin, token }
+    pub fn new(admin: Arc<Admin>, access: Access) -> Self {
+        Self { admin, access }
     }
 }
 
@@ -42,7 +42,7 @@ impl AdminApi for AdminService {
         &self,
         request: Request<UpsertServerRequest>,
     ) -> Result<Response<UpsertServerResponse>, Status> {
-        self.token.check(&request)?;
+        let caller = self.access.admin(&request, "upsert_server")?;
         let spec_json = request.into_inner().spec_json;
         if spec_json.len() > MAX_SPEC_BYTES {
             return Err(Status::invalid_argument(format!(
@@ -51,7 +51,7 @@ impl AdminApi for AdminService {
             )));
         }
         let revision = self.admin.upsert(&spec_json).await.map_err(to_status)?;
-        info!(revision, "admin upsert applied");
+        info!(revision, %caller, "admin upsert applied");
         Ok(Response::new(UpsertServerResponse { revision }))
     }
 
@@ -59,10 +59,10 @@ impl AdminApi for AdminService {
         &self,
         request: Request<DeleteServerRequest>,
     ) -> Result<Response<DeleteServerResponse>, Status> {
-        self.token.check(&request)?;
+        let caller = self.access.admin(&request, "delete_server")?;
         let id = request.into_inner().id;
         let revision = self.admin.delete(&id).await.map_err(to_status)?;
-        info!(server_id = %id, revision, "admin delete applied");
+        info!(server_id = %id, revision, %caller, "admin delete applied");
         Ok(Response::new(DeleteServerResponse { revision }))
     }
 }

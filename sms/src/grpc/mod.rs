@@ -9,6 +9,5 @@ mod tasks;
 pub use admin::AdminService;
 pub use nodes::NodesService;
 pub use registry::RegistryService;
-pub use spear_proto::auth::AdminToken;
 pub use status::StatusService;
 pub use tasks::TasksService;

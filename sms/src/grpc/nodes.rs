@@ -1,5 +1,6 @@
 use std::sync::Arc;
 
+use spear_identity::Access;
 use spear_proto::v1::nodes_server::Nodes;
 use spear_proto::v1::{HeartbeatRequest, HeartbeatResponse};
 use tonic::{Request, Response, Status};
@@ -15,12 +16,17 @@ const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct NodesService {
     nodes: Arc<NodeTable>,
     shared: Option<Arc<SharedNodes>>,
+    access: Access,
 }
 
 impl NodesService {
     /// `shared` publishes invocable nodes to the other SMS replicas (etcd).
-    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>) -> Self {
-        Self { nodes, shared }
+    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>, access: Access) -> Self {
+        Self {
+            nodes,
+            shared,
+            access,
+        }
     }
 }
 
@@ -30,6 +36,8 @@ impl Nodes for NodesService {
         &self,
         request: Request<HeartbeatRequest>,
     ) -> Result<Response<HeartbeatResponse>, Status> {
+        let node_id = request.get_ref().node_id.clone();
+        self.access.node(&request, &node_id, "heartbeat")?;
         let report = request.into_inner();
         let published = report.clone();
         self.nodes

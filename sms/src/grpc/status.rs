@@ -1,6 +1,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use spear_identity::Access;
 use spear_proto::v1::status_server::Status as StatusApi;
 use spear_proto::v1::{StatusRequest, StatusResponse};
 use tonic::{Request, Response, Status};
@@ -14,14 +15,22 @@ pub struct StatusService {
     hub: Arc<Hub>,
     nodes: Arc<NodeTable>,
     problems: Arc<FileProblems>,
+    /// Status is for admins.
+    access: Access,
 }
 
 impl StatusService {
-    pub fn new(hub: Arc<Hub>, nodes: Arc<NodeTable>, problems: Arc<FileProblems>) -> Self {
+    pub fn new(
+        hub: Arc<Hub>,
+        nodes: Arc<NodeTable>,
+        problems: Arc<FileProblems>,
+        access: Access,
+    ) -> Self {
         Self {
             hub,
             nodes,
             problems,
+            access,
         }
     }
 
@@ -44,8 +53,9 @@ impl StatusService {
 impl StatusApi for StatusService {
     async fn get_status(
         &self,
-        _request: Request<StatusRequest>,
+        request: Request<StatusRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
+        self.access.admin(&request, "get_status")?;
         Ok(Response::new(self.snapshot()))
     }
 }

@@ -8,22 +8,22 @@ use spear_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::AdminToken;
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
+use spear_identity::Access;
 
 /// `spear.v1.Tasks`: the task table and SMS-routed invocation.
 pub struct TasksService {
     store: Arc<dyn TaskStore>,
     invoker: Arc<Invoker>,
-    token: AdminToken,
+    access: Access,
 }
 
 impl TasksService {
-    pub fn new(store: Arc<dyn TaskStore>, invoker: Arc<Invoker>, token: AdminToken) -> Self {
+    pub fn new(store: Arc<dyn TaskStore>, invoker: Arc<Invoker>, access: Access) -> Self {
         Self {
             store,
             invoker,
-            token,
+            access,
         }
     }
 }
@@ -52,7 +52,7 @@ impl TasksApi for TasksService {
         &self,
         request: Request<RegisterTaskRequest>,
     ) -> Result<Response<RegisterTaskResponse>, Status> {
-        self.token.check(&request)?;
+        let caller = self.access.admin(&request, "register_task")?;
         let task = request
             .into_inner()
             .task
@@ -60,7 +60,7 @@ impl TasksApi for TasksService {
         validate(&task).map_err(task_status)?;
         let id = task.id.clone();
         self.store.put(task).await.map_err(task_status)?;
-        info!(task_id = %id, "task registered");
+        info!(task_id = %id, %caller, "task registered");
         Ok(Response::new(RegisterTaskResponse {}))
     }
 
@@ -68,6 +68,7 @@ impl TasksApi for TasksService {
         &self,
         request: Request<GetTaskRequest>,
     ) -> Result<Response<TaskSpec>, Status> {
+        self.access.reader(&request, "get_task")?;
         let id = request.into_inner().id;
         let task = self.store.get(&id).await.map_err(task_status)?;
         Ok(Response::new(task))
@@ -75,8 +76,9 @@ impl TasksApi for TasksService {
 
     async fn list_tasks(
         &self,
-        _request: Request<ListTasksRequest>,
+        request: Request<ListTasksRequest>,
     ) -> Result<Response<ListTasksResponse>, Status> {
+        self.access.reader(&request, "list_tasks")?;
         let tasks = self.store.list().await.map_err(task_status)?;
         Ok(Response::new(ListTasksResponse { tasks }))
     }
@@ -85,10 +87,10 @@ impl TasksApi for TasksService {
         &self,
         request: Request<DeleteTaskRequest>,
     ) -> Result<Response<DeleteTaskResponse>, Status> {
-        self.token.check(&request)?;
+        let caller = self.access.admin(&request, "delete_task")?;
         let id = request.into_inner().id;
         self.store.delete(&id).await.map_err(task_status)?;
-        info!(task_id = %id, "task deleted");
+        info!(task_id = %id, %caller, "task deleted");
         Ok(Response::new(DeleteTaskResponse {}))
     }
 
@@ -96,7 +98,7 @@ impl TasksApi for TasksService {
         &self,
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
-        self.token.check(&request)?;
+        self.access.admin(&request, "invoke_task")?;
         let request = request.into_inner();
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;

@@ -38,6 +38,41 @@ pub struct EtcdStoreConfig {
     /// Key prefix, so several Spear installations can share one etcd.
     pub prefix: String,
     pub connect_timeout: Duration,
+    /// TLS to etcd (`--etcd-ca`, and `--etcd-cert`/`--etcd-key` for client
+    /// certificate authentication); endpoints without a scheme become https.
+    pub tls: Option<EtcdTls>,
+    /// etcd user authentication (`--etcd-user`, password from a file or
+    /// `SMS_ETCD_PASSWORD`).
+    pub user: Option<EtcdUser>,
+}
+
+/// PEM material for TLS to etcd, read at start.
+#[derive(Clone)]
+pub struct EtcdTls {
+    pub ca: Vec<u8>,
+    /// Certificate and key, when etcd asks for client certificates.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("client_certificate", &self.identity.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An etcd user; Debug never shows the password.
+#[derive(Clone)]
+pub struct EtcdUser {
+    pub name: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EtcdUser({}, <password>)", self.name)
+    }
 }
 
 impl Default for EtcdStoreConfig {
@@ -46,6 +81,8 @@ impl Default for EtcdStoreConfig {
             endpoints: vec!["http://127.0.0.1:2379".into()],
             prefix: "/spear".into(),
             connect_timeout: Duration::from_secs(5),
+            tls: None,
+            user: None,
         }
     }
 }
@@ -85,6 +122,12 @@ fn unavailable(what: &str, error: etcd_client::Error) -> StoreError {
         "; start etcd with a larger --max-txn-ops (at least the servers of the largest file, plus one)"
     } else if text.contains("too large") {
         "; start etcd with a larger --max-request-bytes"
+    } else if text.contains("BadCertificate") || text.contains("CertificateRequired") {
+        "; etcd refused SMS's client certificate: give --etcd-cert and --etcd-key from a CA etcd trusts"
+    } else if text.contains("invalid peer certificate") {
+        "; etcd's certificate does not chain to --etcd-ca, or does not name the endpoint's host or address"
+    } else if text.contains("authentication failed") {
+        "; check --etcd-user and the password in --etcd-password-file (or SMS_ETCD_PASSWORD)"
     } else {
         ""
     };
@@ -94,12 +137,35 @@ fn unavailable(what: &str, error: etcd_client::Error) -> StoreError {
 impl EtcdStore {
     /// Connects and learns the cluster id (the epoch).
     pub async fn connect(config: EtcdStoreConfig) -> Result<EtcdStore, StoreError> {
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+        if let Some(tls) = &config.tls {
+            let mut tls_options = etcd_client::TlsOptions::new()
+                .ca_certificate(etcd_client::Certificate::from_pem(&tls.ca));
+            if let Some((cert, key)) = &tls.identity {
+                tls_options = tls_options.identity(etcd_client::Identity::from_pem(cert, key));
+            }
+            options = options.with_tls(tls_options);
+        }
+        if let Some(user) = &config.user {
+            options = options.with_user(user.name.clone(), user.password.clone());
+        }
+        let without_cert = config.tls.as_ref().is_some_and(|t| t.identity.is_none());
         let client = Client::connect(&config.endpoints, Some(options))
             .await
-            .map_err(|e| unavailable(&format!("connect to {}", config.endpoints.join(",")), e))?;
+            .map_err(|e| {
+                let broken = matches!(e, etcd_client::Error::TransportError(_))
+                    || format!("{e:?}").contains("Transport");
+                match unavailable(&format!("connect to {}", config.endpoints.join(",")), e) {
+                    // A server that wants a client certificate may just
+                    // close the connection instead of saying so.
+                    StoreError::Unavailable(text) if without_cert && broken && !text.contains("; ") => {
+                        StoreError::Unavailable(format!("{text}; if etcd requires client certificates, give --etcd-cert and --etcd-key"))
+                    }
+                    other => other,
+                }
+            })?;
         let keys = Keys::new(&config.prefix);
         let mut store = EtcdStore {
             client,

@@ -18,7 +18,7 @@ use futures::stream::BoxStream;
 use spear_proto::v1::ServerRecord;
 
 pub use error::StoreError;
-pub use etcd::{EtcdStore, EtcdStoreConfig};
+pub use etcd::{EtcdStore, EtcdStoreConfig, EtcdTls, EtcdUser};
 pub use memory::MemoryStore;
 
 /// A registry revision. Strictly increasing within an epoch; not necessarily

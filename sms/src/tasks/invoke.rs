@@ -8,6 +8,11 @@
 //! since), with ties taken in turn. A node that cannot be reached, or is
 //! full, is skipped for the next one; a node that ran the guest is never
 //! asked twice.
+//!
+//! With TLS, SMS dials each node as itself (`spiffe://<domain>/sms`) and
+//! accepts the node only if its certificate is that node's
+//! (`spiffe://<domain>/node/<id>`): a heartbeat naming someone else's
+//! address wins nothing. No token is ever sent to a node.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,11 +20,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use spear_proto::auth::AdminToken;
+use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::Code;
 use tracing::{info_span, warn, Instrument};
 
@@ -51,9 +56,10 @@ pub struct Invoker {
     nodes: Arc<NodeTable>,
     /// Nodes heartbeating to other SMS replicas (etcd), when shared.
     shared: Option<Arc<SharedNodes>>,
-    /// Sent to nodes, which check it when they have one.
-    token: AdminToken,
-    channels: Mutex<HashMap<String, Channel>>,
+    /// SMS's own TLS identity, to dial nodes with.
+    tls: Option<TlsIdentity>,
+    /// By node id and address: a node that moves gets a new channel.
+    channels: Mutex<HashMap<(String, String), Channel>>,
     in_flight: Mutex<HashMap<String, u32>>,
     turn: AtomicUsize,
 }
@@ -77,11 +83,15 @@ impl Drop for InFlight<'_> {
 }
 
 impl Invoker {
-    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>, token: AdminToken) -> Self {
+    pub fn new(
+        nodes: Arc<NodeTable>,
+        shared: Option<Arc<SharedNodes>>,
+        tls: Option<TlsIdentity>,
+    ) -> Self {
         Self {
             nodes,
             shared,
-            token,
+            tls,
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
@@ -136,18 +146,16 @@ impl Invoker {
         Ok(nodes)
     }
 
-    fn channel(&self, addr: &str) -> Result<Channel, String> {
-        if let Some(channel) = self.channels.lock().get(addr) {
+    fn channel(&self, node: &Invocable) -> Result<Channel, String> {
+        let key = (node.node_id.clone(), node.addr.clone());
+        if let Some(channel) = self.channels.lock().get(&key) {
             return Ok(channel.clone());
         }
-        let channel = Endpoint::from_shared(spear_proto::grpc_url(addr))
-            .map_err(|e| format!("address '{addr}' is not valid: {e}"))?
-            .connect_timeout(Duration::from_secs(3))
-            .tcp_nodelay(true)
-            .connect_lazy();
-        self.channels
-            .lock()
-            .insert(addr.to_string(), channel.clone());
+        let expect = Identity::Node(node.node_id.clone());
+        let (endpoint, dialer) =
+            dial(&node.addr, self.tls.as_ref(), expect).map_err(|e| e.to_string())?;
+        let channel = dialer.connect_lazy(endpoint.connect_timeout(Duration::from_secs(3)));
+        self.channels.lock().insert(key, channel.clone());
         Ok(channel)
     }
 
@@ -174,7 +182,7 @@ impl Invoker {
         let mut failures = Vec::new();
         for node in plan {
             let span = info_span!("invoke", task_id = %request.task_id, node_id = %node.node_id);
-            let channel = match self.channel(&node.addr) {
+            let channel = match self.channel(&node) {
                 Ok(channel) => channel,
                 Err(error) => {
                     failures.push(format!("{}: {error}", node.node_id));
@@ -190,8 +198,7 @@ impl Invoker {
                 invoker: self,
                 node_id: node.node_id.clone(),
             };
-            let mut call = tonic::Request::new(request.clone());
-            self.token.attach(&mut call);
+            let call = tonic::Request::new(request.clone());
             let result = tokio::time::timeout(
                 answer_within,
                 InvocationClient::new(channel)
@@ -213,7 +220,8 @@ impl Invoker {
                     if status.code() == Code::ResourceExhausted || never_reached(&status) =>
                 {
                     warn!(node_id = %node.node_id, message = %status.message(), "node skipped; trying the next");
-                    self.channels.lock().remove(&node.addr);
+                    let key = (node.node_id.clone(), node.addr.clone());
+                    self.channels.lock().remove(&key);
                     failures.push(format!("{}: {}", node.node_id, status.message()));
                 }
                 Err(status) => return Err(InvokeError::Refused(status)),
@@ -295,7 +303,7 @@ mod tests {
         table.heartbeat(node("b-busy", true, 5, &[])).unwrap();
         table.heartbeat(node("c-stale", false, 0, &[])).unwrap();
         table.heartbeat(node("d-idle", true, 1, &["web"])).unwrap();
-        let invoker = Invoker::new(table, None, AdminToken::default());
+        let invoker = Invoker::new(table, None, None);
         // A task using fs: the node where fs failed goes after the healthy
         // synced ones; the stale node is not among the three tried.
         assert_eq!(order(&invoker, &["fs"]), ["d-idle", "b-busy", "a-broken"]);
@@ -308,17 +316,13 @@ mod tests {
     fn a_pinned_node_must_be_invocable() {
         let table = Arc::new(NodeTable::default());
         table.heartbeat(node("a", true, 0, &[])).unwrap();
-        let invoker = Invoker::new(table, None, AdminToken::default());
+        let invoker = Invoker::new(table, None, None);
         assert!(matches!(
             invoker.plan(invoker.nodes.invocable(), "zz", &[]),
             Err(InvokeError::NodeUnavailable(_))
         ));
         assert!(matches!(
-            Invoker::new(Arc::new(NodeTable::default()), None, AdminToken::default()).plan(
-                Vec::new(),
-                "",
-                &[]
-            ),
+            Invoker::new(Arc::new(NodeTable::default()), None, None).plan(Vec::new(), "", &[]),
             Err(InvokeError::NoNode)
         ));
     }

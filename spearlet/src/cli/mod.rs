@@ -6,7 +6,8 @@ mod mcp;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use spear_identity::{dial, Identity, TlsFlags};
 use tracing::info;
 
 use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
@@ -56,9 +57,11 @@ pub enum Command {
         /// The node's TOML config: LLM backends (keys from the environment) and guest capacity.
         #[arg(long, env = "SPEARLET_CONFIG")]
         config: Option<PathBuf>,
-        /// The installation's admin token (as given to SMS): invocations must carry it.
-        #[arg(long, env = "SPEARLET_ADMIN_TOKEN", hide_env_values = true)]
-        admin_token: Option<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
+        /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
+        #[arg(long, env = "SPEARLET_INSECURE")]
+        insecure: bool,
     },
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
@@ -70,6 +73,8 @@ pub enum Command {
         /// SMS address, to fetch a registered task.
         #[arg(long, env = "SPEARLET_SMS", value_delimiter = ',')]
         sms: Vec<String>,
+        #[command(flatten)]
+        tls: TlsArgs,
         /// A session param write, KEY=JSON, as the guest would make it (repeatable).
         #[arg(long = "set", value_name = "KEY=JSON")]
         set: Vec<String>,
@@ -95,19 +100,44 @@ pub enum Command {
     },
 }
 
+/// The node's TLS material (re-read when the files change).
+#[derive(Debug, Args, Default)]
+pub struct TlsArgs {
+    /// PEM CA bundle SMS's certificate must chain to.
+    #[arg(long, env = "SPEARLET_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// The node's PEM certificate (URI SAN spiffe://DOMAIN/node/ID).
+    #[arg(long, env = "SPEARLET_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The node's PEM private key.
+    #[arg(long, env = "SPEARLET_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn flags(&self) -> TlsFlags {
+        TlsFlags {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        }
+    }
+}
+
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Explain {
             task,
             sms,
+            tls,
             set,
             state_dir,
             no_connect,
             json,
         } => {
             init_logging(LogFormat::Human)?;
-            let task = task_config(&task, &sms).await?;
+            let task = task_config(&task, &sms, &tls).await?;
             explain(&task, &set, &state_dir, no_connect, json).await
         }
         Command::Mcp(command) => {
@@ -138,9 +168,15 @@ pub async fn run(cli: Cli) -> Result<i32> {
             listen,
             advertise,
             config,
-            admin_token,
+            tls,
+            insecure,
         } => {
             init_logging(log_format)?;
+            let tls = tls
+                .flags()
+                .files()?
+                .map(spear_identity::TlsIdentity::load)
+                .transpose()?;
             let file = match &config {
                 Some(path) => NodeFile::load(path)?,
                 None => NodeFile::default(),
@@ -158,7 +194,8 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 invoke_listen: listen.addr(),
                 advertise,
                 file,
-                admin_token: spear_proto::auth::AdminToken::new(admin_token),
+                tls,
+                insecure,
             })
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
@@ -172,7 +209,11 @@ pub async fn run(cli: Cli) -> Result<i32> {
 
 /// The task policy to explain: from a config file, or from the task
 /// registered in SMS under that id.
-async fn task_config(task: &str, sms: &[String]) -> Result<crate::policy::TaskPolicy> {
+async fn task_config(
+    task: &str,
+    sms: &[String],
+    tls: &TlsArgs,
+) -> Result<crate::policy::TaskPolicy> {
     let path = std::path::Path::new(task);
     if path.is_file() || task.contains('/') || task.ends_with(".json") {
         let text = std::fs::read_to_string(path)
@@ -183,12 +224,14 @@ async fn task_config(task: &str, sms: &[String]) -> Result<crate::policy::TaskPo
     let Some(addr) = sms.first() else {
         bail!("--task {task} is not a file, and no --sms is given to fetch a registered task");
     };
-    let url = spear_proto::grpc_url(addr);
-    let channel = tonic::transport::Channel::from_shared(url.clone())
-        .with_context(|| format!("--sms {addr} is not host:port"))?
-        .connect()
-        .await
-        .with_context(|| format!("cannot reach SMS at {url}"))?;
+    let tls = tls.flags().client()?;
+    let (endpoint, dialer) = dial(addr, tls.as_ref(), Identity::Sms)?;
+    let channel = dialer.connect(endpoint).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach SMS at {addr}: {}",
+            spear_common::text::causes(&e)
+        )
+    })?;
     let spec = spear_proto::v1::tasks_client::TasksClient::new(channel)
         .get_task(spear_proto::v1::GetTaskRequest {
             id: task.to_string(),

@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::task::check_task_spec;
 use spear_proto::v1::tasks_client::TasksClient;
 use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
 use tokio::sync::Semaphore;
-use tonic::transport::Endpoint;
 use tracing::{info, info_span, Instrument};
 
 pub use limits::{LimitPolicy, LimitRefused};
@@ -91,6 +91,8 @@ pub struct InvokerDeps {
     pub limits: LimitPolicy,
     pub sync_status: Arc<SyncStatusCell>,
     pub sms: Vec<String>,
+    /// The node's TLS identity, to ask SMS for tasks.
+    pub tls: Option<TlsIdentity>,
     pub max_running: usize,
     pub compile_timeout: Duration,
 }
@@ -284,18 +286,16 @@ impl Invoker {
             .collect();
         let mut why = String::from("no SMS address");
         for addr in addrs {
-            let Ok(endpoint) = Endpoint::from_shared(spear_proto::grpc_url(&addr)) else {
+            let Ok((endpoint, dialer)) = dial(&addr, self.deps.tls.as_ref(), Identity::Sms) else {
                 continue;
             };
-            let channel = match endpoint
+            let endpoint = endpoint
                 .connect_timeout(Duration::from_secs(3))
-                .timeout(Duration::from_secs(10))
-                .connect()
-                .await
-            {
+                .timeout(Duration::from_secs(10));
+            let channel = match dialer.connect(endpoint).await {
                 Ok(channel) => channel,
                 Err(e) => {
-                    why = format!("{addr}: {e}");
+                    why = format!("{addr}: {}", spear_common::text::causes(&e));
                     continue;
                 }
             };

@@ -1,8 +1,10 @@
 //! `spear.v1.Invocation`: the node's invocation API over the [`Invoker`].
+//! With TLS only SMS and admins may call it ([`Access::runner`]); an
+//! `authorization` header is never looked at here.
 
 use std::sync::Arc;
 
-use spear_proto::auth::AdminToken;
+use spear_identity::{incoming, Access, AdminToken, TlsIdentity};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
@@ -14,13 +16,16 @@ use super::{InvokeError, Invoker};
 
 pub struct InvocationService {
     invoker: Arc<Invoker>,
-    token: AdminToken,
+    access: Access,
 }
 
 impl InvocationService {
-    /// With a token, every call must carry it (SMS sends its admin token).
-    pub fn new(invoker: Arc<Invoker>, token: AdminToken) -> Self {
-        Self { invoker, token }
+    /// `secure`: the port is TLS, so callers must be SMS or an admin.
+    pub fn new(invoker: Arc<Invoker>, secure: bool) -> Self {
+        Self {
+            invoker,
+            access: Access::new(secure, AdminToken::none()),
+        }
     }
 }
 
@@ -50,8 +55,9 @@ impl Invocation for InvocationService {
         &self,
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
-        self.token.check(&request)?;
+        let caller = self.access.runner(&request)?;
         let request = request.into_inner();
+        tracing::debug!(%caller, task_id = %request.task_id, "invocation accepted");
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.invoker
@@ -65,6 +71,7 @@ impl Invocation for InvocationService {
 /// Serves `spear.v1.Invocation` (and gRPC health) until shutdown.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<TlsIdentity>,
     service: InvocationService,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -78,12 +85,9 @@ pub async fn serve(
     let result = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(service)
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
-            async move {
-                let _ = shutdown.wait_for(|stop| *stop).await;
-            },
-        )
+        .serve_with_incoming_shutdown(incoming(listener, tls), async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        })
         .await;
     if let Err(error) = result {
         warn!(%error, "the invocation service stopped");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::{NodeConfig, NodeError};
 use crate::connections::Connections;
@@ -90,6 +90,7 @@ pub async fn build(
         limits: LimitPolicy::new(guests.limits.clone()),
         sync_status: Arc::clone(status),
         sms: config.sms.clone(),
+        tls: config.tls.clone(),
         max_running: guests.max_running,
         compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
     }));
@@ -101,17 +102,18 @@ pub async fn build(
         .await
         .map_err(listen_error)?;
     let bound = listener.local_addr().map_err(listen_error)?;
+    if !bound.ip().is_loopback() && config.tls.is_none() && !config.insecure {
+        return Err(NodeError::Insecure(bound));
+    }
     let advertised = match &config.advertise {
         Some(addr) => addr.clone(),
         None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
         None => bound.to_string(),
     };
-    if !bound.ip().is_loopback() && !config.admin_token.is_set() {
-        warn!(addr = %bound, "the invocation service listens beyond loopback without an admin token: anyone who can reach it can run tasks here; pass --admin-token (or SPEARLET_ADMIN_TOKEN)");
-    }
     let server = tokio::spawn(crate::invoke::service::serve(
         listener,
-        InvocationService::new(Arc::clone(&invoker), config.admin_token.clone()),
+        config.tls.clone(),
+        InvocationService::new(Arc::clone(&invoker), config.tls.is_some()),
         shutdown,
     ));
     let advert = Advert {

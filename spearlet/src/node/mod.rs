@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use spear_proto::auth::AdminToken;
+use spear_identity::{Identity, TlsIdentity};
 
 use crate::config::NodeFile;
 use crate::connections::Connections;
@@ -42,8 +42,11 @@ pub struct NodeConfig {
     pub advertise: Option<String>,
     /// The node's config file (LLM backends, guest capacity).
     pub file: NodeFile,
-    /// The installation's admin token: invocations must carry it when set.
-    pub admin_token: AdminToken,
+    /// The node's certificate (`spiffe://<domain>/node/<id>`), key and CA
+    /// bundle: mutual TLS to SMS and on the Invocation port.
+    pub tls: Option<TlsIdentity>,
+    /// Serve the Invocation port in plaintext beyond loopback anyway.
+    pub insecure: bool,
 }
 
 /// Why a node could not start.
@@ -70,6 +73,12 @@ pub enum NodeError {
         "the invocation service listens on {0}, which SMS cannot call; pass --advertise host:port"
     )]
     Advertise(SocketAddr),
+    #[error("the invocation service would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
+    Insecure(SocketAddr),
+    #[error("the node's certificate is {0}, not a node's (spiffe://<domain>/node/<id>); issue one with `sms certs issue DIR --node ID`")]
+    NotNode(Identity),
+    #[error("--node-id is '{given}' but the node's certificate is for node '{cert}'; drop --node-id or use the certificate for '{given}'")]
+    IdMismatch { given: String, cert: String },
 }
 
 /// A running node.
@@ -102,9 +111,19 @@ impl Node {
             return Err(NodeError::NoSms);
         }
         let state = StateDir::open(&config.state_dir)?;
-        let node_id = match config.node_id.clone() {
-            Some(id) => id,
-            None => state.node_id(default_node_id)?,
+        // With TLS the certificate says who the node is.
+        let cert_id = match config.tls.as_ref().and_then(TlsIdentity::identity) {
+            Some((_, Identity::Node(id))) => Some(id),
+            Some((_, other)) => return Err(NodeError::NotNode(other)),
+            None => None,
+        };
+        let node_id = match (config.node_id.clone(), cert_id) {
+            (Some(given), Some(cert)) if given != cert => {
+                return Err(NodeError::IdMismatch { given, cert })
+            }
+            (_, Some(cert)) => cert,
+            (Some(id), None) => id,
+            (None, None) => state.node_id(default_node_id)?,
         };
         let initial = state.load_registry();
         // What is on disk now; the persister compares against this, not
@@ -182,6 +201,7 @@ impl Node {
             SyncConfig {
                 sms: config.sms.clone(),
                 node_id: node_id.clone(),
+                tls: config.tls.clone(),
                 silence_timeout: Duration::from_secs(20),
                 connect_timeout: Duration::from_secs(5),
             },
@@ -199,6 +219,7 @@ impl Node {
             )),
             heartbeat: tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
+                config.tls.clone(),
                 advert,
                 registry.clone(),
                 Arc::clone(&status),

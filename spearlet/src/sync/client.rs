@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{SyncState, WatchRequest};
 use tokio::sync::watch;
-use tonic::transport::Endpoint;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::apply::{Applier, Step};
@@ -28,6 +28,8 @@ pub struct SyncConfig {
     /// SMS addresses, `host:port` or `http://host:port`; tried in turn.
     pub sms: Vec<String>,
     pub node_id: String,
+    /// The node's TLS identity; SMS must present `spiffe://<domain>/sms`.
+    pub tls: Option<TlsIdentity>,
     /// A stream silent this long is dead (SMS sends progress every ~5 s).
     pub silence_timeout: Duration,
     pub connect_timeout: Duration,
@@ -48,8 +50,6 @@ enum StreamEnd {
     Resync(String),
     Shutdown,
 }
-
-use spear_proto::grpc_url as url;
 
 /// How a node waits between attempts to reach SMS: 100 ms doubling to
 /// 5 s, jittered, reset once the stream applies an event. The reconnect
@@ -145,15 +145,17 @@ impl Syncer {
         backoff: &mut Backoff,
         shutdown: &mut watch::Receiver<bool>,
     ) -> StreamEnd {
-        let endpoint = match Endpoint::from_shared(url(addr)) {
-            Ok(e) => e
-                .connect_timeout(self.config.connect_timeout)
-                .tcp_nodelay(true),
-            Err(e) => return StreamEnd::Broken(format!("SMS address '{addr}' is not valid: {e}")),
+        let (endpoint, dialer) = match dial(addr, self.config.tls.as_ref(), Identity::Sms) {
+            Ok(pair) => pair,
+            Err(e) => return StreamEnd::Broken(format!("SMS address: {e}")),
         };
-        let channel = match endpoint.connect().await {
+        let endpoint = endpoint.connect_timeout(self.config.connect_timeout);
+        let channel = match dialer.connect(endpoint).await {
             Ok(channel) => channel,
-            Err(e) => return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {e}")),
+            Err(e) => {
+                let why = spear_common::text::causes(&e);
+                return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {why}"));
+            }
         };
         let mut client = RegistryClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let (epoch, revision) = if want_snapshot {

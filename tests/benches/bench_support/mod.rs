@@ -40,6 +40,7 @@ pub async fn start_sms(backend: Backend) -> InProcess {
             endpoints: vec![etcd.endpoint()],
             prefix: "/spear".into(),
             connect_timeout: std::time::Duration::from_secs(5),
+            ..Default::default()
         }),
     };
     let config = SmsConfig {
@@ -48,6 +49,8 @@ pub async fn start_sms(backend: Backend) -> InProcess {
         mcp_dir: None,
         store,
         admin_token: Default::default(),
+        tls: None,
+        insecure: false,
         hub: HubConfig::default(),
     };
     let sms = Sms::start(config)

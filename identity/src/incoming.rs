@@ -1,0 +1,211 @@
+//! The server side of a gRPC port: [`incoming`] accepts TCP connections,
+//! completes each TLS handshake on its own task (bounded in number and in
+//! time, so slow or silent clients cannot hold the accept loop), and hands
+//! tonic a [`Conn`] whose connect info is the [`Peer`]: its address and,
+//! when it showed a certificate of ours, its identity. Services read the
+//! peer with [`crate::Caller`].
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::Connected;
+use tracing::debug;
+
+use crate::material::identity_of;
+use crate::spiffe::Identity;
+use crate::tls::TlsIdentity;
+
+/// A handshake that takes longer than this is dropped.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once; more connections wait in the kernel's
+/// accept queue.
+const MAX_HANDSHAKES: usize = 512;
+
+/// Who is on the other end of a connection.
+#[derive(Debug, Clone, Default)]
+pub struct Peer {
+    pub addr: Option<SocketAddr>,
+    /// The connection is TLS.
+    pub tls: bool,
+    /// The identity in its certificate, when it presented one of ours in
+    /// our trust domain.
+    pub identity: Option<Identity>,
+}
+
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// One accepted connection.
+pub struct Conn {
+    io: Io,
+    peer: Peer,
+}
+
+impl Connected for Conn {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        self.peer.clone()
+    }
+}
+
+/// Accepts on `listener`: TLS with `tls`, plaintext without. The stream
+/// ends when tonic drops it.
+pub fn incoming(
+    listener: TcpListener,
+    tls: Option<TlsIdentity>,
+) -> ReceiverStream<Result<Conn, io::Error>> {
+    let (tx, rx) = mpsc::channel(64);
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    tokio::spawn(async move {
+        loop {
+            let permit = tokio::select! {
+                p = Arc::clone(&handshakes).acquire_owned() => p,
+                _ = tx.closed() => return,
+            };
+            let Ok(permit) = permit else { return };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = tx.closed() => return,
+            };
+            let (tcp, addr) = match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    // Out of descriptors and the like: wait, do not spin.
+                    debug!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let tx = tx.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                if let Some(conn) = handshake(tcp, addr, tls.as_ref()).await {
+                    let _ = tx.send(Ok(conn)).await;
+                }
+            });
+        }
+    });
+    ReceiverStream::new(rx)
+}
+
+async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: Option<&TlsIdentity>) -> Option<Conn> {
+    let Some(tls) = tls else {
+        return Some(Conn {
+            io: Io::Plain(tcp),
+            peer: Peer {
+                addr: Some(addr),
+                tls: false,
+                identity: None,
+            },
+        });
+    };
+    let config = tls.server_config()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let stream = match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            debug!(peer = %addr, %error, "TLS handshake refused");
+            return None;
+        }
+        Err(_) => {
+            debug!(peer = %addr, "TLS handshake did not finish within {HANDSHAKE_WITHIN:?}");
+            return None;
+        }
+    };
+    let own_domain = tls.identity().map(|(domain, _)| domain);
+    let identity = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|leaf| match identity_of(leaf) {
+            Ok((domain, identity)) if Some(&domain) == own_domain.as_ref() => Some(identity),
+            Ok((domain, identity)) => {
+                debug!(peer = %addr, %domain, %identity, "certificate from another trust domain: no role");
+                None
+            }
+            Err(_) => {
+                debug!(peer = %addr, "certificate names no Spear identity: no role");
+                None
+            }
+        });
+    Some(Conn {
+        io: Io::Tls(Box::new(stream)),
+        peer: Peer {
+            addr: Some(addr),
+            tls: true,
+            identity,
+        },
+    })
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.get_mut().io {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match &self.io {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}

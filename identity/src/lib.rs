@@ -1,0 +1,27 @@
+//! Who is calling, for SMS and for nodes (DESIGN §4).
+//!
+//! - [`spiffe`]: identities as SPIFFE IDs under one trust domain.
+//! - [`TlsFiles`] → [`TlsIdentity`]: a process's certificate, key and CA
+//!   bundle, reloaded from disk when they change ([`reload`]).
+//! - [`incoming()`] (servers) and [`dial`] (clients): gRPC connections in
+//!   plaintext or mutual TLS; a server learns each connection's [`Peer`].
+//! - [`Access`]: the authorization matrix, one method per kind of call.
+//! - [`AdminToken`]: the admin token file, an alternative admin credential.
+
+mod access;
+mod configs;
+mod connector;
+mod incoming;
+mod material;
+pub mod reload;
+pub mod spiffe;
+mod tls;
+mod token;
+
+pub use access::{Access, Caller};
+pub use connector::{dial, BadAddress, Dialer};
+pub use incoming::{incoming, Conn, Peer};
+pub use material::{Material, TlsError, TlsFiles};
+pub use spiffe::{Identity, IdentityError, TrustDomain};
+pub use tls::{FlagsError, TlsFlags, TlsIdentity};
+pub use token::{AdminToken, Presented, TokenError, MIN_TOKEN_LEN};

@@ -1,0 +1,189 @@
+//! TLS material on disk: the CA bundle that says whom to trust, and this
+//! process's certificate chain and key, whose URI SAN says who it is.
+//! [`TlsFiles::load`] reads and checks all three together, so a
+//! half-replaced set (a new certificate with the old key) is refused as a
+//! whole and the last good set stays in use.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::RootCertStore;
+
+use crate::spiffe::{parse_uri, Identity, IdentityError, TrustDomain};
+
+/// Where a process's TLS material lives (`--tls-ca`, `--tls-cert`,
+/// `--tls-key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM bundle of the CA certificates peers must chain to.
+    pub ca: PathBuf,
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Why TLS material was refused. Never carries key bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {what} {path}: {cause}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        cause: String,
+    },
+    #[error("{what} {path} holds no PEM {expected}")]
+    Empty {
+        what: &'static str,
+        path: PathBuf,
+        expected: &'static str,
+    },
+    #[error("certificate {path} has no spiffe:// URI SAN; issue it with `sms certs issue` or give it one")]
+    NoIdentity { path: PathBuf },
+    #[error("certificate {path}: {cause}")]
+    BadIdentity { path: PathBuf, cause: IdentityError },
+    #[error("certificate {path} cannot be parsed: {cause}")]
+    Parse { path: PathBuf, cause: String },
+    #[error("the key {key} does not match the certificate {cert}, or TLS refused them: {cause}")]
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        cause: String,
+    },
+    #[error("CA bundle {path}: {cause}")]
+    Ca { path: PathBuf, cause: String },
+}
+
+/// One consistent set of material, read from [`TlsFiles`].
+#[derive(Debug, Clone)]
+pub struct Material {
+    pub roots: Arc<RootCertStore>,
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: Arc<PrivateKeyDer<'static>>,
+    /// Who this process is: the trust domain and identity of its leaf.
+    pub domain: TrustDomain,
+    pub identity: Identity,
+}
+
+impl TlsFiles {
+    /// Every file, for change detection.
+    pub fn paths(&self) -> [&Path; 3] {
+        [&self.ca, &self.cert, &self.key]
+    }
+
+    /// Reads and checks the set.
+    pub fn load(&self) -> Result<Material, TlsError> {
+        let roots = load_roots(&self.ca)?;
+        let chain = load_certs(&self.cert, "certificate")?;
+        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| TlsError::Read {
+            what: "key",
+            path: self.key.clone(),
+            cause: pem_error(e),
+        })?;
+        let (domain, identity) = identity_of(&chain[0]).map_err(|e| match e {
+            PeerIdentityError::None => TlsError::NoIdentity {
+                path: self.cert.clone(),
+            },
+            PeerIdentityError::Parse(cause) => TlsError::Parse {
+                path: self.cert.clone(),
+                cause,
+            },
+            PeerIdentityError::Bad(cause) => TlsError::BadIdentity {
+                path: self.cert.clone(),
+                cause,
+            },
+        })?;
+        // The key must sign for the certificate: building a config checks it.
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| {
+                b.with_no_client_auth()
+                    .with_single_cert(chain.clone(), key.clone_key())
+            })
+            .map_err(|e| TlsError::Mismatch {
+                cert: self.cert.clone(),
+                key: self.key.clone(),
+                cause: e.to_string(),
+            })?;
+        Ok(Material {
+            roots: Arc::new(roots),
+            chain,
+            key: Arc::new(key),
+            domain,
+            identity,
+        })
+    }
+}
+
+/// PEM errors name what was wrong, never the bytes.
+fn pem_error(error: rustls::pki_types::pem::Error) -> String {
+    match error {
+        rustls::pki_types::pem::Error::Io(e) => e.to_string(),
+        rustls::pki_types::pem::Error::NoItemsFound => "no PEM private key found".into(),
+        _ => "not valid PEM".into(),
+    }
+}
+
+fn load_certs(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| TlsError::Read {
+            what,
+            path: path.to_path_buf(),
+            cause: pem_error(e),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::Empty {
+            what,
+            path: path.to_path_buf(),
+            expected: "CERTIFICATE",
+        });
+    }
+    Ok(certs)
+}
+
+fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in load_certs(path, "CA bundle")? {
+        roots.add(cert).map_err(|e| TlsError::Ca {
+            path: path.to_path_buf(),
+            cause: e.to_string(),
+        })?;
+    }
+    Ok(roots)
+}
+
+/// Why a certificate names no identity.
+#[derive(Debug)]
+pub(crate) enum PeerIdentityError {
+    None,
+    Parse(String),
+    Bad(IdentityError),
+}
+
+/// The trust domain and identity in a certificate's one `spiffe://` URI
+/// SAN. Two such URIs are ambiguous and refused.
+pub(crate) fn identity_of(
+    cert: &CertificateDer<'_>,
+) -> Result<(TrustDomain, Identity), PeerIdentityError> {
+    use x509_parser::extensions::GeneralName;
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|e| PeerIdentityError::Parse(e.to_string()))?;
+    let san = parsed
+        .subject_alternative_name()
+        .map_err(|e| PeerIdentityError::Parse(e.to_string()))?;
+    let mut uris = san
+        .iter()
+        .flat_map(|ext| ext.value.general_names.iter())
+        .filter_map(|name| match name {
+            GeneralName::URI(uri) if uri.starts_with("spiffe://") => Some(*uri),
+            _ => None,
+        });
+    let (Some(uri), None) = (uris.next(), uris.next()) else {
+        return Err(PeerIdentityError::None);
+    };
+    parse_uri(uri).map_err(PeerIdentityError::Bad)
+}

@@ -1,0 +1,166 @@
+//! The admin bearer token: an admin credential for callers without an
+//! admin certificate, presented as `authorization: Bearer <token>` to SMS
+//! only. SMS reads it from `--admin-token-file` and re-reads the file when
+//! it changes, so rotating it is writing a new file; the old token stops
+//! working within a second. Never given on a command line, never sent on
+//! by SMS, never accepted by a node.
+
+use std::path::PathBuf;
+
+use tonic::Request;
+
+use crate::reload::Watched;
+
+/// Shorter tokens are refused: a token must not be guessable.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Why a token file cannot be used. Never carries the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the admin token file {path}: {cause}")]
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("the admin token file {path} holds {len} characters; write a random token of at least {MIN_TOKEN_LEN} (for example `openssl rand -hex 32`)")]
+    TooShort { path: PathBuf, len: usize },
+    #[error("the admin token file {path} holds characters a header cannot carry; use letters, digits and punctuation")]
+    NotHeaderSafe { path: PathBuf },
+}
+
+/// What a request presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presented {
+    None,
+    Valid,
+    Wrong,
+}
+
+/// The admin token, when one is configured.
+#[derive(Clone, Default)]
+pub struct AdminToken(Option<Watched<String>>);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "AdminToken(<set>)"
+        } else {
+            "AdminToken(<none>)"
+        })
+    }
+}
+
+fn read_token(path: &PathBuf) -> Result<String, TokenError> {
+    let text = std::fs::read_to_string(path).map_err(|cause| TokenError::Read {
+        path: path.clone(),
+        cause,
+    })?;
+    let token = text.trim().to_string();
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(TokenError::TooShort {
+            path: path.clone(),
+            len: token.len(),
+        });
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(TokenError::NotHeaderSafe { path: path.clone() });
+    }
+    Ok(token)
+}
+
+impl AdminToken {
+    /// No token: admin calls need an admin certificate (or, on a plaintext
+    /// loopback SMS, nothing).
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// The token in `path`, re-read when the file changes. Must run inside
+    /// Tokio.
+    pub fn from_file(path: PathBuf) -> Result<Self, TokenError> {
+        let file = path.clone();
+        let watched = Watched::start("admin token file", vec![path], move || read_token(&file))?;
+        Ok(Self(Some(watched)))
+    }
+
+    /// A token given directly (tests and benchmarks).
+    pub fn fixed(token: &str) -> Self {
+        Self(Some(Watched::fixed(token.to_string())))
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// What `request` presents, compared in constant time.
+    pub fn presented<T>(&self, request: &Request<T>) -> Presented {
+        let Some(header) = request.metadata().get("authorization") else {
+            return Presented::None;
+        };
+        let Some(expected) = &self.0 else {
+            return Presented::Wrong;
+        };
+        let expected = expected.get();
+        match header.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
+            Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => {
+                Presented::Valid
+            }
+            _ => Presented::Wrong,
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_auth(value: Option<&str>) -> Request<()> {
+        let mut r = Request::new(());
+        if let Some(v) = value {
+            r.metadata_mut().insert("authorization", v.parse().unwrap());
+        }
+        r
+    }
+
+    #[test]
+    fn only_the_exact_bearer_token_is_valid() {
+        let token = AdminToken::fixed("s3cret-s3cret-s3cret");
+        assert_eq!(token.presented(&with_auth(None)), Presented::None);
+        assert_eq!(
+            token.presented(&with_auth(Some("Bearer nope"))),
+            Presented::Wrong
+        );
+        assert_eq!(
+            token.presented(&with_auth(Some("s3cret-s3cret-s3cret"))),
+            Presented::Wrong
+        );
+        assert_eq!(
+            token.presented(&with_auth(Some("Bearer s3cret-s3cret-s3cret"))),
+            Presented::Valid
+        );
+        assert_eq!(
+            AdminToken::none().presented(&with_auth(Some("Bearer x"))),
+            Presented::Wrong
+        );
+    }
+
+    #[tokio::test]
+    async fn a_short_token_file_is_refused_without_showing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "short\n").unwrap();
+        let error = AdminToken::from_file(path).unwrap_err().to_string();
+        assert!(error.contains("at least 16"), "{error}");
+        assert!(
+            !error.contains("short\n") && !error.contains(": short"),
+            "{error}"
+        );
+    }
+}

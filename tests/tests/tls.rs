@@ -1,0 +1,353 @@
+//! The plane on a network (issue 11): SMS and a node with certificates from
+//! `sms certs`, mutual TLS on every link, and each stranger refused with a
+//! sentence while nothing changes: a plaintext client, a client without a
+//! certificate, a node claiming another node's id, a node calling admin
+//! APIs or a node's Invocation port, a forged heartbeat, a plaintext SMS
+//! on a non-loopback address. A spy node shows SMS sends no token on.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+use spear_identity::{dial, incoming, Identity, TlsIdentity};
+use spear_proto::v1::invocation_server::{Invocation, InvocationServer};
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::{HeartbeatRequest, InvokeRequest, InvokeResponse, SyncState};
+use spear_tests::certs::{Certs, TlsSet};
+use spear_tests::procs::{bin, SmsOptions, SmsProc};
+use spear_tests::tasks::{cluster_opts, fs_task, guest, invoke_json, register, ClusterOptions};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn identity(set: &TlsSet) -> TlsIdentity {
+    set.identity().unwrap()
+}
+
+/// A heartbeat for `node_id` sent with `as_cert`'s certificate.
+async fn heartbeat(
+    sms: &str,
+    as_cert: &TlsSet,
+    node_id: &str,
+    invoke_addr: &str,
+) -> Result<(), tonic::Status> {
+    let tls = identity(as_cert);
+    let (endpoint, dialer) = dial(sms, Some(&tls), Identity::Sms).unwrap();
+    let channel = dialer
+        .connect(endpoint)
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    NodesClient::new(channel)
+        .heartbeat(HeartbeatRequest {
+            node_id: node_id.into(),
+            sync_state: SyncState::Synced as i32,
+            invoke_addr: invoke_addr.into(),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
+fn node_entry(sms: &SmsProc, id: &str) -> Value {
+    sms.status()["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["node_id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Runs `sms <args> --addr <sms>` with exactly these TLS flags.
+fn sms_cli(sms: &SmsProc, args: &[&str], tls: &[String]) -> (i32, String) {
+    let out = Command::new(bin("sms"))
+        .args(args)
+        .arg("--addr")
+        .arg(&sms.grpc)
+        .args(tls)
+        .env_remove("SMS_ADMIN_TOKEN")
+        .env_remove("SPEAR_TLS_CA")
+        .env_remove("SPEAR_TLS_CERT")
+        .env_remove("SPEAR_TLS_KEY")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
+    let certs = Certs::new("spear.test");
+    let c = cluster_opts(
+        "behind mutual TLS",
+        ClusterOptions {
+            certs: Some(&certs),
+            ..Default::default()
+        },
+    );
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+    let real_addr = node_entry(&c.sms, "node-a")["invoke_addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let servers_before = c.sms.client(&["servers"]).1;
+
+    // A plaintext client: the handshake fails and the CLI says what to pass.
+    let (code, text) = sms_cli(&c.sms, &["status"], &[]);
+    assert_ne!(code, 0);
+    assert!(text.contains("pass --tls-ca"), "{text}");
+
+    // TLS without a certificate: no role.
+    let ca_only = vec!["--tls-ca".to_string(), certs.ca().display().to_string()];
+    let (code, text) = sms_cli(&c.sms, &["status"], &ca_only);
+    assert_ne!(code, 0);
+    assert!(text.contains("needs an admin certificate"), "{text}");
+    let (code, text) = sms_cli(&c.sms, &["servers"], &ca_only);
+    assert_ne!(code, 0);
+    assert!(text.contains("needs a node or admin certificate"), "{text}");
+
+    // A node's certificate calling admin APIs.
+    let node_b = certs.node("node-b");
+    let spec = c.work.path().join("evil.json");
+    std::fs::write(
+        &spec,
+        r#"{"id": "evil", "transport": "stdio", "command": "/bin/sh", "args": ["-c", "id"]}"#,
+    )
+    .unwrap();
+    let spec = spec.display().to_string();
+    let (code, text) = sms_cli(&c.sms, &["apply", &spec], &node_b.args());
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("is for admins; the caller is node/node-b"),
+        "{text}"
+    );
+    let (code, text) = sms_cli(&c.sms, &["invoke", "fs-agent"], &node_b.args());
+    assert_ne!(code, 0);
+    assert!(text.contains("is for admins"), "{text}");
+
+    // A node's certificate calling another node's Invocation port.
+    let (code, text) = sms_cli(
+        &c.sms,
+        &[
+            "invoke",
+            "fs-agent",
+            "--node",
+            "node-a",
+            "--node-addr",
+            &real_addr,
+        ],
+        &node_b.args(),
+    );
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("invocations come from SMS or an admin; the caller is node/node-b"),
+        "{text}"
+    );
+    // An admin may (a direct run).
+    let (code, text) = sms_cli(
+        &c.sms,
+        &[
+            "invoke",
+            "fs-agent",
+            "--node",
+            "node-a",
+            "--node-addr",
+            &real_addr,
+        ],
+        &certs.admin("ops").args(),
+    );
+    assert_eq!(code, 0, "{text}");
+
+    // A forged heartbeat for node-a, from node-b's certificate.
+    let rt = runtime();
+    let forged = rt.block_on(heartbeat(&c.sms.grpc, &node_b, "node-a", "127.0.0.1:1"));
+    let status = forged.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(
+        status.message().contains("a node speaks only for itself"),
+        "{status:?}"
+    );
+    assert_eq!(
+        node_entry(&c.sms, "node-a")["invoke_addr"],
+        real_addr.as_str()
+    );
+
+    // A spearlet started with node-b's certificate but node-a's id.
+    let state = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(bin("spearlet"));
+    cmd.args([
+        "run",
+        "--sms",
+        &c.sms.grpc,
+        "--node-id",
+        "node-a",
+        "--metrics-listen",
+        "off",
+    ])
+    .arg("--state-dir")
+    .arg(state.path())
+    .args(node_b.args());
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("certificate is for node 'node-b'"), "{text}");
+
+    // Nothing changed: the registry, node-a's address, and it still runs.
+    assert_eq!(c.sms.client(&["servers"]).1, servers_before);
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+}
+
+#[test]
+fn sms_refuses_plaintext_beyond_loopback_unless_told() {
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new(bin("sms"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--metrics-listen", "off"])
+        .env_remove("SMS_INSECURE")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("without TLS") && text.contains("--insecure"),
+        "{text}"
+    );
+    let out = Command::new(bin("spearlet"))
+        .args([
+            "run",
+            "--sms",
+            "127.0.0.1:1",
+            "--listen",
+            "0.0.0.0:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .arg("--state-dir")
+        .arg(state.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("without TLS") && text.contains("--insecure"),
+        "{text}"
+    );
+}
+
+/// A node that records what SMS sends it: the headers, and the request.
+#[derive(Clone, Default)]
+struct Spy {
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    headers: Vec<String>,
+    request: InvokeRequest,
+}
+
+#[tonic::async_trait]
+impl Invocation for Spy {
+    async fn invoke(
+        &self,
+        request: tonic::Request<InvokeRequest>,
+    ) -> Result<tonic::Response<InvokeResponse>, tonic::Status> {
+        let headers = request
+            .metadata()
+            .iter()
+            .map(|kv| format!("{kv:?}"))
+            .collect();
+        self.seen.lock().push(Seen {
+            headers,
+            request: request.into_inner(),
+        });
+        Ok(tonic::Response::new(InvokeResponse {
+            node_id: "spy".into(),
+            ok: true,
+            exit_code: Some(0),
+            ..Default::default()
+        }))
+    }
+}
+
+#[test]
+fn sms_sends_a_node_no_token_and_only_to_the_node_its_certificate_names() {
+    const TOKEN: &str = "admin-token-never-forwarded";
+    let certs = Certs::new("spear.test");
+    let sms = SmsProc::start(SmsOptions {
+        admin_token: Some(TOKEN.into()),
+        tls: Some(certs.sms()),
+        client_tls: Some(certs.admin("ops")),
+        ..Default::default()
+    });
+    let spy_cert = certs.node("spy");
+    let rt = runtime();
+    let spy = Spy::default();
+    let addr = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let tls = identity(&spy_cert);
+        let service = InvocationServer::new(spy.clone());
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(incoming(listener, Some(tls))),
+        );
+        heartbeat(&sms.grpc, &spy_cert, "spy", &addr).await.unwrap();
+        addr
+    });
+    let module = sms.workdir().join("m.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let config = sms.workdir().join("t.json");
+    std::fs::write(&config, "{}").unwrap();
+    let (code, _, err) = sms.client_with_token(
+        &[
+            "tasks",
+            "register",
+            "--id",
+            "t",
+            "--module",
+            &module.display().to_string(),
+            "--config",
+            &config.display().to_string(),
+        ],
+        Some(TOKEN),
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = sms.client_with_token(&["invoke", "t", "--node", "spy"], Some(TOKEN));
+    assert_eq!(code, 0, "{out}{err}");
+    let seen = spy.seen.lock().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let Seen { headers, request } = &seen[0];
+    assert!(
+        !headers
+            .iter()
+            .any(|h| h.contains("authorization") || h.contains(TOKEN)),
+        "{headers:?}"
+    );
+    assert_eq!(request.task.as_ref().map(|t| t.id.as_str()), Some("t"));
+
+    // A node whose heartbeat names someone else's address: SMS dials that
+    // address expecting the named node's certificate, so the run fails
+    // rather than reaching the wrong node.
+    let other = certs.node("other");
+    rt.block_on(heartbeat(&sms.grpc, &other, "other", &addr))
+        .unwrap();
+    let (code, out, err) = sms.client_with_token(&["invoke", "t", "--node", "other"], Some(TOKEN));
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("node/spy") || err.contains("not the node/other"),
+        "{err}"
+    );
+    assert_eq!(spy.seen.lock().len(), 1);
+}
