@@ -29,6 +29,26 @@ const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
 /// accept queue.
 const MAX_HANDSHAKES: usize = 512;
 
+/// Streams one client may have open on one connection: a node needs one
+/// watch and a few unary calls; SMS sends a node at most its run slots.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
+/// Request headers larger than this are refused (ours are a few hundred
+/// bytes; an admin token is at most a few KiB).
+pub const MAX_HEADER_BYTES: u32 = 16 * 1024;
+
+/// A tonic server with the HTTP/2 limits every Spear port shares: bounded
+/// streams per connection and header size, the rapid-reset guard, and
+/// keepalives that find dead peers. Message sizes are set per service, to
+/// what each RPC needs.
+pub fn server() -> tonic::transport::Server {
+    tonic::transport::Server::builder()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .http2_max_header_list_size(MAX_HEADER_BYTES)
+        .http2_max_pending_accept_reset_streams(Some(64))
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+}
+
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone, Default)]
 pub struct Peer {

@@ -20,7 +20,7 @@ mod token;
 
 pub use access::{Access, Caller};
 pub use connector::{dial, BadAddress, Dialer};
-pub use incoming::{incoming, Conn, Peer};
+pub use incoming::{incoming, server, Conn, Peer, MAX_HEADER_BYTES, MAX_STREAMS_PER_CONNECTION};
 pub use material::{Material, TlsError, TlsFiles};
 pub use spiffe::{Identity, IdentityError, TrustDomain};
 pub use tls::{FlagsError, TlsFlags, TlsIdentity};

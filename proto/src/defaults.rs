@@ -25,3 +25,11 @@ pub const MAX_INVOKE_REQUEST_BYTES: usize = 32 << 20;
 /// captured output (stdout and stderr, each capped by the node) and the
 /// tool-call trace.
 pub const MAX_INVOKE_RESPONSE_BYTES: usize = 64 << 20;
+
+/// Problems one heartbeat reports (the node sends at most these, SMS keeps
+/// at most these), each text cut to [`MAX_HEARTBEAT_TEXT`] bytes.
+pub const MAX_HEARTBEAT_PROBLEMS: usize = 256;
+pub const MAX_HEARTBEAT_TEXT: usize = 1024;
+
+/// Largest heartbeat SMS decodes: the problems above with room to spare.
+pub const MAX_HEARTBEAT_BYTES: usize = 1 << 20;

@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use spear_identity::{incoming, Access, AdminToken, Identity, TlsIdentity};
+use spear_identity::{incoming, server, Access, AdminToken, Identity, TlsIdentity};
+use spear_proto::defaults;
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
 use spear_proto::v1::nodes_server::NodesServer;
@@ -24,6 +25,9 @@ use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, Store
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
 use crate::writer::RegistryWriter;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
 
 /// Where SMS keeps the registry.
 #[derive(Debug, Clone)]
@@ -240,14 +244,20 @@ impl Sms {
             // graceful shutdown would wait for them forever.
             hub.close();
         };
-        let result = tonic::transport::Server::builder()
-            .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        // Each service decodes what its calls need and no more.
+        let result = server()
             .add_service(health_service)
-            .add_service(RegistryServer::new(registry))
-            .add_service(AdminServer::new(admin))
-            .add_service(NodesServer::new(nodes))
-            .add_service(StatusServer::new(status))
-            .add_service(TasksServer::new(tasks))
+            .add_service(RegistryServer::new(registry).max_decoding_message_size(64 * KIB))
+            .add_service(AdminServer::new(admin).max_decoding_message_size(2 * MIB))
+            .add_service(
+                NodesServer::new(nodes).max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
+            )
+            .add_service(StatusServer::new(status).max_decoding_message_size(4 * KIB))
+            .add_service(
+                TasksServer::new(tasks)
+                    .max_decoding_message_size(defaults::MAX_INVOKE_REQUEST_BYTES)
+                    .max_encoding_message_size(defaults::MAX_INVOKE_RESPONSE_BYTES),
+            )
             .serve_with_incoming_shutdown(incoming(self.listener, self.tls), shutdown)
             .await;
         if let Some(task) = self.dir_task {

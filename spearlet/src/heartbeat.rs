@@ -17,7 +17,7 @@ use crate::invoke::RunStats;
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 
-use spear_proto::defaults::HEARTBEAT_EVERY as EVERY;
+use spear_proto::defaults::{HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_TEXT};
 
 /// What the node tells SMS about invoking it.
 #[derive(Debug, Clone, Default)]
@@ -85,8 +85,18 @@ pub async fn run(
     }
 }
 
-/// Per-server problems this node sees: failed servers and quarantined tools.
+/// Per-server problems this node sees: failed servers and quarantined
+/// tools, as many and as long as SMS keeps.
 fn problems(connections: &Connections) -> Vec<ServerProblem> {
+    let mut out = all_problems(connections);
+    out.truncate(MAX_HEARTBEAT_PROBLEMS);
+    for problem in &mut out {
+        spear_common::text::truncate(&mut problem.message, MAX_HEARTBEAT_TEXT);
+    }
+    out
+}
+
+fn all_problems(connections: &Connections) -> Vec<ServerProblem> {
     let mut out = Vec::new();
     for (server_id, status) in connections.status() {
         if status.state == ServerState::Failed {

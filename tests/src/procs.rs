@@ -120,6 +120,17 @@ impl Drop for Proc {
     }
 }
 
+/// Resident memory of a process, in KiB (0 once it has gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// How to start an SMS.
 #[derive(Clone, Default)]
 pub struct SmsOptions {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use spear_tests::procs::bin;
+use spear_tests::procs::{bin, rss_kib};
 use spear_tests::tasks::{cluster_opts, fs_task, guest, register, repo_file, ClusterOptions};
 
 /// The node's RSS bound while hostile guests run: without the host-memory
@@ -149,16 +149,6 @@ struct Watch {
     max_rss_kib: Arc<Mutex<u64>>,
     sms_saw_dead: Arc<Mutex<Vec<String>>>,
     threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 impl Watch {

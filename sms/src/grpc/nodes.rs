@@ -7,7 +7,7 @@ use tonic::{Request, Response, Status};
 
 use tracing::warn;
 
-use crate::nodes::{NodeTable, SharedNodes, NODE_TTL};
+use crate::nodes::{NodeError, NodeTable, SharedNodes, NODE_TTL};
 
 /// A slow etcd must not hold heartbeats (the node's own SMS already has it).
 const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -40,9 +40,12 @@ impl Nodes for NodesService {
         self.access.node(&request, &node_id, "heartbeat")?;
         let report = request.into_inner();
         let published = report.clone();
-        self.nodes
-            .heartbeat(report)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.nodes.heartbeat(report).map_err(|e| match e {
+            NodeError::TooFrequent(_) | NodeError::TooMany => {
+                Status::resource_exhausted(e.to_string())
+            }
+            NodeError::EmptyId | NodeError::BadId(_) => Status::invalid_argument(e.to_string()),
+        })?;
         if let Some(shared) = &self.shared {
             // Other replicas route to this node only while this succeeds;
             // the node's own SMS keeps serving it either way.

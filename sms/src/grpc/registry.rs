@@ -1,4 +1,8 @@
+use std::collections::HashMap;
 use std::sync::Arc;
+
+use futures::StreamExt;
+use parking_lot::Mutex;
 
 use spear_identity::{Access, Caller};
 use spear_proto::refs::redact_literals;
@@ -9,16 +13,61 @@ use tracing::debug;
 
 use crate::watch::{Hub, WatchStream};
 
+/// Watch streams one node identity may hold at once: one, and room for a
+/// reconnect that overlaps the old stream's end. On plaintext ports there
+/// are no identities and no bound (benchmarks open thousands from one
+/// process).
+pub const MAX_WATCHES_PER_NODE: usize = 4;
+
 /// `spear.v1.Registry`: list and watch, served from the hub, to nodes and
 /// admins. Literal `env`/`headers` values reach nodes only.
 pub struct RegistryService {
     hub: Arc<Hub>,
     access: Access,
+    watches: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// One open watch of a node, counted until its stream is dropped.
+struct WatchPermit {
+    watches: Arc<Mutex<HashMap<String, usize>>>,
+    node_id: String,
+}
+
+impl Drop for WatchPermit {
+    fn drop(&mut self) {
+        let mut watches = self.watches.lock();
+        if let Some(n) = watches.get_mut(&self.node_id) {
+            *n -= 1;
+            if *n == 0 {
+                watches.remove(&self.node_id);
+            }
+        }
+    }
 }
 
 impl RegistryService {
     pub fn new(hub: Arc<Hub>, access: Access) -> Self {
-        Self { hub, access }
+        Self {
+            hub,
+            access,
+            watches: Arc::default(),
+        }
+    }
+
+    /// A permit for one more watch by `node_id`, if it has room.
+    fn permit(&self, node_id: &str) -> Result<WatchPermit, Status> {
+        let mut watches = self.watches.lock();
+        let open = watches.entry(node_id.to_string()).or_default();
+        if *open >= MAX_WATCHES_PER_NODE {
+            return Err(Status::resource_exhausted(format!(
+                "node '{node_id}' already has {MAX_WATCHES_PER_NODE} watch streams open; close one first"
+            )));
+        }
+        *open += 1;
+        Ok(WatchPermit {
+            watches: Arc::clone(&self.watches),
+            node_id: node_id.to_string(),
+        })
     }
 }
 
@@ -55,8 +104,16 @@ impl Registry for RegistryService {
         // admins see redacted through list_servers instead.
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "watch")?;
+        let permit = match self.access.is_secure() {
+            true => Some(self.permit(&node_id)?),
+            false => None,
+        };
         let request = request.into_inner();
         debug!(node_id = %request.node_id, epoch = request.epoch, revision = request.revision, "watch opened");
-        Ok(Response::new(self.hub.watch(request)))
+        let stream = self.hub.watch(request).map(move |frame| {
+            let _held = &permit;
+            frame
+        });
+        Ok(Response::new(Box::pin(stream)))
     }
 }

@@ -19,12 +19,17 @@ use spear_proto::v1::{HeartbeatRequest, NodeStatus};
 use crate::store::{Epoch, Revision};
 
 pub use spear_proto::defaults::NODE_TTL;
+use spear_proto::defaults::{MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_TEXT as MAX_TEXT};
 /// A lost node is forgotten after this long.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
-/// Bounds on what one node may make SMS hold.
-const MAX_NODES: usize = 100_000;
-const MAX_PROBLEMS_PER_NODE: usize = 256;
-const MAX_TEXT: usize = 1024;
+/// Forgotten nodes are swept at most this often, not on every heartbeat.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// The most nodes one SMS tracks; beyond it the longest-dead node makes
+/// room, and only live nodes can make a newcomer wait.
+pub const MAX_NODES: usize = 100_000;
+/// A node heartbeats every few seconds and after changes (bursts settle
+/// for 50 ms); closer than this is refused, so a flood costs SMS little.
+pub const MIN_HEARTBEAT_GAP: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone)]
 struct NodeEntry {
@@ -37,39 +42,90 @@ struct NodeEntry {
 pub enum NodeError {
     #[error("node_id is empty; start the spearlet with --node-id or let it choose one")]
     EmptyId,
-    #[error("node_id is longer than {MAX_TEXT} bytes")]
-    IdTooLong,
-    #[error("SMS already tracks {MAX_NODES} nodes; remove lost nodes or add an SMS replica")]
+    #[error("node_id: {0}")]
+    BadId(spear_identity::IdentityError),
+    #[error("SMS already tracks as many live nodes as it may; add an SMS replica")]
     TooMany,
+    #[error("heartbeats for node '{0}' come faster than one per {MIN_HEARTBEAT_GAP:?}; this one was dropped")]
+    TooFrequent(String),
 }
 
 /// The table of known nodes.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NodeTable {
-    nodes: RwLock<BTreeMap<String, NodeEntry>>,
+    nodes: RwLock<Nodes>,
+    limit: usize,
+}
+
+impl Default for NodeTable {
+    fn default() -> Self {
+        Self::with_limit(MAX_NODES)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Nodes {
+    by_id: BTreeMap<String, NodeEntry>,
+    last_sweep: Option<Instant>,
 }
 
 impl NodeTable {
+    /// A table of at most `limit` nodes.
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            nodes: RwLock::default(),
+            limit,
+        }
+    }
+
     /// Records a heartbeat, registering the node on its first one.
-    pub fn heartbeat(&self, mut report: HeartbeatRequest) -> Result<(), NodeError> {
+    pub fn heartbeat(&self, report: HeartbeatRequest) -> Result<(), NodeError> {
+        self.heartbeat_at(report, Instant::now())
+    }
+
+    /// [`NodeTable::heartbeat`] as of `now`.
+    fn heartbeat_at(&self, mut report: HeartbeatRequest, now: Instant) -> Result<(), NodeError> {
         if report.node_id.is_empty() {
             return Err(NodeError::EmptyId);
         }
-        if report.node_id.len() > MAX_TEXT {
-            return Err(NodeError::IdTooLong);
-        }
+        spear_identity::spiffe::check_name(&report.node_id).map_err(NodeError::BadId)?;
         text::truncate(&mut report.version, MAX_TEXT);
         text::truncate(&mut report.invoke_addr, MAX_TEXT);
-        report.problems.truncate(MAX_PROBLEMS_PER_NODE);
+        report.problems.truncate(MAX_HEARTBEAT_PROBLEMS);
         for problem in &mut report.problems {
             text::truncate(&mut problem.message, MAX_TEXT);
             text::truncate(&mut problem.server_id, MAX_TEXT);
         }
-        let now = Instant::now();
-        let mut nodes = self.nodes.write();
-        nodes.retain(|_, n| now.duration_since(n.last_seen) < FORGET_AFTER);
-        if nodes.len() >= MAX_NODES && !nodes.contains_key(&report.node_id) {
-            return Err(NodeError::TooMany);
+        let mut guard = self.nodes.write();
+        let table = &mut *guard;
+        if let Some(entry) = table.by_id.get(&report.node_id) {
+            if now.duration_since(entry.last_seen) < MIN_HEARTBEAT_GAP {
+                return Err(NodeError::TooFrequent(report.node_id));
+            }
+        }
+        if table
+            .last_sweep
+            .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
+        {
+            table
+                .by_id
+                .retain(|_, n| now.duration_since(n.last_seen) < FORGET_AFTER);
+            table.last_sweep = Some(now);
+        }
+        let nodes = &mut table.by_id;
+        if nodes.len() >= self.limit && !nodes.contains_key(&report.node_id) {
+            // Room for a newcomer comes from the longest-dead node only.
+            let oldest = nodes
+                .iter()
+                .filter(|(_, n)| now.duration_since(n.last_seen) >= NODE_TTL)
+                .min_by_key(|(_, n)| n.last_seen)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                Some(id) => {
+                    nodes.remove(&id);
+                }
+                None => return Err(NodeError::TooMany),
+            }
         }
         nodes.insert(
             report.node_id.clone(),
@@ -86,6 +142,7 @@ impl NodeTable {
         let now = Instant::now();
         self.nodes
             .read()
+            .by_id
             .values()
             .map(|n| {
                 let r = &n.report;
@@ -132,6 +189,7 @@ impl NodeTable {
         let now = Instant::now();
         self.nodes
             .read()
+            .by_id
             .values()
             .filter(|n| {
                 now.duration_since(n.last_seen) < NODE_TTL && !n.report.invoke_addr.is_empty()
@@ -154,7 +212,7 @@ impl NodeTable {
 
     /// Whether SMS has heard from `node_id` recently enough to call it alive.
     pub fn is_known(&self, node_id: &str) -> bool {
-        self.nodes.read().contains_key(node_id)
+        self.nodes.read().by_id.contains_key(node_id)
     }
 }
 
@@ -184,6 +242,49 @@ mod tests {
             vec![("a".into(), 2), ("b".into(), 0), ("c".into(), 12)]
         );
         assert!(status.iter().all(|n| n.alive));
+    }
+
+    #[test]
+    fn a_full_table_drops_the_longest_dead_node_and_never_a_live_one() {
+        let table = NodeTable::with_limit(2);
+        let start = Instant::now();
+        table.heartbeat_at(hb("old", 1, 1), start).unwrap();
+        table.heartbeat_at(hb("older", 1, 1), start).unwrap();
+        let later = start + NODE_TTL * 2;
+        table
+            .heartbeat_at(hb("older", 1, 1), start + Duration::from_secs(1))
+            .unwrap();
+        // Both dead by `later`: "old" was seen longest ago and goes.
+        table.heartbeat_at(hb("new", 1, 1), later).unwrap();
+        let ids: Vec<String> = table.nodes.read().by_id.keys().cloned().collect();
+        assert_eq!(ids, vec!["new".to_string(), "older".to_string()]);
+        // Now "new" is alive: another newcomer takes "older"'s place, and
+        // a third finds only live nodes and is refused.
+        table.heartbeat_at(hb("newer", 1, 1), later).unwrap();
+        assert!(matches!(
+            table.heartbeat_at(hb("third", 1, 1), later + Duration::from_secs(1)),
+            Err(NodeError::TooMany)
+        ));
+    }
+
+    #[test]
+    fn heartbeats_closer_than_the_gap_and_bad_ids_are_refused() {
+        let table = NodeTable::default();
+        let now = Instant::now();
+        table.heartbeat_at(hb("n", 1, 1), now).unwrap();
+        assert!(matches!(
+            table.heartbeat_at(hb("n", 1, 2), now + Duration::from_millis(1)),
+            Err(NodeError::TooFrequent(_))
+        ));
+        table
+            .heartbeat_at(hb("n", 1, 2), now + MIN_HEARTBEAT_GAP)
+            .unwrap();
+        for bad in ["a/b", "../x", &"x".repeat(200), "sp ace"] {
+            assert!(matches!(
+                table.heartbeat(hb(bad, 1, 1)),
+                Err(NodeError::BadId(_))
+            ));
+        }
     }
 
     #[test]

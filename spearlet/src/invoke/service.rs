@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use spear_identity::{incoming, Access, AdminToken, TlsIdentity};
+use spear_identity::{incoming, server, Access, AdminToken, TlsIdentity};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
@@ -82,7 +82,7 @@ pub async fn serve(
     let service = InvocationServer::new(service)
         .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_REQUEST_BYTES)
         .max_encoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES);
-    let result = tonic::transport::Server::builder()
+    let result = server()
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming(listener, tls), async move {

@@ -78,15 +78,4 @@ pub fn machine() -> String {
     format!("{date}, {cpu}, {cores} cores, {mem} GiB")
 }
 
-/// Resident memory of a process, in KiB.
-pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
+pub use spear_tests::procs::rss_kib;
