@@ -19,4 +19,6 @@ pub mod sse;
 pub mod text;
 
 pub use backoff::Backoff;
-pub use process::{init_logging, shutdown_signal, Listen, LogFormat};
+pub use process::{
+    init_logging, init_logging_redacted, shutdown_signal, Listen, LogFormat, Redact,
+};

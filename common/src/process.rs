@@ -35,16 +35,41 @@ pub struct LoggingError(String);
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_logging(format: LogFormat) -> Result<(), LoggingError> {
+    init_logging_redacted(format, |line| line.to_string())
+}
+
+/// Rewrites one formatted log event before it is written.
+pub type Redact = fn(&str) -> String;
+
+/// [`init_logging`], passing every line through `redact` first: the node
+/// removes the secrets it resolved, whichever crate logged them.
+pub fn init_logging_redacted(format: LogFormat, redact: Redact) -> Result<(), LoggingError> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(move || RedactingStderr(redact));
     match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     }
     .map_err(|e| LoggingError(e.to_string()))
+}
+
+/// Standard error behind a [`Redact`]. The formatter writes each event
+/// whole, so each write is one event.
+struct RedactingStderr(Redact);
+
+impl std::io::Write for RedactingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = (self.0)(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 /// Resolves on Ctrl-C or SIGTERM, whichever comes first.

@@ -6,7 +6,10 @@
 //! redacted, and an unresolved reference is an error naming the variable and
 //! the field, never a value.
 
+use std::sync::{Arc, Weak};
+
 use spear_proto::refs::{pieces, Piece, RefError};
+use spear_proto::v1::ServerSpec;
 
 pub use crate::node_policy::Refused;
 
@@ -85,14 +88,108 @@ impl Resolver {
         Ok(out)
     }
 
+    /// Every secret `spec` substitutes on this node (its command, args,
+    /// env, URL and headers), for redacting what is said about the server.
+    /// References that do not resolve add nothing.
+    pub fn secrets_of(spec: &ServerSpec, lookup: &LookupFn<'_>) -> Resolver {
+        let mut resolver = Resolver::default();
+        let fields = [&spec.command, &spec.url]
+            .into_iter()
+            .chain(&spec.args)
+            .chain(spec.env.values())
+            .chain(spec.headers.values());
+        for text in fields {
+            let _ = resolver.resolve("", text, lookup);
+        }
+        resolver
+    }
+
     /// `line` with every secret replaced by `<redacted>`.
     pub fn redact(&self, line: &str) -> String {
+        self.redactor().redact(line)
+    }
+
+    /// A [`Redactor`] for the secrets substituted so far.
+    pub fn redactor(&self) -> Redactor {
+        let mut forms: Vec<String> = self
+            .secrets
+            .iter()
+            .filter(|s| s.len() >= 4)
+            .flat_map(|s| url_forms(s))
+            .collect();
+        // Longest first, so an encoded form is not cut by a shorter one.
+        forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        forms.dedup();
+        Redactor { forms }
+    }
+}
+
+/// Replaces secrets in text: each as written and as a URL's path or query
+/// carries it (HTTP errors name the URL). Secrets shorter than 4 bytes are
+/// left alone: they would redact words.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    forms: Vec<String>,
+}
+
+impl Redactor {
+    pub fn redact(&self, line: &str) -> String {
         let mut out = line.to_string();
-        for secret in self.secrets.iter().filter(|s| s.len() >= 4) {
-            out = out.replace(secret.as_str(), "<redacted>");
+        for form in &self.forms {
+            if out.contains(form.as_str()) {
+                out = out.replace(form.as_str(), "<redacted>");
+            }
         }
         out
     }
+
+    /// Makes this redactor apply to every log line the node writes, until
+    /// it is dropped: libraries (rmcp, reqwest) log URLs and errors we
+    /// never see.
+    pub fn for_logs(self) -> Arc<Redactor> {
+        let redactor = Arc::new(self);
+        if !redactor.forms.is_empty() {
+            let mut live = LOGGED.lock();
+            live.retain(|weak| weak.strong_count() > 0);
+            live.push(Arc::downgrade(&redactor));
+        }
+        redactor
+    }
+}
+
+/// The redactors of every server this process knows, for its log writer.
+static LOGGED: parking_lot::Mutex<Vec<Weak<Redactor>>> = parking_lot::Mutex::new(Vec::new());
+
+/// `line` with the secrets of every live server replaced: the node's log
+/// writer ([`spear_common::init_logging_redacted`]).
+pub fn redact_logged(line: &str) -> String {
+    let live: Vec<Arc<Redactor>> = LOGGED.lock().iter().filter_map(Weak::upgrade).collect();
+    live.iter()
+        .fold(line.to_string(), |text, redactor| redactor.redact(&text))
+}
+
+/// `secret` as written, percent-encoded in full, and as the `url` crate
+/// (so reqwest) writes it in a path and in a query.
+fn url_forms(secret: &str) -> Vec<String> {
+    let mut forms = vec![secret.to_string()];
+    let encoded: String = secret
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    forms.push(encoded);
+    if let Ok(mut url) = url::Url::parse("http://host/") {
+        url.set_path(secret);
+        forms.push(url.path().trim_start_matches('/').to_string());
+        url.set_query(Some(secret));
+        forms.extend(url.query().map(str::to_string));
+    }
+    forms.retain(|f| f.len() >= 4);
+    forms
 }
 
 #[cfg(test)]

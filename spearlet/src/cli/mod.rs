@@ -10,7 +10,14 @@ use clap::{Args, Parser, Subcommand};
 use spear_identity::{dial, Identity, TlsFlags};
 use tracing::info;
 
-use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
+use spear_common::{init_logging_redacted, shutdown_signal, Listen, LogFormat};
+
+use crate::env_refs::redact_logged;
+
+/// The node's logging: every line passes the live servers' redactors.
+fn init_logging(format: LogFormat) -> Result<(), spear_common::process::LoggingError> {
+    init_logging_redacted(format, redact_logged)
+}
 
 use crate::config::NodeFile;
 use crate::node::{Node, NodeConfig};

@@ -9,6 +9,7 @@ use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn};
 
 use super::Lookup;
+use crate::env_refs::{Redactor, Resolver};
 use crate::mcp::{
     check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts,
 };
@@ -98,6 +99,9 @@ struct Retry {
 pub(super) struct Slot {
     spec: ServerSpec,
     lookup: Lookup,
+    /// What the spec's references resolve to here: never said about it,
+    /// and kept out of the node's log while the slot lives.
+    secrets: Arc<Redactor>,
     runtime: tokio::runtime::Handle,
     timeouts: Timeouts,
     max_output_bytes: usize,
@@ -121,6 +125,9 @@ impl Slot {
             limits.max_output_bytes as usize
         };
         Self {
+            secrets: Resolver::secrets_of(&spec, &|name| lookup(name))
+                .redactor()
+                .for_logs(),
             timeouts: Timeouts::for_spec(&spec),
             max_output_bytes,
             permits: Semaphore::new(max_concurrency),
@@ -152,6 +159,18 @@ impl Slot {
 
     pub fn status(&self) -> ServerStatus {
         self.status.lock().clone()
+    }
+
+    /// `error`, with any resolved secret in its text replaced: every error
+    /// leaving the slot, and every one it logs or keeps, passes here.
+    fn clean(&self, error: McpError) -> McpError {
+        let text = error.to_string();
+        let redacted = self.secrets.redact(&text);
+        if redacted == text {
+            error
+        } else {
+            McpError::Redacted(redacted)
+        }
     }
 
     /// The live client, connecting if there is none and the backoff allows.
@@ -209,6 +228,7 @@ impl Slot {
                 Ok(client)
             }
             Err(error) => {
+                let error = self.clean(error);
                 self.failed(error.to_string());
                 Err(error)
             }
@@ -216,6 +236,7 @@ impl Slot {
     }
 
     fn failed(&self, error: String) {
+        let error = self.secrets.redact(&error);
         warn!(server_id = %self.spec.id, %error, "MCP server failed");
         let mut retry = self.retry.lock();
         retry.failed_before = true;
@@ -245,7 +266,7 @@ impl Slot {
                 if matches!(error, McpError::Closed) {
                     self.failed(error.to_string());
                 }
-                return Err(error);
+                return Err(self.clean(error));
             }
         };
         let mut catalog = Catalog::default();
@@ -322,8 +343,22 @@ impl Slot {
         match client.call_tool(tool, arguments, self.timeouts.call).await {
             Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
             Err(error) => {
+                let error = self.clean(error);
                 match &error {
-                    McpError::Closed => self.failed("the server exited during a call".into()),
+                    McpError::Closed => {
+                        self.failed("the server exited during a call".into());
+                        // Drop the dead client, so the next use reconnects
+                        // once the backoff allows instead of failing on it.
+                        let mut live = self.live.lock().await;
+                        if live
+                            .as_ref()
+                            .is_some_and(|l| Arc::ptr_eq(&l.client, &client))
+                        {
+                            if let Some(dead) = live.take() {
+                                self.runtime.spawn(close_client(dead.client));
+                            }
+                        }
+                    }
                     McpError::Timeout { .. } => {
                         let mut status = self.status.lock();
                         status.state = ServerState::Degraded;

@@ -45,6 +45,10 @@ pub enum McpError {
     InvalidHeader(String),
     #[error("server '{0}' is not in this node's registry")]
     UnknownServer(String),
+    /// An error whose text held a value resolved from a `${NAME}`
+    /// reference, with the value replaced by `<redacted>`.
+    #[error("{0}")]
+    Redacted(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
     Restarting {
         last_error: String,
