@@ -170,3 +170,86 @@ impl Drop for EtcdServer {
         self.kill();
     }
 }
+
+/// A three-or-more-member etcd cluster, one member per network namespace,
+/// TLS for clients and peers with certificates from `sms certs`, client
+/// certificates required.
+pub struct EtcdCluster {
+    /// Killed on drop, like every [`crate::procs::Proc`].
+    _members: Vec<crate::procs::Proc>,
+    /// `https://IP:2379` of each member.
+    pub endpoints: Vec<String>,
+    /// The certificate etcdctl uses.
+    pub client: TlsSet,
+    _data: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    pub fn start(certs: &crate::certs::Certs, places: &[crate::netns::Place]) -> EtcdCluster {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let initial: Vec<String> = places
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("m{i}=https://{}:2380", p.ip))
+            .collect();
+        let mut members = Vec::new();
+        for (i, place) in places.iter().enumerate() {
+            let tls = certs.host(&format!("etcd-{i}"), &[place.ip.into()]);
+            let (ip, name) = (place.ip, format!("m{i}"));
+            let mut cmd = place.command(etcd_binary());
+            cmd.arg(format!("--name={name}"))
+                .arg(format!("--data-dir={}", data.path().join(&name).display()))
+                .arg(format!("--listen-client-urls=https://{ip}:2379"))
+                .arg(format!("--advertise-client-urls=https://{ip}:2379"))
+                .arg(format!("--listen-peer-urls=https://{ip}:2380"))
+                .arg(format!("--initial-advertise-peer-urls=https://{ip}:2380"))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg("--initial-cluster-state=new")
+                .arg("--initial-cluster-token=spear-test")
+                .arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()))
+                .arg(format!("--trusted-ca-file={}", tls.ca.display()))
+                .arg("--client-cert-auth")
+                .arg(format!("--peer-cert-file={}", tls.cert.display()))
+                .arg(format!("--peer-key-file={}", tls.key.display()))
+                .arg(format!("--peer-trusted-ca-file={}", tls.ca.display()))
+                .arg("--peer-client-cert-auth")
+                .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
+            let log = data.path().join(format!("{name}.log"));
+            members.push(crate::procs::Proc::spawn(&format!("etcd {name}"), cmd, log));
+        }
+        let cluster = EtcdCluster {
+            _members: members,
+            endpoints: places
+                .iter()
+                .map(|p| format!("https://{}:2379", p.ip))
+                .collect(),
+            client: certs.host("etcdctl", &[]),
+            _data: data,
+        };
+        crate::wait::eventually(
+            "the etcd cluster to be healthy",
+            Duration::from_secs(60),
+            || cluster.etcdctl(&["endpoint", "health"]),
+        );
+        cluster
+    }
+
+    /// Runs etcdctl against every member with the client certificate.
+    pub fn etcdctl(&self, args: &[&str]) -> Result<String, String> {
+        let output = Command::new("etcdctl")
+            .arg(format!("--endpoints={}", self.endpoints.join(",")))
+            .arg(format!("--cacert={}", self.client.ca.display()))
+            .arg(format!("--cert={}", self.client.cert.display()))
+            .arg(format!("--key={}", self.client.key.display()))
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .output()
+            .map_err(|e| format!("etcdctl: {e} (install etcd-client)"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }
+}

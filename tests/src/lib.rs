@@ -7,7 +7,17 @@ pub mod etcd;
 pub mod fixtures;
 pub mod history;
 pub mod http;
+pub mod netns;
 pub mod peers;
 pub mod procs;
 pub mod tasks;
 pub mod wait;
+
+/// A two-thread Tokio runtime for tests that talk gRPC themselves.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
+}

@@ -144,6 +144,8 @@ pub struct SmsOptions {
     pub client_tls: Option<crate::certs::TlsSet>,
     /// More `sms serve` arguments.
     pub extra: Vec<String>,
+    /// Run in this network namespace, listening on its address.
+    pub place: Option<crate::netns::Place>,
     pub progress_interval_ms: Option<u64>,
     pub history_len: Option<usize>,
     /// Reuse this gRPC port (a restart keeps the address nodes know).
@@ -164,12 +166,15 @@ impl SmsProc {
         let workdir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let port = *options.port.get_or_insert_with(free_port);
         let ready = workdir.path().join("ready.json");
-        let mut cmd = Command::new(bin("sms"));
+        let (mut cmd, host) = match &options.place {
+            Some(place) => (place.command(bin("sms")), place.ip.to_string()),
+            None => (Command::new(bin("sms")), "127.0.0.1".to_string()),
+        };
         cmd.arg("serve")
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg(format!("{host}:{port}"))
             .arg("--metrics-listen")
-            .arg("127.0.0.1:0")
+            .arg(format!("{host}:0"))
             .arg("--ready-file")
             .arg(&ready)
             .env_remove("SMS_ADMIN_TOKEN_FILE")
@@ -289,6 +294,7 @@ pub struct SpearletProc {
     pub node_id: String,
     sms: String,
     extra: Vec<String>,
+    place: Option<crate::netns::Place>,
 }
 
 impl SpearletProc {
@@ -306,9 +312,24 @@ impl SpearletProc {
         state_dir: &Path,
         extra: &[String],
     ) -> SpearletProc {
+        Self::start_in(None, node_id, sms, state_dir, extra)
+    }
+
+    /// [`SpearletProc::start_with`] in a network namespace, listening on
+    /// its address (the node then needs TLS, or `--insecure` in `extra`).
+    pub fn start_in(
+        place: Option<&crate::netns::Place>,
+        node_id: &str,
+        sms: &str,
+        state_dir: &Path,
+        extra: &[String],
+    ) -> SpearletProc {
         let port = free_port();
-        let http = format!("127.0.0.1:{port}");
-        let mut cmd = Command::new(bin("spearlet"));
+        let (mut cmd, host) = match place {
+            Some(place) => (place.command(bin("spearlet")), place.ip.to_string()),
+            None => (Command::new(bin("spearlet")), "127.0.0.1".to_string()),
+        };
+        let http = format!("{host}:{port}");
         cmd.arg("run")
             .arg("--sms")
             .arg(sms)
@@ -319,7 +340,7 @@ impl SpearletProc {
             .arg("--metrics-listen")
             .arg(&http)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(format!("{host}:0"))
             .args(extra);
         let log = state_dir.with_extension("log");
         let mut proc = Proc::spawn(&format!("spearlet {node_id}"), cmd, log);
@@ -336,6 +357,7 @@ impl SpearletProc {
             node_id: node_id.to_string(),
             sms: sms.to_string(),
             extra: extra.to_vec(),
+            place: place.cloned(),
         }
     }
 
@@ -353,14 +375,15 @@ impl SpearletProc {
     }
 
     fn start_again(self) -> SpearletProc {
-        let (node_id, sms, state_dir, extra) = (
+        let (node_id, sms, state_dir, extra, place) = (
             self.node_id.clone(),
             self.sms.clone(),
             self.state_dir.clone(),
             self.extra.clone(),
+            self.place.clone(),
         );
         drop(self);
-        SpearletProc::start_with(&node_id, &sms, &state_dir, &extra)
+        SpearletProc::start_in(place.as_ref(), &node_id, &sms, &state_dir, &extra)
     }
 
     /// The node's live registry view (`GET /registry`).

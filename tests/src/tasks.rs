@@ -93,10 +93,23 @@ pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>)
 
 /// A replay-llm of `recording` serving the files in `files`; its base URL.
 fn replay_model(work: &Path, name: &str, recording: &Path, files: &Path) -> (Proc, String) {
+    replay_model_on(work, name, recording, files, "127.0.0.1:0")
+}
+
+/// [`replay_model`] listening on `listen`.
+pub fn replay_model_on(
+    work: &Path,
+    name: &str,
+    recording: &Path,
+    files: &Path,
+    listen: &str,
+) -> (Proc, String) {
     let ready = work.join(format!("{name}.ready"));
     let mut cmd = Command::new(bin("replay-llm"));
     cmd.arg("--recording")
         .arg(recording)
+        .arg("--listen")
+        .arg(listen)
         .arg("--ready-file")
         .arg(&ready)
         .env("SPEAR_DEMO_FILES", files);

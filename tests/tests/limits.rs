@@ -17,19 +17,12 @@ use spear_tests::etcd::EtcdServer;
 use spear_tests::fixtures::{stdio_server, write_file};
 use spear_tests::history::converged;
 use spear_tests::procs::{rss_kib, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::runtime;
 use tonic::transport::Channel;
 use tonic::Code;
 
 /// SMS's resident memory may grow by at most this during the floods.
 const RSS_GROWTH_BOUND_KIB: u64 = 128 * 1024;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 async fn channels(sms: &str, tls: Option<&TlsIdentity>, n: usize) -> Vec<Channel> {
     let mut out = Vec::new();

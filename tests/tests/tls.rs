@@ -16,15 +16,8 @@ use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::{HeartbeatRequest, InvokeRequest, InvokeResponse, SyncState};
 use spear_tests::certs::{Certs, TlsSet};
 use spear_tests::procs::{bin, SmsOptions, SmsProc};
+use spear_tests::runtime;
 use spear_tests::tasks::{cluster_opts, fs_task, guest, invoke_json, register, ClusterOptions};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn identity(set: &TlsSet) -> TlsIdentity {
     set.identity().unwrap()

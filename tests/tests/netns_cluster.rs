@@ -1,0 +1,205 @@
+//! The plane across a network (issue 11): a three-member etcd cluster with
+//! TLS and client certificates, two SMS replicas and three spearlets, each
+//! process in its own network namespace with its own address, every
+//! certificate from `sms certs`. The registry moves through a file drop and
+//! an admin write, a task runs through each replica, and every node's
+//! applied history checks out against both.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use spear_tests::certs::Certs;
+use spear_tests::etcd::EtcdCluster;
+use spear_tests::fixtures::{stdio_server, write_file};
+use spear_tests::history::converged;
+use spear_tests::netns::{self, Bridge, Netns, Place};
+use spear_tests::peers::npm_bin;
+use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
+use spear_tests::tasks::{guest, replay_model_on, repo_file};
+use spear_tests::wait::eventually;
+
+const SOON: Duration = Duration::from_secs(60);
+
+fn places(namespaces: &[Netns]) -> Vec<Place> {
+    namespaces.iter().map(Netns::place).collect()
+}
+
+fn node_toml(work: &Path, model_url: &str, files: &Path) -> PathBuf {
+    let guests = guest("fs-agent");
+    let guests = guests.parent().unwrap_or(Path::new("/")).display();
+    let path = work.join("node.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{model_url}\"\nmodel = \"recorded\"\n\n\
+             [policy]\nmodules = [\"file://{guests}/\"]\n\n[[policy.dirs]]\npath = \"{}\"\n",
+            files.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Waits until every node heartbeats, with its invocation address, to one
+/// of the replicas (each tracks its own nodes; they share them for routing
+/// through etcd).
+fn invocable(smses: &[SmsProc], nodes: &[SpearletProc]) {
+    eventually("every node to be invocable", SOON, || {
+        let statuses: Vec<Value> = smses.iter().map(SmsProc::status).collect();
+        let ready = |id: &str| {
+            statuses.iter().any(|status| {
+                status["nodes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|n| n["node_id"] == id && n["alive"] == true && n["invoke_addr"] != "")
+            })
+        };
+        nodes
+            .iter()
+            .all(|n| ready(&n.node_id))
+            .then_some(())
+            .ok_or(format!("{statuses:?}"))
+    });
+}
+
+#[test]
+fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
+    assert!(
+        netns::available(),
+        "this test makes network namespaces: run it as root with iproute2 installed (CI does)"
+    );
+    let certs = Certs::new("spear.test");
+    let work = tempfile::tempdir().unwrap();
+    let mut bridge = Bridge::new();
+    let etcd_ns: Vec<Netns> = (0..3).map(|_| bridge.netns()).collect();
+    let sms_ns: Vec<Netns> = (0..2).map(|_| bridge.netns()).collect();
+    let node_ns: Vec<Netns> = (0..3).map(|_| bridge.netns()).collect();
+    let etcd = EtcdCluster::start(&certs, &places(&etcd_ns));
+
+    let files = work.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let files = files.canonicalize().unwrap();
+    std::fs::write(files.join("notes.txt"), "across namespaces").unwrap();
+    let mcp = work.path().join("mcp.d");
+    std::fs::create_dir_all(&mcp).unwrap();
+    let fs = json!({"mcpServers": {"fs": {
+        "command": npm_bin("mcp-server-filesystem"), "args": [files],
+        "allowed_tools": ["read_*", "list_*"],
+    }}});
+    std::fs::write(mcp.join("fs.json"), fs.to_string()).unwrap();
+    let (_model, model_url) = replay_model_on(
+        work.path(),
+        "model",
+        &repo_file("examples/replay/fs-agent.json"),
+        &files,
+        &format!("{}:0", bridge.host_ip()),
+    );
+    let config = node_toml(work.path(), &model_url, &files);
+
+    let sms_tls = certs.sms();
+    let admin = certs.admin("ops");
+    let etcd_client = vec![
+        "--etcd-ca".to_string(),
+        sms_tls.ca.display().to_string(),
+        "--etcd-cert".into(),
+        sms_tls.cert.display().to_string(),
+        "--etcd-key".into(),
+        sms_tls.key.display().to_string(),
+    ];
+    let smses: Vec<SmsProc> = sms_ns
+        .iter()
+        .map(|ns| {
+            SmsProc::start(SmsOptions {
+                mcp_dir: Some(mcp.clone()),
+                etcd: Some(etcd.endpoints.join(",")),
+                tls: Some(sms_tls.clone()),
+                client_tls: Some(admin.clone()),
+                extra: etcd_client.clone(),
+                place: Some(ns.place()),
+                ..Default::default()
+            })
+        })
+        .collect();
+    let (a, b) = (smses[0].grpc.clone(), smses[1].grpc.clone());
+    let nodes: Vec<SpearletProc> = node_ns
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| {
+            let id = format!("node-{i}");
+            let order = if i % 2 == 0 { [&a, &b] } else { [&b, &a] };
+            let mut args = vec!["--config".to_string(), config.display().to_string()];
+            args.extend(certs.node(&id).args());
+            let sms = format!("{},{}", order[0], order[1]);
+            SpearletProc::start_in(Some(&ns.place()), &id, &sms, &work.path().join(&id), &args)
+        })
+        .collect();
+    for node in &nodes {
+        assert!(node.http.starts_with("10.77."), "{}", node.http);
+        converged(&smses[0], node);
+    }
+
+    // A file drop, then an admin write through the other replica.
+    write_file(
+        &mcp,
+        "b.json",
+        &stdio_server("b", "dropped in the directory"),
+    );
+    for node in &nodes {
+        converged(&smses[1], node);
+    }
+    let spec = work.path().join("api.json");
+    let api =
+        json!({"id": "api", "transport": "streamable_http", "url": "https://mcp.example.com/mcp"});
+    std::fs::write(&spec, api.to_string()).unwrap();
+    let (code, _, err) = smses[1].client(&["apply", &spec.display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    for node in &nodes {
+        converged(&smses[0], node);
+    }
+
+    // A task, registered at one replica, run through each.
+    let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
+                      "limits": {"wall_ms": 60000}});
+    let task_file = work.path().join("task.json");
+    std::fs::write(&task_file, task.to_string()).unwrap();
+    let module = guest("fs-agent").display().to_string();
+    let (code, _, err) = smses[0].client(&[
+        "tasks",
+        "register",
+        "--id",
+        "fs-agent",
+        "--module",
+        &module,
+        "--config",
+        &task_file.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    invocable(&smses, &nodes);
+    let mut ran_on = Vec::new();
+    for sms in &smses {
+        for _ in 0..2 {
+            let (code, out, err) = sms.client(&["invoke", "--json", "fs-agent"]);
+            let run: Value = serde_json::from_str(&out)
+                .unwrap_or_else(|e| panic!("exit {code}: {e}: {out}{err}"));
+            assert_eq!(run["ok"], true, "{run}");
+            assert!(
+                run["stdout"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("across namespaces"),
+                "{run}"
+            );
+            ran_on.push(run["node_id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    eprintln!("runs went to {ran_on:?}");
+
+    // Every node's history, against each replica.
+    for sms in &smses {
+        for node in &nodes {
+            converged(sms, node);
+        }
+    }
+}
