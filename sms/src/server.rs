@@ -52,6 +52,8 @@ pub struct SmsConfig {
     pub tls: Option<TlsIdentity>,
     /// Serve plaintext beyond loopback anyway (`--insecure`).
     pub insecure: bool,
+    /// Watch streams one node identity may hold at once (TLS only).
+    pub max_watches_per_node: usize,
     pub hub: HubConfig,
 }
 
@@ -192,7 +194,11 @@ impl Sms {
             access.clone(),
         );
         let services = Services {
-            registry: RegistryService::new(Arc::clone(&hub), access.clone()),
+            registry: RegistryService::new(
+                Arc::clone(&hub),
+                access.clone(),
+                config.max_watches_per_node,
+            ),
             admin: AdminService::new(Arc::new(Admin::new(writer)), access.clone()),
             tasks: TasksService::new(
                 tasks,

@@ -3,8 +3,9 @@
 //! Every scenario runs real gRPC on loopback against SMS (in-process, or the
 //! real `sms` binary where process memory or restarts are measured) and
 //! prints medians and p99 with the baseline measured in the same run.
-//! Scenarios: `propagation`, `propagation-etcd`, `memory`, `snapshot`,
-//! `reconnect`; no argument runs them all.
+//! Scenarios: `propagation`, `propagation-etcd`, `propagation-tls`,
+//! `memory`, `memory-tls`, `snapshot`, `reconnect`, `reconnect-tls`; no
+//! argument runs them all.
 
 mod bench_support;
 
@@ -28,13 +29,22 @@ fn main() {
     if want("propagation-etcd") {
         runtime.block_on(propagation::run(Backend::Etcd));
     }
+    if want("propagation-tls") {
+        runtime.block_on(propagation::run_tls());
+    }
     if want("snapshot") {
         runtime.block_on(snapshot::run());
     }
     if want("memory") {
         runtime.block_on(memory::run());
     }
+    if want("memory-tls") {
+        runtime.block_on(memory::run_tls());
+    }
     if want("reconnect") {
         runtime.block_on(reconnect::run());
+    }
+    if want("reconnect-tls") {
+        runtime.block_on(reconnect::run_tls());
     }
 }

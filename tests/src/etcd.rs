@@ -126,23 +126,7 @@ impl EtcdServer {
 
     /// Runs etcdctl against this server.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, String> {
-        let mut cmd = Command::new("etcdctl");
-        cmd.arg(format!("--endpoints={}", self.endpoint()));
-        if let Some((_, client)) = &self.tls {
-            cmd.arg(format!("--cacert={}", client.ca.display()))
-                .arg(format!("--cert={}", client.cert.display()))
-                .arg(format!("--key={}", client.key.display()));
-        }
-        let output = cmd
-            .args(args)
-            .env("ETCDCTL_API", "3")
-            .output()
-            .map_err(|e| format!("etcdctl: {e} (install etcd-client)"))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
+        etcdctl(&self.endpoint(), self.tls.as_ref().map(|(_, c)| c), args)
     }
 
     /// Compacts history up to `revision`.
@@ -237,19 +221,27 @@ impl EtcdCluster {
 
     /// Runs etcdctl against every member with the client certificate.
     pub fn etcdctl(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new("etcdctl")
-            .arg(format!("--endpoints={}", self.endpoints.join(",")))
-            .arg(format!("--cacert={}", self.client.ca.display()))
-            .arg(format!("--cert={}", self.client.cert.display()))
-            .arg(format!("--key={}", self.client.key.display()))
-            .args(args)
-            .env("ETCDCTL_API", "3")
-            .output()
-            .map_err(|e| format!("etcdctl: {e} (install etcd-client)"))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
+        etcdctl(&self.endpoints.join(","), Some(&self.client), args)
+    }
+}
+
+/// Runs etcdctl against `endpoints`, with `tls`'s CA and certificate.
+fn etcdctl(endpoints: &str, tls: Option<&TlsSet>, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new("etcdctl");
+    cmd.arg(format!("--endpoints={endpoints}"));
+    if let Some(client) = tls {
+        cmd.arg(format!("--cacert={}", client.ca.display()))
+            .arg(format!("--cert={}", client.cert.display()))
+            .arg(format!("--key={}", client.key.display()));
+    }
+    let output = cmd
+        .args(args)
+        .env("ETCDCTL_API", "3")
+        .output()
+        .map_err(|e| format!("etcdctl: {e} (install etcd-client)"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
     }
 }

@@ -163,7 +163,8 @@ pub async fn sms_registry_async(grpc: &str) -> Result<Position, String> {
     sms_registry_async_as(grpc, None).await
 }
 
-async fn sms_registry_async_as(grpc: &str, tls: Option<&TlsSet>) -> Result<Position, String> {
+/// [`sms_registry_async`] over TLS as `tls`'s identity, when given.
+pub async fn sms_registry_async_as(grpc: &str, tls: Option<&TlsSet>) -> Result<Position, String> {
     {
         let tls = tls.map(TlsSet::identity).transpose()?;
         let (endpoint, dialer) =

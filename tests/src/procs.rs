@@ -272,6 +272,26 @@ impl SmsProc {
         )
     }
 
+    /// Runs `sms <args>` with exactly the TLS flags `tls` (a stranger's, or
+    /// none) and no token; returns (exit code, stdout and stderr).
+    pub fn client_as(&self, args: &[&str], tls: &[String]) -> (i32, String) {
+        let out = Command::new(bin("sms"))
+            .args(args)
+            .arg("--addr")
+            .arg(&self.grpc)
+            .args(tls)
+            .env_remove("SMS_ADMIN_TOKEN")
+            .env_remove("SPEAR_TOKEN_FILE")
+            .env_remove("SPEAR_TLS_CA")
+            .env_remove("SPEAR_TLS_CERT")
+            .env_remove("SPEAR_TLS_KEY")
+            .output()
+            .unwrap_or_else(|e| panic!("run sms client: {e}"));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code().unwrap_or(-1), text)
+    }
+
     /// `sms status --json`, as an admin (the configured token or client
     /// certificate).
     pub fn status(&self) -> serde_json::Value {

@@ -2,20 +2,27 @@
 //! TLS and client certificates, two SMS replicas and three spearlets, each
 //! process in its own network namespace with its own address, every
 //! certificate from `sms certs`. The registry moves through a file drop and
-//! an admin write, a task runs through each replica, and every node's
-//! applied history checks out against both.
+//! an admin write, a task runs through each replica, strangers are refused
+//! (a plaintext client, one without a certificate, a node certificate
+//! calling admin APIs or another node, a forged heartbeat, a plaintext SMS
+//! on a namespace's address), and every node's applied history checks out
+//! against both replicas.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use spear_identity::{dial, Identity};
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::HeartbeatRequest;
 use spear_tests::certs::Certs;
 use spear_tests::etcd::EtcdCluster;
 use spear_tests::fixtures::{stdio_server, write_file};
 use spear_tests::history::converged;
 use spear_tests::netns::{self, Bridge, Netns, Place};
 use spear_tests::peers::npm_bin;
-use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
+use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::runtime;
 use spear_tests::tasks::{guest, replay_model_on, repo_file};
 use spear_tests::wait::eventually;
 
@@ -195,6 +202,99 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
         }
     }
     eprintln!("runs went to {ran_on:?}");
+
+    // Strangers, across the bridge from the root namespace: each refused
+    // with a sentence, and nothing changes.
+    let servers_before = smses[0].client(&["servers"]).1;
+    let node_0 = smses
+        .iter()
+        .flat_map(|sms| {
+            sms.status()["nodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|n| n["node_id"] == "node-0")
+        .unwrap_or_else(|| panic!("node-0 is not listed"));
+    let node_0_addr = node_0["invoke_addr"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ca_only = vec!["--tls-ca".to_string(), certs.ca().display().to_string()];
+    let node_1 = certs.node("node-1").args();
+    let evil = work.path().join("evil.json");
+    std::fs::write(
+        &evil,
+        r#"{"id": "evil", "command": "/bin/sh", "args": ["-c", "id"]}"#,
+    )
+    .unwrap();
+    let evil = evil.display().to_string();
+    let refusals: [(&[&str], &[String], &str); 5] = [
+        (&["status"], &[], "pass --tls-ca"),
+        (&["status"], &ca_only, "needs an admin certificate"),
+        (&["servers"], &ca_only, "needs a node or admin certificate"),
+        (
+            &["apply", &evil],
+            &node_1,
+            "is for admins; the caller is node/node-1",
+        ),
+        (
+            &[
+                "invoke",
+                "fs-agent",
+                "--node",
+                "node-0",
+                "--node-addr",
+                &node_0_addr,
+            ],
+            &node_1,
+            "invocations come from SMS or an admin; the caller is node/node-1",
+        ),
+    ];
+    for (args, tls, expect) in refusals {
+        for sms in &smses {
+            let (code, text) = sms.client_as(args, tls);
+            assert!(code != 0 && text.contains(expect), "{args:?}: {text}");
+        }
+    }
+    let forged = runtime().block_on(async {
+        let tls = certs.node("node-1").identity().unwrap();
+        let (endpoint, dialer) = dial(&smses[0].grpc, Some(&tls), Identity::Sms).unwrap();
+        let channel = dialer.connect(endpoint).await.unwrap();
+        NodesClient::new(channel)
+            .heartbeat(HeartbeatRequest {
+                node_id: "node-0".into(),
+                invoke_addr: "10.77.0.99:1".into(),
+                ..Default::default()
+            })
+            .await
+    });
+    assert_eq!(forged.unwrap_err().code(), tonic::Code::PermissionDenied);
+    let plaintext = bridge.netns();
+    let out = plaintext
+        .place()
+        .command(bin("sms"))
+        .args(["serve", "--metrics-listen", "off", "--listen"])
+        .arg(format!("{}:7300", plaintext.ip))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("without TLS"),
+        "{text}"
+    );
+    assert_eq!(smses[0].client(&["servers"]).1, servers_before);
+    let after = smses
+        .iter()
+        .flat_map(|sms| {
+            sms.status()["nodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|n| n["node_id"] == "node-0")
+        .unwrap_or_default();
+    assert_eq!(after["invoke_addr"], node_0_addr.as_str());
 
     // Every node's history, against each replica.
     for sms in &smses {

@@ -57,24 +57,6 @@ fn node_entry(sms: &SmsProc, id: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Runs `sms <args> --addr <sms>` with exactly these TLS flags.
-fn sms_cli(sms: &SmsProc, args: &[&str], tls: &[String]) -> (i32, String) {
-    let out = Command::new(bin("sms"))
-        .args(args)
-        .arg("--addr")
-        .arg(&sms.grpc)
-        .args(tls)
-        .env_remove("SMS_ADMIN_TOKEN")
-        .env_remove("SPEAR_TLS_CA")
-        .env_remove("SPEAR_TLS_CERT")
-        .env_remove("SPEAR_TLS_KEY")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
-}
-
 #[test]
 fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     let certs = Certs::new("spear.test");
@@ -96,16 +78,16 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     let servers_before = c.sms.client(&["servers"]).1;
 
     // A plaintext client: the handshake fails and the CLI says what to pass.
-    let (code, text) = sms_cli(&c.sms, &["status"], &[]);
+    let (code, text) = c.sms.client_as(&["status"], &[]);
     assert_ne!(code, 0);
     assert!(text.contains("pass --tls-ca"), "{text}");
 
     // TLS without a certificate: no role.
     let ca_only = vec!["--tls-ca".to_string(), certs.ca().display().to_string()];
-    let (code, text) = sms_cli(&c.sms, &["status"], &ca_only);
+    let (code, text) = c.sms.client_as(&["status"], &ca_only);
     assert_ne!(code, 0);
     assert!(text.contains("needs an admin certificate"), "{text}");
-    let (code, text) = sms_cli(&c.sms, &["servers"], &ca_only);
+    let (code, text) = c.sms.client_as(&["servers"], &ca_only);
     assert_ne!(code, 0);
     assert!(text.contains("needs a node or admin certificate"), "{text}");
 
@@ -118,19 +100,18 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     )
     .unwrap();
     let spec = spec.display().to_string();
-    let (code, text) = sms_cli(&c.sms, &["apply", &spec], &node_b.args());
+    let (code, text) = c.sms.client_as(&["apply", &spec], &node_b.args());
     assert_ne!(code, 0);
     assert!(
         text.contains("is for admins; the caller is node/node-b"),
         "{text}"
     );
-    let (code, text) = sms_cli(&c.sms, &["invoke", "fs-agent"], &node_b.args());
+    let (code, text) = c.sms.client_as(&["invoke", "fs-agent"], &node_b.args());
     assert_ne!(code, 0);
     assert!(text.contains("is for admins"), "{text}");
 
     // A node's certificate calling another node's Invocation port.
-    let (code, text) = sms_cli(
-        &c.sms,
+    let (code, text) = c.sms.client_as(
         &[
             "invoke",
             "fs-agent",
@@ -147,8 +128,7 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
         "{text}"
     );
     // An admin may (a direct run).
-    let (code, text) = sms_cli(
-        &c.sms,
+    let (code, text) = c.sms.client_as(
         &[
             "invoke",
             "fs-agent",

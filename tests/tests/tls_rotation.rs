@@ -104,7 +104,7 @@ fn certificates_ca_bundles_and_the_token_rotate_while_the_cluster_runs() {
         ..new_admin.clone()
     };
     eventually("SMS to present its new certificate", SOON, || {
-        let out = cli(&sms, &new_only, &["status"]);
+        let out = sms.client_as(&["status"], &new_only.args());
         out.0.eq(&0).then_some(()).ok_or(out.1)
     });
     replace(&sms_files.ca, &std::fs::read(new.ca()).unwrap());
@@ -114,7 +114,7 @@ fn certificates_ca_bundles_and_the_token_rotate_while_the_cluster_runs() {
         ..old.admin("ops")
     };
     eventually("SMS to stop trusting the old CA", SOON, || {
-        let (code, text) = cli(&sms, &old_admin_new_trust, &["status"]);
+        let (code, text) = sms.client_as(&["status"], &old_admin_new_trust.args());
         if code != 0 {
             Ok(())
         } else {
@@ -136,20 +136,6 @@ fn certificates_ca_bundles_and_the_token_rotate_while_the_cluster_runs() {
     let sms = sms.restart();
     write_file(&mcp, "c.json", &stdio_server("c", "after"));
     converged(&sms, &node);
-}
-
-fn cli(sms: &SmsProc, tls: &TlsSet, args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(spear_tests::procs::bin("sms"))
-        .args(args)
-        .arg("--addr")
-        .arg(&sms.grpc)
-        .args(tls.args())
-        .env("SMS_ADMIN_TOKEN", "")
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), text)
 }
 
 fn reconnects(node: &SpearletProc) -> f64 {

@@ -53,10 +53,9 @@ pub(super) async fn connect(
 /// certificate the other side refused) says so and what to check.
 pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
     use std::error::Error;
-    let transport = matches!(
-        status.code(),
-        tonic::Code::Unavailable | tonic::Code::Unknown
-    ) && status.source().is_some();
+    // An answer from the server carries no source; a broken connection
+    // (refused handshake, reset, protocol error) does.
+    let transport = status.source().is_some();
     if transport {
         anyhow::anyhow!(
             "the connection failed before an answer ({}); if the server serves TLS, pass --tls-ca (and your --tls-cert and --tls-key), and check that your certificate is from its CA",

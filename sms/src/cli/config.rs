@@ -201,6 +201,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         admin_token,
         tls,
         insecure: args.insecure || file.insecure,
+        max_watches_per_node: crate::grpc::MAX_WATCHES_PER_NODE,
         hub,
     };
     Ok((config, log_format))

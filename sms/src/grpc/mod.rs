@@ -8,6 +8,6 @@ mod tasks;
 
 pub use admin::AdminService;
 pub use nodes::NodesService;
-pub use registry::RegistryService;
+pub use registry::{RegistryService, MAX_WATCHES_PER_NODE};
 pub use status::StatusService;
 pub use tasks::TasksService;

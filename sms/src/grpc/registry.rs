@@ -13,10 +13,9 @@ use tracing::debug;
 
 use crate::watch::{Hub, WatchStream};
 
-/// Watch streams one node identity may hold at once: one, and room for a
-/// reconnect that overlaps the old stream's end. On plaintext ports there
-/// are no identities and no bound (benchmarks open thousands from one
-/// process).
+/// Watch streams one node identity may hold at once by default: one, and
+/// room for a reconnect that overlaps the old stream's end. On plaintext
+/// ports there are no identities and no bound.
 pub const MAX_WATCHES_PER_NODE: usize = 4;
 
 /// `spear.v1.Registry`: list and watch, served from the hub, to nodes and
@@ -25,6 +24,7 @@ pub struct RegistryService {
     hub: Arc<Hub>,
     access: Access,
     watches: Arc<Mutex<HashMap<String, usize>>>,
+    max_per_node: usize,
 }
 
 /// One open watch of a node, counted until its stream is dropped.
@@ -46,11 +46,12 @@ impl Drop for WatchPermit {
 }
 
 impl RegistryService {
-    pub fn new(hub: Arc<Hub>, access: Access) -> Self {
+    pub fn new(hub: Arc<Hub>, access: Access, max_per_node: usize) -> Self {
         Self {
             hub,
             access,
             watches: Arc::default(),
+            max_per_node,
         }
     }
 
@@ -58,9 +59,10 @@ impl RegistryService {
     fn permit(&self, node_id: &str) -> Result<WatchPermit, Status> {
         let mut watches = self.watches.lock();
         let open = watches.entry(node_id.to_string()).or_default();
-        if *open >= MAX_WATCHES_PER_NODE {
+        if *open >= self.max_per_node {
             return Err(Status::resource_exhausted(format!(
-                "node '{node_id}' already has {MAX_WATCHES_PER_NODE} watch streams open; close one first"
+                "node '{node_id}' already has {} watch streams open; close one first",
+                self.max_per_node
             )));
         }
         *open += 1;

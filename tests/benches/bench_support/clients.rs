@@ -2,22 +2,37 @@
 
 use std::time::Duration;
 
+use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{watch_event, WatchEvent, WatchRequest};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::Streaming;
 
 /// A new HTTP/2 connection to SMS.
 pub async fn connect(addr: &str) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .connect_timeout(Duration::from_secs(10))
-        .connect()
+    connect_as(addr, None).await
+}
+
+/// A new connection to SMS, over mutual TLS as `tls` when given (a full
+/// handshake: every connection is a new TLS session).
+pub async fn connect_as(addr: &str, tls: Option<&TlsIdentity>) -> Channel {
+    try_connect_as(addr, tls)
         .await
         .unwrap_or_else(|e| panic!("connect {addr}: {e}"))
 }
 
-/// Opens a watch from `(epoch, revision)`.
+/// One connection attempt, as a node makes it.
+pub async fn try_connect_as(
+    addr: &str,
+    tls: Option<&TlsIdentity>,
+) -> Result<Channel, tonic::transport::Error> {
+    let (endpoint, dialer) = dial(addr, tls, Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
+    dialer
+        .connect(endpoint.connect_timeout(Duration::from_secs(10)))
+        .await
+}
+
+/// Opens a watch from `(epoch, revision)` as node `bench-{node}`.
 pub async fn watch(
     channel: Channel,
     node: usize,

@@ -6,6 +6,7 @@ pub mod propagation;
 pub mod reconnect;
 pub mod snapshot;
 pub mod stats;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -33,6 +34,16 @@ pub struct InProcess {
 }
 
 pub async fn start_sms(backend: Backend) -> InProcess {
+    start_sms_with(backend, None).await
+}
+
+/// [`start_sms`] serving mutual TLS with `tls` (SMS's identity); a node
+/// identity may hold 10 watch streams (the benchmarks' streams per
+/// connection).
+pub async fn start_sms_with(
+    backend: Backend,
+    tls: Option<spear_identity::TlsIdentity>,
+) -> InProcess {
     let etcd = (backend == Backend::Etcd).then(EtcdServer::start);
     let store = match &etcd {
         None => StoreConfig::Memory,
@@ -49,8 +60,9 @@ pub async fn start_sms(backend: Backend) -> InProcess {
         mcp_dir: None,
         store,
         admin_token: Default::default(),
-        tls: None,
+        tls,
         insecure: false,
+        max_watches_per_node: 10,
         hub: HubConfig::default(),
     };
     let sms = Sms::start(config)

@@ -9,8 +9,9 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use super::clients::{connect, watch, Position};
-use super::{preload, record, start_sms, Backend, Summary};
+use super::clients::{connect_as, watch, Position};
+use super::tls::BenchCerts;
+use super::{preload, record, start_sms_with, Backend, Summary};
 use spear_sms::store::Change;
 
 const SERVERS: usize = 10_000;
@@ -19,32 +20,50 @@ const STREAMS_PER_CONNECTION: usize = 10;
 const CHANGES: usize = 30;
 
 pub async fn run(backend: Backend) {
-    let sms = start_sms(backend).await;
+    let sms = start_sms_with(backend, None).await;
     preload(&sms.writer, SERVERS).await;
     println!("\n## propagation ({backend:?} store, {SERVERS} servers)");
-    let baseline = measure(&sms, 1).await;
+    let baseline = measure(&sms, 1, None).await;
     println!("baseline, 1 stream:        {baseline}");
-    let many = measure(&sms, STREAMS).await;
+    let many = measure(&sms, STREAMS, None).await;
     println!("{STREAMS} streams ({STREAMS_PER_CONNECTION}/connection): {many}");
+}
+
+/// The same with mutual TLS, against plaintext in the same run: one node
+/// identity per connection.
+pub async fn run_tls() {
+    let certs = BenchCerts::new(STREAMS / STREAMS_PER_CONNECTION);
+    let plain = start_sms_with(Backend::Memory, None).await;
+    let tls = start_sms_with(Backend::Memory, Some(certs.sms_identity())).await;
+    preload(&plain.writer, SERVERS).await;
+    preload(&tls.writer, SERVERS).await;
+    println!("\n## propagation, TLS vs plaintext (Memory store, {SERVERS} servers, {STREAMS} streams, {STREAMS_PER_CONNECTION}/connection)");
+    let baseline = measure(&plain, STREAMS, None).await;
+    println!("plaintext (baseline): {baseline}");
+    let secure = measure(&tls, STREAMS, Some(&certs)).await;
+    println!("mutual TLS:           {secure}");
 }
 
 /// Opens `streams` up-to-date streams, commits CHANGES changes one at a time
 /// and returns the commit-to-receive latency of every (stream, change).
-async fn measure(sms: &super::InProcess, streams: usize) -> Summary {
+async fn measure(sms: &super::InProcess, streams: usize, certs: Option<&BenchCerts>) -> Summary {
     let (epoch, revision) = sms.hub.position();
     let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Instant)>();
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<()>();
     let mut tasks = Vec::new();
     let mut channel = None;
     for i in 0..streams {
+        let conn = i / STREAMS_PER_CONNECTION;
         if i % STREAMS_PER_CONNECTION == 0 {
-            channel = Some(connect(&sms.sms_addr).await);
+            channel = Some(connect_as(&sms.sms_addr, certs.map(|c| c.node(conn))).await);
         }
         let Some(ch) = channel.clone() else { continue };
+        // With TLS the watch names the connection's node identity.
+        let node = if certs.is_some() { conn } else { i };
         let tx = tx.clone();
         let ready = ready_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let mut stream = match watch(ch, i, epoch, revision).await {
+            let mut stream = match watch(ch, node, epoch, revision).await {
                 Ok(s) => s,
                 Err(e) => panic!("watch: {e}"),
             };

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use spear_tests::certs::TlsSet;
 use spear_tests::etcd::EtcdServer;
-use spear_tests::history::sms_registry_async;
+use spear_tests::history::sms_registry_async_as;
 use spear_tests::procs::{SmsOptions, SmsProc};
 
-use super::clients::{watch, Position};
+use super::clients::{try_connect_as, watch, Position};
+use super::tls::BenchCerts;
 
 const STREAMS: usize = 1_000;
 const SERVERS: usize = 1_000;
@@ -19,22 +21,35 @@ const CHANGES_WHILE_DOWN: usize = 5;
 
 pub async fn run() {
     println!("\n## reconnect storm: {STREAMS} streams, {SERVERS} servers, SMS restarted");
-    storm(false).await;
-    storm(true).await;
+    storm(false, None).await;
+    storm(true, None).await;
 }
 
-async fn storm(with_etcd: bool) {
+/// The embedded-store storm with every stream on its own mutual-TLS
+/// connection (a full handshake each, after the restart), against the
+/// plaintext storm in the same run. Four streams share a node identity.
+pub async fn run_tls() {
+    println!("\n## reconnect storm, TLS vs plaintext: {STREAMS} streams, {SERVERS} servers, embedded store, SMS restarted");
+    let certs = BenchCerts::new(STREAMS / 4);
+    storm(false, None).await;
+    storm(false, Some(&certs)).await;
+}
+
+async fn storm(with_etcd: bool, certs: Option<&BenchCerts>) {
+    let admin: Option<TlsSet> = certs.map(|c| c.admin.clone());
     let etcd = with_etcd.then(EtcdServer::start);
     let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     write_servers(mcp.path(), 0);
     let options = SmsOptions {
         mcp_dir: Some(mcp.path().to_path_buf()),
         etcd: etcd.as_ref().map(|e| e.endpoint()),
+        tls: certs.map(|c| c.sms.clone()),
+        client_tls: admin.clone(),
         ..Default::default()
     };
     let sms = SmsProc::start(options);
     let addr = sms.grpc.clone();
-    wait_servers(&addr, SERVERS).await;
+    wait_servers(&addr, SERVERS, admin.as_ref()).await;
 
     let positions: Arc<Vec<(AtomicU64, AtomicU64)>> = Arc::new(
         (0..STREAMS)
@@ -51,6 +66,8 @@ async fn storm(with_etcd: bool) {
             Arc::clone(&snapshots),
             Arc::clone(&deltas),
         );
+        let tls = certs.map(|c| c.node(i / 4).clone());
+        let node = if tls.is_some() { i / 4 } else { i };
         tasks.push(tokio::spawn(async move {
             // As a node does (spearlet/src/sync/client.rs): after any failure
             // or end of stream, wait the node's backoff; reset it once an
@@ -58,11 +75,11 @@ async fn storm(with_etcd: bool) {
             let mut position = Position::default();
             let mut backoff = spearlet::sync::reconnect_backoff();
             loop {
-                let stream = match connect(&addr).await {
-                    Some(channel) => watch(channel, i, position.epoch, position.revision)
+                let stream = match try_connect_as(&addr, tls.as_ref()).await {
+                    Ok(channel) => watch(channel, node, position.epoch, position.revision)
                         .await
                         .ok(),
-                    None => None,
+                    Err(_) => None,
                 };
                 if let Some(mut stream) = stream {
                     while let Some(Ok(event)) = stream.next().await {
@@ -110,7 +127,7 @@ async fn storm(with_etcd: bool) {
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
-        let (epoch, revision, _) = sms_registry_async(&restarted.grpc)
+        let (epoch, revision, _) = sms_registry_async_as(&restarted.grpc, None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         report(
@@ -127,12 +144,16 @@ async fn storm(with_etcd: bool) {
         deltas.store(0, Ordering::Relaxed);
         let started = Instant::now();
         restarted = tokio::task::block_in_place(|| sms.restart());
-        wait_servers(&restarted.grpc, SERVERS).await;
-        let (epoch, revision, _) = sms_registry_async(&restarted.grpc)
+        wait_servers(&restarted.grpc, SERVERS, admin.as_ref()).await;
+        let (epoch, revision, _) = sms_registry_async_as(&restarted.grpc, admin.as_ref())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        let label = match certs {
+            Some(_) => "embedded, mutual TLS (full handshakes)",
+            None => "embedded (new epoch, baseline)",
+        };
         report(
-            "embedded (new epoch, baseline)",
+            label,
             started,
             (epoch, revision),
             &positions,
@@ -177,16 +198,6 @@ async fn report(
     );
 }
 
-/// One connection attempt, as a node makes it.
-async fn connect(addr: &str) -> Option<tonic::transport::Channel> {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .ok()?
-        .connect_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .ok()
-}
-
 fn write_servers(dir: &std::path::Path, version: usize) {
     let servers: serde_json::Map<String, serde_json::Value> = (0..SERVERS)
         .map(|i| {
@@ -200,9 +211,9 @@ fn write_servers(dir: &std::path::Path, version: usize) {
     std::fs::write(dir.join("servers.json"), body).unwrap_or_else(|e| panic!("{e}"));
 }
 
-async fn wait_servers(addr: &str, n: usize) {
+async fn wait_servers(addr: &str, n: usize, tls: Option<&TlsSet>) {
     for _ in 0..500 {
-        if let Ok((_, _, servers)) = sms_registry_async(addr).await {
+        if let Ok((_, _, servers)) = sms_registry_async_as(addr, tls).await {
             if servers.len() >= n {
                 return;
             }
