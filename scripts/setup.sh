@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Spear's build, demo and tests need on a fresh Debian machine:
-# protoc (for the gRPC code), etcd (for the etcd store tests) and the wasm
-# target. Safe to run again: it installs only what is missing.
+# protoc (for the gRPC code), etcd (for the etcd store tests), iproute2 (network
+# namespaces) and the wasm target. Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 missing=()
 command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+# Network namespaces for the cluster test (tests/tests/netns_cluster.rs).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""

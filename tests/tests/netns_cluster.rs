@@ -71,6 +71,20 @@ fn invocable(smses: &[SmsProc], nodes: &[SpearletProc]) {
     });
 }
 
+/// Node `id` as the replica it heartbeats to lists it (null if none does).
+fn listed(smses: &[SmsProc], id: &str) -> Value {
+    smses
+        .iter()
+        .flat_map(|sms| {
+            sms.status()["nodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|n| n["node_id"] == id)
+        .unwrap_or_default()
+}
+
 #[test]
 fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
     assert!(
@@ -206,16 +220,7 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
     // Strangers, across the bridge from the root namespace: each refused
     // with a sentence, and nothing changes.
     let servers_before = smses[0].client(&["servers"]).1;
-    let node_0 = smses
-        .iter()
-        .flat_map(|sms| {
-            sms.status()["nodes"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .find(|n| n["node_id"] == "node-0")
-        .unwrap_or_else(|| panic!("node-0 is not listed"));
+    let node_0 = listed(&smses, "node-0");
     let node_0_addr = node_0["invoke_addr"]
         .as_str()
         .unwrap_or_default()
@@ -284,17 +289,10 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
         "{text}"
     );
     assert_eq!(smses[0].client(&["servers"]).1, servers_before);
-    let after = smses
-        .iter()
-        .flat_map(|sms| {
-            sms.status()["nodes"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .find(|n| n["node_id"] == "node-0")
-        .unwrap_or_default();
-    assert_eq!(after["invoke_addr"], node_0_addr.as_str());
+    assert_eq!(
+        listed(&smses, "node-0")["invoke_addr"],
+        node_0_addr.as_str()
+    );
 
     // Every node's history, against each replica.
     for sms in &smses {
