@@ -89,8 +89,10 @@ impl Resolver {
     }
 
     /// Every secret `spec` substitutes on this node (its command, args,
-    /// env, URL and headers), for redacting what is said about the server.
-    /// References that do not resolve add nothing.
+    /// env, URL and headers), for redacting what is said about the server,
+    /// and its literal `env` and `headers` values, which are secrets written
+    /// out (as Claude Desktop files do). References that do not resolve
+    /// add nothing.
     pub fn secrets_of(spec: &ServerSpec, lookup: &LookupFn<'_>) -> Resolver {
         let mut resolver = Resolver::default();
         let fields = [&spec.command, &spec.url]
@@ -100,6 +102,10 @@ impl Resolver {
             .chain(spec.headers.values());
         for text in fields {
             let _ = resolver.resolve("", text, lookup);
+        }
+        let literals = spec.env.values().chain(spec.headers.values());
+        for value in literals.filter(|v| spear_proto::refs::is_literal(v)) {
+            resolver.secrets.push(value.clone());
         }
         resolver
     }
@@ -205,6 +211,23 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_servers_secrets_are_redacted_as_written_and_url_encoded() {
+        let spec = ServerSpec {
+            url: "http://h/${TOKEN}/mcp?k=${TOKEN}".into(),
+            headers: [("X-Key".to_string(), "literal key 9".to_string())].into(),
+            ..Default::default()
+        };
+        let redactor = Resolver::secrets_of(&spec, &env).redactor();
+        let said = redactor.redact(
+            "GET http://h/s3cr3t-value/mcp?k=s3cr3t-value failed; header literal%20key%209 or literal key 9",
+        );
+        assert!(
+            !said.contains("s3cr3t") && !said.contains("literal"),
+            "{said}"
+        );
+        assert_eq!(said.matches("<redacted>").count(), 4, "{said}");
+    }
     #[test]
     fn references_resolve_with_defaults_and_escapes() {
         let mut r = Resolver::default();

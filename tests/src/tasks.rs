@@ -96,7 +96,8 @@ fn replay_model(work: &Path, name: &str, recording: &Path, files: &Path) -> (Pro
     replay_model_on(work, name, recording, files, "127.0.0.1:0")
 }
 
-/// [`replay_model`] listening on `listen`.
+/// A replay-llm of `recording` serving the files in `files`, listening on
+/// `listen`; its process and base URL.
 pub fn replay_model_on(
     work: &Path,
     name: &str,

@@ -22,6 +22,8 @@ const SECRETS: [(&str, &str); 4] = [
     ("SPEAR_TEST_GUEST_SECRET_ENV", "env-s3cret-5w"),
 ];
 
+const LITERAL: &str = "l1teral-s3cret-4k";
+
 /// Every way a secret could be written out: as is, percent-encoded (in
 /// full, or only its spaces), form-encoded, and the part every test secret
 /// shares, so a half-redacted value is caught too.
@@ -81,7 +83,9 @@ fn resolved_secrets_reach_no_log_status_heartbeat_or_model() {
             "http://127.0.0.1:{port}/${{SPEAR_TEST_GUEST_SECRET_PATH}}/mcp?key=${{SPEAR_TEST_GUEST_SECRET_QUERY}}"
         )
     };
-    let headers = json!({"Authorization": "Bearer ${SPEAR_TEST_GUEST_SECRET_HEADER}"});
+    // A literal value too, as Claude Desktop files carry them.
+    let headers = json!({"Authorization": "Bearer ${SPEAR_TEST_GUEST_SECRET_HEADER}",
+                         "X-Literal-Key": LITERAL});
     // The fs-agent guest uses the server "fs": here the Python server, at
     // a URL made of secrets, instead of the filesystem server.
     let servers = json!({"mcpServers": {
@@ -165,7 +169,7 @@ fn resolved_secrets_reach_no_log_status_heartbeat_or_model() {
         ("sms servers", c.sms.client(&["servers"]).1),
     ];
     for (what, text) in &texts {
-        for (name, value) in SECRETS {
+        for (name, value) in SECRETS.into_iter().chain([("the literal header", LITERAL)]) {
             for form in forms(value) {
                 assert!(
                     !text.contains(&form),
