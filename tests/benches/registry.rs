@@ -30,7 +30,14 @@ fn main() {
         runtime.block_on(propagation::run(Backend::Etcd));
     }
     if want("propagation-tls") {
-        runtime.block_on(propagation::run_tls());
+        // The clients on CPU 1; SMS pins itself to CPU 0.
+        let clients = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_start(|| pin_to(1))
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+        clients.block_on(propagation::run_tls());
     }
     if want("snapshot") {
         runtime.block_on(snapshot::run());

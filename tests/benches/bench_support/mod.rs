@@ -37,6 +37,37 @@ pub async fn start_sms(backend: Backend) -> InProcess {
     start_sms_with(backend, None).await
 }
 
+/// Runs the calling thread on `cpu` only.
+pub fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
+    // within it; sched_setaffinity(0, ..) only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// [`start_sms_with`] on a runtime of its own, one thread pinned to CPU 0,
+/// so the benchmark's clients (pinned elsewhere) do not take SMS's time.
+pub fn start_sms_pinned(tls: Option<spear_identity::TlsIdentity>) -> InProcess {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        pin_to(0);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_start(|| pin_to(0))
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+        runtime.block_on(async move {
+            let _ = tx.send(start_sms_with(Backend::Memory, tls).await);
+            std::future::pending::<()>().await
+        });
+    });
+    rx.recv().unwrap_or_else(|e| panic!("SMS thread: {e}"))
+}
+
 /// [`start_sms`] serving mutual TLS with `tls` (SMS's identity); a node
 /// identity may hold 10 watch streams (the benchmarks' streams per
 /// connection).
