@@ -76,6 +76,12 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
         .unwrap()
         .to_string();
     let servers_before = c.sms.client(&["servers"]).1;
+    // SMS has no token: one left in an admin's environment counts for
+    // nothing, and the admin certificate still works.
+    let (code, _, err) = c
+        .sms
+        .client_with_token(&["status"], Some("stray-token-0123456789"));
+    assert_eq!(code, 0, "{err}");
 
     // A plaintext client: the handshake fails and the CLI says what to pass.
     let (code, text) = c.sms.client_as(&["status"], &[]);
