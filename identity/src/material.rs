@@ -40,7 +40,7 @@ pub enum TlsError {
         path: PathBuf,
         expected: &'static str,
     },
-    #[error("certificate {path} has no spiffe:// URI SAN; issue it with `sms certs issue` or give it one")]
+    #[error("certificate {path} does not carry exactly one spiffe:// URI SAN; issue it with `sms certs issue` or give it one")]
     NoIdentity { path: PathBuf },
     #[error("certificate {path}: {cause}")]
     BadIdentity { path: PathBuf, cause: IdentityError },
@@ -145,7 +145,8 @@ fn load_certs(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
-fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+/// A CA bundle: at least one certificate, each a valid trust anchor.
+pub(crate) fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     for cert in load_certs(path, "CA bundle")? {
         roots.add(cert).map_err(|e| TlsError::Ca {

@@ -5,12 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 
 use crate::configs::{anonymous_client_config, client_config, server_config};
-use crate::material::{Material, TlsError, TlsFiles};
+use crate::material::{load_roots, Material, TlsError, TlsFiles};
 use crate::reload::Watched;
 use crate::spiffe::{Identity, TrustDomain};
 
@@ -62,27 +60,7 @@ impl TlsIdentity {
     /// presents no certificate (an admin using the token).
     pub fn trust_only(ca: PathBuf) -> Result<Self, TlsError> {
         let loaded = Watched::start("CA bundle", vec![ca.clone()], move || {
-            let mut roots = RootCertStore::empty();
-            let certs = CertificateDer::pem_file_iter(&ca)
-                .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| TlsError::Ca {
-                    path: ca.clone(),
-                    cause: e.to_string(),
-                })?;
-            for cert in certs {
-                roots.add(cert).map_err(|e| TlsError::Ca {
-                    path: ca.clone(),
-                    cause: e.to_string(),
-                })?;
-            }
-            if roots.is_empty() {
-                return Err(TlsError::Empty {
-                    what: "CA bundle",
-                    path: ca.clone(),
-                    expected: "CERTIFICATE",
-                });
-            }
-            let roots = Arc::new(roots);
+            let roots = Arc::new(load_roots(&ca)?);
             let to_sms = anonymous_client_config(Arc::clone(&roots), Identity::Sms)?;
             Ok::<_, TlsError>(Loaded {
                 material: None,

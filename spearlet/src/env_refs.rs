@@ -6,6 +6,7 @@
 //! redacted, and an unresolved reference is an error naming the variable and
 //! the field, never a value.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
 use spear_proto::refs::{pieces, Piece, RefError};
@@ -110,11 +111,6 @@ impl Resolver {
         resolver
     }
 
-    /// `line` with every secret replaced by `<redacted>`.
-    pub fn redact(&self, line: &str) -> String {
-        self.redactor().redact(line)
-    }
-
     /// A [`Redactor`] for the secrets substituted so far.
     pub fn redactor(&self) -> Redactor {
         let mut forms: Vec<String> = self
@@ -139,11 +135,13 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    pub fn redact(&self, line: &str) -> String {
-        let mut out = line.to_string();
+    /// `line` with every secret replaced by `<redacted>`; borrowed when
+    /// there is none, which is nearly always.
+    pub fn redact<'a>(&self, line: &'a str) -> Cow<'a, str> {
+        let mut out = Cow::Borrowed(line);
         for form in &self.forms {
             if out.contains(form.as_str()) {
-                out = out.replace(form.as_str(), "<redacted>");
+                out = Cow::Owned(out.replace(form.as_str(), "<redacted>"));
             }
         }
         out
@@ -169,9 +167,14 @@ static LOGGED: parking_lot::Mutex<Vec<Weak<Redactor>>> = parking_lot::Mutex::new
 /// `line` with the secrets of every live server replaced: the node's log
 /// writer ([`spear_common::init_logging_redacted`]).
 pub fn redact_logged(line: &str) -> String {
-    let live: Vec<Arc<Redactor>> = LOGGED.lock().iter().filter_map(Weak::upgrade).collect();
-    live.iter()
-        .fold(line.to_string(), |text, redactor| redactor.redact(&text))
+    let live = LOGGED.lock();
+    let mut out = Cow::Borrowed(line);
+    for redactor in live.iter().filter_map(Weak::upgrade) {
+        if let Cow::Owned(redacted) = redactor.redact(&out) {
+            out = Cow::Owned(redacted);
+        }
+    }
+    out.into_owned()
 }
 
 /// `secret` as written, percent-encoded in full, and as the `url` crate
@@ -249,7 +252,7 @@ mod tests {
         );
         assert_eq!(r.secrets, vec!["s3cr3t-value"]);
         assert_eq!(
-            r.redact("auth failed for s3cr3t-value"),
+            r.redactor().redact("auth failed for s3cr3t-value"),
             "auth failed for <redacted>"
         );
     }

@@ -246,7 +246,19 @@ pub fn register(
     config: &Value,
     extra: &[&str],
 ) -> (i32, String, String) {
-    let config_file = c.work.path().join(format!("{id}.json"));
+    register_at(&c.sms, c.work.path(), id, module, config, extra)
+}
+
+/// `sms tasks register` at `sms`, the config written to a file in `work`.
+pub fn register_at(
+    sms: &SmsProc,
+    work: &Path,
+    id: &str,
+    module: &Path,
+    config: &Value,
+    extra: &[&str],
+) -> (i32, String, String) {
+    let config_file = work.join(format!("{id}.json"));
     std::fs::write(&config_file, config.to_string()).unwrap();
     let module = module.display().to_string();
     let config_file = config_file.display().to_string();
@@ -261,7 +273,7 @@ pub fn register(
         &config_file,
     ];
     args.extend_from_slice(extra);
-    c.sms.client(&args)
+    sms.client(&args)
 }
 
 pub fn invoke_json(c: &Cluster, args: &[&str]) -> Value {

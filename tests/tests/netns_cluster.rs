@@ -23,7 +23,7 @@ use spear_tests::netns::{self, Bridge, Netns, Place};
 use spear_tests::peers::npm_bin;
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::runtime;
-use spear_tests::tasks::{guest, replay_model_on, repo_file};
+use spear_tests::tasks::{guest, register_at, replay_model_on, repo_file};
 use spear_tests::wait::eventually;
 
 const SOON: Duration = Duration::from_secs(60);
@@ -183,19 +183,14 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
     // A task, registered at one replica, run through each.
     let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
                       "limits": {"wall_ms": 60000}});
-    let task_file = work.path().join("task.json");
-    std::fs::write(&task_file, task.to_string()).unwrap();
-    let module = guest("fs-agent").display().to_string();
-    let (code, _, err) = smses[0].client(&[
-        "tasks",
-        "register",
-        "--id",
+    let (code, _, err) = register_at(
+        &smses[0],
+        work.path(),
         "fs-agent",
-        "--module",
-        &module,
-        "--config",
-        &task_file.display().to_string(),
-    ]);
+        &guest("fs-agent"),
+        &task,
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     invocable(&smses, &nodes);
     let mut ran_on = Vec::new();

@@ -10,7 +10,8 @@ use serde_json::Value;
 use spear_tests::etcd::EtcdServer;
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::tasks::{
-    cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register, Cluster,
+    cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register, register_at,
+    Cluster,
 };
 use spear_tests::wait::eventually;
 
@@ -191,19 +192,14 @@ fn with_sms_replicas_on_etcd_any_replica_routes_to_a_node_of_another() {
         etcd: Some(etcd.endpoint()),
         ..Default::default()
     });
-    let config = c.work.path().join("task.json");
-    std::fs::write(&config, fs_task().to_string()).unwrap();
-    let module = guest("fs-agent").display().to_string();
-    let (code, _, err) = b.client(&[
-        "tasks",
-        "register",
-        "--id",
+    let (code, _, err) = register_at(
+        &b,
+        c.work.path(),
         "fs-agent",
-        "--module",
-        &module,
-        "--config",
-        &config.display().to_string(),
-    ]);
+        &guest("fs-agent"),
+        &fs_task(),
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     // Registered at B, seen at A.
     let (code, out, _) = c.sms.client(&["tasks", "list"]);

@@ -117,34 +117,22 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     assert!(text.contains("is for admins"), "{text}");
 
     // A node's certificate calling another node's Invocation port.
-    let (code, text) = c.sms.client_as(
-        &[
-            "invoke",
-            "fs-agent",
-            "--node",
-            "node-a",
-            "--node-addr",
-            &real_addr,
-        ],
-        &node_b.args(),
-    );
+    let direct = [
+        "invoke",
+        "fs-agent",
+        "--node",
+        "node-a",
+        "--node-addr",
+        &real_addr,
+    ];
+    let (code, text) = c.sms.client_as(&direct, &node_b.args());
     assert_ne!(code, 0);
     assert!(
         text.contains("invocations come from SMS or an admin; the caller is node/node-b"),
         "{text}"
     );
     // An admin may (a direct run).
-    let (code, text) = c.sms.client_as(
-        &[
-            "invoke",
-            "fs-agent",
-            "--node",
-            "node-a",
-            "--node-addr",
-            &real_addr,
-        ],
-        &certs.admin("ops").args(),
-    );
+    let (code, text) = c.sms.client_as(&direct, &certs.admin("ops").args());
     assert_eq!(code, 0, "{text}");
 
     // A forged heartbeat for node-a, from node-b's certificate.

@@ -118,7 +118,14 @@ impl Keys {
 
 fn unavailable(what: &str, error: etcd_client::Error) -> StoreError {
     let text = error.to_string();
-    let hint = if text.contains("too many operations") {
+    let hint = hint(&text, false);
+    StoreError::Unavailable(format!("etcd {what} failed: {text}{hint}"))
+}
+
+/// What to do about an etcd error, from its text; `no_client_cert`: SMS
+/// speaks TLS to etcd without a certificate of its own.
+fn hint(text: &str, no_client_cert: bool) -> &'static str {
+    if text.contains("too many operations") {
         "; start etcd with a larger --max-txn-ops (at least the servers of the largest file, plus one)"
     } else if text.contains("too large") {
         "; start etcd with a larger --max-request-bytes"
@@ -128,10 +135,13 @@ fn unavailable(what: &str, error: etcd_client::Error) -> StoreError {
         "; etcd's certificate does not chain to --etcd-ca, or does not name the endpoint's host or address"
     } else if text.contains("authentication failed") {
         "; check --etcd-user and the password in --etcd-password-file (or SMS_ETCD_PASSWORD)"
+    } else if no_client_cert && text.contains("ransport") {
+        // A server that wants a client certificate may just close the
+        // connection (a reset, a broken pipe) instead of saying so.
+        "; if etcd requires client certificates, give --etcd-cert and --etcd-key"
     } else {
         ""
-    };
-    StoreError::Unavailable(format!("etcd {what} failed: {text}{hint}"))
+    }
 }
 
 impl EtcdStore {
@@ -151,20 +161,15 @@ impl EtcdStore {
         if let Some(user) = &config.user {
             options = options.with_user(user.name.clone(), user.password.clone());
         }
-        let without_cert = config.tls.as_ref().is_some_and(|t| t.identity.is_none());
+        let no_client_cert = config.tls.as_ref().is_some_and(|t| t.identity.is_none());
         let client = Client::connect(&config.endpoints, Some(options))
             .await
             .map_err(|e| {
-                let broken = matches!(e, etcd_client::Error::TransportError(_))
-                    || format!("{e:?}").contains("Transport");
-                match unavailable(&format!("connect to {}", config.endpoints.join(",")), e) {
-                    // A server that wants a client certificate may just
-                    // close the connection instead of saying so.
-                    StoreError::Unavailable(text) if without_cert && broken && !text.contains("; ") => {
-                        StoreError::Unavailable(format!("{text}; if etcd requires client certificates, give --etcd-cert and --etcd-key"))
-                    }
-                    other => other,
-                }
+                // The transport error's reason is in its Debug form only.
+                let text = format!("{e}: {e:?}");
+                let hint = hint(&text, no_client_cert);
+                let endpoints = config.endpoints.join(",");
+                StoreError::Unavailable(format!("etcd connect to {endpoints} failed: {e}{hint}"))
             })?;
         let keys = Keys::new(&config.prefix);
         let mut store = EtcdStore {

@@ -1,5 +1,6 @@
 //! One server's connection, catalog, limits and state.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -164,12 +165,9 @@ impl Slot {
     /// `error`, with any resolved secret in its text replaced: every error
     /// leaving the slot, and every one it logs or keeps, passes here.
     fn clean(&self, error: McpError) -> McpError {
-        let text = error.to_string();
-        let redacted = self.secrets.redact(&text);
-        if redacted == text {
-            error
-        } else {
-            McpError::Redacted(redacted)
+        match self.secrets.redact(&error.to_string()) {
+            Cow::Borrowed(_) => error,
+            Cow::Owned(redacted) => McpError::Redacted(redacted),
         }
     }
 
@@ -236,7 +234,7 @@ impl Slot {
     }
 
     fn failed(&self, error: String) {
-        let error = self.secrets.redact(&error);
+        let error = self.secrets.redact(&error).into_owned();
         warn!(server_id = %self.spec.id, %error, "MCP server failed");
         let mut retry = self.retry.lock();
         retry.failed_before = true;

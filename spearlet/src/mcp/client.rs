@@ -187,11 +187,13 @@ impl McpClient {
     ) -> Result<McpClient, McpError> {
         let timeouts = Timeouts::for_spec(spec);
         let (command, resolver) = stdio_command(spec, lookup)?;
-        let (child, stdout, stdin) = StdioChild::spawn(&spec.id, &command, Arc::new(resolver))
-            .map_err(|cause| McpError::Spawn {
-                program: command.program.clone(),
-                cause,
-            })?;
+        let (child, stdout, stdin) =
+            StdioChild::spawn(&spec.id, &command, Arc::new(resolver.redactor())).map_err(
+                |cause| McpError::Spawn {
+                    program: command.program.clone(),
+                    cause,
+                },
+            )?;
         let mut child = Some(child);
         match handshake((stdout, stdin), timeouts.startup).await {
             Ok((service, tools_changed)) => Ok(McpClient {

@@ -18,7 +18,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::env_refs::Resolver;
+use crate::env_refs::Redactor;
 
 /// Longest stderr line logged; the rest is cut.
 const MAX_LINE: usize = 2048;
@@ -60,7 +60,7 @@ impl StdioChild {
     pub fn spawn(
         server_id: &str,
         command: &StdioCommand,
-        resolver: Arc<Resolver>,
+        redactor: Arc<Redactor>,
     ) -> std::io::Result<(StdioChild, ChildStdout, ChildStdin)> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args)
@@ -82,7 +82,7 @@ impl StdioChild {
         let pgid = child.id().map(|pid| pid as i32);
         let stderr = child.stderr.take().map(|stderr| {
             let server_id = server_id.to_string();
-            tokio::spawn(pump_stderr(server_id, stderr, resolver))
+            tokio::spawn(pump_stderr(server_id, stderr, redactor))
         });
         Ok((
             StdioChild {
@@ -151,7 +151,7 @@ impl Drop for StdioChild {
 async fn pump_stderr(
     server_id: String,
     stderr: tokio::process::ChildStderr,
-    resolver: Arc<Resolver>,
+    redactor: Arc<Redactor>,
 ) {
     let mut lines = BufReader::new(stderr).lines();
     let mut window = tokio::time::Instant::now();
@@ -181,7 +181,7 @@ async fn pump_stderr(
         }
         logged += 1;
         // Redact before cutting, so a cut never leaves part of a secret.
-        let line = resolver.redact(&line);
+        let line = redactor.redact(&line);
         info!(server_id, "stderr: {}", text::prefix(&line, MAX_LINE));
     }
 }
