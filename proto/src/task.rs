@@ -94,6 +94,14 @@ pub struct LlmChoice {
     pub backend: Option<String>,
     /// Overrides the backend's model.
     pub model: Option<String>,
+    /// Other backends a guest session may pick with its `backend` param
+    /// (the node must configure them too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_backends: Vec<String>,
+    /// Other models a guest session may pick with its `model` param (the
+    /// node must offer them too, in its backend's `models`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_models: Vec<String>,
 }
 
 /// Limits of one run; absent values take the node's defaults.

@@ -15,3 +15,10 @@ pub const ENOMEM: i32 = 12;
 /// A run budget is spent: model requests, tokens or tool calls.
 pub const EDQUOT: i32 = 122;
 pub const ETIMEDOUT: i32 = 110;
+/// A cchat call made from inside a guest tool callback, where only
+/// `cchat_last_error` may be called.
+pub const EBUSY: i32 = 16;
+/// Two guest tools of one session with the same name.
+pub const EEXIST: i32 = 17;
+/// The model's answer is not the JSON `response_format` asked for.
+pub const EBADMSG: i32 = 74;

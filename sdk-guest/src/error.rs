@@ -33,6 +33,13 @@ pub enum ErrorKind {
     /// A run budget (model requests, tokens, tool calls) is spent (EDQUOT).
     /// Sending again stops the run.
     BudgetSpent,
+    /// A cchat call from inside a guest tool callback, where only
+    /// `cchat_last_error` is allowed (EBUSY): return the tool's result first.
+    Busy,
+    /// A guest tool of this session already has that name (EEXIST).
+    AlreadyExists,
+    /// The model's answer is not the JSON the session asked for (EBADMSG).
+    BadMessage,
     /// Any other errno.
     Other(i32),
 }
@@ -52,6 +59,9 @@ impl ErrorKind {
             errno::ENOSYS => ErrorKind::Unsupported,
             errno::ENOMEM => ErrorKind::OutOfHostMemory,
             errno::EDQUOT => ErrorKind::BudgetSpent,
+            errno::EBUSY => ErrorKind::Busy,
+            errno::EEXIST => ErrorKind::AlreadyExists,
+            errno::EBADMSG => ErrorKind::BadMessage,
             other => ErrorKind::Other(other),
         }
     }
@@ -69,6 +79,9 @@ impl ErrorKind {
             ErrorKind::Unsupported => "not running on a Spear node".into(),
             ErrorKind::OutOfHostMemory => "the run's host memory budget is spent".into(),
             ErrorKind::BudgetSpent => "a run budget is spent".into(),
+            ErrorKind::Busy => "not allowed inside a guest tool callback".into(),
+            ErrorKind::AlreadyExists => "a guest tool with that name exists".into(),
+            ErrorKind::BadMessage => "the model's answer is not the JSON asked for".into(),
             ErrorKind::Other(errno) => format!("the host returned errno {errno}"),
         }
     }

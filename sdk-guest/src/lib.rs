@@ -1,19 +1,29 @@
 //! The guest SDK for Spear WASM agents.
 //!
 //! A [`Chat`] is one chat session on the node: narrow its MCP servers and
-//! tools with [`Chat::set_param`] (the node refuses widening with
-//! [`ErrorKind::PermissionDenied`]), add messages, and [`Chat::send`] to let the
-//! model answer, calling the allowed MCP tools as it goes. The session is
-//! closed when the `Chat` is dropped.
+//! tools with [`Chat::apply`] (the node refuses widening with
+//! [`ErrorKind::PermissionDenied`]), pick the model and its params with
+//! [`Chat::set`], add tools of your own with [`Chat::tool`], add messages,
+//! and [`Chat::send`] to let the model answer, calling the allowed tools as
+//! it goes. Or drive the calls yourself: [`Chat::send_once`], then
+//! [`Reply::tool_calls`], [`Chat::call_tool`] and [`Chat::answer`]. The
+//! session is closed when the `Chat` is dropped. docs/guest-guide.md has a
+//! page per pattern.
 
+pub mod calls;
 pub mod errno;
 mod error;
+mod guest_tools;
 pub mod params;
 pub mod raw;
 pub mod reply;
+pub mod request;
 
+pub use calls::{AssistantCall, AssistantMessage, RequestedCall, ToolResult};
 pub use error::{Error, ErrorKind};
+pub use guest_tools::{spear_alloc, spear_tool_call};
 pub use reply::{Reply, StopReason, ToolCall, Usage};
+pub use request::{RequestParams, ResponseFormat, ToolChoice, ToolMode};
 pub use serde_json::{json, Value};
 
 /// A negative return code as an [`Error`] carrying the node's sentence.
@@ -131,6 +141,12 @@ impl McpParams {
 /// One chat session on the node; closed on drop.
 pub struct Chat {
     handle: i32,
+    /// The ids of this session's guest tools, unregistered on drop.
+    tools: std::cell::RefCell<Vec<i32>>,
+}
+
+fn not_json(what: &str, e: serde_json::Error) -> Error {
+    Error::new(ErrorKind::InvalidArgument, format!("{what}: {e}"))
 }
 
 impl Chat {
@@ -138,7 +154,54 @@ impl Chat {
     pub fn new() -> Result<Chat, Error> {
         // SAFETY: no pointers are passed.
         let handle = check(unsafe { raw::cchat_create() })?;
-        Ok(Chat { handle })
+        Ok(Chat {
+            handle,
+            tools: Default::default(),
+        })
+    }
+
+    /// Writes every request param that is set in `params` (`model`,
+    /// `temperature`, `response_format`, the loop limits, ...); stops at
+    /// the first the node refuses.
+    pub fn set(&self, params: &RequestParams) -> Result<(), Error> {
+        for (key, value) in params.writes() {
+            self.set_param(key, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Offers the model a tool this guest implements: `body` gets the
+    /// model's arguments and returns the result text (or an error text the
+    /// model sees). It runs while a send is under way, where every cchat
+    /// call is refused with [`ErrorKind::Busy`].
+    ///
+    /// ```no_run
+    /// # use spear_guest::{json, Chat};
+    /// let chat = Chat::new()?;
+    /// chat.tool("double", "Doubles a number.", json!({"type": "object",
+    ///     "properties": {"n": {"type": "number"}}, "required": ["n"]}),
+    ///     |args| Ok((args["n"].as_f64().unwrap_or(0.0) * 2.0).to_string()))?;
+    /// # Ok::<(), spear_guest::Error>(())
+    /// ```
+    pub fn tool(
+        &self,
+        name: &str,
+        description: &str,
+        parameters: Value,
+        body: impl FnMut(Value) -> Result<String, String> + 'static,
+    ) -> Result<(), Error> {
+        let spec = calls::GuestToolSpec {
+            name: name.to_string(),
+            description: description.to_string(),
+            parameters,
+        };
+        let spec = serde_json::to_string(&spec).map_err(|e| not_json("the tool spec", e))?;
+        // SAFETY: the pointer and length describe a live slice.
+        let fn_id =
+            check(unsafe { raw::cchat_write_fn(self.handle, spec.as_ptr(), spec.len() as u32) })?;
+        guest_tools::register(fn_id, Box::new(body));
+        self.tools.borrow_mut().push(fn_id);
+        Ok(())
     }
 
     /// Sets a session param (`mcp.server_ids`, `mcp.tool_allowlist`, ...).
@@ -201,7 +264,8 @@ impl Chat {
         Ok(())
     }
 
-    /// Adds a message (`system` or `user`).
+    /// Adds a message: `system` or `user` text (for `assistant` and
+    /// `tool`, use [`Chat::write_assistant`] and [`Chat::answer`]).
     pub fn write(&self, role: &str, text: &str) -> Result<(), Error> {
         // SAFETY: the pointers and lengths describe live slices.
         check(unsafe {
@@ -225,7 +289,61 @@ impl Chat {
 
     /// One model request with no tools offered.
     pub fn send_without_tools(&self) -> Result<Reply, Error> {
+        self.send_with(params::send_flags::NO_TOOLS)
+    }
+
+    /// One model request with the session's tools offered; the node runs
+    /// none of the calls the model makes: they are in
+    /// [`Reply::tool_calls`], for the guest to run ([`Chat::call_tool`])
+    /// or refuse, and to answer each ([`Chat::answer`]) before it sends
+    /// again.
+    pub fn send_once(&self) -> Result<Reply, Error> {
         self.send_with(0)
+    }
+
+    /// [`Chat::send`], then the answer read as `T` (set a
+    /// `response_format` first, e.g. [`RequestParams::json_schema`]).
+    pub fn send_json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        let reply = self.send()?;
+        let json = match reply.json {
+            Some(json) => json,
+            None => serde_json::from_str(&reply.content)
+                .map_err(|e| not_json("the answer is not JSON", e))?,
+        };
+        serde_json::from_value(json)
+            .map_err(|e| not_json("the answer does not have the type asked for", e))
+    }
+
+    /// Runs an MCP tool the model asked for in this session's last request
+    /// (same policy re-check, budgets and deadline as the node's own loop).
+    /// The result is not written to the history: answer the call with it.
+    pub fn call_tool(&self, call: &RequestedCall) -> Result<ToolResult, Error> {
+        let call = serde_json::to_string(call).map_err(|e| not_json("the call", e))?;
+        let bytes = read_buffer(|out, len| {
+            // SAFETY: the call is a live slice; `out` has `*len` writable
+            // bytes. A retry after ENOSPC gets the kept result: the tool
+            // runs once.
+            unsafe { raw::cchat_call_tool(self.handle, call.as_ptr(), call.len() as u32, out, len) }
+        })?;
+        serde_json::from_slice(&bytes).map_err(|e| not_json("the node's tool result", e))
+    }
+
+    /// Answers the tool call `call_id` with `content` (a `tool` message).
+    pub fn answer(&self, call_id: &str, content: &str) -> Result<(), Error> {
+        let message = calls::ToolMessage {
+            tool_call_id: call_id.to_string(),
+            content: content.to_string(),
+        };
+        let text = serde_json::to_string(&message).map_err(|e| not_json("the tool message", e))?;
+        self.write("tool", &text)
+    }
+
+    /// Writes a model turn of the guest's own making (when it builds the
+    /// history itself): text, tool calls, or both.
+    pub fn write_assistant(&self, message: &AssistantMessage) -> Result<(), Error> {
+        let text =
+            serde_json::to_string(message).map_err(|e| not_json("the assistant message", e))?;
+        self.write("assistant", &text)
     }
 
     fn send_with(&self, flags: u32) -> Result<Reply, Error> {
@@ -251,6 +369,7 @@ impl Drop for Chat {
         unsafe {
             raw::cchat_close(self.handle);
         }
+        guest_tools::unregister(&self.tools.borrow());
     }
 }
 

@@ -40,8 +40,11 @@ pub const TASK_KEYS: [&str; 4] = [
 pub mod send_flags {
     /// Run the tool loop: offer the session's allowed tools and execute the
     /// calls the model makes until it answers. Without it, one model request
-    /// is made with no tools offered.
+    /// is made and its tool calls come back in the reply for the guest to
+    /// run or refuse (guest-driven tool calls).
     pub const AUTO_TOOL_CALLS: u32 = 1;
+    /// Offer no tools in this send (the model answers on its own).
+    pub const NO_TOOLS: u32 = 2;
     /// Every flag the node knows; any other bit is `-EINVAL`.
-    pub const ALL: u32 = AUTO_TOOL_CALLS;
+    pub const ALL: u32 = AUTO_TOOL_CALLS | NO_TOOLS;
 }

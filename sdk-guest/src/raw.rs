@@ -37,6 +37,14 @@ extern "C" {
     pub fn cchat_recv(handle: i32, out: *mut u8, out_len: *mut u32) -> i32;
     pub fn cchat_close(handle: i32) -> i32;
     pub fn cchat_last_error(out: *mut u8, out_len: *mut u32) -> i32;
+    pub fn cchat_write_fn(handle: i32, spec: *const u8, spec_len: u32) -> i32;
+    pub fn cchat_call_tool(
+        handle: i32,
+        call: *const u8,
+        call_len: u32,
+        out: *mut u8,
+        out_len: *mut u32,
+    ) -> i32;
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -72,6 +80,12 @@ mod stubs {
         -ENOSYS
     }
     pub unsafe fn cchat_last_error(_: *mut u8, _: *mut u32) -> i32 {
+        -ENOSYS
+    }
+    pub unsafe fn cchat_write_fn(_: i32, _: *const u8, _: u32) -> i32 {
+        -ENOSYS
+    }
+    pub unsafe fn cchat_call_tool(_: i32, _: *const u8, _: u32, _: *mut u8, _: *mut u32) -> i32 {
         -ENOSYS
     }
 }

@@ -3,6 +3,9 @@
 //! agree on it by construction (docs/guest-api.md shows it as JSON).
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::calls::RequestedCall;
 
 /// What a send produced. `error` is set (and `content` empty) when the
 /// send failed; it is the host's sentence saying which limit or failure.
@@ -26,6 +29,28 @@ pub struct Reply {
     /// `content` was cut at the output-token limit.
     #[serde(default)]
     pub stop_reason: StopReason,
+    /// The backend (a name from the node's config) and model that answered.
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub model: String,
+    /// The tool calls of the model's last answer that the node did not run:
+    /// after a send without automatic tool calls, the guest answers each
+    /// (`cchat_call_tool` to run an offered MCP tool, then a `tool`
+    /// message) before it sends again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<RequestedCall>,
+    /// With `response_format` `json_object` or `json_schema`: the answer
+    /// parsed as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<Value>,
+}
+
+impl Reply {
+    /// The tool calls the guest must answer before its next send.
+    pub fn tool_calls(&self) -> &[RequestedCall] {
+        &self.tool_calls
+    }
 }
 
 /// Why the model ended an answer, as its provider said (OpenAI's
@@ -60,12 +85,15 @@ pub struct ToolCall {
     pub tool_call_id: String,
     /// The tool name the model used.
     pub name: String,
-    /// The server that ran it, if one did.
+    /// The server that ran it, if one did (none for a guest tool).
     #[serde(default)]
     pub server: Option<String>,
-    /// The server's own name for the tool, if one ran.
+    /// The server's own name for the tool, or the guest tool's name.
     #[serde(default)]
     pub tool: Option<String>,
+    /// The call ran one of the guest's own tools.
+    #[serde(default)]
+    pub guest: bool,
     /// Whether the model was shown an error for this call.
     #[serde(default)]
     pub is_error: bool,

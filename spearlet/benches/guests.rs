@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
@@ -63,7 +64,7 @@ fn main() {
             stream: false,
         }));
         let task = TaskPolicy { enabled: true, allowed_server_ids: vec!["fs".into()], default_server_ids: vec!["fs".into()], ..Default::default() };
-        let context = || RunContext { task: task.clone(), router: router.clone(), backend: backend.clone(), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() };
+        let context = || RunContext { task: task.clone(), router: router.clone(), models: Models::fixed("bench", backend.clone()), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() };
         let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
 
         if want("start") {

@@ -8,7 +8,7 @@ mod support;
 
 use serde_json::json;
 use spearlet::cchat::LoopError;
-use spearlet::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolCall};
+use spearlet::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError, StopReason, ToolCall};
 use spearlet::tools::offered_name;
 use support::*;
 
@@ -246,7 +246,10 @@ async fn the_scripted_model_refuses_what_the_provider_would() {
     for wire in [Wire::OpenAi, Wire::Anthropic] {
         let model = ScriptedModel::script(vec![Turn::answer("never")]).await;
         let llm = backend_for(&model, wire, false);
-        let error = llm.complete(&stray, &[]).await.unwrap_err();
+        let error = llm
+            .complete(ChatRequest::plain(&stray, &[]))
+            .await
+            .unwrap_err();
         assert!(
             matches!(error, LlmError::Provider { status: 400, .. }),
             "{wire:?}: {error}"

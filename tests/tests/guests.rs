@@ -11,6 +11,7 @@ use serde_json::json;
 use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{Recording, ScriptedModel, Source};
 use spear_tests::peers::npm_bin;
+use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
@@ -113,7 +114,7 @@ fn context(node: &Node, stdin: &str) -> RunContext {
     RunContext {
         task: task(),
         router: node.router.clone(),
-        backend: node.backend.clone(),
+        models: Models::fixed("scripted", node.backend.clone()),
         stdin: stdin.as_bytes().to_vec(),
         name: "guest".into(),
         wasi: Default::default(),

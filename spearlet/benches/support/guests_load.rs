@@ -8,11 +8,11 @@ use async_trait::async_trait;
 use serde_json::json;
 use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{Recording, ScriptedModel, Source};
-use spearlet::cchat::{run_tool_loop, LoopLimits, RunBudget};
+use spearlet::cchat::{run_tool_loop, LoopLimits, Models, RunBudget};
 use spearlet::connections::Connections;
 use spearlet::llm::{
-    ChatMessage, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role, ToolCall,
-    ToolSpec, Usage,
+    ChatMessage, ChatRequest, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role,
+    ToolCall, ToolSpec, Usage,
 };
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
@@ -41,11 +41,8 @@ struct InstantModel {
 
 #[async_trait]
 impl LlmBackend for InstantModel {
-    async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Reply, LlmError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError> {
+        let (messages, tools) = (request.messages, request.tools);
         let body = json!({
             "messages": messages.iter().map(|m| json!({"role": format!("{:?}", m.role), "content": m.content, "tool_call_id": m.tool_call_id})).collect::<Vec<_>>(),
             "tools": tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})).collect::<Vec<_>>(),
@@ -251,7 +248,7 @@ pub async fn concurrent() {
                 let context = RunContext {
                     task: TaskPolicy::default(),
                     router,
-                    backend,
+                    models: Models::fixed("bench", backend),
                     stdin: Vec::new(),
                     name: "bench".into(),
                     wasi: Default::default(),

@@ -2,19 +2,40 @@
 //!
 //! - `host_api.rs`: the `cchat_*` functions a guest imports (entry point
 //!   [`add_to_linker`]); they read guest memory and call into
-//! - `sessions.rs`: the run's chat sessions, what each call does, and the
-//!   reply the guest reads back;
-//! - `tool_loop.rs`: the automatic tool-call loop that drives a model with a
-//!   session's allowed MCP tools until it answers;
+//! - `sessions.rs`: the run's chat sessions and what each call does;
+//!   `send.rs` runs a send and keeps its reply, `call_tool.rs` runs a
+//!   guest-driven tool call;
+//! - `request_params.rs`: the session's request params (`model`,
+//!   `temperature`, `response_format`, the loop limits), checked;
+//!   `models.rs`: which backend and model a session may pick;
+//! - `history.rs`: what a history must look like before it is sent;
+//! - `guest_tools.rs`: tools the guest implements, and `dispatch.rs`, which
+//!   calls them back through the guest's exported dispatcher;
+//! - `tool_loop.rs`: one send against the model, the automatic tool-call
+//!   loop included;
 //! - [`budget`]: what the whole run may cost, drawn on by every session and
 //!   every send.
 
 pub mod budget;
+mod call_tool;
+mod dispatch;
+mod guest_tools;
+mod history;
 mod host_api;
+mod models;
+mod request_params;
+mod send;
 mod sessions;
 mod tool_loop;
 
 pub use budget::{BudgetError, BudgetKind, BudgetLimits, RunBudget, Strike};
+pub use guest_tools::{
+    GuestCallbacks, GuestResult, GuestStopped, GuestTool, GuestTools, NoCallbacks,
+};
 pub use host_api::add_to_linker;
+pub use models::{Chosen, ModelRefused, Models};
+pub use send::SendJob;
 pub use sessions::{CallError, SessionDeps, Sessions};
-pub use tool_loop::{run_tool_loop, CallTrace, LoopError, LoopLimits, LoopOutcome};
+pub use tool_loop::{
+    run_send, run_tool_loop, CallTrace, LoopError, LoopLimits, LoopOutcome, SendMode, SendSetup,
+};

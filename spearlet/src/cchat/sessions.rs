@@ -1,44 +1,54 @@
 //! A run's chat sessions: what each `cchat_*` call does once
-//! [`super::host_api`] has read its arguments out of guest memory.
+//! [`super::host_api`] has read its arguments out of guest memory. Sends
+//! are in `send.rs`, guest-driven tool calls in `call_tool.rs`.
 //!
 //! [`Sessions`] owns the run's [`RunBudget`]: everything kept for the guest
-//! (sessions, messages, histories, replies, the trace) is charged before it
-//! is kept and given back when the session closes. A refusal is a
-//! [`CallError::Refused`] with an errno and the sentence the guest reads
+//! (sessions, messages, histories, tools, replies, the trace) is charged
+//! before it is kept and given back when the session closes. A refusal is
+//! a [`CallError::Refused`] with an errno and the sentence the guest reads
 //! back with `cchat_last_error`; a budget refused twice stops the run.
+//!
+//! Re-entrancy: while a send runs, the only guest code that can run is a
+//! guest tool callback, and every cchat call from there is refused with
+//! `EBUSY` (`cchat_last_error` excepted): a callback cannot send, close or
+//! change the session that is calling it, or any other.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
+use serde_json::json;
+use spear_guest::calls::{AssistantMessage, ToolMessage};
 use spear_guest::errno::{
-    EACCES, EBADF, EDQUOT, EINVAL, EIO, EMFILE, ENOENT, ENOMEM, ENOSPC, ETIMEDOUT,
+    EACCES, EBADF, EBUSY, EDQUOT, EEXIST, EINVAL, EMFILE, ENOENT, ENOMEM, ENOSPC,
 };
-use spear_guest::params::send_flags;
-use spear_guest::reply::{Reply, ToolCall, Usage};
+use spear_guest::request::{Param, RequestParams};
 
-use super::{
-    run_tool_loop, BudgetError, BudgetKind, CallTrace, LoopError, LoopLimits, RunBudget, Strike,
-};
-use crate::llm::{ChatMessage, LlmBackend};
-use crate::policy::{get_param, set_param, ParamError, SessionPolicy, TaskPolicy};
-use crate::tools::Router;
+use super::guest_tools::{GuestToolError, GuestTools};
+use super::history::{self, HistoryError};
+use super::models::{Chosen, ModelRefused, Models};
+use super::request_params::{self, Ceilings};
+use super::{BudgetError, BudgetKind, CallTrace, RunBudget, Strike};
+use crate::llm::ChatMessage;
+use crate::policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
+use crate::tools::{Router, ToolSet};
 use crate::wasm::{GuestLimits, StopReason};
 
 /// Messages kept per session at most.
-const MAX_MESSAGES: usize = 1024;
+pub(super) const MAX_MESSAGES: usize = 1024;
 /// Host bytes charged for a session itself.
 const SESSION_COST: usize = 512;
-/// Host bytes charged per entry of the run's tool-call trace.
-const TRACE_COST: usize = 256;
 
 /// Why a cchat call did not succeed.
 #[derive(Debug)]
 pub enum CallError {
     /// The call failed with `errno`; `sentence` says why, for the guest.
     Refused { errno: i32, sentence: String },
-    /// The run is over (a budget refused after the guest was told).
+    /// The run is over (a budget refused after the guest was told, a guest
+    /// tool that broke the dispatcher contract).
     Stop(StopReason),
+    /// The run is over with the guest's own error (a trap, a limit or an
+    /// exit inside a guest tool callback), unwound as it is.
+    Unwind(wasmtime::Error),
 }
 
 impl CallError {
@@ -49,7 +59,7 @@ impl CallError {
         }
     }
 
-    fn bad_handle(handle: i32) -> Self {
+    pub(super) fn bad_handle(handle: i32) -> Self {
         Self::refused(EBADF, format!("session {handle} is not open"))
     }
 }
@@ -65,19 +75,52 @@ impl From<ParamError> for CallError {
     }
 }
 
-struct Session {
-    policy: SessionPolicy,
-    messages: Vec<ChatMessage>,
-    reply: Option<Vec<u8>>,
+impl From<HistoryError> for CallError {
+    fn from(error: HistoryError) -> Self {
+        CallError::refused(EINVAL, error.to_string())
+    }
+}
+
+impl From<ModelRefused> for CallError {
+    fn from(error: ModelRefused) -> Self {
+        CallError::refused(EACCES, format!("permission denied: {error}"))
+    }
+}
+
+impl From<GuestToolError> for CallError {
+    fn from(error: GuestToolError) -> Self {
+        let errno = match error {
+            GuestToolError::Invalid(_) => EINVAL,
+            GuestToolError::Exists(_) => EEXIST,
+            GuestToolError::TooMany => ENOSPC,
+        };
+        CallError::refused(errno, error.to_string())
+    }
+}
+
+pub(super) struct Session {
+    pub policy: SessionPolicy,
+    pub params: RequestParams,
+    /// The backend `params` picked (the task's by default).
+    pub chosen: Chosen,
+    pub guest_tools: GuestTools,
+    pub messages: Vec<ChatMessage>,
+    pub reply: Option<Vec<u8>>,
+    /// The MCP tools of the last request, which guest-driven calls may use.
+    pub offered: ToolSet,
+    /// A guest-driven call's result that did not fit the guest's buffer:
+    /// `(the call as written, the result)`, handed back on the retry
+    /// without running the tool again.
+    pub kept_result: Option<(Vec<u8>, Vec<u8>)>,
     /// Host bytes charged for this session (messages and reply included).
-    charged: usize,
+    pub charged: usize,
 }
 
 /// What a run's sessions may use, fixed when the run starts.
 pub struct SessionDeps {
     pub task: TaskPolicy,
     pub router: Router,
-    pub backend: Arc<dyn LlmBackend>,
+    pub models: Models,
     pub deadline: Instant,
     pub limits: GuestLimits,
     pub budget: RunBudget,
@@ -85,9 +128,12 @@ pub struct SessionDeps {
 
 /// The run's chat sessions and what they may use.
 pub struct Sessions {
-    deps: SessionDeps,
-    sessions: HashMap<i32, Session>,
+    pub(super) deps: SessionDeps,
+    pub(super) sessions: HashMap<i32, Session>,
     next_handle: i32,
+    next_fn_id: i32,
+    /// A send is running: the guest is inside a tool callback.
+    pub(super) sending: bool,
     /// Every tool call of the run, for the operator and the guest.
     pub trace: Vec<CallTrace>,
     /// Loop iterations (model requests) of every send, for metrics.
@@ -100,6 +146,8 @@ impl Sessions {
             deps,
             sessions: HashMap::new(),
             next_handle: 1,
+            next_fn_id: 1,
+            sending: false,
             trace: Vec::new(),
             iterations: 0,
         }
@@ -110,8 +158,19 @@ impl Sessions {
         &self.deps.budget
     }
 
+    /// Refuses every call but `cchat_last_error` from a guest tool callback.
+    pub fn not_in_callback(&self, call: &str) -> Result<(), CallError> {
+        if self.sending {
+            return Err(CallError::refused(
+                EBUSY,
+                format!("{call} cannot be called from a guest tool callback; return the tool's result first"),
+            ));
+        }
+        Ok(())
+    }
+
     /// A refused budget: an errno the first time, the run stopped after.
-    fn refuse(&mut self, error: BudgetError) -> CallError {
+    pub(super) fn refuse(&mut self, error: BudgetError) -> CallError {
         let errno = match error.kind {
             BudgetKind::HostMemory => ENOMEM,
             _ => EDQUOT,
@@ -123,7 +182,7 @@ impl Sessions {
     }
 
     /// Charges `bytes` to the run for session `handle`, or refuses.
-    fn charge(&mut self, handle: i32, bytes: usize) -> Result<(), CallError> {
+    pub(super) fn charge(&mut self, handle: i32, bytes: usize) -> Result<(), CallError> {
         if let Err(full) = self.deps.budget.charge_memory(bytes) {
             return Err(self.refuse(full));
         }
@@ -133,7 +192,7 @@ impl Sessions {
         Ok(())
     }
 
-    fn session(&mut self, handle: i32) -> Result<&mut Session, CallError> {
+    pub(super) fn session(&mut self, handle: i32) -> Result<&mut Session, CallError> {
         self.sessions
             .get_mut(&handle)
             .ok_or_else(|| CallError::bad_handle(handle))
@@ -155,50 +214,127 @@ impl Sessions {
         self.next_handle = self.next_handle.checked_add(1).unwrap_or(1);
         let session = Session {
             policy: SessionPolicy::from_task(&self.deps.task),
+            params: RequestParams::default(),
+            chosen: self.deps.models.default().clone(),
+            guest_tools: GuestTools::default(),
             messages: Vec::new(),
             reply: None,
+            offered: ToolSet::default(),
+            kept_result: None,
             charged: SESSION_COST,
         };
         self.sessions.insert(handle, session);
         Ok(handle)
     }
 
-    /// `cchat_ctl_set_param`: narrows the session's policy.
+    fn ceilings(&self) -> Ceilings {
+        let limits = &self.deps.limits;
+        Ceilings {
+            max_iterations: limits.max_iterations,
+            max_total_tool_calls: limits.max_total_tool_calls,
+            wall: limits.wall,
+        }
+    }
+
+    /// `cchat_ctl_set_param`: an MCP param narrows the session's policy; a
+    /// request param is checked against the task, the node and the
+    /// session's backend. A refused write changes nothing.
     pub fn set_param(&mut self, handle: i32, key: &str, value: &[u8]) -> Result<(), CallError> {
         let value: serde_json::Value = serde_json::from_slice(value).map_err(|e| {
-            CallError::refused(EINVAL, format!("the value for {key} is not JSON: {e}"))
+            let shown = spear_common::text::prefix(key, 64);
+            CallError::refused(EINVAL, format!("the value for {shown} is not JSON: {e}"))
         })?;
-        let task = &self.deps.task;
+        if is_mcp_key(key) {
+            let task = &self.deps.task;
+            let session = self
+                .sessions
+                .get_mut(&handle)
+                .ok_or_else(|| CallError::bad_handle(handle))?;
+            return Ok(set_param(task, &mut session.policy, key, &value)?);
+        }
+        let param = Param::from_key(key)
+            .ok_or_else(|| ParamError::Unknown(key.chars().take(64).collect()))?;
+        let ceilings = self.ceilings();
+        let models = &self.deps.models;
         let session = self
             .sessions
             .get_mut(&handle)
             .ok_or_else(|| CallError::bad_handle(handle))?;
-        Ok(set_param(task, &mut session.policy, key, &value)?)
+        let mut params = session.params.clone();
+        request_params::set(&mut params, param, &value, &ceilings)?;
+        let chosen = match param {
+            Param::Backend | Param::Model => {
+                models.pick(params.backend.as_deref(), params.model.as_deref())?
+            }
+            _ => session.chosen.clone(),
+        };
+        if let Err(unsupported) = chosen.backend.check(&params) {
+            return Err(CallError::refused(EINVAL, unsupported.to_string()));
+        }
+        session.params = params;
+        session.chosen = chosen;
+        Ok(())
     }
 
-    /// `cchat_ctl_get_param`: a session or task param, as JSON.
+    /// `cchat_ctl_get_param`: a session or task param, as JSON. Request
+    /// params that are unset read as what a send would use.
     pub fn get_param(&self, handle: i32, key: &str) -> Result<String, CallError> {
         let session = self
             .sessions
             .get(&handle)
             .ok_or_else(|| CallError::bad_handle(handle))?;
-        Ok(get_param(&self.deps.task, &session.policy, key)?.to_string())
+        if is_mcp_key(key) {
+            return Ok(get_param(&self.deps.task, &session.policy, key)?.to_string());
+        }
+        let param = Param::from_key(key)
+            .ok_or_else(|| ParamError::Unknown(key.chars().take(64).collect()))?;
+        let set = session.params.get(param);
+        let limits = &self.deps.limits;
+        let value = match param {
+            _ if !set.is_null() => set,
+            Param::Backend => json!(session.chosen.name),
+            Param::Model => json!(session.chosen.backend.model()),
+            Param::MaxIterations => json!(limits.max_iterations),
+            Param::MaxTotalToolCalls => json!(limits.max_total_tool_calls),
+            Param::TimeoutMs => json!(limits.wall.as_millis() as u64),
+            _ => set,
+        };
+        Ok(value.to_string())
     }
 
-    /// `cchat_write_msg`: adds a `system` or `user` message.
+    /// `cchat_write_msg`: `system` and `user` take text; `assistant` and
+    /// `tool` take the JSON of [`AssistantMessage`] and [`ToolMessage`],
+    /// checked so the history stays valid for the provider.
     pub fn write_msg(&mut self, handle: i32, role: &str, text: &str) -> Result<(), CallError> {
+        let session = self.session(handle)?;
         let message = match role {
-            "system" => ChatMessage::system(text),
-            "user" => ChatMessage::user(text),
+            "system" | "user" => {
+                history::check_no_open_calls(&session.messages)?;
+                if role == "system" {
+                    ChatMessage::system(text)
+                } else {
+                    ChatMessage::user(text)
+                }
+            }
+            "assistant" => {
+                history::check_no_open_calls(&session.messages)?;
+                let written: AssistantMessage = parse_json(role, text)?;
+                history::assistant(written)?
+            }
+            "tool" => {
+                let answer: ToolMessage = parse_json(role, text)?;
+                history::check_answer(&session.messages, &answer.tool_call_id)?;
+                ChatMessage::tool(&answer.tool_call_id, answer.content)
+            }
             other => {
                 let shown = spear_common::text::prefix(other, 32);
                 return Err(CallError::refused(
                     EINVAL,
-                    format!("role '{shown}' is not one a guest may write; use system or user"),
+                    format!("role '{shown}' is not one a guest may write; use system, user, assistant or tool"),
                 ));
             }
         };
-        if self.session(handle)?.messages.len() >= MAX_MESSAGES {
+        if session.messages.len() >= MAX_MESSAGES {
             return Err(CallError::refused(
                 ENOSPC,
                 format!("session {handle} already holds {MAX_MESSAGES} messages; open a new one"),
@@ -207,6 +343,20 @@ impl Sessions {
         self.charge(handle, message.footprint())?;
         self.session(handle)?.messages.push(message);
         Ok(())
+    }
+
+    /// `cchat_write_fn`: registers a guest tool; returns its id, which the
+    /// node passes to the guest's dispatcher.
+    pub fn write_fn(&mut self, handle: i32, spec: &[u8]) -> Result<i32, CallError> {
+        self.session(handle)?;
+        let spec = GuestTools::parse(spec)?;
+        let cost = spec.name.len() + spec.description.len() + spec.parameters.to_string().len();
+        let fn_id = self.next_fn_id;
+        self.session(handle)?.guest_tools.check_room(&spec.name)?;
+        self.charge(handle, cost)?;
+        self.session(handle)?.guest_tools.add(fn_id, spec)?;
+        self.next_fn_id = self.next_fn_id.checked_add(1).unwrap_or(1);
+        Ok(fn_id)
     }
 
     /// `cchat_recv`: the session's last reply.
@@ -232,152 +382,15 @@ impl Sessions {
         self.deps.budget.release_memory(session.charged);
         Ok(())
     }
+}
 
-    /// `cchat_send`: runs the model (with the tool loop when `flags` asks)
-    /// and keeps the reply for `cchat_recv`, whatever the outcome.
-    pub async fn send(&mut self, handle: i32, flags: u32) -> Result<(), CallError> {
-        if flags & !send_flags::ALL != 0 {
-            return Err(CallError::refused(
-                EINVAL,
-                format!("cchat_send flags {flags:#x} have bits the node does not know; bit 0 (automatic tool calls) is the only flag"),
-            ));
-        }
-        let auto_tools = flags & send_flags::AUTO_TOOL_CALLS != 0;
-        let SessionDeps {
-            task,
-            router,
-            backend,
-            deadline,
-            limits,
-            budget,
-        } = &mut self.deps;
-        let session = self
-            .sessions
-            .get_mut(&handle)
-            .ok_or_else(|| CallError::bad_handle(handle))?;
-        // Without automatic tool calls: one request, no tools offered.
-        let (policy, max_iterations) = if auto_tools {
-            (session.policy.clone(), limits.max_iterations)
+fn parse_json<T: serde::de::DeserializeOwned>(role: &str, text: &str) -> Result<T, CallError> {
+    serde_json::from_str(text).map_err(|e| {
+        let shape = if role == "tool" {
+            "{\"tool_call_id\", \"content\"}"
         } else {
-            let mut plain = session.policy.clone();
-            plain.enabled = false;
-            (plain, 1)
+            "{\"content\", \"tool_calls\": [{\"id\", \"name\", \"arguments\"}]}"
         };
-        let loop_limits = LoopLimits {
-            max_iterations,
-            max_total_tool_calls: limits.max_total_tool_calls,
-            deadline: *deadline,
-        };
-        let before = budget.used(BudgetKind::HostMemory);
-        let outcome = run_tool_loop(
-            backend.as_ref(),
-            router,
-            task,
-            &policy,
-            &mut session.messages,
-            loop_limits,
-            budget,
-        )
-        .await;
-        // What the loop kept (assistant and tool messages) is the session's.
-        session.charged += budget.used(BudgetKind::HostMemory).saturating_sub(before) as usize;
-        let (reply, result) = match outcome.result {
-            Ok(content) => (reply_of(content, None, &outcome.trace), Ok(())),
-            Err(error) => {
-                let sentence = error.to_string();
-                let result = match error {
-                    LoopError::Deadline => CallError::refused(ETIMEDOUT, sentence.clone()),
-                    LoopError::Budget(spent) => self.refuse(spent),
-                    _ => CallError::refused(EIO, sentence.clone()),
-                };
-                (
-                    reply_of(String::new(), Some(sentence), &outcome.trace),
-                    Err(result),
-                )
-            }
-        };
-        let reply = Reply {
-            usage: Usage {
-                prompt_tokens: outcome.usage.prompt_tokens,
-                completion_tokens: outcome.usage.completion_tokens,
-            },
-            iterations: outcome.iterations,
-            stop_reason: outcome.stop,
-            ..reply
-        };
-        self.iterations = self.iterations.saturating_add(outcome.iterations);
-        // The run's trace is kept for the operator (bounded by the tool-call
-        // budget, so charged without a check).
-        self.deps
-            .budget
-            .keep_memory(outcome.trace.len() * TRACE_COST);
-        self.trace.extend(outcome.trace);
-        self.keep_reply(handle, &reply, result)
-    }
-
-    /// Keeps `reply` for `cchat_recv` in place of the session's last one. A
-    /// reply that does not fit the budget is replaced by a short one saying so.
-    fn keep_reply(
-        &mut self,
-        handle: i32,
-        reply: &Reply,
-        result: Result<(), CallError>,
-    ) -> Result<(), CallError> {
-        let Some(session) = self.sessions.get_mut(&handle) else {
-            return result;
-        };
-        let old = session.reply.take().map_or(0, |r| r.len());
-        session.charged = session.charged.saturating_sub(old);
-        self.deps.budget.release_memory(old);
-        let bytes = encode(reply);
-        let (bytes, result) = match self.deps.budget.charge_memory(bytes.len()) {
-            Ok(()) => (bytes, result),
-            Err(full) => {
-                let note = encode(&Reply {
-                    error: Some(format!("the reply was not kept: {full}")),
-                    ..Reply::default()
-                });
-                // Bounded in size, so kept past the budget (and given back
-                // with the session like the rest).
-                self.deps.budget.keep_memory(note.len());
-                let result = match result {
-                    Err(CallError::Stop(stop)) => Err(CallError::Stop(stop)),
-                    _ => Err(self.refuse(full)),
-                };
-                (note, result)
-            }
-        };
-        if let Some(session) = self.sessions.get_mut(&handle) {
-            session.charged += bytes.len();
-            session.reply = Some(bytes);
-        }
-        result
-    }
-}
-
-/// A reply with `content` or `error` and the send's tool calls.
-fn reply_of(content: String, error: Option<String>, trace: &[CallTrace]) -> Reply {
-    let trace = trace
-        .iter()
-        .map(|t| ToolCall {
-            tool_call_id: t.tool_call_id.clone(),
-            name: t.name.clone(),
-            server: t.executed.as_ref().map(|ran| ran.server.clone()),
-            tool: t.executed.as_ref().map(|ran| ran.tool.clone()),
-            is_error: t.is_error,
-            duration_ms: t.duration.as_millis() as u64,
-            bytes: t.bytes as u64,
-        })
-        .collect();
-    Reply {
-        content,
-        error,
-        trace,
-        ..Reply::default()
-    }
-}
-
-fn encode(reply: &Reply) -> Vec<u8> {
-    // A struct of strings and numbers always serializes.
-    serde_json::to_vec(reply).unwrap_or_default()
+        CallError::refused(EINVAL, format!("a {role} message is the JSON {shape}: {e}"))
+    })
 }

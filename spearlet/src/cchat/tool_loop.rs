@@ -1,28 +1,44 @@
-//! The auto tool-call loop (DESIGN §3.5).
+//! One `cchat_send` against the model (DESIGN §3.5); entry point
+//! [`run_send`] ([`run_tool_loop`] is the automatic loop with no guest
+//! tools and the provider's defaults).
 //!
-//! 1. send the messages with the session's tools injected;
-//! 2. run every tool call of the answer (concurrently, within each server's
-//!    limits), re-checking policy, and append one `tool` message per
-//!    `tool_call_id`, always: an error is a result the model can recover from;
-//! 3. repeat until the model answers without calls, or a limit is reached.
+//! With [`SendMode::Auto`], the loop:
+//! 1. sends the messages with the session's tools injected (the MCP tools
+//!    its policy allows and its guest tools);
+//! 2. runs every tool call of the answer (MCP calls concurrently within
+//!    each server's limits, re-checking policy; guest tools one at a time
+//!    through the guest's dispatcher) and appends one `tool` message per
+//!    `tool_call_id`, always: an error is a result the model can recover
+//!    from;
+//! 3. repeats until the model answers without calls, or a limit is reached.
 //!
-//! An answer the output-token limit cut (`length` / `max_tokens`) is the
-//! final answer when it is text (the reply's `stop_reason` says it is cut);
-//! when it holds tool calls their arguments may be cut too, so none is run,
-//! the answer is not kept, and the send ends with [`LoopError::CutToolCall`].
+//! With [`SendMode::Once`] it makes one request and returns: the answer's
+//! tool calls are the guest's to run or refuse ([`LoopOutcome::pending`]).
+//! [`SendMode::NoTools`] is one request with no tools offered.
+//!
+//! The session's `tool_choice` applies to the first request only (a forced
+//! call on every request would never let the model answer). An answer the
+//! output-token limit cut (`length` / `max_tokens`) is the final answer
+//! when it is text; when it holds tool calls their arguments may be cut
+//! too, so none is run, the answer is not kept, and the send ends with
+//! [`LoopError::CutToolCall`].
 //!
 //! Whatever ends the loop, the history stays valid for the provider: every
-//! tool call of an assistant message is answered.
-//!
-//! Every model request, token, tool call and byte of history is counted in
-//! the run's [`RunBudget`], which spans all sessions and sends of a run.
+//! tool call of an assistant message is answered (in `Once` mode, by the
+//! guest before its next send). Every model request, token, tool call and
+//! byte of history is counted in the run's [`RunBudget`].
 
 use std::time::{Duration, Instant};
 
+use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
+
 use super::budget::{BudgetError, RunBudget};
-use crate::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolSpec, Usage};
+use super::guest_tools::{GuestCallbacks, GuestStopped, GuestTools, NoCallbacks, MAX_RESULT_BYTES};
+use crate::llm::{
+    ChatMessage, ChatRequest, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Usage,
+};
 use crate::policy::{SessionPolicy, TaskPolicy};
-use crate::tools::{Router, ToolRef};
+use crate::tools::{Router, ToolRef, ToolSet};
 
 /// Bounds on one `cchat_send`.
 #[derive(Debug, Clone, Copy)]
@@ -38,8 +54,10 @@ pub struct CallTrace {
     pub tool_call_id: String,
     /// The name the model used.
     pub name: String,
-    /// The server and tool that ran, if any did.
+    /// The MCP server and tool that ran, if one did.
     pub executed: Option<ToolRef>,
+    /// The guest tool that ran, if one did.
+    pub guest_tool: Option<String>,
     pub is_error: bool,
     pub duration: Duration,
     pub bytes: usize,
@@ -54,15 +72,44 @@ pub enum LoopError {
     MaxToolCalls(u32),
     #[error("the session deadline passed before the model finished")]
     Deadline,
-    #[error("the model reached its output-token limit while writing a tool call, so no call of that answer was run; ask for less per answer or raise the model's max_tokens")]
+    #[error("the model reached its output-token limit while writing a tool call, so no call of that answer was run; ask for less per answer or raise max_tokens")]
     CutToolCall,
+    /// A request param this send cannot honour (`EINVAL`), before any
+    /// request was made.
+    #[error("{0}")]
+    Params(String),
     #[error(transparent)]
     Budget(#[from] BudgetError),
     #[error(transparent)]
     Llm(#[from] LlmError),
+    #[error(transparent)]
+    GuestStopped(#[from] GuestStopped),
 }
 
-/// What one run of the loop produced.
+/// How a send treats the model's tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// Run them, and ask again, until the model answers.
+    Auto,
+    /// One request; the calls come back to the guest.
+    Once,
+    /// One request with no tools offered.
+    NoTools,
+}
+
+/// What one send works with.
+pub struct SendSetup<'a> {
+    pub backend: &'a dyn LlmBackend,
+    pub router: &'a Router,
+    pub task: &'a TaskPolicy,
+    pub policy: &'a SessionPolicy,
+    pub params: &'a RequestParams,
+    pub guest_tools: &'a GuestTools,
+    pub mode: SendMode,
+    pub limits: LoopLimits,
+}
+
+/// What one send produced.
 #[derive(Debug)]
 pub struct LoopOutcome {
     /// The model's final text, or why there is none.
@@ -72,10 +119,13 @@ pub struct LoopOutcome {
     pub iterations: u32,
     /// Why the model's last answer ended.
     pub stop: StopReason,
+    /// The MCP tools offered (to resolve guest-driven calls against).
+    pub offered: ToolSet,
+    /// `Once` mode: the last answer's tool calls, for the guest.
+    pub pending: Vec<ToolCall>,
 }
 
-/// Runs the loop, appending every assistant and tool message to `messages`
-/// (each charged to `budget`'s host memory before it is kept).
+/// The automatic loop with the provider's defaults and no guest tools.
 pub async fn run_tool_loop(
     backend: &dyn LlmBackend,
     router: &Router,
@@ -85,46 +135,107 @@ pub async fn run_tool_loop(
     limits: LoopLimits,
     budget: &mut RunBudget,
 ) -> LoopOutcome {
-    let set = router.tool_set(task, session).await;
-    let tools: Vec<ToolSpec> = set
-        .tools
-        .iter()
-        .map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: serde_json::Value::Object((*t.input_schema).clone()),
-        })
-        .collect();
+    let setup = SendSetup {
+        backend,
+        router,
+        task,
+        policy: session,
+        params: &RequestParams::default(),
+        guest_tools: &GuestTools::default(),
+        mode: SendMode::Auto,
+        limits,
+    };
+    run_send(&setup, messages, budget, &mut NoCallbacks).await
+}
+
+/// Runs one send; see the module docs. Every assistant and tool message is
+/// appended to `messages`, each charged to `budget` before it is kept.
+pub async fn run_send(
+    setup: &SendSetup<'_>,
+    messages: &mut Vec<ChatMessage>,
+    budget: &mut RunBudget,
+    guest: &mut dyn GuestCallbacks,
+) -> LoopOutcome {
+    let set = if setup.mode == SendMode::NoTools {
+        ToolSet::default()
+    } else {
+        setup.router.tool_set(setup.task, setup.policy).await
+    };
     let mut outcome = LoopOutcome {
         result: Err(LoopError::Deadline),
         usage: Usage::default(),
         trace: Vec::new(),
         iterations: 0,
         stop: StopReason::default(),
+        offered: ToolSet::default(),
+        pending: Vec::new(),
+    };
+    let mut tools: Vec<ToolSpec> = Vec::new();
+    if setup.mode != SendMode::NoTools {
+        tools.extend(setup.guest_tools.specs());
+        tools.extend(set.tools.iter().map(|t| ToolSpec {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            parameters: serde_json::Value::Object((*t.input_schema).clone()),
+        }));
+    }
+    let first = match first_params(setup.params, &set, setup.guest_tools, &tools) {
+        Ok(params) => params,
+        Err(why) => {
+            outcome.result = Err(LoopError::Params(why));
+            return outcome;
+        }
+    };
+    if let Err(unsupported) = setup.backend.check(&first) {
+        outcome.result = Err(LoopError::Params(unsupported.to_string()));
+        return outcome;
+    }
+    // Later requests of the loop let the model choose.
+    let mut later = first.clone();
+    if matches!(
+        later.tool_choice,
+        Some(ToolChoice::Named { .. } | ToolChoice::Mode(ToolMode::Required))
+    ) {
+        later.tool_choice = None;
+    }
+    let limits = setup.limits;
+    let max_iterations = match setup.mode {
+        SendMode::Auto => limits.max_iterations,
+        SendMode::Once | SendMode::NoTools => 1,
     };
     let mut calls_made: u32 = 0;
     loop {
-        if outcome.iterations >= limits.max_iterations {
-            outcome.result = Err(LoopError::MaxIterations(limits.max_iterations));
-            return outcome;
+        if outcome.iterations >= max_iterations {
+            outcome.result = Err(LoopError::MaxIterations(max_iterations));
+            break;
         }
         let Some(left) = limits.deadline.checked_duration_since(Instant::now()) else {
             outcome.result = Err(LoopError::Deadline);
-            return outcome;
+            break;
         };
         if let Err(spent) = budget.take_request() {
             outcome.result = Err(spent.into());
-            return outcome;
+            break;
         }
+        let params = if outcome.iterations == 0 {
+            &first
+        } else {
+            &later
+        };
         outcome.iterations += 1;
-        let reply = match tokio::time::timeout(left, backend.complete(messages, &tools)).await {
+        let request = ChatRequest {
+            messages,
+            tools: &tools,
+            params,
+        };
+        let reply = match tokio::time::timeout(left, setup.backend.complete(request)).await {
             Err(_) => {
                 outcome.result = Err(LoopError::Deadline);
-                return outcome;
+                break;
             }
             Ok(Err(error)) => {
                 outcome.result = Err(LoopError::Llm(error));
-                return outcome;
+                break;
             }
             Ok(Ok(reply)) => reply,
         };
@@ -133,89 +244,229 @@ pub async fn run_tool_loop(
         budget.add_tokens(reply.usage.prompt_tokens + reply.usage.completion_tokens);
         if reply.stop == StopReason::MaxTokens && !reply.message.tool_calls.is_empty() {
             outcome.result = Err(LoopError::CutToolCall);
-            return outcome;
+            break;
         }
         // Not kept when it does not fit: the history stays valid without it.
         if let Err(full) = budget.charge_memory(reply.message.footprint()) {
             outcome.result = Err(full.into());
-            return outcome;
+            break;
         }
         let calls = reply.message.tool_calls.clone();
-        messages.push(reply.message.clone());
+        let text = reply.message.content.clone().unwrap_or_default();
+        messages.push(reply.message);
         if calls.is_empty() {
-            outcome.result = Ok(reply.message.content.unwrap_or_default());
-            return outcome;
+            outcome.result = Ok(text);
+            break;
         }
-        // Run what both budgets allow, concurrently; answer the rest too.
-        let per_send = limits.max_total_tool_calls.saturating_sub(calls_made) as usize;
-        let allowed = budget.take_tool_calls(calls.len().min(per_send));
-        let (run, refused) = calls.split_at(allowed);
-        let refusal = if allowed < calls.len().min(per_send) {
-            LoopError::Budget(budget.tool_calls_spent())
-        } else {
-            LoopError::MaxToolCalls(limits.max_total_tool_calls)
-        };
-        let mut out_of_memory = None;
-        let deadline = limits.deadline;
-        let set = &set;
-        let results = futures::future::join_all(run.iter().map(|call| async move {
+        if setup.mode != SendMode::Auto {
+            outcome.pending = calls;
+            outcome.result = Ok(text);
+            break;
+        }
+        let per_send = limits.max_total_tool_calls.saturating_sub(calls_made);
+        match run_calls(
+            setup,
+            &set,
+            &calls,
+            per_send,
+            messages,
+            budget,
+            guest,
+            &mut outcome.trace,
+        )
+        .await
+        {
+            Ok(ran) => calls_made += ran,
+            Err(error) => {
+                outcome.result = Err(error);
+                break;
+            }
+        }
+    }
+    outcome.offered = set;
+    outcome
+}
+
+/// The params of a send's first request: `tool_choice` checked against
+/// the tools offered, a named tool renamed to the name the model sees.
+fn first_params(
+    params: &RequestParams,
+    set: &ToolSet,
+    guest_tools: &GuestTools,
+    tools: &[ToolSpec],
+) -> Result<RequestParams, String> {
+    let mut first = params.clone();
+    match &params.tool_choice {
+        Some(ToolChoice::Mode(ToolMode::Required)) if tools.is_empty() => {
+            return Err("tool_choice is required but this send offers no tools".into());
+        }
+        Some(ToolChoice::Named { name }) => {
+            let offered = if guest_tools.find(name).is_some() && !tools.is_empty() {
+                Some(name.clone())
+            } else {
+                set.offered.resolve(name).ok().and_then(|target| {
+                    set.tools
+                        .iter()
+                        .find(|t| t.server_id == target.server && t.tool == target.tool)
+                        .map(|t| t.name.clone())
+                })
+            };
+            let Some(offered) = offered else {
+                let shown = spear_common::text::prefix(name, 64);
+                return Err(format!(
+                    "tool_choice names '{shown}', which this send does not offer"
+                ));
+            };
+            first.tool_choice = Some(ToolChoice::Named { name: offered });
+        }
+        _ => {}
+    }
+    Ok(first)
+}
+
+/// Runs the calls of one answer that both budgets allow (MCP calls
+/// concurrently, then guest tools in order) and answers every call, the
+/// refused ones too. Returns how many ran.
+#[allow(clippy::too_many_arguments)]
+async fn run_calls(
+    setup: &SendSetup<'_>,
+    set: &ToolSet,
+    calls: &[ToolCall],
+    per_send: u32,
+    messages: &mut Vec<ChatMessage>,
+    budget: &mut RunBudget,
+    guest: &mut dyn GuestCallbacks,
+    trace: &mut Vec<CallTrace>,
+) -> Result<u32, LoopError> {
+    let wanted = calls.len().min(per_send as usize);
+    let allowed = budget.take_tool_calls(wanted);
+    let (run, refused) = calls.split_at(allowed);
+    let refusal = if allowed < wanted {
+        LoopError::Budget(budget.tool_calls_spent())
+    } else {
+        LoopError::MaxToolCalls(setup.limits.max_total_tool_calls)
+    };
+    let deadline = setup.limits.deadline;
+    let is_guest = |call: &ToolCall| setup.guest_tools.find(&call.name).is_some();
+    // MCP calls at once.
+    let mcp =
+        futures::future::join_all(run.iter().filter(|c| !is_guest(c)).map(|call| async move {
             let started = Instant::now();
             let left = deadline.saturating_duration_since(started);
             let executed = tokio::time::timeout(
                 left,
-                router.execute(task, session, set, &call.name, &call.arguments),
+                setup
+                    .router
+                    .execute(setup.task, setup.policy, set, &call.name, &call.arguments),
             )
             .await;
-            (call, started.elapsed(), executed)
+            let answer = match executed {
+                Ok(o) => Answer {
+                    text: o.text,
+                    is_error: o.is_error,
+                    executed: o.executed,
+                    guest_tool: None,
+                },
+                Err(_) => {
+                    Answer::error("the tool call was cut short by the session deadline".into())
+                }
+            };
+            (call.id.clone(), started.elapsed(), answer)
         }))
         .await;
-        for (call, duration, executed) in results {
-            let (mut text, mut is_error, ran) = match executed {
-                Ok(o) => (o.text, o.is_error, o.executed),
-                Err(_) => (
-                    "the tool call was cut short by the session deadline".to_string(),
-                    true,
-                    None,
-                ),
-            };
-            let message = ChatMessage::tool(&call.id, String::new());
-            if let Err(full) = budget.charge_memory(message.footprint() + text.len()) {
-                // The call is still answered (a short note, charged past
-                // the budget: its size is bounded), and the loop ends.
-                text = format!("result not kept: {full}");
-                is_error = true;
-                out_of_memory = Some(full);
+    let mut mcp = mcp.into_iter();
+    let mut out_of_memory = None;
+    for call in run {
+        let (duration, answer) = match setup.guest_tools.find(&call.name) {
+            Some(tool) => {
+                let started = Instant::now();
+                let result = guest.call(tool, &call.arguments).await?;
+                let answer = if result.text.len() > MAX_RESULT_BYTES {
+                    Answer::error(format!(
+                        "guest tool '{}' returned {} bytes, over the {MAX_RESULT_BYTES} a tool result may be",
+                        call.name,
+                        result.text.len()
+                    ))
+                } else {
+                    Answer {
+                        text: result.text,
+                        is_error: result.is_error,
+                        executed: None,
+                        guest_tool: Some(call.name.clone()),
+                    }
+                };
+                (started.elapsed(), answer)
             }
-            outcome.trace.push(CallTrace {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                executed: ran,
-                is_error,
-                duration,
-                bytes: text.len(),
-            });
-            messages.push(ChatMessage::tool(&call.id, text));
+            None => match mcp.next() {
+                Some((_, duration, answer)) => (duration, answer),
+                None => (
+                    Duration::ZERO,
+                    Answer::error("the tool call was lost".into()),
+                ),
+            },
+        };
+        let Answer {
+            mut text,
+            mut is_error,
+            executed,
+            guest_tool,
+        } = answer;
+        let message = ChatMessage::tool(&call.id, String::new());
+        if let Err(full) = budget.charge_memory(message.footprint() + text.len()) {
+            // The call is still answered (a short note, charged past the
+            // budget: its size is bounded), and the loop ends.
+            text = format!("result not kept: {full}");
+            is_error = true;
+            out_of_memory = Some(full);
         }
-        for call in refused {
-            let text = format!("not executed: {refusal}");
-            outcome.trace.push(CallTrace {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                executed: None,
-                is_error: true,
-                duration: Duration::ZERO,
-                bytes: text.len(),
-            });
-            messages.push(ChatMessage::tool(&call.id, text));
-        }
-        calls_made += run.len() as u32;
-        if let Some(full) = out_of_memory {
-            outcome.result = Err(full.into());
-            return outcome;
-        }
-        if !refused.is_empty() {
-            outcome.result = Err(refusal);
-            return outcome;
+        trace.push(CallTrace {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            executed,
+            guest_tool,
+            is_error,
+            duration,
+            bytes: text.len(),
+        });
+        messages.push(ChatMessage::tool(&call.id, text));
+    }
+    for call in refused {
+        let text = format!("not executed: {refusal}");
+        trace.push(CallTrace {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            executed: None,
+            guest_tool: None,
+            is_error: true,
+            duration: Duration::ZERO,
+            bytes: text.len(),
+        });
+        messages.push(ChatMessage::tool(&call.id, text));
+    }
+    if let Some(full) = out_of_memory {
+        return Err(full.into());
+    }
+    if !refused.is_empty() {
+        return Err(refusal);
+    }
+    Ok(run.len() as u32)
+}
+
+/// One call's answer before it is kept.
+struct Answer {
+    text: String,
+    is_error: bool,
+    executed: Option<ToolRef>,
+    guest_tool: Option<String>,
+}
+
+impl Answer {
+    fn error(text: String) -> Answer {
+        Answer {
+            text,
+            is_error: true,
+            executed: None,
+            guest_tool: None,
         }
     }
 }

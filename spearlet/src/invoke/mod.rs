@@ -29,6 +29,7 @@ pub use limits::{LimitPolicy, LimitRefused};
 pub use modules::{FetchLimits, ModuleError, ModuleStore};
 pub use stats::RunStats;
 
+use crate::cchat::Models;
 use crate::llm::{BackendError, Backends};
 use crate::node_policy::{ModuleSource, NodePolicy};
 use crate::policy::TaskPolicy;
@@ -167,10 +168,7 @@ impl Invoker {
             .for_task(&config.limits)
             .map_err(limit_refused)?;
         let wasi = grants::resolve(&task.id, &config.wasi, policy)?;
-        let backend = self
-            .deps
-            .backends
-            .get(config.llm.backend.as_deref(), config.llm.model.as_deref())?;
+        let models = Models::of_task(Arc::clone(&self.deps.backends), &config.llm)?;
 
         let _slot = tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.slots).acquire_owned())
             .await
@@ -182,7 +180,7 @@ impl Invoker {
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
             router: self.deps.router.clone(),
-            backend,
+            models,
             stdin: request.input.to_vec(),
             name: task.id.clone(),
             wasi,
@@ -209,12 +207,13 @@ impl Invoker {
                 .trace
                 .into_iter()
                 .map(|t| {
+                    // A guest tool has no server: its name is the tool.
                     let ran = t.executed.unwrap_or_default();
                     ToolCallTrace {
                         tool_call_id: t.tool_call_id,
                         name: t.name,
                         server_id: ran.server,
-                        tool: ran.tool,
+                        tool: t.guest_tool.unwrap_or(ran.tool),
                         is_error: t.is_error,
                         duration_us: t.duration.as_micros() as u64,
                         bytes: t.bytes as u64,

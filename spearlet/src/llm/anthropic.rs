@@ -10,9 +10,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use spear_guest::request::{RequestParams, ResponseFormat, ToolChoice, ToolMode};
+
+use super::request::{ChatRequest, Unsupported};
 use super::retry::{json as read_json, send};
 use super::stream::{read_stream, Dialect};
-use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
+use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, Usage};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -54,13 +57,10 @@ impl AnthropicBackend {
     }
 }
 
-/// The request body for `messages` with `tools`.
-pub fn request_body(
-    model: &str,
-    max_tokens: u32,
-    messages: &[ChatMessage],
-    tools: &[ToolSpec],
-) -> Value {
+/// The request body for `request`, on `model` with `max_tokens` unless
+/// the session sets its own.
+pub fn request_body(model: &str, max_tokens: u32, request: &ChatRequest<'_>) -> Value {
+    let (messages, tools) = (request.messages, request.tools);
     let system: Vec<&str> = messages
         .iter()
         .filter(|m| m.role == Role::System)
@@ -99,6 +99,7 @@ pub fn request_body(
             Role::System => {}
         }
     }
+    let max_tokens = request.params.max_tokens.unwrap_or(max_tokens);
     let mut body = json!({"model": model, "max_tokens": max_tokens, "messages": out});
     if !system.is_empty() {
         body["system"] = json!(system.join("\n\n"));
@@ -106,7 +107,72 @@ pub fn request_body(
     if !tools.is_empty() {
         body["tools"] = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
     }
+    map_params(&mut body, request);
     body
+}
+
+const PROVIDER: &str = "Anthropic messages";
+
+/// Refuses what the messages API has no equivalent for.
+fn check_params(params: &RequestParams) -> Result<(), Unsupported> {
+    let unsupported = |param, why| {
+        Err(Unsupported {
+            param,
+            provider: PROVIDER,
+            why,
+        })
+    };
+    if params.temperature.is_some_and(|t| t > 1.0) {
+        return unsupported("temperature", "it takes a temperature from 0 to 1");
+    }
+    if params.seed.is_some() {
+        return unsupported("seed", "the API has no sampling seed; leave seed unset");
+    }
+    if params.response_format == Some(ResponseFormat::JsonObject) {
+        return unsupported(
+            "response_format",
+            "it has no free-form JSON mode; use json_schema with an object schema",
+        );
+    }
+    Ok(())
+}
+
+/// The session's request params in messages-API terms (after
+/// [`check_params`]): `stop` is `stop_sequences`; `tool_choice` `required`
+/// is `any`, a named tool is `{"type": "tool"}`; `parallel_tool_calls:
+/// false` is `disable_parallel_tool_use`; `json_schema` output is
+/// `output_config.format`.
+fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
+    let p = request.params;
+    if let Some(t) = p.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(t) = p.top_p {
+        body["top_p"] = json!(t);
+    }
+    if let Some(stop) = &p.stop {
+        body["stop_sequences"] = json!(stop);
+    }
+    if let Some(ResponseFormat::JsonSchema { json_schema }) = &p.response_format {
+        body["output_config"] =
+            json!({"format": {"type": "json_schema", "schema": json_schema.schema}});
+    }
+    if request.tools.is_empty() {
+        return;
+    }
+    let mut choice = match request.tool_choice() {
+        None | Some(ToolChoice::Mode(ToolMode::Auto)) => json!({"type": "auto"}),
+        Some(ToolChoice::Mode(ToolMode::None)) => json!({"type": "none"}),
+        Some(ToolChoice::Mode(ToolMode::Required)) => json!({"type": "any"}),
+        Some(ToolChoice::Named { name }) => json!({"type": "tool", "name": name}),
+    };
+    let none = choice["type"] == "none";
+    if p.parallel_tool_calls == Some(false) && !none {
+        choice["disable_parallel_tool_use"] = json!(true);
+    }
+    if request.tool_choice().is_some() || choice.get("disable_parallel_tool_use").is_some() {
+        body["tool_choice"] = choice;
+    }
 }
 
 /// Parses a messages API response.
@@ -162,13 +228,10 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
 
 #[async_trait]
 impl LlmBackend for AnthropicBackend {
-    async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Reply, LlmError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError> {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let mut body = request_body(&self.config.model, self.config.max_tokens, messages, tools);
+        check_params(request.params).map_err(|e| LlmError::Unsupported(e.to_string()))?;
+        let mut body = request_body(&self.config.model, self.config.max_tokens, &request);
         if self.config.stream {
             body["stream"] = json!(true);
         }
@@ -189,5 +252,13 @@ impl LlmBackend for AnthropicBackend {
         } else {
             parse_reply(&read_json(response).await?)
         }
+    }
+
+    fn check(&self, params: &RequestParams) -> Result<(), Unsupported> {
+        check_params(params)
+    }
+
+    fn model(&self) -> &str {
+        &self.config.model
     }
 }

@@ -186,6 +186,16 @@ impl Backends {
         self.configured.keys().cloned().collect()
     }
 
+    /// The backend a name stands for: `name`, or the node's default.
+    pub fn resolve_name<'a>(&'a self, name: Option<&'a str>) -> Option<&'a str> {
+        name.filter(|n| !n.is_empty()).or(self.default.as_deref())
+    }
+
+    /// The model `name` asks when none is named.
+    pub fn default_model(&self, name: &str) -> Option<&str> {
+        self.configured.get(name).map(|b| b.section.model.as_str())
+    }
+
     /// The backend a task asked for (or the default), with its model
     /// replaced when the task names one.
     pub fn get(
@@ -257,8 +267,7 @@ struct NoBackend;
 impl LlmBackend for NoBackend {
     async fn complete(
         &self,
-        _messages: &[super::ChatMessage],
-        _tools: &[super::ToolSpec],
+        _request: super::ChatRequest<'_>,
     ) -> Result<super::Reply, super::LlmError> {
         Err(super::LlmError::NotConfigured)
     }
@@ -333,7 +342,10 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let error = runtime.block_on(backend.complete(&[], &[])).err().unwrap();
+        let error = runtime
+            .block_on(backend.complete(crate::llm::ChatRequest::plain(&[], &[])))
+            .err()
+            .unwrap();
         assert!(error.to_string().contains("no LLM backend"), "{error}");
         assert!(
             none.get(Some("openai"), None).is_err(),

@@ -5,6 +5,7 @@
 mod anthropic;
 mod config;
 mod openai;
+mod request;
 mod retry;
 mod stream;
 mod types;
@@ -12,6 +13,7 @@ mod types;
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection};
 pub use openai::{OpenAiBackend, OpenAiConfig};
+pub use request::{ChatRequest, Unsupported};
 pub use types::{
     ChatMessage, LlmBackend, LlmError, Reply, Role, StopReason, ToolCall, ToolSpec, Usage,
 };

@@ -5,9 +5,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use spear_guest::request::{ToolChoice, ToolMode};
+
+use super::request::ChatRequest;
 use super::retry::{json as read_json, send};
 use super::stream::{read_stream, Dialect};
-use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, ToolSpec, Usage};
+use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, Usage};
 
 /// Where and how to reach the provider. The key is read from the node's
 /// environment by the caller; it never appears in errors or logs.
@@ -47,20 +50,60 @@ impl OpenAiBackend {
         }
     }
 
-    fn body(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> Value {
-        let messages: Vec<Value> = messages.iter().map(message_json).collect();
+    fn body(&self, request: &ChatRequest<'_>) -> Value {
+        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
         let mut body = json!({"model": self.config.model, "messages": messages});
         if self.config.stream {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
-        if !tools.is_empty() {
-            body["tools"] = tools
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
                 .iter()
                 .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
                 .collect();
         }
+        map_params(&mut body, request);
         body
+    }
+}
+
+/// The session's request params in chat-completions terms; every param
+/// has one here (`check` refuses none).
+fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
+    let p = request.params;
+    let mut set = |key: &str, value: Value| body[key] = value;
+    if let Some(t) = p.temperature {
+        set("temperature", json!(t));
+    }
+    if let Some(t) = p.top_p {
+        set("top_p", json!(t));
+    }
+    if let Some(n) = p.max_tokens {
+        set("max_tokens", json!(n));
+    }
+    if let Some(stop) = &p.stop {
+        set("stop", json!(stop));
+    }
+    if let Some(seed) = p.seed {
+        set("seed", json!(seed));
+    }
+    if let Some(format) = &p.response_format {
+        set("response_format", json!(format));
+    }
+    if let Some(choice) = request.tool_choice() {
+        let wire = match choice {
+            ToolChoice::Mode(ToolMode::Auto) => json!("auto"),
+            ToolChoice::Mode(ToolMode::None) => json!("none"),
+            ToolChoice::Mode(ToolMode::Required) => json!("required"),
+            ToolChoice::Named { name } => json!({"type": "function", "function": {"name": name}}),
+        };
+        set("tool_choice", wire);
+    }
+    // The API refuses parallel_tool_calls without tools.
+    if let (Some(parallel), false) = (p.parallel_tool_calls, request.tools.is_empty()) {
+        set("parallel_tool_calls", json!(parallel));
     }
 }
 
@@ -142,16 +185,12 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
 
 #[async_trait]
 impl LlmBackend for OpenAiBackend {
-    async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Reply, LlmError> {
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError> {
         let url = format!(
             "{}/chat/completions",
             self.config.base_url.trim_end_matches('/')
         );
-        let body = self.body(messages, tools);
+        let body = self.body(&request);
         let request = || {
             let request = self.http.post(&url).json(&body);
             match &self.config.api_key {
@@ -165,5 +204,9 @@ impl LlmBackend for OpenAiBackend {
         } else {
             parse_reply(&read_json(response).await?)
         }
+    }
+
+    fn model(&self) -> &str {
+        &self.config.model
     }
 }

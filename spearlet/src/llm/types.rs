@@ -2,6 +2,9 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
+use spear_guest::request::RequestParams;
+
+use super::request::{ChatRequest, Unsupported};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -183,6 +186,9 @@ pub enum LlmError {
     Timeout(std::time::Duration),
     #[error("the model provider's answer could not be read: {0}")]
     BadReply(String),
+    /// A param the backend cannot honour, caught before sending.
+    #[error("{0}")]
+    Unsupported(String),
     #[error("this node has no LLM backend; the operator configures one under [llm.backends] in the node's --config")]
     NotConfigured,
 }
@@ -190,9 +196,16 @@ pub enum LlmError {
 /// A chat completion backend.
 #[async_trait]
 pub trait LlmBackend: Send + Sync {
-    async fn complete(
-        &self,
-        messages: &[ChatMessage],
-        tools: &[ToolSpec],
-    ) -> Result<Reply, LlmError>;
+    async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError>;
+
+    /// Refuses the params this backend's provider cannot honour, before
+    /// anything is sent (a session checks at `set_param` and at send).
+    fn check(&self, _params: &RequestParams) -> Result<(), Unsupported> {
+        Ok(())
+    }
+
+    /// The model it asks, for the guest's reply.
+    fn model(&self) -> &str {
+        ""
+    }
 }

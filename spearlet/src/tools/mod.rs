@@ -7,5 +7,5 @@
 mod names;
 mod router;
 
-pub use names::{offered_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN};
-pub use router::{OfferedTool, Router, ToolOutcome, ToolSet};
+pub use names::{offered_name, valid_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN};
+pub use router::{CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};

@@ -22,6 +22,15 @@ use sha2::{Digest, Sha256};
 /// OpenAI's limit on function names.
 pub const MAX_NAME_LEN: usize = 64;
 
+/// Both providers' rule for tool names, `^[a-zA-Z0-9_-]{1,64}$` (also
+/// OpenAI's rule for a `json_schema` name).
+pub fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// The name offered to a model for `tool` of `server_id`.
 pub fn offered_name(server_id: &str, tool: &str) -> String {
     let name = format!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rmcp::model::JsonObject;
 use tracing::{debug, info_span, Instrument};
 
-use super::{OfferedTools, ToolRef};
+use super::{OfferedTools, ResolveError, ToolRef};
 use crate::connections::Connections;
 use crate::policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 use crate::registry::RegistryHandle;
@@ -51,6 +51,15 @@ impl ToolOutcome {
             executed: None,
         }
     }
+}
+
+/// Why a call is not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallRefused {
+    #[error(transparent)]
+    NotOffered(#[from] ResolveError),
+    #[error("tool '{tool}' is not allowed now: {rule}")]
+    NotAllowed { tool: String, rule: String },
 }
 
 /// Builds tool sets and executes calls.
@@ -114,6 +123,36 @@ impl Router {
         set
     }
 
+    /// The tool `name` stands for, if it was offered in `set` and the
+    /// policy still allows it (the session may have narrowed since).
+    pub fn check(
+        &self,
+        task: &TaskPolicy,
+        session: &SessionPolicy,
+        set: &ToolSet,
+        name: &str,
+    ) -> Result<ToolRef, CallRefused> {
+        let target = set.offered.resolve(name)?.clone();
+        let (server_id, tool) = (&target.server, &target.tool);
+        let not_allowed = |rule: String| CallRefused::NotAllowed {
+            tool: tool.clone(),
+            rule,
+        };
+        let view = self.registry.current();
+        let spec = view.servers.get(server_id).and_then(|r| r.spec.as_ref());
+        let server = server_verdict(task, session, server_id, spec, Ok(()));
+        if !server.offered {
+            return Err(not_allowed(server.rule));
+        }
+        if let Some(spec) = spec {
+            let verdict = tool_verdict(task, session, spec, tool);
+            if !verdict.offered {
+                return Err(not_allowed(verdict.rule));
+            }
+        }
+        Ok(target)
+    }
+
     /// Executes one call of the model: `name` as the model sent it and its
     /// `arguments` as the JSON text the model wrote.
     pub async fn execute(
@@ -124,9 +163,9 @@ impl Router {
         name: &str,
         arguments: &str,
     ) -> ToolOutcome {
-        let target = match set.offered.resolve(name) {
-            Ok(target) => target.clone(),
-            Err(error) => return ToolOutcome::refused(error.to_string()),
+        let target = match self.check(task, session, set, name) {
+            Ok(target) => target,
+            Err(refused) => return ToolOutcome::refused(refused.to_string()),
         };
         let (server_id, tool) = (&target.server, &target.tool);
         let arguments: Option<JsonObject> = match arguments.trim() {
@@ -141,24 +180,6 @@ impl Router {
                 }
             },
         };
-        let view = self.registry.current();
-        let spec = view.servers.get(server_id).and_then(|r| r.spec.as_ref());
-        let server = server_verdict(task, session, server_id, spec, Ok(()));
-        if !server.offered {
-            return ToolOutcome::refused(format!(
-                "tool '{tool}' is not allowed now: {}",
-                server.rule
-            ));
-        }
-        if let Some(spec) = spec {
-            let verdict = tool_verdict(task, session, spec, tool);
-            if !verdict.offered {
-                return ToolOutcome::refused(format!(
-                    "tool '{tool}' is not allowed now: {}",
-                    verdict.rule
-                ));
-            }
-        }
         let span = info_span!("tool_call", server_id = %server_id, tool = %tool);
         let result = self
             .connections

@@ -14,6 +14,7 @@ mod state;
 mod stop;
 mod threads;
 
+pub(crate) use outcome::describe;
 pub use outcome::GuestOutcome;
 pub use runtime::{
     hex, GuestLimits, GuestRuntime, LoadError, RunContext, MAX_GUEST_MEMORY, POOL_SLOTS,

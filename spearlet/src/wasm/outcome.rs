@@ -34,7 +34,7 @@ impl GuestOutcome {
 }
 
 /// An exit code, or one sentence on why the guest was stopped.
-pub(super) fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
+pub(crate) fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return (Some(exit.0), None);
     }

@@ -23,8 +23,7 @@ use super::outcome::{describe, GuestOutcome};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
 use super::GuestState;
-use crate::cchat::{BudgetLimits, RunBudget, SessionDeps, Sessions};
-use crate::llm::LlmBackend;
+use crate::cchat::{BudgetLimits, Models, RunBudget, SessionDeps, Sessions};
 use crate::policy::TaskPolicy;
 use crate::tools::Router;
 use spear_proto::task::WasiGrants;
@@ -94,7 +93,8 @@ pub enum LoadError {
 pub struct RunContext {
     pub task: TaskPolicy,
     pub router: Router,
-    pub backend: Arc<dyn LlmBackend>,
+    /// The backends its sessions may talk to (the task's by default).
+    pub models: Models,
     pub stdin: Vec<u8>,
     /// `argv[0]`, the task id.
     pub name: String,
@@ -270,7 +270,7 @@ impl GuestRuntime {
             cchat: Sessions::new(SessionDeps {
                 task: context.task,
                 router: context.router,
-                backend: context.backend,
+                models: context.models,
                 deadline,
                 limits,
                 budget: RunBudget::new(limits.budget),

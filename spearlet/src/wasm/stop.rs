@@ -14,4 +14,8 @@ pub enum StopReason {
     Wall(Duration),
     #[error("the guest was stopped: {0}, and it kept asking after being refused")]
     Budget(BudgetError),
+    /// A guest tool callback trapped, hit a limit or broke the dispatcher
+    /// contract; `why` is what ended it.
+    #[error("guest tool '{tool}' ended the run: {why}")]
+    GuestTool { tool: String, why: String },
 }

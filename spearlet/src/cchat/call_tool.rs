@@ -1,0 +1,134 @@
+//! `cchat_call_tool`: a guest-driven tool call. After a send without
+//! automatic tool calls, the guest runs an MCP tool the model asked for
+//! (or any other tool offered in that session's last request) itself,
+//! with the same resolution, policy re-check, budgets and deadline as the
+//! loop, then answers the call with a `tool` message.
+
+use std::time::Instant;
+
+use spear_guest::calls::{RequestedCall, ToolResult};
+use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
+
+use super::send::TRACE_COST;
+use super::sessions::{CallError, Sessions};
+use super::CallTrace;
+use crate::tools::CallRefused;
+
+impl Sessions {
+    /// Runs `call` (the JSON of a [`RequestedCall`]) and returns the JSON
+    /// of its [`ToolResult`]. A result kept after a short buffer (see
+    /// [`Sessions::keep_result`]) is handed back without running again.
+    pub async fn call_tool(&mut self, handle: i32, call: &[u8]) -> Result<Vec<u8>, CallError> {
+        self.not_in_callback("cchat_call_tool")?;
+        let session = self
+            .sessions
+            .get_mut(&handle)
+            .ok_or_else(|| CallError::bad_handle(handle))?;
+        if let Some((kept_call, result)) = session.kept_result.take() {
+            let bytes = kept_call.len() + result.len();
+            session.charged = session.charged.saturating_sub(bytes);
+            self.deps.budget.release_memory(bytes);
+            if kept_call == call {
+                return Ok(result);
+            }
+        }
+        let session = self
+            .sessions
+            .get(&handle)
+            .ok_or_else(|| CallError::bad_handle(handle))?;
+        let call: RequestedCall = serde_json::from_slice(call).map_err(|e| {
+            CallError::refused(EINVAL, format!("the call is the JSON {{\"id\", \"name\", \"arguments\"}} of a reply's tool call: {e}"))
+        })?;
+        if session.guest_tools.find(&call.name).is_some() {
+            return Err(CallError::refused(
+                EINVAL,
+                format!(
+                    "'{}' is one of this session's guest tools; call your own function directly",
+                    call.name
+                ),
+            ));
+        }
+        let deps = &self.deps;
+        let target = deps
+            .router
+            .check(&deps.task, &session.policy, &session.offered, &call.name)
+            .map_err(|refused| {
+                let errno = match refused {
+                    CallRefused::NotOffered(_) => ENOENT,
+                    CallRefused::NotAllowed { .. } => EACCES,
+                };
+                let why = match &refused {
+                    CallRefused::NotOffered(_) => format!(
+                        "tool '{}' was not offered in this session's last request; only those can be called",
+                        spear_common::text::prefix(&call.name, 64)
+                    ),
+                    other => other.to_string(),
+                };
+                CallError::refused(errno, why)
+            })?;
+        let Some(left) = deps.deadline.checked_duration_since(Instant::now()) else {
+            return Err(CallError::refused(ETIMEDOUT, "the run's deadline passed"));
+        };
+        if self.deps.budget.take_tool_calls(1) == 0 {
+            let spent = self.deps.budget.tool_calls_spent();
+            return Err(self.refuse(spent));
+        }
+        let deps = &self.deps;
+        let session = self
+            .sessions
+            .get(&handle)
+            .ok_or_else(|| CallError::bad_handle(handle))?;
+        let started = Instant::now();
+        let executed = tokio::time::timeout(
+            left,
+            deps.router.execute(
+                &deps.task,
+                &session.policy,
+                &session.offered,
+                &call.name,
+                &call.arguments,
+            ),
+        )
+        .await;
+        let outcome = match executed {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                return Err(CallError::refused(
+                    ETIMEDOUT,
+                    "the tool call was cut short by the run's deadline",
+                ))
+            }
+        };
+        self.deps.budget.keep_memory(TRACE_COST);
+        self.trace.push(CallTrace {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            executed: outcome.executed.clone(),
+            guest_tool: None,
+            is_error: outcome.is_error,
+            duration: started.elapsed(),
+            bytes: outcome.text.len(),
+        });
+        let result = ToolResult {
+            content: outcome.text,
+            is_error: outcome.is_error,
+            server: Some(target.server),
+            tool: Some(target.tool),
+        };
+        // Strings and booleans always serialize.
+        Ok(serde_json::to_vec(&result).unwrap_or_default())
+    }
+
+    /// Keeps a result the guest's buffer was too small for, so the retry
+    /// with the size it was told gets it without running the tool again.
+    pub fn keep_result(&mut self, handle: i32, call: Vec<u8>, result: Vec<u8>) {
+        if let Some(session) = self.sessions.get_mut(&handle) {
+            // Bounded (a call is at most 1 MiB, a result by the server's
+            // cap), so kept without a check and given back when taken.
+            let bytes = call.len() + result.len();
+            self.deps.budget.keep_memory(bytes);
+            session.charged += bytes;
+            session.kept_result = Some((call, result));
+        }
+    }
+}

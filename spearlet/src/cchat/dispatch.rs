@@ -1,0 +1,171 @@
+//! Calling a guest tool: the host side of the guest's exported dispatcher
+//! (docs/guest-api.md, "guest tools"). For one call the node asks the
+//! guest for a buffer (`spear_alloc(8 + len)`), writes the arguments after
+//! an 8-byte slot, calls `spear_tool_call(fn_id, args, len, slot)`, and
+//! reads the result's `(ptr, len)` from the slot, bounds-checked, before
+//! copying at most [`MAX_RESULT_BYTES`] of it.
+//!
+//! The callback runs under the run's own limits (CPU, wall clock, memory;
+//! the epoch callback sees it like any guest code). A trap, a limit, or a
+//! dispatcher that breaks the contract ends the whole run with a clear
+//! reason: [`Dispatcher::stopped`] holds the error the host API unwinds
+//! the guest with.
+
+use async_trait::async_trait;
+use spear_guest::calls::exports;
+use tracing::Instrument;
+use wasmtime::{Caller, Extern};
+
+use super::guest_tools::{GuestCallbacks, GuestResult, GuestStopped, GuestTool, MAX_RESULT_BYTES};
+use crate::wasm::{describe, GuestState, StopReason};
+
+/// Whether the module exports what guest tools need.
+pub fn exports_dispatcher(caller: &mut Caller<'_, GuestState>) -> bool {
+    let func =
+        |c: &mut Caller<'_, GuestState>, name| matches!(c.get_export(name), Some(Extern::Func(_)));
+    func(caller, exports::ALLOC) && func(caller, exports::TOOL_CALL)
+}
+
+/// Guest tool calls through one guest's store.
+pub struct Dispatcher<'a, 'b> {
+    pub caller: &'a mut Caller<'b, GuestState>,
+    /// Why the run must end, once a callback failed.
+    pub stopped: Option<wasmtime::Error>,
+}
+
+impl Dispatcher<'_, '_> {
+    /// Ends the run: `error` as the guest raised it when it exited, else
+    /// a [`StopReason::GuestTool`] naming the tool.
+    fn stop(&mut self, tool: &str, error: wasmtime::Error) -> GuestStopped {
+        let (exit, why) = describe(&error);
+        let why = why.unwrap_or_else(|| format!("it exited with code {}", exit.unwrap_or(0)));
+        let stopped = GuestStopped {
+            tool: tool.to_string(),
+            why: why.clone(),
+        };
+        self.stopped = Some(if exit.is_some() {
+            error
+        } else {
+            wasmtime::Error::new(StopReason::GuestTool {
+                tool: tool.to_string(),
+                why,
+            })
+        });
+        stopped
+    }
+
+    fn broken(&mut self, tool: &str, why: String) -> GuestStopped {
+        let error = wasmtime::Error::new(StopReason::GuestTool {
+            tool: tool.to_string(),
+            why: why.clone(),
+        });
+        self.stopped = Some(error);
+        GuestStopped {
+            tool: tool.to_string(),
+            why,
+        }
+    }
+
+    async fn run(
+        &mut self,
+        tool: &GuestTool,
+        arguments: &str,
+    ) -> Result<GuestResult, GuestStopped> {
+        let name = tool.spec.name.as_str();
+        let caller = &mut *self.caller;
+        let alloc = caller
+            .get_export(exports::ALLOC)
+            .and_then(Extern::into_func)
+            .and_then(|f| f.typed::<u32, u32>(&*caller).ok());
+        let call = caller
+            .get_export(exports::TOOL_CALL)
+            .and_then(Extern::into_func)
+            .and_then(|f| f.typed::<(i32, u32, u32, u32), i32>(&*caller).ok());
+        let (Some(alloc), Some(call)) = (alloc, call) else {
+            return Err(self.broken(
+                name,
+                format!(
+                    "the module does not export {}(u32) -> u32 and {}(i32, u32, u32, u32) -> i32",
+                    exports::ALLOC,
+                    exports::TOOL_CALL
+                ),
+            ));
+        };
+        let Some(memory) = caller.get_export("memory").and_then(Extern::into_memory) else {
+            return Err(self.broken(name, "the module exports no memory".into()));
+        };
+        let args = arguments.as_bytes();
+        let size = 8 + args.len() as u32;
+        let slot = match alloc.call_async(&mut *caller, size).await {
+            Ok(slot) => slot,
+            Err(error) => return Err(self.stop(name, error)),
+        };
+        let caller = &mut *self.caller;
+        let range = slot as usize..slot as usize + size as usize;
+        match memory.data_mut(&mut *caller).get_mut(range) {
+            Some(buffer) => {
+                buffer[..8].fill(0);
+                buffer[8..].copy_from_slice(args);
+            }
+            None => {
+                return Err(self.broken(
+                    name,
+                    format!("{} returned a buffer outside its memory", exports::ALLOC),
+                ))
+            }
+        }
+        let code = match call
+            .call_async(
+                &mut *caller,
+                (tool.fn_id, slot + 8, args.len() as u32, slot),
+            )
+            .await
+        {
+            Ok(code) => code,
+            Err(error) => return Err(self.stop(name, error)),
+        };
+        let caller = &mut *self.caller;
+        let data = memory.data(&*caller);
+        let word = |at: usize| {
+            data.get(at..at + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
+        let (Some(ptr), Some(len)) = (word(slot as usize), word(slot as usize + 4)) else {
+            return Err(self.broken(name, "the result slot moved outside its memory".into()));
+        };
+        if code != 0 && code != 1 {
+            return Err(self.broken(
+                name,
+                format!(
+                    "{} returned {code}; 0 (ok) and 1 (the tool failed) are its answers",
+                    exports::TOOL_CALL
+                ),
+            ));
+        }
+        if len > MAX_RESULT_BYTES {
+            return Ok(GuestResult {
+                text: format!("guest tool '{name}' returned {len} bytes, over the {MAX_RESULT_BYTES} a tool result may be"),
+                is_error: true,
+            });
+        }
+        let Some(bytes) = ptr.checked_add(len).and_then(|end| data.get(ptr..end)) else {
+            return Err(self.broken(name, "its result points outside its memory".into()));
+        };
+        Ok(GuestResult {
+            text: String::from_utf8_lossy(bytes).into_owned(),
+            is_error: code == 1,
+        })
+    }
+}
+
+#[async_trait]
+impl GuestCallbacks for Dispatcher<'_, '_> {
+    async fn call(
+        &mut self,
+        tool: &GuestTool,
+        arguments: &str,
+    ) -> Result<GuestResult, GuestStopped> {
+        let span = tracing::info_span!("guest_tool", tool = %tool.spec.name);
+        self.run(tool, arguments).instrument(span).await
+    }
+}
