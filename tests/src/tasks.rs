@@ -105,9 +105,21 @@ pub fn replay_model_on(
     files: &Path,
     listen: &str,
 ) -> (Proc, String) {
+    replay_model_with(work, name, recording, files, listen, &[])
+}
+
+/// [`replay_model_on`] with more `replay-llm` arguments (`--log-requests`).
+pub fn replay_model_with(
+    work: &Path,
+    name: &str,
+    recording: &Path,
+    files: &Path,
+    listen: &str,
+    extra: &[&str],
+) -> (Proc, String) {
     let ready = work.join(format!("{name}.ready"));
     let mut cmd = Command::new(bin("replay-llm"));
-    cmd.arg("--recording")
+    cmd.args(extra).arg("--recording")
         .arg(recording)
         .arg("--listen")
         .arg(listen)

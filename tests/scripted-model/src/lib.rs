@@ -159,6 +159,9 @@ impl Request {
 struct Shared {
     source: Mutex<Source>,
     requests: Mutex<Vec<Request>>,
+    /// Where each request is also written as a JSON line (`replay-llm
+    /// --log-requests`), for tests that run the model as a process.
+    log: Mutex<Option<std::fs::File>>,
     violations: Mutex<Vec<String>>,
     delay: Duration,
 }
@@ -193,6 +196,7 @@ impl ScriptedModel {
         let shared = Arc::new(Shared {
             source: Mutex::new(source),
             requests: Mutex::default(),
+            log: Mutex::default(),
             violations: Mutex::default(),
             delay,
         });
@@ -217,6 +221,12 @@ impl ScriptedModel {
     /// The Anthropic base URL.
     pub fn anthropic_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Also writes every request to `file`, one JSON line
+    /// `{"dialect", "headers", "body"}` each.
+    pub fn log_requests(&self, file: std::fs::File) {
+        *self.shared.log.lock() = Some(file);
     }
 
     /// Every request so far, in order.
@@ -263,6 +273,15 @@ async fn answer(shared: &Shared, dialect: Dialect, headers: &HeaderMap, body: &[
         headers,
         body,
     };
+    if let Some(file) = shared.log.lock().as_mut() {
+        use std::io::Write;
+        let dialect = match dialect {
+            Dialect::OpenAi => "openai",
+            Dialect::Anthropic => "anthropic",
+        };
+        let line = serde_json::json!({"dialect": dialect, "headers": request.headers, "body": request.body});
+        let _ = writeln!(file, "{line}");
+    }
     shared.requests.lock().push(request.clone());
     if let Err(problem) = validate::request(&request) {
         return refuse(shared, dialect, problem);

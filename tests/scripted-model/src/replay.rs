@@ -6,8 +6,9 @@
 //! bool}` with OpenAI-shaped messages. In a replayed message, `${NAME}` is
 //! the environment variable NAME and `{{last_tool_result}}` the text of the
 //! request's last tool result: the tool calls and their results are real,
-//! only the model's words are recorded. With `repeat_last`, turns past the
-//! end replay the last one (a model that never stops calling tools).
+//! only the model's words are recorded; `{{tool_result:ID}}` is the result
+//! of the call with that id. With `repeat_last`, turns past the end replay
+//! the last one (a model that never stops calling tools).
 
 use serde_json::Value;
 
@@ -54,7 +55,8 @@ impl Recording {
             );
             return Turn::error(400, None, &message);
         };
-        let message = fill(recorded, &last_tool_result(request.dialect, &messages));
+        let results = tool_results(request.dialect, &messages);
+        let message = fill(recorded, &results);
         let text = message["content"].as_str().unwrap_or_default().to_string();
         let calls: Vec<Call> = message["tool_calls"]
             .as_array()
@@ -80,41 +82,46 @@ impl Recording {
     }
 }
 
-/// The text of the last tool result in either dialect.
-fn last_tool_result(dialect: Dialect, messages: &[Value]) -> String {
-    let text = match dialect {
+/// Every tool result of the request in either dialect, in order, as
+/// `(tool_call_id, text)`.
+fn tool_results(dialect: Dialect, messages: &[Value]) -> Vec<(String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    match dialect {
         Dialect::OpenAi => messages
             .iter()
-            .rev()
-            .find(|m| m["role"] == "tool")
-            .map(|m| m["content"].clone()),
+            .filter(|m| m["role"] == "tool")
+            .map(|m| (text(&m["tool_call_id"]), text(&m["content"])))
+            .collect(),
         Dialect::Anthropic => messages
             .iter()
-            .rev()
             .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-            .find(|b| b["type"] == "tool_result")
-            .map(|b| b["content"].clone()),
-    };
-    text.and_then(|t| t.as_str().map(str::to_string))
-        .unwrap_or_default()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| (text(&b["tool_use_id"]), text(&b["content"])))
+            .collect(),
+    }
 }
 
-/// Replaces `${NAME}` and `{{last_tool_result}}` in every string.
-fn fill(value: &Value, last_tool: &str) -> Value {
+/// Replaces `${NAME}`, `{{last_tool_result}}` and `{{tool_result:ID}}` in
+/// every string.
+fn fill(value: &Value, results: &[(String, String)]) -> Value {
     match value {
-        Value::String(s) => Value::String(expand(s, last_tool)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, last_tool)).collect()),
+        Value::String(s) => Value::String(expand(s, results)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, results)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, last_tool)))
+                .map(|(k, v)| (k.clone(), fill(v, results)))
                 .collect(),
         ),
         other => other.clone(),
     }
 }
 
-fn expand(text: &str, last_tool: &str) -> String {
-    let text = text.replace("{{last_tool_result}}", last_tool);
+fn expand(text: &str, results: &[(String, String)]) -> String {
+    let last = results.last().map(|(_, t)| t.as_str()).unwrap_or_default();
+    let mut text = text.replace("{{last_tool_result}}", last);
+    for (id, result) in results {
+        text = text.replace(&format!("{{{{tool_result:{id}}}}}"), result);
+    }
     let mut out = String::new();
     let mut rest = text.as_str();
     while let Some(start) = rest.find("${") {

@@ -69,6 +69,7 @@ const ANTHROPIC_FIELDS: &[&str] = &[
     "metadata",
     "thinking",
     "service_tier",
+    "output_config",
 ];
 
 fn known_fields(body: &Value, known: &[&str]) -> Result<(), String> {
@@ -87,8 +88,138 @@ fn tool_name_ok(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// A number in `low..=high` (`low` itself only when `low_ok`), when present.
+fn in_range(body: &Value, key: &str, low: f64, high: f64, low_ok: bool) -> Result<(), String> {
+    let Some(value) = body.get(key) else {
+        return Ok(());
+    };
+    match value.as_f64() {
+        Some(n) if (n > low || (low_ok && n == low)) && n <= high => Ok(()),
+        _ => Err(format!("{key}: Input should be a number from {low} to {high}, got {value}")),
+    }
+}
+
+fn positive_integer(body: &Value, key: &str) -> Result<(), String> {
+    match body.get(key) {
+        Some(v) if v.as_u64().is_none_or(|n| n == 0) => {
+            Err(format!("{key}: a positive integer is required, got {v}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The names of the request's tools, at `name_at` in each.
+fn tool_names<'a>(body: &'a Value, name_at: &str) -> Vec<&'a str> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer(name_at).and_then(Value::as_str))
+        .collect()
+}
+
+/// The request params of chat completions, as the API checks them.
+fn openai_params(body: &Value, messages: &[Value]) -> Result<(), String> {
+    in_range(body, "temperature", 0.0, 2.0, true)?;
+    in_range(body, "top_p", 0.0, 1.0, false)?;
+    positive_integer(body, "max_tokens")?;
+    if let Some(seed) = body.get("seed").filter(|s| !s.is_i64()) {
+        return Err(format!("seed: Input should be a valid integer, got {seed}"));
+    }
+    if let Some(stop) = body.get("stop") {
+        let ok = stop.is_string()
+            || stop.as_array().is_some_and(|a| a.len() <= 4 && a.iter().all(Value::is_string));
+        if !ok {
+            return Err(format!("stop: a string or up to 4 strings is required, got {stop}"));
+        }
+    }
+    let names = tool_names(body, "/function/name");
+    if let Some(choice) = body.get("tool_choice") {
+        if names.is_empty() {
+            return Err("Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.".into());
+        }
+        let ok = match choice.as_str() {
+            Some(mode) => ["none", "auto", "required"].contains(&mode),
+            None => {
+                choice["type"] == "function"
+                    && choice["function"]["name"].as_str().is_some_and(|n| names.contains(&n))
+            }
+        };
+        if !ok {
+            return Err(format!("tool_choice: 'none', 'auto', 'required' or a function among the tools is required, got {choice}"));
+        }
+    }
+    if let Some(parallel) = body.get("parallel_tool_calls") {
+        if names.is_empty() {
+            return Err("Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified.".into());
+        }
+        if !parallel.is_boolean() {
+            return Err("parallel_tool_calls: a boolean is required".into());
+        }
+    }
+    if let Some(format) = body.get("response_format") {
+        match format["type"].as_str() {
+            Some("text") => {}
+            Some("json_object") => {
+                let says_json = messages
+                    .iter()
+                    .any(|m| m.to_string().to_lowercase().contains("json"));
+                if !says_json {
+                    return Err("'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.".into());
+                }
+            }
+            Some("json_schema") => {
+                let schema = &format["json_schema"];
+                let name_ok = schema["name"].as_str().is_some_and(tool_name_ok);
+                if !name_ok || !schema["schema"].is_object() {
+                    return Err(format!("response_format.json_schema: a name matching ^[a-zA-Z0-9_-]{{1,64}}$ and a schema object are required, got {schema}"));
+                }
+            }
+            _ => return Err(format!("response_format.type: 'text', 'json_object' or 'json_schema' is required, got {format}")),
+        }
+    }
+    Ok(())
+}
+
+/// The request params of the messages API, as the API checks them.
+fn anthropic_params(body: &Value) -> Result<(), String> {
+    in_range(body, "temperature", 0.0, 1.0, true)?;
+    in_range(body, "top_p", 0.0, 1.0, false)?;
+    positive_integer(body, "top_k")?;
+    if let Some(stop) = body.get("stop_sequences") {
+        if !stop.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+            return Err("stop_sequences: Input should be a valid list of strings".into());
+        }
+    }
+    let names = tool_names(body, "/name");
+    if let Some(choice) = body.get("tool_choice") {
+        if names.is_empty() {
+            return Err("tool_choice: tool_choice may only be specified while providing tools".into());
+        }
+        let ok = match choice["type"].as_str() {
+            Some("auto" | "any" | "none") => true,
+            Some("tool") => choice["name"].as_str().is_some_and(|n| names.contains(&n)),
+            _ => false,
+        };
+        let parallel_ok = choice
+            .get("disable_parallel_tool_use")
+            .is_none_or(|d| d.is_boolean() && choice["type"] != "none");
+        if !ok || !parallel_ok {
+            return Err(format!("tool_choice: {{\"type\": \"auto\"|\"any\"|\"none\"}} or {{\"type\": \"tool\", \"name\"}} among the tools is required, got {choice}"));
+        }
+    }
+    if let Some(config) = body.get("output_config") {
+        let format = &config["format"];
+        if format["type"] != "json_schema" || format["schema"]["type"] != "object" {
+            return Err(format!("output_config.format: {{\"type\": \"json_schema\", \"schema\": {{\"type\": \"object\"}}}} is required, got {config}"));
+        }
+    }
+    Ok(())
+}
+
 fn openai(body: &Value, messages: &[Value]) -> Result<(), String> {
     known_fields(body, OPENAI_FIELDS)?;
+    openai_params(body, messages)?;
     if body.get("stream_options").is_some() && body["stream"] != true {
         return Err(
             "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
@@ -156,6 +287,7 @@ fn openai(body: &Value, messages: &[Value]) -> Result<(), String> {
 
 fn anthropic(body: &Value, messages: &[Value]) -> Result<(), String> {
     known_fields(body, ANTHROPIC_FIELDS)?;
+    anthropic_params(body)?;
     if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: a positive integer is required".into());
     }

@@ -4,8 +4,9 @@
 //! completions and Anthropic messages, streaming or not.
 //!
 //! `replay-llm --recording FILE [--listen 127.0.0.1:0] [--ready-file F]
-//! [--delay-ms N]`: the ready file receives the OpenAI base URL once the
-//! port is bound; `--delay-ms` waits before each answer, like a model would.
+//! [--delay-ms N] [--log-requests FILE]`: the ready file receives the OpenAI base URL once the
+//! port is bound; `--delay-ms` waits before each answer, like a model would;
+//! `--log-requests` appends every request to FILE as a JSON line.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,6 +20,7 @@ async fn main() -> Result<()> {
     let mut listen: SocketAddr = "127.0.0.1:0".parse()?;
     let mut ready_file = None;
     let mut delay = Duration::ZERO;
+    let mut log = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
@@ -27,6 +29,7 @@ async fn main() -> Result<()> {
             "--listen" => listen = value()?.parse().context("--listen is not host:port")?,
             "--ready-file" => ready_file = Some(value()?),
             "--delay-ms" => delay = Duration::from_millis(value()?.parse()?),
+            "--log-requests" => log = Some(value()?),
             other => bail!("unknown argument {other}; see the doc comment of replay-llm"),
         }
     }
@@ -36,6 +39,14 @@ async fn main() -> Result<()> {
     let model = ScriptedModel::start(Source::Replay(recording), listen, delay)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
+    if let Some(path) = log {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {path}"))?;
+        model.log_requests(file);
+    }
     let url = model.openai_url();
     eprintln!("replay-llm: replaying {path} on {url}");
     if let Some(ready) = ready_file {
