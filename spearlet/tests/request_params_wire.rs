@@ -9,7 +9,9 @@ mod support;
 
 use serde_json::json;
 use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
-use spearlet::cchat::{run_send, GuestTools, LoopError, NoCallbacks, RunBudget, SendMode, SendSetup};
+use spearlet::cchat::{
+    run_send, GuestTools, LoopError, NoCallbacks, RunBudget, SendMode, SendSetup,
+};
 use spearlet::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError};
 use spearlet::tools::offered_name;
 use support::*;
@@ -42,7 +44,10 @@ async fn every_param_is_mapped_per_provider_and_tool_choice_applies_once() {
         } else {
             Box::new(support::openai(&model, stream, 0))
         };
-        let mut p = params().json_schema("done", json!({"type": "object", "properties": {"done": {"type": "boolean"}}}));
+        let mut p = params().json_schema(
+            "done",
+            json!({"type": "object", "properties": {"done": {"type": "boolean"}}}),
+        );
         if !anthropic {
             p = p.seed(7);
         }
@@ -57,31 +62,79 @@ async fn every_param_is_mapped_per_provider_and_tool_choice_applies_once() {
             limits: limits(),
         };
         let mut messages = vec![ChatMessage::user("go")];
-        let outcome = run_send(&setup, &mut messages, &mut RunBudget::unlimited(), &mut NoCallbacks).await;
+        let outcome = run_send(
+            &setup,
+            &mut messages,
+            &mut RunBudget::unlimited(),
+            &mut NoCallbacks,
+        )
+        .await;
         let requests = model.requests();
         let (first, second) = (&requests[0].body, &requests[requests.len() - 1].body);
         let checks: Vec<(bool, String)> = if anthropic {
             vec![
-                (first["tool_choice"] == json!({"type": "tool", "name": ok, "disable_parallel_tool_use": true}), format!("first tool_choice {}", first["tool_choice"])),
-                (second["tool_choice"] == json!({"type": "auto", "disable_parallel_tool_use": true}), format!("second tool_choice {}", second["tool_choice"])),
-                (first["stop_sequences"] == json!(["END"]) && first["max_tokens"] == 100, format!("stop/max {first}")),
-                (first["output_config"]["format"]["schema"]["type"] == "object", format!("output_config {}", first["output_config"])),
+                (
+                    first["tool_choice"]
+                        == json!({"type": "tool", "name": ok, "disable_parallel_tool_use": true}),
+                    format!("first tool_choice {}", first["tool_choice"]),
+                ),
+                (
+                    second["tool_choice"]
+                        == json!({"type": "auto", "disable_parallel_tool_use": true}),
+                    format!("second tool_choice {}", second["tool_choice"]),
+                ),
+                (
+                    first["stop_sequences"] == json!(["END"]) && first["max_tokens"] == 100,
+                    format!("stop/max {first}"),
+                ),
+                (
+                    first["output_config"]["format"]["schema"]["type"] == "object",
+                    format!("output_config {}", first["output_config"]),
+                ),
             ]
         } else {
             vec![
-                (first["tool_choice"] == json!({"type": "function", "function": {"name": ok}}), format!("first tool_choice {}", first["tool_choice"])),
-                (second.get("tool_choice").is_none(), format!("second tool_choice {}", second["tool_choice"])),
-                (first["parallel_tool_calls"] == false && first["seed"] == 7, format!("parallel/seed {first}")),
-                (first["stop"] == json!(["END"]) && first["max_tokens"] == 100, format!("stop/max {first}")),
-                (first["response_format"]["json_schema"]["name"] == "done", format!("response_format {}", first["response_format"])),
+                (
+                    first["tool_choice"] == json!({"type": "function", "function": {"name": ok}}),
+                    format!("first tool_choice {}", first["tool_choice"]),
+                ),
+                (
+                    second.get("tool_choice").is_none(),
+                    format!("second tool_choice {}", second["tool_choice"]),
+                ),
+                (
+                    first["parallel_tool_calls"] == false && first["seed"] == 7,
+                    format!("parallel/seed {first}"),
+                ),
+                (
+                    first["stop"] == json!(["END"]) && first["max_tokens"] == 100,
+                    format!("stop/max {first}"),
+                ),
+                (
+                    first["response_format"]["json_schema"]["name"] == "done",
+                    format!("response_format {}", first["response_format"]),
+                ),
             ]
         };
         let mut all = checks;
-        all.push((first["temperature"] == 0.5 && first["top_p"] == 0.9, format!("sampling {first}")));
-        all.push((outcome.result.as_deref().ok() == Some("{\"done\": true}"), format!("result {:?}", outcome.result)));
+        all.push((
+            first["temperature"] == 0.5 && first["top_p"] == 0.9,
+            format!("sampling {first}"),
+        ));
+        all.push((
+            outcome.result.as_deref().ok() == Some("{\"done\": true}"),
+            format!("result {:?}", outcome.result),
+        ));
         all.push((requests.len() == 2, format!("{} requests", requests.len())));
-        all.push((model.violations().is_empty(), format!("violations {:?}", model.violations())));
-        failures.extend(all.into_iter().filter(|(ok, _)| !ok).map(|(_, why)| format!("{case}: {why}")));
+        all.push((
+            model.violations().is_empty(),
+            format!("violations {:?}", model.violations()),
+        ));
+        failures.extend(
+            all.into_iter()
+                .filter(|(ok, _)| !ok)
+                .map(|(_, why)| format!("{case}: {why}")),
+        );
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
@@ -94,7 +147,10 @@ async fn what_a_provider_cannot_honour_is_refused_before_sending() {
     for (params, param) in [
         (RequestParams::new().seed(1), "seed"),
         (RequestParams::new().temperature(1.5), "temperature"),
-        (RequestParams::new().response_format(spear_guest::ResponseFormat::JsonObject), "response_format"),
+        (
+            RequestParams::new().response_format(spear_guest::ResponseFormat::JsonObject),
+            "response_format",
+        ),
     ] {
         let error = claude.check(&params).unwrap_err();
         assert_eq!(error.param, param);
@@ -108,7 +164,13 @@ async fn what_a_provider_cannot_honour_is_refused_before_sending() {
             mode: SendMode::Once,
             limits: limits(),
         };
-        let outcome = run_send(&setup, &mut vec![ChatMessage::user("go")], &mut RunBudget::unlimited(), &mut NoCallbacks).await;
+        let outcome = run_send(
+            &setup,
+            &mut vec![ChatMessage::user("go")],
+            &mut RunBudget::unlimited(),
+            &mut NoCallbacks,
+        )
+        .await;
         let why = outcome.result.unwrap_err();
         assert!(matches!(why, LoopError::Params(_)), "{why}");
         assert!(why.to_string().contains(param), "{why}");
@@ -129,16 +191,40 @@ async fn what_a_provider_cannot_honour_is_refused_before_sending() {
             mode: SendMode::NoTools,
             limits: limits(),
         };
-        let outcome = run_send(&setup, &mut vec![ChatMessage::user("go")], &mut RunBudget::unlimited(), &mut NoCallbacks).await;
-        assert!(matches!(outcome.result, Err(LoopError::Params(_))), "{:?}", outcome.result);
+        let outcome = run_send(
+            &setup,
+            &mut vec![ChatMessage::user("go")],
+            &mut RunBudget::unlimited(),
+            &mut NoCallbacks,
+        )
+        .await;
+        assert!(
+            matches!(outcome.result, Err(LoopError::Params(_))),
+            "{:?}",
+            outcome.result
+        );
     }
     assert!(model.requests().is_empty(), "nothing was sent");
 
     // Out of the provider's range, the provider refuses (and a test sees it).
     let hot = RequestParams::new().temperature(3.0);
     let messages = [ChatMessage::user("go")];
-    let error = openai.complete(ChatRequest { messages: &messages, tools: &[], params: &hot }).await.unwrap_err();
-    assert!(matches!(error, LlmError::Provider { status: 400, .. }), "{error}");
+    let error = openai
+        .complete(ChatRequest {
+            messages: &messages,
+            tools: &[],
+            params: &hot,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, LlmError::Provider { status: 400, .. }),
+        "{error}"
+    );
     assert_eq!(model.violations().len(), 1, "{:?}", model.violations());
-    assert!(model.violations()[0].contains("temperature"), "{:?}", model.violations());
+    assert!(
+        model.violations()[0].contains("temperature"),
+        "{:?}",
+        model.violations()
+    );
 }

@@ -119,7 +119,8 @@ pub fn replay_model_with(
 ) -> (Proc, String) {
     let ready = work.join(format!("{name}.ready"));
     let mut cmd = Command::new(bin("replay-llm"));
-    cmd.args(extra).arg("--recording")
+    cmd.args(extra)
+        .arg("--recording")
         .arg(recording)
         .arg("--listen")
         .arg(listen)

@@ -12,7 +12,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::peers::npm_bin;
 use spear_tests::procs::Proc;
-use spear_tests::tasks::{cluster_opts, guest, invoke_json, register, repo_file, replay_model_with, Cluster, ClusterOptions};
+use spear_tests::tasks::{
+    cluster_opts, guest, invoke_json, register, replay_model_with, repo_file, Cluster,
+    ClusterOptions,
+};
 use spear_tests::wait::{eventually, free_port};
 
 /// The four ways a node can talk to a provider.
@@ -59,7 +62,14 @@ impl Model {
         let recording = repo_file(&format!("examples/replay/{}.json", self.name));
         let log = self.log.display().to_string();
         let listen = format!("127.0.0.1:{}", self.port);
-        let (proc, _) = replay_model_with(c.work.path(), self.name, &recording, &c.files, &listen, &["--log-requests", &log]);
+        let (proc, _) = replay_model_with(
+            c.work.path(),
+            self.name,
+            &recording,
+            &c.files,
+            &listen,
+            &["--log-requests", &log],
+        );
         proc
     }
 
@@ -105,7 +115,11 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
     std::fs::write(c.work.path().join("mcp.d/fs-rw.json"), rw.to_string()).unwrap();
     eventually("fs-rw to reach the node", Duration::from_secs(30), || {
         let registry = c.node.registry()?;
-        registry.to_string().contains("fs-rw").then_some(()).ok_or(registry.to_string())
+        registry
+            .to_string()
+            .contains("fs-rw")
+            .then_some(())
+            .ok_or(registry.to_string())
     });
     let approved = c.files.join("approved.txt");
 
@@ -116,16 +130,37 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
         // turn, and both results reached the model.
         let config = json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
             "llm": llm("unit-agent"), "limits": {"wall_ms": 60000}});
-        let out = run(&c, &format!("unit-{wire}"), "unit-agent", &config, "How far, in miles?");
+        let out = run(
+            &c,
+            &format!("unit-{wire}"),
+            "unit-agent",
+            &config,
+            "How far, in miles?",
+        );
         assert_eq!(out["ok"], true, "{wire}: {out}");
-        assert!(stdout(&out).contains("notes.txt says: the distance is 42 km"), "{wire}: {out}");
-        assert!(stdout(&out).contains("converted: 42 km = 26.098 mi"), "{wire}: {out}");
+        assert!(
+            stdout(&out).contains("notes.txt says: the distance is 42 km"),
+            "{wire}: {out}"
+        );
+        assert!(
+            stdout(&out).contains("converted: 42 km = 26.098 mi"),
+            "{wire}: {out}"
+        );
         let trace = out["trace"].as_array().unwrap();
         let tools: Vec<(&str, &str)> = trace
             .iter()
-            .map(|t| (t["server_id"].as_str().unwrap_or(""), t["tool"].as_str().unwrap_or("")))
+            .map(|t| {
+                (
+                    t["server_id"].as_str().unwrap_or(""),
+                    t["tool"].as_str().unwrap_or(""),
+                )
+            })
             .collect();
-        assert_eq!(tools, vec![("fs", "read_text_file"), ("", "convert_units")], "{wire}: {out}");
+        assert_eq!(
+            tools,
+            vec![("fs", "read_text_file"), ("", "convert_units")],
+            "{wire}: {out}"
+        );
 
         // Approvals: the write tool is refused without "approve" (the file
         // is never written), run with it.
@@ -135,27 +170,57 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
         let out = run(&c, &task, "approval-agent", &config, "Save a note.");
         assert_eq!(out["ok"], true, "{wire}: {out}");
         assert!(stdout(&out).contains("ran read_text_file"), "{wire}: {out}");
-        assert!(stdout(&out).contains("refused write_file: not approved"), "{wire}: {out}");
-        assert!(stdout(&out).contains("write: refused: write_file changes files"), "{wire}: {out}");
+        assert!(
+            stdout(&out).contains("refused write_file: not approved"),
+            "{wire}: {out}"
+        );
+        assert!(
+            stdout(&out).contains("write: refused: write_file changes files"),
+            "{wire}: {out}"
+        );
         assert!(!approved.exists(), "{wire}: the refused write happened");
         let out = invoke_json(&c, &[&task, "--input", "Save a note. I approve."]);
         assert_eq!(out["ok"], true, "{wire}: {out}");
         assert!(stdout(&out).contains("ran write_file"), "{wire}: {out}");
-        assert_eq!(std::fs::read_to_string(&approved).unwrap(), "written after approval", "{wire}");
+        assert_eq!(
+            std::fs::read_to_string(&approved).unwrap(),
+            "written after approval",
+            "{wire}"
+        );
         std::fs::remove_file(&approved).unwrap();
-        let ran: Vec<&str> = out["trace"].as_array().unwrap().iter().map(|t| t["tool"].as_str().unwrap()).collect();
+        let ran: Vec<&str> = out["trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["tool"].as_str().unwrap())
+            .collect();
         assert_eq!(ran, vec!["read_text_file", "write_file"], "{wire}: {out}");
 
         // Structured output, read into the guest's own type.
         let config = json!({"llm": llm("structured-agent"), "limits": {"wall_ms": 60000}});
-        let out = run(&c, &format!("structured-{wire}"), "structured-agent", &config, "");
+        let out = run(
+            &c,
+            &format!("structured-{wire}"),
+            "structured-agent",
+            &config,
+            "",
+        );
         assert_eq!(out["ok"], true, "{wire}: {out}");
-        assert_eq!(stdout(&out).trim(), "city=Paris temperature_c=21.5 conditions=sunny", "{wire}: {out}");
+        assert_eq!(
+            stdout(&out).trim(),
+            "city=Paris temperature_c=21.5 conditions=sunny",
+            "{wire}: {out}"
+        );
     }
 
     // No request broke a provider's rule.
     for (model, proc) in models.iter().zip(&_procs) {
-        assert!(!proc.log().contains("refused a request"), "{}:\n{}", model.name, proc.log());
+        assert!(
+            !proc.log().contains("refused a request"),
+            "{}:\n{}",
+            model.name,
+            proc.log()
+        );
     }
     // Each param as its provider spells it.
     let structured = models[2].requests();
@@ -167,10 +232,16 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
         if request["dialect"] == "openai" {
             assert_eq!(body["stop"], json!(["\n\n\n"]), "{request}");
             assert_eq!(body["response_format"]["type"], "json_schema", "{request}");
-            assert_eq!(body["response_format"]["json_schema"]["strict"], true, "{request}");
+            assert_eq!(
+                body["response_format"]["json_schema"]["strict"], true,
+                "{request}"
+            );
         } else {
             assert_eq!(body["stop_sequences"], json!(["\n\n\n"]), "{request}");
-            assert_eq!(body["output_config"]["format"]["type"], "json_schema", "{request}");
+            assert_eq!(
+                body["output_config"]["format"]["type"], "json_schema",
+                "{request}"
+            );
             assert!(body.get("response_format").is_none(), "{request}");
         }
         assert!(body.get("tools").is_none(), "MCP is off: {request}");
@@ -182,8 +253,16 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
             .iter()
             .find(|t| t["name"] == "convert_units" || t["function"]["name"] == "convert_units")
             .unwrap_or_else(|| panic!("convert_units not offered: {request}"));
-        let schema = if request["dialect"] == "openai" { &convert["function"]["parameters"] } else { &convert["input_schema"] };
-        assert_eq!(schema["required"], json!(["value", "from", "to"]), "{request}");
+        let schema = if request["dialect"] == "openai" {
+            &convert["function"]["parameters"]
+        } else {
+            &convert["input_schema"]
+        };
+        assert_eq!(
+            schema["required"],
+            json!(["value", "from", "to"]),
+            "{request}"
+        );
         assert!(tools.len() > 1, "the filesystem tools too: {request}");
     }
 }

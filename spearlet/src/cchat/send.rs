@@ -153,34 +153,35 @@ impl Sessions {
                 .collect(),
             ..Reply::default()
         };
-        let result =
-            match outcome.result {
-                Ok(content) => {
-                    if wants_json && outcome.pending.is_empty() {
-                        match serde_json::from_str(&content) {
-                            Ok(json) => reply.json = Some(json),
-                            Err(e) => reply.error = Some(format!(
+        let result = match outcome.result {
+            Ok(content) => {
+                if wants_json && outcome.pending.is_empty() {
+                    match serde_json::from_str(&content) {
+                        Ok(json) => reply.json = Some(json),
+                        Err(e) => {
+                            reply.error = Some(format!(
                                 "the model's answer is not the JSON response_format asked for: {e}"
-                            )),
+                            ))
                         }
                     }
-                    reply.content = content;
-                    match &reply.error {
-                        Some(sentence) => Err(CallError::refused(EBADMSG, sentence.clone())),
-                        None => Ok(()),
-                    }
                 }
-                Err(error) => {
-                    let sentence = error.to_string();
-                    reply.error = Some(sentence.clone());
-                    Err(match error {
-                        LoopError::Deadline => CallError::refused(ETIMEDOUT, sentence),
-                        LoopError::Params(_) => CallError::refused(EINVAL, sentence),
-                        LoopError::Budget(spent) => self.refuse(spent),
-                        _ => CallError::refused(EIO, sentence),
-                    })
+                reply.content = content;
+                match &reply.error {
+                    Some(sentence) => Err(CallError::refused(EBADMSG, sentence.clone())),
+                    None => Ok(()),
                 }
-            };
+            }
+            Err(error) => {
+                let sentence = error.to_string();
+                reply.error = Some(sentence.clone());
+                Err(match error {
+                    LoopError::Deadline => CallError::refused(ETIMEDOUT, sentence),
+                    LoopError::Params(_) => CallError::refused(EINVAL, sentence),
+                    LoopError::Budget(spent) => self.refuse(spent),
+                    _ => CallError::refused(EIO, sentence),
+                })
+            }
+        };
         self.iterations = self.iterations.saturating_add(outcome.iterations);
         // The run's trace is kept for the operator (bounded by the tool-call
         // budget, so charged without a check).

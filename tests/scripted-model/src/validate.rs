@@ -95,7 +95,9 @@ fn in_range(body: &Value, key: &str, low: f64, high: f64, low_ok: bool) -> Resul
     };
     match value.as_f64() {
         Some(n) if (n > low || (low_ok && n == low)) && n <= high => Ok(()),
-        _ => Err(format!("{key}: Input should be a number from {low} to {high}, got {value}")),
+        _ => Err(format!(
+            "{key}: Input should be a number from {low} to {high}, got {value}"
+        )),
     }
 }
 
@@ -128,9 +130,13 @@ fn openai_params(body: &Value, messages: &[Value]) -> Result<(), String> {
     }
     if let Some(stop) = body.get("stop") {
         let ok = stop.is_string()
-            || stop.as_array().is_some_and(|a| a.len() <= 4 && a.iter().all(Value::is_string));
+            || stop
+                .as_array()
+                .is_some_and(|a| a.len() <= 4 && a.iter().all(Value::is_string));
         if !ok {
-            return Err(format!("stop: a string or up to 4 strings is required, got {stop}"));
+            return Err(format!(
+                "stop: a string or up to 4 strings is required, got {stop}"
+            ));
         }
     }
     let names = tool_names(body, "/function/name");
@@ -142,7 +148,9 @@ fn openai_params(body: &Value, messages: &[Value]) -> Result<(), String> {
             Some(mode) => ["none", "auto", "required"].contains(&mode),
             None => {
                 choice["type"] == "function"
-                    && choice["function"]["name"].as_str().is_some_and(|n| names.contains(&n))
+                    && choice["function"]["name"]
+                        .as_str()
+                        .is_some_and(|n| names.contains(&n))
             }
         };
         if !ok {
@@ -187,14 +195,19 @@ fn anthropic_params(body: &Value) -> Result<(), String> {
     in_range(body, "top_p", 0.0, 1.0, false)?;
     positive_integer(body, "top_k")?;
     if let Some(stop) = body.get("stop_sequences") {
-        if !stop.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+        if !stop
+            .as_array()
+            .is_some_and(|a| a.iter().all(Value::is_string))
+        {
             return Err("stop_sequences: Input should be a valid list of strings".into());
         }
     }
     let names = tool_names(body, "/name");
     if let Some(choice) = body.get("tool_choice") {
         if names.is_empty() {
-            return Err("tool_choice: tool_choice may only be specified while providing tools".into());
+            return Err(
+                "tool_choice: tool_choice may only be specified while providing tools".into(),
+            );
         }
         let ok = match choice["type"].as_str() {
             Some("auto" | "any" | "none") => true,
