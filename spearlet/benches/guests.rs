@@ -4,6 +4,9 @@
 //! - `get_param`: one `cchat_ctl_get_param` round trip;
 //! - `loop`: the auto tool-call loop's own cost per iteration with 100 MCP
 //!   tools injected (real stdio servers), LLM and tool time excluded;
+//! - `guest_tools`: a guest tool's round trip through the guest's
+//!   dispatcher, and the loop per iteration with 100 MCP tools and 20 guest
+//!   tools injected;
 //! - `concurrent`: 500 guest runs at once against a test model (OpenAI wire
 //!   format over HTTP) that answers in 50 ms.
 
@@ -44,6 +47,8 @@ fn percentile(samples: &mut [Duration], q: f64) -> Duration {
 
 #[path = "support/guests_load.rs"]
 mod load;
+#[path = "support/guest_tools.rs"]
+mod tools_bench;
 use load::{concurrent, loop_overhead};
 
 fn main() {
@@ -120,6 +125,9 @@ fn main() {
     });
     if want("loop") {
         runtime.block_on(loop_overhead());
+    }
+    if want("guest_tools") {
+        runtime.block_on(tools_bench::guest_tools());
     }
     if want("concurrent") {
         runtime.block_on(concurrent());

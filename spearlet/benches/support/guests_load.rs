@@ -12,7 +12,7 @@ use spearlet::cchat::{run_tool_loop, LoopLimits, Models, RunBudget};
 use spearlet::connections::Connections;
 use spearlet::llm::{
     ChatMessage, ChatRequest, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role,
-    ToolCall, ToolSpec, Usage,
+    ToolCall, Usage,
 };
 use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
@@ -29,14 +29,27 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// A model with no latency: asks for one tool call per turn until `turns`
-/// calls were made, then answers. It builds the JSON request body an
-/// OpenAI-compatible backend would send (messages and every tool), so that
-/// cost, which grows with the tools injected, is counted in the loop.
-struct InstantModel {
-    turns: usize,
-    tool: String,
-    bytes: AtomicUsize,
+/// A model with no latency: asks for `per_turn` tool calls per turn (the
+/// names of `tools` in turn) until `turns` turns were made, then answers.
+/// It builds the JSON request body an OpenAI-compatible backend would send
+/// (messages and every tool), so that cost, which grows with the tools
+/// injected, is counted in the loop.
+pub struct InstantModel {
+    pub turns: usize,
+    pub tools: Vec<String>,
+    pub per_turn: usize,
+    pub bytes: AtomicUsize,
+}
+
+impl InstantModel {
+    pub fn new(turns: usize, tools: Vec<String>, per_turn: usize) -> InstantModel {
+        InstantModel {
+            turns,
+            tools,
+            per_turn,
+            bytes: AtomicUsize::new(0),
+        }
+    }
 }
 
 #[async_trait]
@@ -56,12 +69,14 @@ impl LlmBackend for InstantModel {
             .filter(|m| m.role == Role::Assistant)
             .count();
         let message = if done < self.turns {
-            let call = ToolCall {
-                id: format!("call_{done}"),
-                name: self.tool.clone(),
-                arguments: "{}".into(),
-            };
-            ChatMessage::assistant(String::new(), vec![call])
+            let calls = (0..self.per_turn)
+                .map(|i| ToolCall {
+                    id: format!("call_{done}_{i}"),
+                    name: self.tools[(done + i) % self.tools.len()].clone(),
+                    arguments: "{}".into(),
+                })
+                .collect();
+            ChatMessage::assistant(String::new(), calls)
         } else {
             ChatMessage::assistant("done".into(), Vec::new())
         };
@@ -74,9 +89,9 @@ impl LlmBackend for InstantModel {
     }
 }
 
-pub async fn loop_overhead() {
+/// `SERVERS` stdio servers of 20 tools each (100 in all), and a router.
+pub fn hundred_tools() -> (Vec<String>, Router, Connections) {
     const SERVERS: usize = 5;
-    const TURNS: usize = 10;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/peers/misbehaving_server.py"
@@ -101,6 +116,12 @@ pub async fn loop_overhead() {
     let registry = RegistryHandle::new(RegistryView::from_specs(specs));
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
+    (ids, router, connections)
+}
+
+pub async fn loop_overhead() {
+    const TURNS: usize = 10;
+    let (ids, router, connections) = hundred_tools();
     let run = |allow: Option<Vec<String>>| {
         let router = router.clone();
         let ids = ids.clone();
@@ -114,11 +135,7 @@ pub async fn loop_overhead() {
             };
             let session = SessionPolicy::from_task(&task);
             let offered = router.tool_set(&task, &session).await.tools.len();
-            let model = InstantModel {
-                turns: TURNS,
-                tool: offered_name("s0", "tool_0"),
-                bytes: AtomicUsize::new(0),
-            };
+            let model = InstantModel::new(TURNS, vec![offered_name("s0", "tool_0")], 1);
             let mut per_iteration = Vec::new();
             for i in 0..120 {
                 let mut messages = vec![ChatMessage::user("go")];
