@@ -10,11 +10,44 @@ mod support;
 use serde_json::json;
 use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
 use spearlet::cchat::{
-    run_send, GuestTools, LoopError, NoCallbacks, RunBudget, SendMode, SendSetup,
+    run_send, GuestTools, LoopError, LoopOutcome, NoCallbacks, RunBudget, SendMode, SendSetup,
 };
 use spearlet::llm::{ChatMessage, ChatRequest, LlmBackend, LlmError};
 use spearlet::tools::offered_name;
 use support::*;
+
+/// A send of `params` on `backend` over the fixture's servers.
+fn setup<'a>(
+    f: &'a Fixture,
+    backend: &'a dyn LlmBackend,
+    params: &'a RequestParams,
+    mode: SendMode,
+) -> SendSetup<'a> {
+    SendSetup {
+        backend,
+        router: &f.router,
+        task: &f.task,
+        policy: &f.session,
+        params,
+        guest_tools: &NO_GUEST_TOOLS,
+        mode,
+        limits: limits(),
+    }
+}
+
+static NO_GUEST_TOOLS: std::sync::LazyLock<GuestTools> =
+    std::sync::LazyLock::new(GuestTools::default);
+
+async fn send(setup: &SendSetup<'_>) -> LoopOutcome {
+    let mut messages = vec![ChatMessage::user("go")];
+    run_send(
+        setup,
+        &mut messages,
+        &mut RunBudget::unlimited(),
+        &mut NoCallbacks,
+    )
+    .await
+}
 
 fn params() -> RequestParams {
     RequestParams::new()
@@ -51,24 +84,7 @@ async fn every_param_is_mapped_per_provider_and_tool_choice_applies_once() {
         if !anthropic {
             p = p.seed(7);
         }
-        let setup = SendSetup {
-            backend: llm.as_ref(),
-            router: &f.router,
-            task: &f.task,
-            policy: &f.session,
-            params: &p,
-            guest_tools: &GuestTools::default(),
-            mode: SendMode::Auto,
-            limits: limits(),
-        };
-        let mut messages = vec![ChatMessage::user("go")];
-        let outcome = run_send(
-            &setup,
-            &mut messages,
-            &mut RunBudget::unlimited(),
-            &mut NoCallbacks,
-        )
-        .await;
+        let outcome = send(&setup(&f, llm.as_ref(), &p, SendMode::Auto)).await;
         let requests = model.requests();
         let (first, second) = (&requests[0].body, &requests[requests.len() - 1].body);
         let checks: Vec<(bool, String)> = if anthropic {
@@ -154,23 +170,7 @@ async fn what_a_provider_cannot_honour_is_refused_before_sending() {
     ] {
         let error = claude.check(&params).unwrap_err();
         assert_eq!(error.param, param);
-        let setup = SendSetup {
-            backend: &claude,
-            router: &f.router,
-            task: &f.task,
-            policy: &f.session,
-            params: &params,
-            guest_tools: &GuestTools::default(),
-            mode: SendMode::Once,
-            limits: limits(),
-        };
-        let outcome = run_send(
-            &setup,
-            &mut vec![ChatMessage::user("go")],
-            &mut RunBudget::unlimited(),
-            &mut NoCallbacks,
-        )
-        .await;
+        let outcome = send(&setup(&f, &claude, &params, SendMode::Once)).await;
         let why = outcome.result.unwrap_err();
         assert!(matches!(why, LoopError::Params(_)), "{why}");
         assert!(why.to_string().contains(param), "{why}");
@@ -181,23 +181,7 @@ async fn what_a_provider_cannot_honour_is_refused_before_sending() {
         RequestParams::new().tool_choice(ToolChoice::Mode(ToolMode::Required)),
         RequestParams::new().force_tool("mcp.mb.no_such_tool"),
     ] {
-        let setup = SendSetup {
-            backend: &openai,
-            router: &f.router,
-            task: &f.task,
-            policy: &f.session,
-            params: &params,
-            guest_tools: &GuestTools::default(),
-            mode: SendMode::NoTools,
-            limits: limits(),
-        };
-        let outcome = run_send(
-            &setup,
-            &mut vec![ChatMessage::user("go")],
-            &mut RunBudget::unlimited(),
-            &mut NoCallbacks,
-        )
-        .await;
+        let outcome = send(&setup(&f, &openai, &params, SendMode::NoTools)).await;
         assert!(
             matches!(outcome.result, Err(LoopError::Params(_))),
             "{:?}",

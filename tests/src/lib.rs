@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod etcd;
 pub mod fixtures;
+pub mod fs_node;
 pub mod history;
 pub mod http;
 pub mod netns;

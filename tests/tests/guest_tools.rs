@@ -13,14 +13,12 @@ use std::time::Duration;
 
 use serde_json::json;
 use spear_proto::task::LlmChoice;
-use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{ScriptedModel, Turn};
-use spear_tests::peers::npm_bin;
+use spear_tests::fs_node::FsNode;
 use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::llm::{Backends, LlmSection};
 use spearlet::policy::TaskPolicy;
-use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tools::{offered_name, Router};
 use spearlet::wasm::{GuestLimits, GuestOutcome, GuestRuntime, RunContext};
 
@@ -34,31 +32,17 @@ struct Node {
     router: Router,
     connections: Connections,
     notes: String,
-    _files: tempfile::TempDir,
+    _fs: FsNode,
 }
 
 fn node() -> Node {
-    let files = tempfile::tempdir().unwrap();
-    let root = files.path().canonicalize().unwrap();
-    std::fs::write(root.join("notes.txt"), "nothing to see").unwrap();
-    let spec = ServerSpec {
-        id: "fs".into(),
-        transport: Transport::Stdio as i32,
-        command: npm_bin("mcp-server-filesystem")
-            .to_string_lossy()
-            .into_owned(),
-        args: vec![root.to_string_lossy().into_owned()],
-        enabled: true,
-        ..Default::default()
-    };
-    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let fs = FsNode::new("nothing to see");
     Node {
         runtime: GuestRuntime::new(None).unwrap(),
-        router: Router::new(connections.clone(), registry),
-        connections,
-        notes: root.join("notes.txt").to_string_lossy().into_owned(),
-        _files: files,
+        router: fs.router.clone(),
+        connections: fs.connections.clone(),
+        notes: fs.notes(),
+        _fs: fs,
     }
 }
 

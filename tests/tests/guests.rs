@@ -8,14 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{Recording, ScriptedModel, Source};
-use spear_tests::peers::npm_bin;
+use spear_tests::fs_node::FsNode;
 use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
-use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tools::offered_name;
 use spearlet::tools::{Router, ToolRef};
 use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
@@ -61,26 +59,12 @@ struct Node {
     connections: Connections,
     backend: Arc<OpenAiBackend>,
     model: ScriptedModel,
-    _files: tempfile::TempDir,
+    _fs: FsNode,
 }
 
 async fn node() -> Node {
-    let files = tempfile::tempdir().unwrap();
-    let root = files.path().canonicalize().unwrap();
-    std::fs::write(root.join("notes.txt"), "the launch code is 0000").unwrap();
-    let spec = ServerSpec {
-        id: "fs".into(),
-        transport: Transport::Stdio as i32,
-        command: npm_bin("mcp-server-filesystem")
-            .to_string_lossy()
-            .into_owned(),
-        args: vec![root.to_string_lossy().into_owned()],
-        enabled: true,
-        ..Default::default()
-    };
-    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
-    let model = model(root.join("notes.txt").to_string_lossy().into_owned()).await;
+    let fs = FsNode::new("the launch code is 0000");
+    let model = model(fs.notes()).await;
     let backend = Arc::new(OpenAiBackend::new(OpenAiConfig {
         base_url: model.openai_url(),
         model: "scripted".into(),
@@ -92,11 +76,11 @@ async fn node() -> Node {
     let runtime = GuestRuntime::new(None).unwrap();
     Node {
         runtime,
-        router: Router::new(connections.clone(), registry),
-        connections,
+        router: fs.router.clone(),
+        connections: fs.connections.clone(),
         backend,
         model,
-        _files: files,
+        _fs: fs,
     }
 }
 
