@@ -23,7 +23,7 @@ mod guest_tools;
 mod history;
 mod host_api;
 mod models;
-mod request_params;
+pub mod request_params;
 mod send;
 mod sessions;
 mod tool_loop;
