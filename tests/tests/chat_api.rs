@@ -213,6 +213,17 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
         );
     }
 
+    // Without --json the trace names the guest tool as one.
+    let (code, out, err) = c
+        .sms
+        .client(&["invoke", "unit-openai", "--input", "How far?"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("tool call convert_units (a guest tool): ok"),
+        "{err}"
+    );
+    assert!(err.contains("tool call fs/read_text_file: ok"), "{err}");
+
     // No request broke a provider's rule.
     for (model, proc) in models.iter().zip(&_procs) {
         assert!(

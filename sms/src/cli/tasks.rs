@@ -251,10 +251,12 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
         let mut err = std::io::stderr();
         err.write_all(&response.stderr)?;
         for t in &response.trace {
-            let target = if t.server_id.is_empty() {
-                format!("{} (not executed)", t.name)
-            } else {
+            let target = if !t.server_id.is_empty() {
                 format!("{}/{}", t.server_id, t.tool)
+            } else if !t.tool.is_empty() {
+                format!("{} (a guest tool)", t.tool)
+            } else {
+                format!("{} (not executed)", t.name)
             };
             writeln!(
                 err,
