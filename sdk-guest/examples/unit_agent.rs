@@ -61,6 +61,7 @@ fn main() {
     match result {
         Ok(reply) => {
             println!("{}", reply.content);
+            eprintln!("answered by {}/{}", reply.backend, reply.model);
             for call in &reply.trace {
                 let kind = if call.guest { "guest tool" } else { "mcp tool" };
                 eprintln!(

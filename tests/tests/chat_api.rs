@@ -161,6 +161,15 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
             vec![("fs", "read_text_file"), ("", "convert_units")],
             "{wire}: {out}"
         );
+        // The reply names the backend and model that answered.
+        let kind = if wire.starts_with("openai") {
+            "openai"
+        } else {
+            "anthropic"
+        };
+        let answered = format!("answered by unit-agent-{wire}/recorded-{kind}");
+        let stderr = out["stderr"].as_str().unwrap_or_default();
+        assert!(stderr.contains(&answered), "{wire}: {out}");
 
         // Approvals: the write tool is refused without "approve" (the file
         // is never written), run with it.

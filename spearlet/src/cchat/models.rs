@@ -111,3 +111,69 @@ impl Models {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmSection;
+
+    /// Backend `a` (model `m`, also offering `m2` and `m3`) and `b` (`n`).
+    fn models(task: LlmChoice) -> Models {
+        let section: LlmSection = toml::from_str(
+            r#"
+            default = "a"
+            [backends.a]
+            kind = "openai"
+            base_url = "http://127.0.0.1:1/v1"
+            model = "m"
+            models = ["m2", "m3"]
+            [backends.b]
+            kind = "anthropic"
+            base_url = "http://127.0.0.1:1"
+            model = "n"
+            "#,
+        )
+        .unwrap();
+        Models::of_task(Arc::new(Backends::new(section, |_| None).unwrap()), &task).unwrap()
+    }
+
+    #[test]
+    fn a_pick_needs_the_task_and_the_node() {
+        let keeping = models(LlmChoice::default());
+        assert_eq!(keeping.default().name, "a");
+        assert!(matches!(
+            keeping.pick(Some("b"), None),
+            Err(ModelRefused::BackendNotAllowed(_))
+        ));
+        assert!(matches!(
+            keeping.pick(None, Some("m2")),
+            Err(ModelRefused::ModelNotAllowed(_))
+        ));
+        assert!(
+            keeping.pick(None, Some("m")).is_ok(),
+            "the backend's own model"
+        );
+
+        let open = models(LlmChoice {
+            allowed_backends: vec!["b".into()],
+            allowed_models: vec!["m2".into(), "gpt-x".into()],
+            ..LlmChoice::default()
+        });
+        let b = open.pick(Some("b"), None).unwrap();
+        assert_eq!((b.name.as_str(), b.backend.model()), ("b", "n"));
+        assert_eq!(open.pick(None, Some("m2")).unwrap().backend.model(), "m2");
+        // The task allows gpt-x, the node offers it nowhere.
+        assert!(matches!(
+            open.pick(None, Some("gpt-x")),
+            Err(ModelRefused::Node(_))
+        ));
+        assert!(matches!(
+            open.pick(None, Some("m3")),
+            Err(ModelRefused::ModelNotAllowed(_))
+        ));
+        assert!(matches!(
+            Models::fixed("x", b.backend).pick(Some("a"), None),
+            Err(ModelRefused::Fixed)
+        ));
+    }
+}

@@ -3,7 +3,7 @@
 //! read into [`RequestParams`]' typed field and checked, or refused with
 //! one sentence and nothing changed. The loop limits can only narrow the
 //! task's (`EACCES` when wider); `backend` and `model` are checked against
-//! the task and the node by the session ([`super::models`]), and every
+//! the task and the node by the session ([`super::Models`]), and every
 //! param against what the chosen backend can honour.
 
 use std::time::Duration;
