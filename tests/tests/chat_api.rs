@@ -233,6 +233,14 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
     );
     assert!(err.contains("tool call fs/read_text_file: ok"), "{err}");
 
+    // The node counts guests' own tool calls: one per unit-agent run.
+    let metrics = spear_tests::http::get(&c.node.http, "/metrics").unwrap();
+    let line = r#"spearlet_guest_tool_calls_total{outcome="ok"} 5"#;
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "{line} not in\n{metrics}"
+    );
+
     // No request broke a provider's rule.
     for (model, proc) in models.iter().zip(&_procs) {
         assert!(
