@@ -153,6 +153,17 @@ async fn hostile_guest_tools_end_with_a_reason_and_the_node_keeps_serving() {
         &o,
     );
 
+    // Arguments too large for a guest tool never reach the guest.
+    let huge_args = Turn::calls(&[("call_probe", "probe", json!({"x": "a".repeat(2 << 20)}))]);
+    let model = ScriptedModel::script(vec![huge_args, Turn::answer("done")]).await;
+    let o = run(&node, &hostile, &model, "trap").await;
+    let shown = last_tool_result(&model);
+    check(
+        "huge arguments",
+        o.exit_code == Some(0) && shown.contains("over the 1048576 a guest tool takes"),
+        &o,
+    );
+
     // A callback calling back into the API is refused with EBUSY.
     let model = ScriptedModel::script(vec![probe(), Turn::answer("done")]).await;
     let o = run(&node, &hostile, &model, "reenter").await;

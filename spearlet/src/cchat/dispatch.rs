@@ -3,7 +3,9 @@
 //! guest for a buffer (`spear_alloc(8 + len)`), writes the arguments after
 //! an 8-byte slot, calls `spear_tool_call(fn_id, args, len, slot)`, and
 //! reads the result's `(ptr, len)` from the slot, bounds-checked, before
-//! copying at most [`MAX_RESULT_BYTES`] of it.
+//! copying it. Arguments and results are each at most [`MAX_RESULT_BYTES`]:
+//! past that the model is told so and the guest is not called, or its
+//! result not copied.
 //!
 //! The callback runs under the run's own limits (CPU, wall clock, memory;
 //! the epoch callback sees it like any guest code). A trap, a limit, or a
@@ -95,6 +97,17 @@ impl Dispatcher<'_, '_> {
             return Err(self.broken(name, "the module exports no memory".into()));
         };
         let args = arguments.as_bytes();
+        // The model's arguments are the model's: too large ones are its
+        // error to see, not a reason to fill the guest's memory.
+        if args.len() > MAX_RESULT_BYTES {
+            return Ok(GuestResult {
+                text: format!(
+                    "the arguments are {} bytes, over the {MAX_RESULT_BYTES} a guest tool takes",
+                    args.len()
+                ),
+                is_error: true,
+            });
+        }
         let size = 8 + args.len() as u32;
         let slot = match alloc.call_async(&mut *caller, size).await {
             Ok(slot) => slot,

@@ -18,8 +18,8 @@ use crate::llm::ToolSpec;
 pub const MAX_GUEST_TOOLS: usize = 128;
 /// Largest `cchat_write_fn` spec (name, description and schema).
 pub const MAX_SPEC_BYTES: usize = 64 * 1024;
-/// Largest result a guest tool may hand back: past it the model is told
-/// the result was too large.
+/// Largest result a guest tool may hand back, and largest arguments it is
+/// called with: past it the model is told the size instead.
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 
 /// One guest tool of a session.
