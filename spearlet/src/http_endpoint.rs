@@ -50,6 +50,7 @@ impl NodeView {
             },
             "mcp_servers": self.connections.status().into_iter().map(|(id, s)| (id, json!({
                 "state": s.state.name(),
+                "protocol_version": s.protocol_version,
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "tools": s.tools,

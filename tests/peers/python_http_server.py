@@ -39,4 +39,13 @@ def authorization(ctx: Context) -> str:
     return "authorized" if header == "Bearer python-peer-token" else "unauthorized"
 
 
+@server.tool()
+def handshake(ctx: Context) -> str:
+    """The protocol version and client name the client's initialize named."""
+    params = ctx.session.client_params
+    if params is None:
+        return "no initialize"
+    return f"{params.protocolVersion} {params.clientInfo.name}"
+
+
 server.run(transport="streamable-http")

@@ -57,6 +57,12 @@ fn python_sdk_server_over_streamable_http() {
     for tool in ["add", "fail", "authorization"] {
         assert!(out.lines().any(|l| l.starts_with(tool)), "{tool}: {out}");
     }
+    // The handshake names 2025-11-25, the newest version that has an
+    // `initialize` (not rmcp's newest, 2026-07-28), and the server agrees.
+    assert!(err.contains("MCP protocol 2025-11-25"), "{err}");
+    let (code, out, err) = spearlet_mcp(&["call", "--url", &url, "--tool", "handshake"], &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().next(), Some("2025-11-25 spearlet"), "{out}");
     let (code, out, _) = spearlet_mcp(
         &[
             "call",

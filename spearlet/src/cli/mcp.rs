@@ -174,8 +174,16 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             let id = spec.id.clone();
             let connections = connections_for(spec);
             let catalog = connections.catalog(&id).await;
+            let version = connections
+                .status()
+                .into_iter()
+                .find_map(|(server, s)| (server == id).then_some(s.protocol_version))
+                .flatten();
             connections.shutdown().await;
             let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
+            if let Some(version) = version {
+                eprintln!("{id}: MCP protocol {version}");
+            }
             for tool in &catalog.tools {
                 let description = tool
                     .description

@@ -49,6 +49,8 @@ impl ServerState {
 #[derive(Debug, Clone)]
 pub struct ServerStatus {
     pub state: ServerState,
+    /// The MCP protocol version the last handshake agreed on.
+    pub protocol_version: Option<String>,
     pub last_error: Option<String>,
     pub restarts: u32,
     pub tools: usize,
@@ -135,6 +137,7 @@ impl Slot {
             live: tokio::sync::Mutex::new(None),
             status: parking_lot::Mutex::new(ServerStatus {
                 state: ServerState::Starting,
+                protocol_version: None,
                 last_error: None,
                 restarts: 0,
                 tools: 0,
@@ -217,7 +220,8 @@ impl Slot {
                     status.restarts += 1;
                 }
                 status.state = ServerState::Ready;
-                info!(server_id = %self.spec.id, pid = ?client.pid(), "MCP server connected");
+                status.protocol_version = client.protocol_version();
+                info!(server_id = %self.spec.id, pid = ?client.pid(), protocol = ?status.protocol_version, "MCP server connected");
                 *live = Some(Live {
                     tools_changed: client.tools_changed(),
                     client: Arc::clone(&client),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
-    PaginatedRequestParams, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
+    JsonObject, PaginatedRequestParams, ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -63,6 +63,17 @@ struct Notifications {
 }
 
 impl ClientHandler for Notifications {
+    /// The handshake names the newest protocol version that has an
+    /// `initialize` (2025-11-25): rmcp's default is its newest version,
+    /// 2026-07-28, which has none, and servers refuse or misread it.
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        config.client_info.name = "spearlet".into();
+        config.client_info.version = env!("CARGO_PKG_VERSION").into();
+        config
+    }
+
     fn on_tool_list_changed(
         &self,
         _context: NotificationContext<RoleClient>,
@@ -272,6 +283,13 @@ impl McpClient {
     /// True once the transport is closed (the server died or hung up).
     pub fn is_closed(&self) -> bool {
         self.service.is_transport_closed()
+    }
+
+    /// The protocol version the server agreed to in the handshake.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
     }
 
     /// The stdio server's process id, if it is a local process.
