@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Spear's build, demo and tests need on a fresh Debian machine:
 # protoc (for the gRPC code), etcd (for the etcd store tests), iproute2 (network
-# namespaces) and the wasm target. Safe to run again: it installs only what is missing.
+# namespaces), systemd (to verify the units in deploy/systemd) and the wasm
+# target. Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 missing=()
@@ -10,6 +11,8 @@ command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 # Network namespaces for the cluster test (tests/tests/netns_cluster.rs).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+# systemd-analyze, which checks the units in deploy/systemd.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""
