@@ -1,9 +1,13 @@
-//! The node's HTTP endpoint: `/registry`, `/status`, `/metrics`, `/healthz`.
+//! The node's HTTP endpoint: `/registry`, `/status`, `/metrics`, and the
+//! probes `/livez` (the process answers; `/healthz` is the same) and
+//! `/readyz` (503 with the reason while [`crate::sync::Readiness`] is not
+//! ready: no registry yet, or away from SMS past the stale bound).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
@@ -16,7 +20,7 @@ use tracing::warn;
 
 use crate::connections::{Connections, ServerState, ServerStatus};
 use crate::registry::{redacted_json, RegistryHandle};
-use crate::sync::SyncStatusCell;
+use crate::sync::{Readiness, SyncStatusCell};
 
 /// What the endpoint reads from.
 #[derive(Clone)]
@@ -26,9 +30,18 @@ pub struct NodeView {
     pub status: Arc<SyncStatusCell>,
     pub connections: Connections,
     pub advert: crate::heartbeat::Advert,
+    /// How long the node may serve a registry without SMS and stay ready.
+    pub stale_after: std::time::Duration,
 }
 
 impl NodeView {
+    /// Whether the node should be given work now.
+    pub fn readiness(&self) -> Readiness {
+        let epoch = self.registry.current().epoch;
+        let status = self.status.status.lock();
+        status.readiness(epoch, self.stale_after, std::time::Instant::now())
+    }
+
     pub fn status_json(&self) -> Value {
         let view = self.registry.current();
         let status = self.status.status.lock().clone();
@@ -188,7 +201,7 @@ impl NodeView {
     ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
-        let (a, b, c) = (self.clone(), self.clone(), self);
+        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self);
         let app = Router::new()
             .route(
                 "/registry",
@@ -207,7 +220,19 @@ impl NodeView {
                     ))
                 }),
             )
-            .route("/healthz", get(|| std::future::ready("ok\n")));
+            .route("/healthz", get(|| std::future::ready("ok\n")))
+            .route("/livez", get(|| std::future::ready("ok\n")))
+            .route(
+                "/readyz",
+                get(move || {
+                    let readiness = d.readiness();
+                    let code = match readiness {
+                        Readiness::Ready => StatusCode::OK,
+                        _ => StatusCode::SERVICE_UNAVAILABLE,
+                    };
+                    std::future::ready((code, format!("{readiness}\n")))
+                }),
+            );
         let stopped = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };

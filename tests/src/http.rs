@@ -6,6 +6,15 @@ use std::time::Duration;
 
 /// GETs `path` from `addr` (host:port); returns the body of a 200 response.
 pub fn get(addr: &str, path: &str) -> Result<String, String> {
+    match get_status(addr, path)? {
+        (200, body) => Ok(body),
+        (code, _) => Err(format!("GET {path}: HTTP {code}")),
+    }
+}
+
+/// GETs `path` from `addr`; returns the status code and the body, whatever
+/// the code (probes answer 503 with a reason).
+pub fn get_status(addr: &str, path: &str) -> Result<(u16, String), String> {
     let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -22,16 +31,23 @@ pub fn get(addr: &str, path: &str) -> Result<String, String> {
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or("malformed HTTP response")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("GET {path}: {}", head.lines().next().unwrap_or("")));
-    }
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "GET {path}: no status in {}",
+                head.lines().next().unwrap_or("")
+            )
+        })?;
     if head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked")
     {
-        return Ok(dechunk(body));
+        return Ok((code, dechunk(body)));
     }
-    Ok(body.to_string())
+    Ok((code, body.to_string()))
 }
 
 fn dechunk(mut body: &str) -> String {

@@ -69,6 +69,10 @@ pub enum Command {
         /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
         #[arg(long, env = "SPEARLET_INSECURE")]
         insecure: bool,
+        /// Seconds the node may serve its last good registry without SMS
+        /// and still answer ready on /readyz.
+        #[arg(long, env = "SPEARLET_STALE_AFTER_SECS", default_value_t = 60)]
+        stale_after_secs: u64,
     },
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
@@ -177,6 +181,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             config,
             tls,
             insecure,
+            stale_after_secs,
         } => {
             init_logging(log_format)?;
             let tls = tls
@@ -203,6 +208,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 file,
                 tls,
                 insecure,
+                stale_after: std::time::Duration::from_secs(stale_after_secs),
             })
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");

@@ -47,6 +47,8 @@ pub struct NodeConfig {
     pub tls: Option<TlsIdentity>,
     /// Serve the Invocation port in plaintext beyond loopback anyway.
     pub insecure: bool,
+    /// How long the node may be away from SMS and still report ready.
+    pub stale_after: std::time::Duration,
 }
 
 /// Why a node could not start.
@@ -186,6 +188,7 @@ impl Node {
                     status: Arc::clone(&status),
                     connections: connections.clone(),
                     advert: advert.clone(),
+                    stale_after: config.stale_after,
                 };
                 Some(
                     view.serve(addr, shutdown_rx.clone())

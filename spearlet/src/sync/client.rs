@@ -130,11 +130,11 @@ impl Syncer {
     /// Marks the node stale (serving the last good registry) or connecting.
     fn degrade(&self, reason: &str) {
         let mut status = self.status.status.lock();
-        status.state = if self.registry.current().epoch == 0 {
+        status.set_state(if self.registry.current().epoch == 0 {
             SyncState::Connecting
         } else {
             SyncState::Stale
-        };
+        });
         status.last_error = Some(reason.to_string());
     }
 
@@ -211,7 +211,7 @@ impl Syncer {
                     let mut status = self.status.status.lock();
                     status.sms_revision = revision;
                     if epoch == current.epoch && revision <= current.revision {
-                        status.state = SyncState::Synced;
+                        status.set_state(SyncState::Synced);
                         status.last_error = None;
                         backoff.reset();
                     }
@@ -231,7 +231,7 @@ impl Syncer {
                     debug!(change = %update.applied, affected = update.affected.len(), "registry change applied");
                     self.registry.publish(update.view, update.affected);
                     let mut status = self.status.status.lock();
-                    status.state = SyncState::Synced;
+                    status.set_state(SyncState::Synced);
                     status.last_error = None;
                     backoff.reset();
                 }

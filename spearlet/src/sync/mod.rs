@@ -6,4 +6,4 @@ mod status;
 
 pub use apply::{Applier, Step, Update};
 pub use client::{reconnect_backoff, SyncConfig, Syncer};
-pub use status::{SyncCounters, SyncStatus, SyncStatusCell};
+pub use status::{Readiness, SyncCounters, SyncStatus, SyncStatusCell};
