@@ -18,7 +18,8 @@
 //! plaintext on loopback / `--insecure`); `spear_identity` decides who may
 //! call what, and [`certs`] is `sms certs`, a small CA for an installation.
 //!
-//! [`server`] builds it all; [`metrics`] serves Prometheus; [`cli`] is the
+//! [`server`] builds it all; [`metrics`] serves Prometheus and, from
+//! [`health`], the `/livez` and `/readyz` probes; [`cli`] is the
 //! command line (`sms serve` and the client commands); `main.rs` only calls it.
 
 pub mod admin;
@@ -26,6 +27,7 @@ pub mod certs;
 pub mod cli;
 pub mod files;
 pub mod grpc;
+pub mod health;
 pub mod metrics;
 pub mod nodes;
 pub mod registry;

@@ -1,10 +1,12 @@
 //! Metrics over HTTP (`GET /metrics`), in the OpenMetrics text format
-//! (written by `spear_common::metrics`).
+//! (written by `spear_common::metrics`), with the probes of [`crate::health`]
+//! on the same port (`/livez`, `/readyz`; `/healthz` is `/livez`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use spear_common::metrics::{self, Scrape};
@@ -12,6 +14,7 @@ use tokio::net::TcpListener;
 use tracing::warn;
 
 use crate::files::FileProblems;
+use crate::health::Health;
 use crate::nodes::NodeTable;
 use crate::watch::Hub;
 
@@ -37,7 +40,21 @@ impl Metrics {
     pub async fn serve(self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
+        let health = Health::new(Arc::clone(&self.hub), Arc::clone(&self.problems));
         let app = Router::new()
+            .route("/livez", get(|| std::future::ready("ok\n")))
+            .route(
+                "/readyz",
+                get(move || {
+                    let health = health.clone();
+                    async move {
+                        match health.readiness().await {
+                            Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+                            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
+                        }
+                    }
+                }),
+            )
             .route(
                 "/metrics",
                 get(move || {

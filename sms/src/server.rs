@@ -157,7 +157,11 @@ impl Sms {
                 })?;
                 Some(task)
             }
-            None => None,
+            None => {
+                // No directory: nothing to load.
+                problems.mark_loaded();
+                None
+            }
         };
 
         let listener =

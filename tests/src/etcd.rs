@@ -141,6 +141,18 @@ impl EtcdServer {
         self.spawn();
     }
 
+    /// Stops etcd (SIGKILL) until [`EtcdServer::resume`].
+    pub fn stop(&mut self) {
+        self.kill();
+    }
+
+    /// Starts a stopped etcd again on the same data and ports.
+    pub fn resume(&mut self) {
+        if self.child.is_none() {
+            self.spawn();
+        }
+    }
+
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();

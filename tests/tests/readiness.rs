@@ -1,10 +1,13 @@
-//! The node's probes on the real binaries (issue 13): `/livez` answers
-//! whenever the process does; `/readyz` is 503 before the node has any
-//! registry, 200 once SMS's first snapshot is applied, and 503 again, with
-//! the reason, once SMS has been unreachable past the stale bound.
+//! The probes on the real binaries (issue 13). SMS: `/livez` answers
+//! whenever the process does; `/readyz` is 200 while its etcd answers and
+//! its directory is loaded, 503 with the reason while etcd is stopped, and
+//! 200 again once it is back. The node: `/readyz` is 503 before the node has
+//! any registry, 200 once SMS's first snapshot is applied, and 503 again,
+//! with the reason, once SMS has been unreachable past the stale bound.
 
 use std::time::Duration;
 
+use spear_tests::etcd::EtcdServer;
 use spear_tests::http::{get, get_status as probe};
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::{eventually, free_port};
@@ -55,4 +58,43 @@ fn readyz_follows_the_registry_and_the_stale_bound() {
         get(&node.http, "/registry").is_ok(),
         "still serving its registry"
     );
+}
+
+#[test]
+fn sms_readyz_follows_its_store() {
+    let mut etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let sms = SmsProc::start(SmsOptions {
+        etcd: Some(etcd.endpoint()),
+        mcp_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    });
+    let ready = |sms: &SmsProc| {
+        eventually("SMS to be ready", Duration::from_secs(30), || match probe(
+            &sms.metrics,
+            "/readyz",
+        )? {
+            (200, body) if body == "ready\n" => Ok(()),
+            other => Err(format!("{other:?}")),
+        })
+    };
+    ready(&sms);
+
+    etcd.stop();
+    let body = eventually(
+        "SMS to report its store",
+        Duration::from_secs(30),
+        || match probe(&sms.metrics, "/readyz")? {
+            (503, body) => Ok(body),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    assert!(body.contains("the etcd store does not answer"), "{body}");
+    assert_eq!(
+        probe(&sms.metrics, "/livez").unwrap(),
+        (200, "ok\n".to_string())
+    );
+
+    etcd.resume();
+    ready(&sms);
 }

@@ -19,6 +19,8 @@ pub struct FileProblems {
 struct Inner {
     by_file: BTreeMap<String, Vec<Problem>>,
     dir_error: Option<String>,
+    /// A scan has read the directory and applied or rejected every file.
+    loaded: bool,
 }
 
 impl FileProblems {
@@ -48,6 +50,16 @@ impl FileProblems {
             .write()
             .by_file
             .retain(|file, _| present.contains(file));
+    }
+
+    /// Notes that the directory has been loaded whole (SMS's readiness);
+    /// it stays loaded, as the registry it gave stays served.
+    pub fn mark_loaded(&self) {
+        self.inner.write().loaded = true;
+    }
+
+    pub fn loaded(&self) -> bool {
+        self.inner.read().loaded
     }
 
     pub fn set_dir_error(&self, error: Option<String>) {

@@ -80,7 +80,8 @@ impl Reconciler {
         };
         self.problems.set_dir_error(None);
         let present: BTreeSet<String> = scan.files.iter().map(|f| f.name.clone()).collect();
-
+        // Files the store could not take this time.
+        let mut pending = 0;
         for file in scan.files {
             if self.applied.get(&file.name) == Some(&file.digest) && !self.problems.has(&file.name)
             {
@@ -99,6 +100,7 @@ impl Reconciler {
                         Err(WriteError::Rejected(problems)) => self.reject(&name, problems),
                         Err(WriteError::Store(error)) => {
                             warn!(file = %name, %error, "cannot apply file; will retry");
+                            pending += 1;
                             continue;
                         }
                     }
@@ -108,6 +110,9 @@ impl Reconciler {
         }
 
         self.remove_vanished(&present).await;
+        if pending == 0 {
+            self.problems.mark_loaded();
+        }
     }
 
     /// Deletes the servers of files that are no longer in the directory.

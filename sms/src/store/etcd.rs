@@ -292,6 +292,18 @@ impl RegistryStore for EtcdStore {
         Err(StoreError::Conflict { expected, actual })
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.client
+            .clone()
+            .get(
+                self.keys.head.clone(),
+                Some(GetOptions::new().with_keys_only()),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| unavailable("read", e))
+    }
+
     async fn watch(&self, after: Revision) -> Result<CommittedStream, StoreError> {
         let mut client = self.client.clone();
         let options = WatchOptions::new()

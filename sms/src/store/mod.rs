@@ -85,4 +85,9 @@ pub trait RegistryStore: Send + Sync + 'static {
     /// are committed. Fails with [`StoreError::Compacted`] when the history
     /// right after `after` is no longer kept.
     async fn watch(&self, after: Revision) -> Result<CommittedStream, StoreError>;
+
+    /// Whether the store answers now (SMS's readiness): one cheap read.
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
