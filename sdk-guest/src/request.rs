@@ -60,7 +60,7 @@ pub struct JsonSchemaFormat {
 
 /// A session's request params; `None` leaves the provider's (or, for the
 /// loop limits, the task's) value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestParams {
     /// A backend name from the node's config, among those the task allows.
     pub backend: Option<String>,
@@ -88,6 +88,31 @@ pub struct RequestParams {
     pub max_total_tool_calls: Option<u32>,
     /// Each send's deadline; at most the task's `limits.wall_ms`.
     pub timeout_ms: Option<u64>,
+}
+
+impl RequestParams {
+    /// No param set: every value the provider's or the task's.
+    pub const UNSET: RequestParams = RequestParams {
+        backend: None,
+        model: None,
+        temperature: None,
+        top_p: None,
+        max_tokens: None,
+        stop: None,
+        seed: None,
+        tool_choice: None,
+        parallel_tool_calls: None,
+        response_format: None,
+        max_iterations: None,
+        max_total_tool_calls: None,
+        timeout_ms: None,
+    };
+}
+
+impl Default for RequestParams {
+    fn default() -> Self {
+        Self::UNSET
+    }
 }
 
 /// The request param keys of `cchat_ctl_set_param`.

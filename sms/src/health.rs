@@ -16,8 +16,11 @@ pub const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Why SMS is not ready, in one sentence for the probe's body.
 #[derive(Debug, thiserror::Error)]
 pub enum NotReady {
-    #[error("not ready: the {kind} store does not answer: {0}", kind = .1)]
-    Store(StoreError, &'static str),
+    #[error("not ready: the {kind} store does not answer: {error}")]
+    Store {
+        kind: &'static str,
+        error: StoreError,
+    },
     #[error("not ready: the {0} store did not answer within {STORE_TIMEOUT:?}")]
     StoreTimeout(&'static str),
     #[error("not ready: the MCP server directory has not been loaded yet (a file is waiting for the store)")]
@@ -41,7 +44,7 @@ impl Health {
         let kind = store.kind();
         match tokio::time::timeout(STORE_TIMEOUT, store.ping()).await {
             Err(_) => return Err(NotReady::StoreTimeout(kind)),
-            Ok(Err(error)) => return Err(NotReady::Store(error, kind)),
+            Ok(Err(error)) => return Err(NotReady::Store { kind, error }),
             Ok(Ok(())) => {}
         }
         if !self.problems.loaded() {

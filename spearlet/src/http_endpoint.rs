@@ -154,13 +154,15 @@ impl NodeView {
             "Auto tool-call loop iterations (model requests) of guest runs.",
             load(&runs.loop_iterations),
         )?;
-        let guest_ok = load(&runs.guest_tool_calls).saturating_sub(load(&runs.guest_tool_errors));
         m.counters(
             "spearlet_guest_tool_calls",
             "Calls of guests' own tools (cchat_write_fn), by outcome.",
-            [("ok", guest_ok), ("error", load(&runs.guest_tool_errors))]
-                .into_iter()
-                .map(|(outcome, n)| (vec![("outcome", outcome)], n)),
+            [
+                ("ok", &runs.guest_tool_ok),
+                ("error", &runs.guest_tool_errors),
+            ]
+            .into_iter()
+            .map(|(outcome, n)| (vec![("outcome", outcome)], load(n))),
         )?;
         m.gauges(
             "spearlet_mcp_server_up",

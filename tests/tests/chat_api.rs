@@ -109,7 +109,7 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
             ..Default::default()
         },
     );
-    let _procs: Vec<Proc> = models.iter().map(|m| m.start(&c)).collect();
+    let procs: Vec<Proc> = models.iter().map(|m| m.start(&c)).collect();
     // A read-write filesystem server for the approval guest.
     let rw = json!({"mcpServers": {"fs-rw": {"command": npm_bin("mcp-server-filesystem"), "args": [&c.files]}}});
     std::fs::write(c.work.path().join("mcp.d/fs-rw.json"), rw.to_string()).unwrap();
@@ -242,7 +242,7 @@ fn the_example_guests_run_in_both_wire_formats_streaming_and_not() {
     );
 
     // No request broke a provider's rule.
-    for (model, proc) in models.iter().zip(&_procs) {
+    for (model, proc) in models.iter().zip(&procs) {
         assert!(
             !proc.log().contains("refused a request"),
             "{}:\n{}",

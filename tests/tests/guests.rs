@@ -349,6 +349,14 @@ fn abi_cases() -> Vec<Case> {
             ),
         ),
         case(
+            "a misspelled key is -ENOENT, and lists the keys there are",
+            refused_then_last_error("temprature", "0.5"),
+            Expect::ExitSaying(
+                2,
+                "unknown param 'temprature'; request params are backend, model, temperature",
+            ),
+        ),
+        case(
             "a value that is not JSON is -EINVAL, and says so",
             refused_then_last_error("mcp.server_ids", "[fs"),
             Expect::ExitSaying(22, "the value for mcp.server_ids is not JSON"),

@@ -12,7 +12,7 @@ use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
 use super::send::TRACE_COST;
 use super::sessions::{CallError, Sessions};
 use super::CallTrace;
-use crate::tools::CallRefused;
+use crate::tools::{CallRefused, ToolOutcome, ToolRef};
 
 impl Sessions {
     /// Runs `call` (the JSON of a [`RequestedCall`]) and returns the JSON
@@ -32,78 +32,33 @@ impl Sessions {
                 return Ok(result);
             }
         }
-        let session = self
-            .sessions
-            .get(&handle)
-            .ok_or_else(|| CallError::bad_handle(handle))?;
         let call: RequestedCall = serde_json::from_slice(call).map_err(|e| {
             CallError::refused(EINVAL, format!("the call is the JSON {{\"id\", \"name\", \"arguments\"}} of a reply's tool call: {e}"))
         })?;
-        if session.guest_tools.find(&call.name).is_some() {
+        let target = self.check_call(handle, &call.name)?;
+        let Some(left) = self.deps.deadline.checked_duration_since(Instant::now()) else {
             return Err(CallError::refused(
-                EINVAL,
-                format!(
-                    "'{}' is one of this session's guest tools; call your own function directly",
-                    call.name
-                ),
+                ETIMEDOUT,
+                "the run's deadline (limits.wall_ms) passed; finish with what you have",
             ));
-        }
-        let deps = &self.deps;
-        let target = deps
-            .router
-            .check(&deps.task, &session.policy, &session.offered, &call.name)
-            .map_err(|refused| {
-                let errno = match refused {
-                    CallRefused::NotOffered(_) => ENOENT,
-                    CallRefused::NotAllowed { .. } => EACCES,
-                };
-                let why = match &refused {
-                    CallRefused::NotOffered(_) => format!(
-                        "tool '{}' was not offered in this session's last request; only those can be called",
-                        spear_common::text::prefix(&call.name, 64)
-                    ),
-                    other => other.to_string(),
-                };
-                CallError::refused(errno, why)
-            })?;
-        let Some(left) = deps.deadline.checked_duration_since(Instant::now()) else {
-            return Err(CallError::refused(ETIMEDOUT, "the run's deadline passed"));
         };
         if self.deps.budget.take_tool_calls(1) == 0 {
             let spent = self.deps.budget.tool_calls_spent();
             return Err(self.refuse(spent));
         }
-        let deps = &self.deps;
-        let session = self
-            .sessions
-            .get(&handle)
-            .ok_or_else(|| CallError::bad_handle(handle))?;
         let started = Instant::now();
-        let executed = tokio::time::timeout(
-            left,
-            deps.router.execute(
-                &deps.task,
-                &session.policy,
-                &session.offered,
-                &call.name,
-                &call.arguments,
-            ),
-        )
-        .await;
-        let outcome = match executed {
-            Ok(outcome) => outcome,
-            Err(_) => {
-                return Err(CallError::refused(
-                    ETIMEDOUT,
-                    "the tool call was cut short by the run's deadline",
-                ))
-            }
-        };
+        let executed =
+            tokio::time::timeout(left, self.deps.router.run(target.clone(), &call.arguments)).await;
+        let outcome = executed.unwrap_or_else(|_| ToolOutcome {
+            text: "the tool call was cut short by the run's deadline (limits.wall_ms)".into(),
+            is_error: true,
+            executed: Some(target.clone()),
+        });
         self.deps.budget.keep_memory(TRACE_COST);
         self.trace.push(CallTrace {
-            tool_call_id: call.id.clone(),
-            name: call.name.clone(),
-            executed: outcome.executed.clone(),
+            tool_call_id: call.id,
+            name: call.name,
+            executed: outcome.executed,
             guest_tool: None,
             is_error: outcome.is_error,
             duration: started.elapsed(),
@@ -117,6 +72,35 @@ impl Sessions {
         };
         // Strings and booleans always serialize.
         Ok(serde_json::to_vec(&result).unwrap_or_default())
+    }
+
+    /// The MCP tool `name` stands for, if the session's last request
+    /// offered it and its policy still allows it; the refusal's errno
+    /// otherwise.
+    fn check_call(&self, handle: i32, name: &str) -> Result<ToolRef, CallError> {
+        let session = self
+            .sessions
+            .get(&handle)
+            .ok_or_else(|| CallError::bad_handle(handle))?;
+        if session.guest_tools.find(name).is_some() {
+            return Err(CallError::refused(
+                EINVAL,
+                format!("'{name}' is one of this session's guest tools; call your own function directly"),
+            ));
+        }
+        let deps = &self.deps;
+        deps.router
+            .check(&deps.task, &session.policy, &session.offered, name)
+            .map_err(|refused| match refused {
+                CallRefused::NotOffered(_) => CallError::refused(
+                    ENOENT,
+                    format!(
+                        "tool '{}' was not offered in this session's last request; only those can be called",
+                        spear_common::text::prefix(name, 64)
+                    ),
+                ),
+                other => CallError::refused(EACCES, other.to_string()),
+            })
     }
 
     /// Keeps a result the guest's buffer was too small for, so the retry

@@ -16,16 +16,29 @@
 use async_trait::async_trait;
 use spear_guest::calls::exports;
 use tracing::Instrument;
-use wasmtime::{Caller, Extern};
+use wasmtime::{Caller, Extern, TypedFunc};
 
 use super::guest_tools::{GuestCallbacks, GuestResult, GuestStopped, GuestTool, MAX_RESULT_BYTES};
 use crate::wasm::{describe, GuestState, StopReason};
 
-/// Whether the module exports what guest tools need.
-pub fn exports_dispatcher(caller: &mut Caller<'_, GuestState>) -> bool {
-    let func =
-        |c: &mut Caller<'_, GuestState>, name| matches!(c.get_export(name), Some(Extern::Func(_)));
-    func(caller, exports::ALLOC) && func(caller, exports::TOOL_CALL)
+type Alloc = TypedFunc<u32, u32>;
+type ToolCall = TypedFunc<(i32, u32, u32, u32), i32>;
+
+/// The module's `spear_alloc` and `spear_tool_call`, when it exports both
+/// with the signatures the node calls them with.
+pub fn dispatcher_exports(caller: &mut Caller<'_, GuestState>) -> Option<(Alloc, ToolCall)> {
+    let alloc = caller.get_export(exports::ALLOC)?.into_func()?;
+    let call = caller.get_export(exports::TOOL_CALL)?.into_func()?;
+    Some((alloc.typed(&*caller).ok()?, call.typed(&*caller).ok()?))
+}
+
+/// What a module without usable dispatcher exports lacks, in one sentence.
+pub fn missing_exports() -> String {
+    format!(
+        "the module does not export {}(u32) -> u32 and {}(i32, u32, u32, u32) -> i32",
+        exports::ALLOC,
+        exports::TOOL_CALL
+    )
 }
 
 /// Guest tool calls through one guest's store.
@@ -39,29 +52,24 @@ impl Dispatcher<'_, '_> {
     /// Ends the run: `error` as the guest raised it when it exited, else
     /// a [`StopReason::GuestTool`] naming the tool.
     fn stop(&mut self, tool: &str, error: wasmtime::Error) -> GuestStopped {
-        let (exit, why) = describe(&error);
-        let why = why.unwrap_or_else(|| format!("it exited with code {}", exit.unwrap_or(0)));
-        let stopped = GuestStopped {
-            tool: tool.to_string(),
-            why: why.clone(),
-        };
-        self.stopped = Some(if exit.is_some() {
-            error
-        } else {
-            wasmtime::Error::new(StopReason::GuestTool {
-                tool: tool.to_string(),
-                why,
-            })
-        });
-        stopped
+        match describe(&error) {
+            (Some(code), _) => {
+                self.stopped = Some(error);
+                GuestStopped {
+                    tool: tool.to_string(),
+                    why: format!("it exited with code {code}"),
+                }
+            }
+            (None, why) => self.broken(tool, why.unwrap_or_default()),
+        }
     }
 
+    /// Ends the run with a [`StopReason::GuestTool`] saying `why`.
     fn broken(&mut self, tool: &str, why: String) -> GuestStopped {
-        let error = wasmtime::Error::new(StopReason::GuestTool {
+        self.stopped = Some(wasmtime::Error::new(StopReason::GuestTool {
             tool: tool.to_string(),
             why: why.clone(),
-        });
-        self.stopped = Some(error);
+        }));
         GuestStopped {
             tool: tool.to_string(),
             why,
@@ -75,23 +83,8 @@ impl Dispatcher<'_, '_> {
     ) -> Result<GuestResult, GuestStopped> {
         let name = tool.spec.name.as_str();
         let caller = &mut *self.caller;
-        let alloc = caller
-            .get_export(exports::ALLOC)
-            .and_then(Extern::into_func)
-            .and_then(|f| f.typed::<u32, u32>(&*caller).ok());
-        let call = caller
-            .get_export(exports::TOOL_CALL)
-            .and_then(Extern::into_func)
-            .and_then(|f| f.typed::<(i32, u32, u32, u32), i32>(&*caller).ok());
-        let (Some(alloc), Some(call)) = (alloc, call) else {
-            return Err(self.broken(
-                name,
-                format!(
-                    "the module does not export {}(u32) -> u32 and {}(i32, u32, u32, u32) -> i32",
-                    exports::ALLOC,
-                    exports::TOOL_CALL
-                ),
-            ));
+        let Some((alloc, call)) = dispatcher_exports(caller) else {
+            return Err(self.broken(name, missing_exports()));
         };
         let Some(memory) = caller.get_export("memory").and_then(Extern::into_memory) else {
             return Err(self.broken(name, "the module exports no memory".into()));

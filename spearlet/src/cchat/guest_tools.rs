@@ -50,7 +50,7 @@ pub struct GuestTools {
 impl GuestTools {
     /// Reads and checks a spec (JSON of [`GuestToolSpec`]).
     pub fn parse(spec: &[u8]) -> Result<GuestToolSpec, GuestToolError> {
-        let invalid = |why: String| GuestToolError::Invalid(why);
+        let invalid = GuestToolError::Invalid;
         if spec.len() > MAX_SPEC_BYTES {
             return Err(invalid(format!("it is over {MAX_SPEC_BYTES} bytes")));
         }

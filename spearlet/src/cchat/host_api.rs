@@ -9,10 +9,9 @@
 
 use wasmtime::{Caller, Linker};
 
-use spear_guest::calls::exports;
 use spear_guest::errno::EINVAL;
 
-use super::dispatch::{exports_dispatcher, Dispatcher};
+use super::dispatch::{dispatcher_exports, missing_exports, Dispatcher};
 use super::sessions::{CallError, Sessions};
 use crate::wasm::guest_memory::{read, read_str, write_out, MemoryError};
 use crate::wasm::GuestState;
@@ -92,10 +91,10 @@ fn write_msg(
 fn write_fn(c: &mut C<'_>, handle: i32, spec: (u32, u32)) -> Result<i32, CallError> {
     let spec = read(c, spec.0, spec.1)?;
     ready(c, "cchat_write_fn")?;
-    if !exports_dispatcher(c) {
+    if dispatcher_exports(c).is_none() {
         return Err(CallError::refused(
             EINVAL,
-            format!("this module exports no {} and {}, so the node cannot call its tools; register tools with spear-guest's Chat::tool", exports::ALLOC, exports::TOOL_CALL),
+            format!("{}, so the node cannot call its tools; register tools with spear-guest's Chat::tool", missing_exports()),
         ));
     }
     sessions(c).write_fn(handle, &spec)

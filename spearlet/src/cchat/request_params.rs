@@ -34,21 +34,20 @@ fn invalid(param: Param, reason: impl Into<String>) -> ParamError {
 }
 
 /// Writes `value` (JSON; `null` clears) to `param` of `params`, or refuses
-/// and leaves `params` as it was.
+/// and leaves `params` as it was (each value is checked whole before it is
+/// assigned).
 pub fn set(
     params: &mut RequestParams,
     param: Param,
     value: &Value,
     ceilings: &Ceilings,
 ) -> Result<(), ParamError> {
-    let mut next = params.clone();
     if value.is_null() {
-        clear(&mut next, param);
+        clear(params, param);
+        Ok(())
     } else {
-        write(&mut next, param, value, ceilings)?;
+        write(params, param, value, ceilings)
     }
-    *params = next;
-    Ok(())
 }
 
 fn clear(p: &mut RequestParams, param: Param) {

@@ -113,7 +113,7 @@ impl Sessions {
     }
 
     /// Puts the session and budget back and keeps the reply.
-    pub fn finish_send(&mut self, job: SendJob, outcome: LoopOutcome) -> Result<(), CallError> {
+    pub fn finish_send(&mut self, job: SendJob, mut outcome: LoopOutcome) -> Result<(), CallError> {
         let SendJob {
             handle,
             mut session,
@@ -128,7 +128,7 @@ impl Sessions {
         session.charged += kept as usize;
         self.deps.budget = budget;
         self.sending = false;
-        session.offered = outcome.offered.clone();
+        session.offered = std::mem::take(&mut outcome.offered);
         let backend = session.chosen.name.clone();
         let model = session.chosen.backend.model().to_string();
         let wants_json = matches!(

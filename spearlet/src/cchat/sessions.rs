@@ -252,8 +252,7 @@ impl Sessions {
                 .ok_or_else(|| CallError::bad_handle(handle))?;
             return Ok(set_param(task, &mut session.policy, key, &value)?);
         }
-        let param = Param::from_key(key)
-            .ok_or_else(|| ParamError::Unknown(key.chars().take(64).collect()))?;
+        let param = Param::from_key(key).ok_or_else(|| unknown_param(key))?;
         let ceilings = self.ceilings();
         let models = &self.deps.models;
         let session = self
@@ -286,8 +285,7 @@ impl Sessions {
         if is_mcp_key(key) {
             return Ok(get_param(&self.deps.task, &session.policy, key)?.to_string());
         }
-        let param = Param::from_key(key)
-            .ok_or_else(|| ParamError::Unknown(key.chars().take(64).collect()))?;
+        let param = Param::from_key(key).ok_or_else(|| unknown_param(key))?;
         let set = session.params.get(param);
         let limits = &self.deps.limits;
         let value = match param {
@@ -349,8 +347,9 @@ impl Sessions {
     /// node passes to the guest's dispatcher.
     pub fn write_fn(&mut self, handle: i32, spec: &[u8]) -> Result<i32, CallError> {
         self.session(handle)?;
+        // What the host keeps is about the spec as written (at most 64 KiB).
+        let cost = spec.len();
         let spec = GuestTools::parse(spec)?;
-        let cost = spec.name.len() + spec.description.len() + spec.parameters.to_string().len();
         let fn_id = self.next_fn_id;
         self.session(handle)?.guest_tools.check_room(&spec.name)?;
         self.charge(handle, cost)?;
@@ -382,6 +381,19 @@ impl Sessions {
         self.deps.budget.release_memory(session.charged);
         Ok(())
     }
+}
+
+/// A key that is neither an MCP param nor a request param (`ENOENT`).
+fn unknown_param(key: &str) -> CallError {
+    let known: Vec<&str> = Param::ALL.iter().map(|p| p.key()).collect();
+    CallError::refused(
+        ENOENT,
+        format!(
+            "unknown param '{}'; request params are {}, and MCP params start with mcp.",
+            spear_common::text::prefix(key, 64),
+            known.join(", ")
+        ),
+    )
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(role: &str, text: &str) -> Result<T, CallError> {

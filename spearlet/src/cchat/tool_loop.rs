@@ -141,7 +141,7 @@ pub async fn run_tool_loop(
         router,
         task,
         policy: session,
-        params: &RequestParams::default(),
+        params: &RequestParams::UNSET,
         guest_tools: &GuestTools::default(),
         mode: SendMode::Auto,
         limits,

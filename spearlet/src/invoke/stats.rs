@@ -17,9 +17,10 @@ pub struct RunStats {
     pub stopped: AtomicU64,
     /// Auto tool-call loop iterations (model requests) across all runs.
     pub loop_iterations: AtomicU64,
-    /// Calls of guests' own tools (MCP calls are counted per server).
-    pub guest_tool_calls: AtomicU64,
-    /// Those the model was shown an error for.
+    /// Calls of guests' own tools that answered (MCP calls are counted
+    /// per server).
+    pub guest_tool_ok: AtomicU64,
+    /// Guest tool calls the model was shown an error for.
     pub guest_tool_errors: AtomicU64,
 }
 
@@ -33,11 +34,14 @@ impl RunStats {
         counter.fetch_add(1, Ordering::Relaxed);
         self.loop_iterations
             .fetch_add(u64::from(outcome.iterations), Ordering::Relaxed);
-        let guest_calls = outcome.trace.iter().filter(|t| t.guest_tool.is_some());
-        let (calls, errors) =
-            guest_calls.fold((0, 0), |(n, e), t| (n + 1, e + u64::from(t.is_error)));
-        self.guest_tool_calls.fetch_add(calls, Ordering::Relaxed);
-        self.guest_tool_errors.fetch_add(errors, Ordering::Relaxed);
+        for call in outcome.trace.iter().filter(|t| t.guest_tool.is_some()) {
+            let counter = if call.is_error {
+                &self.guest_tool_errors
+            } else {
+                &self.guest_tool_ok
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Counts a run in progress until the guard is dropped.

@@ -160,19 +160,22 @@ fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     if request.tools.is_empty() {
         return;
     }
-    let mut choice = match request.tool_choice() {
+    let choice = request.tool_choice();
+    let none = choice == Some(&ToolChoice::Mode(ToolMode::None));
+    let one_at_a_time = p.parallel_tool_calls == Some(false) && !none;
+    if choice.is_none() && !one_at_a_time {
+        return;
+    }
+    let mut wire = match choice {
         None | Some(ToolChoice::Mode(ToolMode::Auto)) => json!({"type": "auto"}),
         Some(ToolChoice::Mode(ToolMode::None)) => json!({"type": "none"}),
         Some(ToolChoice::Mode(ToolMode::Required)) => json!({"type": "any"}),
         Some(ToolChoice::Named { name }) => json!({"type": "tool", "name": name}),
     };
-    let none = choice["type"] == "none";
-    if p.parallel_tool_calls == Some(false) && !none {
-        choice["disable_parallel_tool_use"] = json!(true);
+    if one_at_a_time {
+        wire["disable_parallel_tool_use"] = json!(true);
     }
-    if request.tool_choice().is_some() || choice.get("disable_parallel_tool_use").is_some() {
-        body["tool_choice"] = choice;
-    }
+    body["tool_choice"] = wire;
 }
 
 /// Parses a messages API response.
@@ -230,6 +233,8 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
 impl LlmBackend for AnthropicBackend {
     async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError> {
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
+        // Sessions check before they send; a caller that did not still gets
+        // the refusal, never a param silently dropped.
         check_params(request.params).map_err(|e| LlmError::Unsupported(e.to_string()))?;
         let mut body = request_body(&self.config.model, self.config.max_tokens, &request);
         if self.config.stream {

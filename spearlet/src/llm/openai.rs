@@ -73,37 +73,35 @@ impl OpenAiBackend {
 /// has one here (`check` refuses none).
 fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     let p = request.params;
-    let mut set = |key: &str, value: Value| body[key] = value;
     if let Some(t) = p.temperature {
-        set("temperature", json!(t));
+        body["temperature"] = json!(t);
     }
     if let Some(t) = p.top_p {
-        set("top_p", json!(t));
+        body["top_p"] = json!(t);
     }
     if let Some(n) = p.max_tokens {
-        set("max_tokens", json!(n));
+        body["max_tokens"] = json!(n);
     }
     if let Some(stop) = &p.stop {
-        set("stop", json!(stop));
+        body["stop"] = json!(stop);
     }
     if let Some(seed) = p.seed {
-        set("seed", json!(seed));
+        body["seed"] = json!(seed);
     }
     if let Some(format) = &p.response_format {
-        set("response_format", json!(format));
+        body["response_format"] = json!(format);
     }
     if let Some(choice) = request.tool_choice() {
-        let wire = match choice {
+        body["tool_choice"] = match choice {
             ToolChoice::Mode(ToolMode::Auto) => json!("auto"),
             ToolChoice::Mode(ToolMode::None) => json!("none"),
             ToolChoice::Mode(ToolMode::Required) => json!("required"),
             ToolChoice::Named { name } => json!({"type": "function", "function": {"name": name}}),
         };
-        set("tool_choice", wire);
     }
     // The API refuses parallel_tool_calls without tools.
     if let (Some(parallel), false) = (p.parallel_tool_calls, request.tools.is_empty()) {
-        set("parallel_tool_calls", json!(parallel));
+        body["parallel_tool_calls"] = json!(parallel);
     }
 }
 

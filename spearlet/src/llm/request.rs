@@ -20,25 +20,10 @@ pub struct ChatRequest<'a> {
 impl<'a> ChatRequest<'a> {
     /// A request with no params set (the provider's defaults).
     pub fn plain(messages: &'a [ChatMessage], tools: &'a [ToolSpec]) -> Self {
-        static NONE: RequestParams = RequestParams {
-            backend: None,
-            model: None,
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            stop: None,
-            seed: None,
-            tool_choice: None,
-            parallel_tool_calls: None,
-            response_format: None,
-            max_iterations: None,
-            max_total_tool_calls: None,
-            timeout_ms: None,
-        };
         ChatRequest {
             messages,
             tools,
-            params: &NONE,
+            params: &RequestParams::UNSET,
         }
     }
 

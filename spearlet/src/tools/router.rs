@@ -163,10 +163,15 @@ impl Router {
         name: &str,
         arguments: &str,
     ) -> ToolOutcome {
-        let target = match self.check(task, session, set, name) {
-            Ok(target) => target,
-            Err(refused) => return ToolOutcome::refused(refused.to_string()),
-        };
+        match self.check(task, session, set, name) {
+            Ok(target) => self.run(target, arguments).await,
+            Err(refused) => ToolOutcome::refused(refused.to_string()),
+        }
+    }
+
+    /// Runs `target`, which [`Router::check`] allowed, with `arguments` as
+    /// the JSON text the model wrote.
+    pub async fn run(&self, target: ToolRef, arguments: &str) -> ToolOutcome {
         let (server_id, tool) = (&target.server, &target.tool);
         let arguments: Option<JsonObject> = match arguments.trim() {
             "" => None,
@@ -195,7 +200,7 @@ impl Router {
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,
-                executed: Some(target.clone()),
+                executed: Some(target),
             },
         }
     }
