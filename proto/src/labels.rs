@@ -1,7 +1,7 @@
 //! The words status output, logs and metrics use for the protocol's enums
 //! and sources, next to the generated types so both binaries say the same.
 
-use crate::v1::{source, ServerRecord, SyncState, Transport};
+use crate::v1::{source, Elicitation, ServerRecord, SyncState, Transport};
 
 impl SyncState {
     /// `connecting`, `synced`, `stale` (`unknown` when unset).
@@ -40,6 +40,21 @@ impl Transport {
         Transport::try_from(value)
             .unwrap_or(Transport::Unspecified)
             .label()
+    }
+}
+
+impl Elicitation {
+    /// The server-file spelling: `decline`, `accept_defaults`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Elicitation::Decline => "decline",
+            Elicitation::AcceptDefaults => "accept_defaults",
+        }
+    }
+
+    /// The policy of a wire value; values this build does not know decline.
+    pub fn of(value: i32) -> Elicitation {
+        Elicitation::try_from(value).unwrap_or(Elicitation::Decline)
     }
 }
 

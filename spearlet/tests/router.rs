@@ -220,6 +220,7 @@ async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
         startup_ms: 5_000,
         list_tools_ms: 0,
         call_ms: 0,
+        ..Default::default()
     });
     let mut too_slow = misbehaving("too-slow");
     too_slow.env.insert("SLOW_START".into(), "3".into());
@@ -227,6 +228,7 @@ async fn a_slow_start_within_the_startup_timeout_works_and_beyond_it_fails() {
         startup_ms: 500,
         list_tools_ms: 0,
         call_ms: 0,
+        ..Default::default()
     });
     let registry = registry(vec![slow, too_slow]);
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));

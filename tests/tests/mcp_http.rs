@@ -4,21 +4,10 @@
 use std::process::Command;
 
 use spear_tests::peers::{npm_bin, python_http_server, python_sdk, HttpPeer};
-use spear_tests::procs::bin;
 use spear_tests::wait::free_port;
 
 fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut cmd = Command::new(bin("spearlet"));
-    cmd.arg("mcp").args(args).env("RUST_LOG", "warn");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    spear_tests::peers::spearlet_mcp(args, env, "warn")
 }
 
 #[test]

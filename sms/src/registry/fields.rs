@@ -2,7 +2,7 @@
 //! problem with its JSON path.
 
 use serde_json::{Map, Value};
-use spear_proto::v1::{Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
+use spear_proto::v1::{Elicitation, Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
 
 use super::ids::check_server_id;
 use super::values::{
@@ -27,6 +27,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "timeouts_ms",
     "limits",
     "enabled",
+    "elicitation",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -45,8 +46,9 @@ pub const SHARED_KEYS: &[&str] = &[
     "limits",
     "enabled",
     "disabled",
+    "elicitation",
 ];
-const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call"];
+const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
 
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -132,6 +134,7 @@ pub fn parse_entry(
     spec.timeouts = timeouts(problems, path, entry);
     spec.limits = limits(problems, path, entry);
     spec.enabled = enabled(problems, path, entry);
+    spec.elicitation = elicitation(problems, path, entry) as i32;
     spec.transport = transport(problems, path, entry, &spec) as i32;
     check_transport_fields(problems, path, entry, &spec);
     if !spec.url.is_empty() {
@@ -162,7 +165,27 @@ fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> 
         startup_ms: get("startup"),
         list_tools_ms: get("list_tools"),
         call_ms: get("call"),
+        call_max_ms: get("call_max"),
     })
+}
+
+/// `"elicitation"`: what the node answers a server asking for input
+/// mid-call. Absent means decline, the only safe answer with no one there.
+fn elicitation(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Elicitation {
+    match string(problems, path, entry, "elicitation").as_deref() {
+        None | Some("decline") => Elicitation::Decline,
+        Some("accept_defaults") => Elicitation::AcceptDefaults,
+        Some(other) => {
+            problems.push(
+                &format!("{path}.elicitation"),
+                format!(
+                    "unknown elicitation policy '{}'; use decline or accept_defaults",
+                    other.escape_default()
+                ),
+            );
+            Elicitation::Decline
+        }
+    }
 }
 
 fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Limits> {

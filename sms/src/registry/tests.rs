@@ -331,3 +331,35 @@ mod dir {
         );
     }
 }
+
+#[test]
+fn elicitation_and_the_call_bound_are_read_and_checked() {
+    let specs = parse_file(
+        "ship.json",
+        br#"{"id": "ship", "url": "https://mcp.example.com/mcp",
+             "elicitation": "accept_defaults", "timeouts_ms": {"call": 1000, "call_max": 60000}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        specs[0].elicitation,
+        spear_proto::v1::Elicitation::AcceptDefaults as i32
+    );
+    assert_eq!(specs[0].timeouts.unwrap().call_max_ms, 60000);
+    let specs = parse_file("fs.json", br#"{"id": "fs", "command": "x"}"#).unwrap();
+    assert_eq!(
+        specs[0].elicitation,
+        spear_proto::v1::Elicitation::Decline as i32,
+        "declining is the default"
+    );
+    let p = problems(
+        "ship.json",
+        r#"{"mcpServers": {"ship": {"url": "https://x", "elicitation": "yes"}}}"#,
+    );
+    assert!(
+        joined(&p).contains(
+            "ship.json: $.mcpServers.ship.elicitation: unknown elicitation policy 'yes'; use decline or accept_defaults"
+        ),
+        "{}",
+        joined(&p)
+    );
+}

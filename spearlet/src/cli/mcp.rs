@@ -11,7 +11,7 @@ use spear_proto::v1::{ServerSpec, Transport};
 use std::sync::Arc;
 
 use crate::connections::{Connections, Lookup};
-use crate::mcp::Timeouts;
+use crate::mcp::{ElicitationPolicy, SessionOptions, Timeouts};
 use crate::persist::StateDir;
 use crate::registry::{RegistryHandle, RegistryView};
 
@@ -32,7 +32,32 @@ pub enum McpCommand {
         /// Bytes of output shown at most [default: the server's limit].
         #[arg(long)]
         max_output_bytes: Option<u64>,
+        /// What to answer a server that asks for input during the call
+        /// [default: the server's own policy, else decline].
+        #[arg(long, value_enum)]
+        elicitation: Option<ElicitationArg>,
     },
+}
+
+/// `--elicitation`: the server file's two policies, and asking here.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ElicitationArg {
+    /// Decline every request.
+    Decline,
+    /// Accept with the defaults of the requested schema.
+    AcceptDefaults,
+    /// Ask on this terminal (decline when there is none).
+    Prompt,
+}
+
+impl From<ElicitationArg> for ElicitationPolicy {
+    fn from(value: ElicitationArg) -> Self {
+        match value {
+            ElicitationArg::Decline => ElicitationPolicy::Decline,
+            ElicitationArg::AcceptDefaults => ElicitationPolicy::AcceptDefaults,
+            ElicitationArg::Prompt => ElicitationPolicy::Prompt,
+        }
+    }
 }
 
 /// Which server: `--server ID --state-dir DIR` from the node's registry, or
@@ -147,6 +172,9 @@ impl Target {
                 startup_ms: t.startup.as_millis() as u32,
                 list_tools_ms: ms,
                 call_ms: ms,
+                // The server's own bound if it has one, else derived
+                // from the new timeout.
+                call_max_ms: spec.timeouts.map_or(0, |t| t.call_max_ms),
             });
         }
         if let Some(bytes) = max_output_bytes {
@@ -160,10 +188,10 @@ impl Target {
 
 /// The node's connection manager over a registry of just this server, so
 /// the command behaves exactly as the node does (limits, quarantine, rendering).
-fn connections_for(spec: ServerSpec) -> Connections {
+fn connections_for(spec: ServerSpec, options: SessionOptions) -> Connections {
     let view = RegistryView::from_specs([spec]);
     let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));
-    Connections::new(RegistryHandle::new(view), lookup)
+    Connections::with_options(RegistryHandle::new(view), lookup, options)
 }
 
 /// Runs one `spearlet mcp` command; returns the exit code.
@@ -172,7 +200,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
         McpCommand::ListTools(target) => {
             let spec = target.effective_spec(None)?;
             let id = spec.id.clone();
-            let connections = connections_for(spec);
+            let connections = connections_for(spec, SessionOptions::default());
             let catalog = connections.catalog(&id).await;
             let version = connections
                 .status()
@@ -204,6 +232,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             tool,
             args,
             max_output_bytes,
+            elicitation,
         } => {
             let spec = target.effective_spec(max_output_bytes)?;
             let id = spec.id.clone();
@@ -212,7 +241,10 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             let serde_json::Value::Object(arguments) = arguments else {
                 bail!("--args must be a JSON object");
             };
-            let connections = connections_for(spec);
+            let options = SessionOptions {
+                elicitation: elicitation.map(Into::into),
+            };
+            let connections = connections_for(spec, options);
             let result = connections.call(&id, &tool, Some(arguments)).await;
             connections.shutdown().await;
             let rendered = result.with_context(|| format!("calling '{tool}' on '{id}'"))?;

@@ -20,7 +20,7 @@ use tracing::info;
 
 pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
 
-use crate::mcp::{McpError, RenderedResult};
+use crate::mcp::{McpError, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};
 use slot::Slot;
 
@@ -41,6 +41,7 @@ struct Inner {
     /// holds only a weak reference, and is stopped with the last handle.
     watcher: Mutex<Option<JoinHandle<()>>>,
     lookup: Lookup,
+    options: SessionOptions,
     /// The runtime connections are made on: the node's own, even when the
     /// first use comes from a guest thread (see `wasm::threads`).
     runtime: tokio::runtime::Handle,
@@ -53,11 +54,22 @@ impl Connections {
     /// component's own: it stops at [`Connections::shutdown`] or when the
     /// last handle is dropped.
     pub fn new(registry: RegistryHandle, lookup: Lookup) -> Connections {
+        Self::with_options(registry, lookup, SessionOptions::default())
+    }
+
+    /// As [`Connections::new`], every session held with `options` (what
+    /// `spearlet mcp` chooses on its command line).
+    pub fn with_options(
+        registry: RegistryHandle,
+        lookup: Lookup,
+        options: SessionOptions,
+    ) -> Connections {
         let changes = registry.subscribe();
         let inner = Arc::new(Inner {
             registry,
             watcher: Mutex::default(),
             lookup,
+            options,
             runtime: tokio::runtime::Handle::current(),
             slots: Mutex::default(),
         });
@@ -85,6 +97,7 @@ impl Connections {
             Arc::new(Slot::new(
                 spec,
                 Arc::clone(&self.inner.lookup),
+                self.inner.options,
                 self.inner.runtime.clone(),
             ))
         });

@@ -12,7 +12,8 @@ use tracing::{info, warn};
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
 use crate::mcp::{
-    check_input_schema, render_result, McpClient, McpError, RenderedResult, Timeouts,
+    check_input_schema, render_result, McpClient, McpError, RenderedResult, SessionOptions,
+    Timeouts,
 };
 use crate::tools::offered_name;
 use spear_common::Backoff;
@@ -102,6 +103,7 @@ struct Retry {
 pub(super) struct Slot {
     spec: ServerSpec,
     lookup: Lookup,
+    options: SessionOptions,
     /// What the spec's references resolve to here: never said about it,
     /// and kept out of the node's log while the slot lives.
     secrets: Arc<Redactor>,
@@ -115,7 +117,12 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    pub fn new(spec: ServerSpec, lookup: Lookup, runtime: tokio::runtime::Handle) -> Self {
+    pub fn new(
+        spec: ServerSpec,
+        lookup: Lookup,
+        options: SessionOptions,
+        runtime: tokio::runtime::Handle,
+    ) -> Self {
         let limits = spec.limits.unwrap_or_default();
         let max_concurrency = if limits.max_concurrency == 0 {
             DEFAULT_MAX_CONCURRENCY
@@ -153,6 +160,7 @@ impl Slot {
             }),
             spec,
             lookup,
+            options,
             runtime,
         }
     }
@@ -200,10 +208,11 @@ impl Slot {
         self.status.lock().state = ServerState::Starting;
         let lookup = Arc::clone(&self.lookup);
         let spec = self.spec.clone();
+        let options = self.options;
         // On the node's runtime: the connection's tasks live there.
-        let connect = self
-            .runtime
-            .spawn(async move { McpClient::connect(&spec, &move |name| lookup(name)).await });
+        let connect = self.runtime.spawn(async move {
+            McpClient::connect(&spec, &move |name| lookup(name), options).await
+        });
         let connected = connect.await.unwrap_or_else(|e| {
             Err(McpError::Initialize(format!(
                 "the connecting task failed: {e}"
@@ -342,7 +351,7 @@ impl Slot {
         arguments: Option<JsonObject>,
     ) -> Result<RenderedResult, McpError> {
         let client = self.connected().await?;
-        match client.call_tool(tool, arguments, self.timeouts.call).await {
+        match client.call_tool(tool, arguments, self.timeouts).await {
             Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
             Err(error) => {
                 let error = self.clean(error);

@@ -5,15 +5,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+#[allow(deprecated)]
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-    JsonObject, PaginatedRequestParams, ProtocolVersion, ServerResult, Tool,
+    ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorData, FormElicitationCapability,
+    JsonObject, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProtocolVersion, RequestMetaObject, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use spear_proto::v1::{ServerSpec, Transport};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
+use rmcp::{ClientHandler, RoleClient};
+use spear_proto::v1::{Elicitation, ServerSpec, Transport};
 use tokio::sync::watch;
 
+use super::elicitation::ElicitationPolicy;
+use super::input_required;
+use super::lifecycle::{self, Lifecycle};
+use super::server_log::ServerLog;
 use super::stdio::{StdioChild, StdioCommand};
 use crate::env_refs::{ResolveError, Resolver};
 
@@ -56,22 +63,39 @@ pub enum McpError {
     },
 }
 
-/// Receives server notifications; counts `tools/list_changed`.
+/// The node's side of one session: answers what the server asks (pings,
+/// elicitation) and takes what it tells (tool list changes, log lines).
 #[derive(Clone)]
-struct Notifications {
+struct ClientSide {
+    server: Arc<str>,
     tools_changed: Arc<watch::Sender<u64>>,
+    elicitation: ElicitationPolicy,
+    log: Arc<ServerLog>,
 }
 
-impl ClientHandler for Notifications {
-    /// The handshake names the newest protocol version that has an
-    /// `initialize` (2025-11-25): rmcp's default is its newest version,
-    /// 2026-07-28, which has none, and servers refuse or misread it.
+impl ClientHandler for ClientSide {
+    /// For an `initialize` handshake this names the newest protocol version
+    /// that has one (2025-11-25); 2026-07-28 servers are reached through
+    /// `server/discover` first (see [`lifecycle`]). Form elicitation is
+    /// always declared: declining is an answer the protocol has, and a
+    /// server that can do without the input then takes its fallback,
+    /// where one told "no capability" would refuse the call outright.
     fn get_info(&self) -> ClientConfig {
         let mut config = ClientConfig::default();
         config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
         config.client_info.name = "spearlet".into();
         config.client_info.version = env!("CARGO_PKG_VERSION").into();
+        config.capabilities.elicitation =
+            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
         config
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(self.elicitation.answer(&self.server, request).await)
     }
 
     fn on_tool_list_changed(
@@ -81,6 +105,24 @@ impl ClientHandler for Notifications {
         self.tools_changed.send_modify(|n| *n += 1);
         std::future::ready(())
     }
+
+    #[allow(deprecated)] // in 2025-11-25, which servers speak (see server_log)
+    fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.log.message(&self.server, &params);
+        std::future::ready(())
+    }
+}
+
+/// How a session is held beyond what the server file says: the
+/// elicitation policy `spearlet mcp call --elicitation` chooses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionOptions {
+    /// Replaces the server's own elicitation policy.
+    pub elicitation: Option<ElicitationPolicy>,
 }
 
 /// Timeouts of one server, with the node's defaults filled in.
@@ -88,27 +130,38 @@ impl ClientHandler for Notifications {
 pub struct Timeouts {
     pub startup: Duration,
     pub list_tools: Duration,
+    /// A call's timeout; each progress notification restarts it.
     pub call: Duration,
+    /// How long a call may run in all, progress or not.
+    pub call_max: Duration,
 }
 
 impl Timeouts {
-    /// The server's declared timeouts, or these defaults.
+    /// The server's declared timeouts, or these defaults: a call may run
+    /// ten times its timeout while it reports progress, at most an hour.
     pub fn for_spec(spec: &ServerSpec) -> Self {
         let t = spec.timeouts.unwrap_or_default();
         let pick = |ms: u32, default: u64| {
             Duration::from_millis(if ms == 0 { default } else { u64::from(ms) })
         };
+        let call = pick(t.call_ms, 60_000);
+        let call_max = if t.call_max_ms == 0 {
+            (call * 10).min(Duration::from_secs(3600))
+        } else {
+            Duration::from_millis(u64::from(t.call_max_ms))
+        };
         Self {
             startup: pick(t.startup_ms, 30_000),
             list_tools: pick(t.list_tools_ms, 10_000),
-            call: pick(t.call_ms, 60_000),
+            call,
+            call_max: call_max.max(call),
         }
     }
 }
 
 /// A live MCP session.
 pub struct McpClient {
-    service: RunningService<RoleClient, Notifications>,
+    service: RunningService<RoleClient, ClientSide>,
     child: Option<StdioChild>,
     tools_changed: watch::Receiver<u64>,
 }
@@ -150,43 +203,39 @@ impl McpClient {
     pub async fn connect(
         spec: &ServerSpec,
         lookup: &crate::env_refs::LookupFn<'_>,
+        options: SessionOptions,
     ) -> Result<McpClient, McpError> {
-        match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
-            Transport::Stdio => Self::connect_stdio(spec, lookup).await,
-            Transport::StreamableHttp => Self::connect_http(spec, lookup).await,
-            Transport::Sse => Self::connect_sse(spec, lookup).await,
-            Transport::Unspecified => Err(McpError::NoTransport),
-        }
-    }
-
-    /// A Streamable HTTP server, through the node's pooled HTTP client.
-    async fn connect_http(
-        spec: &ServerSpec,
-        lookup: &crate::env_refs::LookupFn<'_>,
-    ) -> Result<McpClient, McpError> {
-        let timeouts = Timeouts::for_spec(spec);
-        let target = super::http::resolve_target(spec, lookup)?;
-        let transport = super::http::streamable_transport(target)?;
-        let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
+        let (tx, tools_changed) = watch::channel(0);
+        let side = ClientSide {
+            server: Arc::from(spec.id.as_str()),
+            tools_changed: Arc::new(tx),
+            elicitation: options
+                .elicitation
+                .unwrap_or_else(|| Elicitation::of(spec.elicitation).into()),
+            log: Arc::new(ServerLog::new(&spec.id)),
+        };
+        let startup = Timeouts::for_spec(spec).startup;
+        let (service, child) =
+            match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
+                Transport::Stdio => Self::connect_stdio(spec, lookup, side, startup).await?,
+                Transport::StreamableHttp => {
+                    let target = super::http::resolve_target(spec, lookup)?;
+                    let service = lifecycle::start_http(side, target, startup).await?;
+                    (service, None)
+                }
+                Transport::Sse => {
+                    // HTTP+SSE is the 2024-11-05 transport: `initialize` only.
+                    let target = super::http::resolve_target(spec, lookup)?;
+                    let transport = super::sse::connect(target, startup).await?;
+                    let service =
+                        lifecycle::start(side, transport, Lifecycle::Initialize, startup).await?;
+                    (service, None)
+                }
+                Transport::Unspecified => return Err(McpError::NoTransport),
+            };
         Ok(McpClient {
             service,
-            child: None,
-            tools_changed,
-        })
-    }
-
-    /// A legacy HTTP+SSE server (MCP 2024-11-05).
-    async fn connect_sse(
-        spec: &ServerSpec,
-        lookup: &crate::env_refs::LookupFn<'_>,
-    ) -> Result<McpClient, McpError> {
-        let timeouts = Timeouts::for_spec(spec);
-        let target = super::http::resolve_target(spec, lookup)?;
-        let transport = super::sse::connect(target, timeouts.startup).await?;
-        let (service, tools_changed) = handshake(transport, timeouts.startup).await?;
-        Ok(McpClient {
-            service,
-            child: None,
+            child,
             tools_changed,
         })
     }
@@ -195,8 +244,9 @@ impl McpClient {
     async fn connect_stdio(
         spec: &ServerSpec,
         lookup: &crate::env_refs::LookupFn<'_>,
-    ) -> Result<McpClient, McpError> {
-        let timeouts = Timeouts::for_spec(spec);
+        side: ClientSide,
+        startup: Duration,
+    ) -> Result<(RunningService<RoleClient, ClientSide>, Option<StdioChild>), McpError> {
         let (command, resolver) = stdio_command(spec, lookup)?;
         let (child, stdout, stdin) =
             StdioChild::spawn(&spec.id, &command, Arc::new(resolver.redactor())).map_err(
@@ -206,12 +256,8 @@ impl McpClient {
                 },
             )?;
         let mut child = Some(child);
-        match handshake((stdout, stdin), timeouts.startup).await {
-            Ok((service, tools_changed)) => Ok(McpClient {
-                service,
-                child,
-                tools_changed,
-            }),
+        match lifecycle::start(side, (stdout, stdin), Lifecycle::Probe, startup).await {
+            Ok(service) => Ok((service, child)),
             Err(error) => {
                 shutdown_child(&mut child).await;
                 Err(error)
@@ -245,34 +291,69 @@ impl McpClient {
         Err(McpError::TooManyPages(page_cap))
     }
 
-    /// Calls `tool`. On timeout the request is cancelled at the server
-    /// (`notifications/cancelled`) and the call fails.
+    /// Calls `tool`. Each progress notification restarts `timeouts.call`,
+    /// up to `timeouts.call_max` in all; on timeout the request is
+    /// cancelled at the server (`notifications/cancelled`) and the call
+    /// fails. A 2026-07-28 `input_required` answer is fulfilled (by the
+    /// elicitation policy) and the call retried, a bounded number of times.
     pub async fn call_tool(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
-        timeout: Duration,
+        timeouts: Timeouts,
     ) -> Result<CallToolResult, McpError> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        // With a timeout option, rmcp sends `notifications/cancelled` (and
-        // waits until it is sent) before reporting the timeout.
-        let handle = self
-            .service
-            .peer()
-            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
-            .await
-            .map_err(service_error)?;
-        match handle.await_response().await {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
-            Ok(_) => Err(McpError::Server("unexpected answer to tools/call".into())),
-            Err(rmcp::ServiceError::Timeout { .. }) => Err(McpError::Timeout {
-                what: "tools/call",
-                after: timeout,
-            }),
-            Err(error) => Err(service_error(error)),
+        let started = tokio::time::Instant::now();
+        for _ in 0..input_required::MAX_ROUNDS {
+            let left = timeouts.call_max.saturating_sub(started.elapsed());
+            let options = PeerRequestOptions::with_timeout(timeouts.call.min(left))
+                .reset_timeout_on_progress()
+                .with_max_total_timeout(left)
+                .with_meta(log_opt_in());
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            // With a timeout option, rmcp sends `notifications/cancelled` (and
+            // waits until it is sent) before reporting the timeout.
+            let handle = self
+                .service
+                .peer()
+                .send_cancellable_request(request, options)
+                .await
+                .map_err(service_error)?;
+            match handle.await_response().await {
+                Ok(ServerResult::CallToolResult(result)) => return Ok(result),
+                Ok(ServerResult::InputRequiredResult(asked)) => {
+                    let side = self.service.service();
+                    let (responses, state) =
+                        input_required::fulfil(&side.server, side.elicitation, asked).await?;
+                    params.input_responses = responses;
+                    params.request_state = state;
+                }
+                Ok(_) => return Err(McpError::Server("unexpected answer to tools/call".into())),
+                Err(rmcp::ServiceError::Timeout { .. }) => {
+                    // Either the call went quiet for its timeout, or it
+                    // reported progress until its bound.
+                    let at_bound = started.elapsed() >= timeouts.call_max;
+                    return Err(McpError::Timeout {
+                        what: if at_bound {
+                            "tools/call (at its call_max bound)"
+                        } else {
+                            "tools/call"
+                        },
+                        after: if at_bound {
+                            timeouts.call_max
+                        } else {
+                            timeouts.call
+                        },
+                    });
+                }
+                Err(error) => return Err(service_error(error)),
+            }
         }
+        Err(McpError::Server(format!(
+            "the server asked for input {} times without answering; the call was given up",
+            input_required::MAX_ROUNDS
+        )))
     }
 
     /// Notified (with a counter) on every `notifications/tools/list_changed`.
@@ -285,7 +366,8 @@ impl McpClient {
         self.service.is_transport_closed()
     }
 
-    /// The protocol version the server agreed to in the handshake.
+    /// The protocol version agreed with the server: in the `initialize`
+    /// handshake, or chosen from what `server/discover` listed.
     pub fn protocol_version(&self) -> Option<String> {
         self.service
             .peer_info()
@@ -311,33 +393,14 @@ impl McpClient {
     }
 }
 
-/// The MCP handshake over `transport`, within the startup timeout.
-async fn handshake<T, E, A>(
-    transport: T,
-    startup: Duration,
-) -> Result<
-    (
-        RunningService<RoleClient, Notifications>,
-        watch::Receiver<u64>,
-    ),
-    McpError,
->
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let (tx, tools_changed) = watch::channel(0);
-    let handler = Notifications {
-        tools_changed: Arc::new(tx),
-    };
-    match tokio::time::timeout(startup, handler.serve(transport)).await {
-        Ok(Ok(service)) => Ok((service, tools_changed)),
-        Ok(Err(error)) => Err(McpError::Initialize(error.to_string())),
-        Err(_) => Err(McpError::Timeout {
-            what: "server startup",
-            after: startup,
-        }),
-    }
+/// At 2026-07-28 a server sends log notifications only for requests that
+/// ask for them (`_meta` log level); earlier versions send them anyway.
+/// Info and above: what a server says at debug is for its own developers.
+#[allow(deprecated)] // logging: see server_log
+fn log_opt_in() -> RequestMetaObject {
+    let mut meta = RequestMetaObject::new();
+    meta.set_log_level(LoggingLevel::Info);
+    meta
 }
 
 async fn shutdown_child(child: &mut Option<StdioChild>) {
@@ -346,7 +409,7 @@ async fn shutdown_child(child: &mut Option<StdioChild>) {
     }
 }
 
-fn service_error(error: rmcp::ServiceError) -> McpError {
+pub(super) fn service_error(error: rmcp::ServiceError) -> McpError {
     match error {
         rmcp::ServiceError::McpError(e) => McpError::Server(e.message.to_string()),
         rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {

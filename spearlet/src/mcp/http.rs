@@ -14,6 +14,7 @@ use crate::env_refs::Resolver;
 use crate::http_client::http_client;
 
 /// A remote server's URL and headers with references resolved.
+#[derive(Clone)]
 pub struct HttpTarget {
     pub url: String,
     /// Marked sensitive, so they never show in debug output.

@@ -3,13 +3,18 @@
 //! return for a model.
 
 mod client;
+mod elicitation;
 mod http;
+mod input_required;
+mod lifecycle;
 mod render;
 mod schema;
+mod server_log;
 mod sse;
 mod stdio;
 
-pub use client::{stdio_command, McpClient, McpError, Timeouts};
+pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts};
+pub use elicitation::ElicitationPolicy;
 pub use render::{render_result, RenderedResult};
 pub use schema::{check_input_schema, SchemaError};
 pub use stdio::{StdioChild, StdioCommand};

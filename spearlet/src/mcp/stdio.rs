@@ -18,12 +18,8 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::server_log::{FloodGuard, MAX_LINE};
 use crate::env_refs::Redactor;
-
-/// Longest stderr line logged; the rest is cut.
-const MAX_LINE: usize = 2048;
-/// Stderr lines logged per second at most; the rest are counted.
-const MAX_LINES_PER_SECOND: u32 = 50;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -154,8 +150,7 @@ async fn pump_stderr(
     redactor: Arc<Redactor>,
 ) {
     let mut lines = BufReader::new(stderr).lines();
-    let mut window = tokio::time::Instant::now();
-    let (mut logged, mut dropped) = (0u32, 0u64);
+    let mut guard = FloodGuard::new(&server_id, "stderr");
     loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -165,21 +160,9 @@ async fn pump_stderr(
                 break;
             }
         };
-        if window.elapsed() >= Duration::from_secs(1) {
-            if dropped > 0 {
-                warn!(
-                    server_id,
-                    dropped, "server stderr is flooding; lines were dropped"
-                );
-            }
-            window = tokio::time::Instant::now();
-            (logged, dropped) = (0, 0);
-        }
-        if logged >= MAX_LINES_PER_SECOND {
-            dropped += 1;
+        if !guard.admit() {
             continue;
         }
-        logged += 1;
         // Redact before cutting, so a cut never leaves part of a secret.
         let line = redactor.redact(&line);
         info!(server_id, "stderr: {}", text::prefix(&line, MAX_LINE));

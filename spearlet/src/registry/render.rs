@@ -1,7 +1,7 @@
 //! The registry as people read it: a table, or JSON with secrets redacted.
 
 use serde_json::{json, Value};
-use spear_proto::v1::{ServerRecord, Transport};
+use spear_proto::v1::{Elicitation, ServerRecord, Transport};
 
 use super::RegistryView;
 
@@ -32,9 +32,10 @@ fn record_json(record: &ServerRecord) -> Value {
             "headers": redact(&spec.headers),
             "allowed_tools": spec.allowed_tools.map(|p| p.patterns),
             "denied_tools": spec.denied_tools,
-            "timeouts_ms": spec.timeouts.map(|t| json!({"startup": t.startup_ms, "list_tools": t.list_tools_ms, "call": t.call_ms})),
+            "timeouts_ms": spec.timeouts.map(|t| json!({"startup": t.startup_ms, "list_tools": t.list_tools_ms, "call": t.call_ms, "call_max": t.call_max_ms})),
             "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
             "enabled": spec.enabled,
+            "elicitation": Elicitation::of(spec.elicitation).label(),
         },
         "source": record.source_label(),
         "mod_revision": record.mod_revision,

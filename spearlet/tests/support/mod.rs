@@ -43,6 +43,7 @@ pub fn fixture() -> Fixture {
             startup_ms: 0,
             list_tools_ms: 0,
             call_ms,
+            ..Default::default()
         }),
         enabled: true,
         ..Default::default()
