@@ -1,6 +1,9 @@
-//! One MCP session with one server, over rmcp: connect (spawn + initialize
-//! within the startup timeout), list tools page by page, call a tool with a
-//! timeout that sends `notifications/cancelled`, and shut down cleanly.
+//! One MCP session with one server, over rmcp: connect (spawn, then the
+//! lifecycle the server's generation needs, within the startup timeout;
+//! see `lifecycle`), list tools page by page, call a tool with a timeout
+//! that progress restarts up to a bound and that sends
+//! `notifications/cancelled` when it fires, answer what the server asks
+//! (pings, elicitation by policy), and shut down cleanly.
 
 use std::sync::Arc;
 use std::time::Duration;
