@@ -82,7 +82,11 @@ fn older_servers_are_reached_through_initialize() {
         &[],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains('5'), "{out}");
+    assert_eq!(
+        out.lines().next(),
+        Some("The sum of 2 and 3 is 5."),
+        "{out}"
+    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("n.txt"), "stdio works").unwrap();
     let fs = npm_bin("mcp-server-filesystem");

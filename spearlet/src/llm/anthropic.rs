@@ -144,12 +144,7 @@ fn check_params(params: &RequestParams) -> Result<(), Unsupported> {
 /// `output_config.format`.
 fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     let p = request.params;
-    if let Some(t) = p.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(t) = p.top_p {
-        body["top_p"] = json!(t);
-    }
+    request.write_sampling(body);
     if let Some(stop) = &p.stop {
         body["stop_sequences"] = json!(stop);
     }

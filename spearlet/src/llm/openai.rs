@@ -73,12 +73,7 @@ impl OpenAiBackend {
 /// has one here (`check` refuses none).
 fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     let p = request.params;
-    if let Some(t) = p.temperature {
-        body["temperature"] = json!(t);
-    }
-    if let Some(t) = p.top_p {
-        body["top_p"] = json!(t);
-    }
+    request.write_sampling(body);
     if let Some(n) = p.max_tokens {
         body["max_tokens"] = json!(n);
     }

@@ -4,6 +4,7 @@
 //! param a backend cannot honour ([`Unsupported`]): a param is never
 //! silently dropped.
 
+use serde_json::{json, Value};
 use spear_guest::request::{RequestParams, ToolChoice};
 
 use super::types::{ChatMessage, ToolSpec};
@@ -35,6 +36,18 @@ impl<'a> ChatRequest<'a> {
             return None;
         }
         self.params.tool_choice.as_ref()
+    }
+
+    /// Writes the sampling params every provider spells alike
+    /// (`temperature`, `top_p`) into a request body; each backend maps
+    /// the rest itself.
+    pub fn write_sampling(&self, body: &mut Value) {
+        if let Some(t) = self.params.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(t) = self.params.top_p {
+            body["top_p"] = json!(t);
+        }
     }
 }
 

@@ -115,7 +115,7 @@ impl ClientHandler for ClientSide {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        self.log.message(&self.server, &params);
+        self.log.message(&params);
         std::future::ready(())
     }
 }

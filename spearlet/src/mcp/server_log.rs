@@ -94,10 +94,12 @@ impl ServerLog {
 
     /// Writes one log notification at its level (a server's error is a
     /// warning for the node: the node itself is fine).
-    pub fn message(&self, server_id: &str, params: &LoggingMessageNotificationParam) {
-        if !self.guard.lock().admit() {
+    pub fn message(&self, params: &LoggingMessageNotificationParam) {
+        let mut guard = self.guard.lock();
+        if !guard.admit() {
             return;
         }
+        let server_id = guard.server_id.as_str();
         let data = match &params.data {
             Value::String(text) => text.clone(),
             other => other.to_string(),
