@@ -46,6 +46,14 @@ if [ ! -f "$npm_dir/node_modules/@modelcontextprotocol/conformance/package.json"
   echo "setup: installing $conformance and $node22" >&2
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "$conformance" "$node22" >&2
 fi
+# Its newest pre-release, for the 2026-07-28 authorization scenarios.
+conformance_next="0.2.0-alpha.12"
+next_dir="$npm_dir/conformance-next"
+if ! grep -qs "\"version\": \"$conformance_next\"" "$next_dir/node_modules/@modelcontextprotocol/conformance/package.json"; then
+  echo "setup: installing @modelcontextprotocol/conformance@$conformance_next" >&2
+  mkdir -p "$next_dir"
+  npm install --prefix "$next_dir" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/conformance@$conformance_next" >&2
+fi
 
 # The Python MCP SDK, for a Streamable HTTP peer written with it.
 venv="${SPEAR_VENV:-$HOME/.cache/spear/venv}"

@@ -33,9 +33,31 @@ impl FromStr for LogFormat {
 #[error("cannot set up logging: {0}")]
 pub struct LoggingError(String);
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+/// Targets never logged below `info`, whatever `RUST_LOG` says: rmcp's
+/// OAuth client logs authorization codes at `debug`.
+const CAPPED: &[&str] = &["rmcp::transport::auth=info"];
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), with [`CAPPED`]
+/// targets held at `info`.
 pub fn init_logging(format: LogFormat) -> Result<(), LoggingError> {
     init_logging_redacted(format, |line| line.to_string())
+}
+
+/// `requested` with the [`CAPPED`] directives last, so they win; a
+/// `RUST_LOG` that does not parse falls back to `info`.
+fn capped_filter(requested: &str) -> tracing_subscriber::EnvFilter {
+    let mut directives = vec![requested.to_string()];
+    directives.extend(CAPPED.iter().map(|d| d.to_string()));
+    tracing_subscriber::EnvFilter::try_new(directives.join(",")).unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            ["info"]
+                .iter()
+                .chain(CAPPED)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    })
 }
 
 /// Rewrites one formatted log event before it is written.
@@ -44,8 +66,8 @@ pub type Redact = fn(&str) -> String;
 /// [`init_logging`], passing every line through `redact` first: the node
 /// removes the secrets it resolved, whichever crate logged them.
 pub fn init_logging_redacted(format: LogFormat, redact: Redact) -> Result<(), LoggingError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_string());
+    let filter = capped_filter(&requested);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(move || RedactingStderr(redact));
@@ -134,6 +156,35 @@ impl std::fmt::Display for Listen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// Whether an event of `level` at rmcp's OAuth target passes `requested`.
+    fn auth_logs_at(requested: &str, level: tracing::Level) -> bool {
+        let subscriber = tracing_subscriber::registry().with(capped_filter(requested));
+        tracing::subscriber::with_default(subscriber, || match level {
+            tracing::Level::DEBUG => {
+                tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::DEBUG)
+            }
+            _ => tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::INFO),
+        })
+    }
+
+    #[test]
+    fn no_rust_log_lets_rmcp_log_authorization_codes() {
+        for requested in [
+            "debug",
+            "trace",
+            "rmcp=trace",
+            "rmcp::transport::auth=trace",
+            "nonsense==",
+        ] {
+            assert!(
+                !auth_logs_at(requested, tracing::Level::DEBUG),
+                "{requested}"
+            );
+            assert!(auth_logs_at(requested, tracing::Level::INFO), "{requested}");
+        }
+    }
 
     #[test]
     fn listen_flags_take_an_address_or_off() {

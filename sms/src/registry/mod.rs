@@ -2,6 +2,7 @@
 //! admin requests into [`spear_proto::v1::ServerSpec`]s, with one clear
 //! problem per mistake (file, JSON path, what to do).
 
+mod auth;
 mod fields;
 mod ids;
 mod parse;

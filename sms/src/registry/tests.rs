@@ -363,3 +363,68 @@ fn elicitation_and_the_call_bound_are_read_and_checked() {
         joined(&p)
     );
 }
+
+#[test]
+fn auth_is_read_with_its_secrets_as_references_only() {
+    let specs = parse_file(
+        "docs.json",
+        br#"{"id": "docs", "url": "https://mcp.example.com/mcp",
+             "auth": {"client_id": "spear-prod", "client_secret": "${DOCS_CLIENT_SECRET}",
+                      "scopes": ["docs:read"]}}"#,
+    )
+    .unwrap();
+    let auth = specs[0].auth.clone().unwrap();
+    assert_eq!(
+        auth.grant,
+        spear_proto::v1::OauthGrant::AuthorizationCode as i32
+    );
+    assert_eq!(auth.client_id, "spear-prod");
+    assert_eq!(auth.client_secret, "${DOCS_CLIENT_SECRET}");
+    assert_eq!(auth.scopes, ["docs:read"]);
+
+    let p = problems(
+        "docs.json",
+        r#"{"id": "docs", "url": "https://x/mcp",
+            "auth": {"client_id": "a", "client_secret": "hunter2"}}"#,
+    );
+    assert_eq!(
+        joined(&p),
+        "docs.json: $.auth.client_secret: a secret is written as one ${NAME} reference to SMS's environment (no default, no literal text)"
+    );
+    assert!(!joined(&p).contains("hunter2"));
+    let p = problems(
+        "docs.json",
+        r#"{"id": "docs", "url": "https://x/mcp",
+            "auth": {"client_secret": "${S:-hunter2}"}}"#,
+    );
+    assert!(joined(&p).contains("no default"), "{}", joined(&p));
+    assert!(!joined(&p).contains("hunter2"), "{}", joined(&p));
+
+    let p = problems(
+        "m2m.json",
+        r#"{"id": "m2m", "url": "https://x/mcp", "auth": {"grant": "client_credentials"}}"#,
+    );
+    assert_eq!(
+        joined(&p),
+        "m2m.json: $: auth.grant: client_credentials needs a client_id with a client_secret or a private_key"
+    );
+    let p = problems(
+        "fs.json",
+        r#"{"id": "fs", "command": "x", "auth": {"client_id": "a"}}"#,
+    );
+    assert!(
+        joined(&p).starts_with("fs.json: $.auth: OAuth is for Streamable HTTP servers"),
+        "{}",
+        joined(&p)
+    );
+    let p = problems(
+        "docs.json",
+        r#"{"id": "docs", "url": "https://x/mcp", "auth": {"grant": "implicit"}}"#,
+    );
+    assert!(
+        joined(&p)
+            .contains("unknown grant 'implicit'; use authorization_code or client_credentials"),
+        "{}",
+        joined(&p)
+    );
+}

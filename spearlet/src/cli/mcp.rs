@@ -10,6 +10,7 @@ use spear_proto::v1::{ServerSpec, Transport};
 
 use std::sync::Arc;
 
+use super::login::{allow_for_login, Login, OAuthFlags};
 use crate::connections::{Connections, Lookup};
 use crate::mcp::{ElicitationPolicy, SessionOptions, Timeouts};
 use crate::persist::StateDir;
@@ -87,6 +88,8 @@ pub struct Target {
     /// Per-request timeout in milliseconds (overrides the server's own).
     #[arg(long)]
     timeout_ms: Option<u64>,
+    #[command(flatten)]
+    oauth: OAuthFlags,
     /// An ad-hoc stdio server: the command and its arguments.
     #[arg(last = true)]
     command: Vec<String>,
@@ -114,6 +117,7 @@ impl Target {
                 },
                 url: url.clone(),
                 headers,
+                auth: self.oauth.spec(),
                 enabled: true,
                 ..Default::default()
             });
@@ -165,6 +169,10 @@ impl Target {
     /// The spec with this command's overrides applied.
     fn effective_spec(&self, max_output_bytes: Option<u64>) -> Result<ServerSpec> {
         let mut spec = self.spec()?;
+        if self.url.is_none() && self.oauth.spec().is_some() {
+            bail!("the OAuth flags describe an ad-hoc --url server; a registry server's file says its own \"auth\"");
+        }
+        allow_for_login(&mut spec);
         if let Some(ms) = self.timeout_ms {
             let ms = u32::try_from(ms).context("--timeout-ms is too large")?;
             let t = Timeouts::for_spec(&spec);
@@ -187,11 +195,42 @@ impl Target {
 }
 
 /// The node's connection manager over a registry of just this server, so
-/// the command behaves exactly as the node does (limits, quarantine, rendering).
-fn connections_for(spec: ServerSpec, options: SessionOptions) -> Connections {
+/// the command behaves exactly as the node does (limits, quarantine,
+/// rendering), with a login on this terminal if the server is behind OAuth.
+async fn connections_for(
+    spec: ServerSpec,
+    target: &Target,
+    mut options: SessionOptions,
+) -> Result<Connections> {
+    if let Some(login) = target.oauth.login(&spec).await? {
+        options.credentials = Some(Arc::new(Login(login)));
+    }
     let view = RegistryView::from_specs([spec]);
     let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));
-    Connections::with_options(RegistryHandle::new(view), lookup, options)
+    Ok(Connections::with_options(
+        RegistryHandle::new(view),
+        lookup,
+        options,
+    ))
+}
+
+/// Whether `catalog` has `tool` to call, or why not.
+fn offered(catalog: &crate::connections::Catalog, tool: &str) -> Result<(), String> {
+    if catalog.tools.iter().any(|t| t.name == tool) {
+        return Ok(());
+    }
+    if let Some(q) = catalog.quarantined.iter().find(|q| q.tool == tool) {
+        return Err(format!("the tool is quarantined: {}", q.why));
+    }
+    let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_ref()).collect();
+    Err(format!(
+        "the server has no tool of that name; it has: {}",
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    ))
 }
 
 /// Runs one `spearlet mcp` command; returns the exit code.
@@ -200,7 +239,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
         McpCommand::ListTools(target) => {
             let spec = target.effective_spec(None)?;
             let id = spec.id.clone();
-            let connections = connections_for(spec, SessionOptions::default());
+            let connections = connections_for(spec, &target, SessionOptions::default()).await?;
             let catalog = connections.catalog(&id).await;
             let version = connections
                 .status()
@@ -243,9 +282,19 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             };
             let options = SessionOptions {
                 elicitation: elicitation.map(Into::into),
+                credentials: None,
             };
-            let connections = connections_for(spec, options);
-            let result = connections.call(&id, &tool, Some(arguments)).await;
+            let connections = connections_for(spec, &target, options).await?;
+            // As on a node: only a tool of the server's catalog is called.
+            let offered = connections.catalog(&id).await.map(|c| offered(&c, &tool));
+            let result = match offered {
+                Ok(Ok(())) => connections.call(&id, &tool, Some(arguments)).await,
+                Ok(Err(why)) => {
+                    connections.shutdown().await;
+                    bail!("calling '{tool}' on '{id}': {why}");
+                }
+                Err(error) => Err(error),
+            };
             connections.shutdown().await;
             let rendered = result.with_context(|| format!("calling '{tool}' on '{id}'"))?;
             println!("{}", rendered.text);

@@ -1,6 +1,7 @@
 //! The `spearlet` command line: `spearlet run`, `spearlet explain`,
 //! `spearlet registry` and `spearlet mcp`.
 
+mod login;
 mod mcp;
 
 use std::path::PathBuf;

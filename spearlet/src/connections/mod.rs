@@ -97,7 +97,7 @@ impl Connections {
             Arc::new(Slot::new(
                 spec,
                 Arc::clone(&self.inner.lookup),
-                self.inner.options,
+                self.inner.options.clone(),
                 self.inner.runtime.clone(),
             ))
         });

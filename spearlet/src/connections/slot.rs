@@ -208,7 +208,7 @@ impl Slot {
         self.status.lock().state = ServerState::Starting;
         let lookup = Arc::clone(&self.lookup);
         let spec = self.spec.clone();
-        let options = self.options;
+        let options = self.options.clone();
         // On the node's runtime: the connection's tasks live there.
         let connect = self.runtime.spawn(async move {
             McpClient::connect(&spec, &move |name| lookup(name), options).await

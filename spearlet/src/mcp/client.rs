@@ -20,6 +20,7 @@ use rmcp::{ClientHandler, RoleClient};
 use spear_proto::v1::{Elicitation, ServerSpec, Transport};
 use tokio::sync::watch;
 
+use super::bearer::Credentials;
 use super::elicitation::ElicitationPolicy;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
@@ -59,6 +60,11 @@ pub enum McpError {
     /// reference, with the value replaced by `<redacted>`.
     #[error("{0}")]
     Redacted(String),
+    /// The server refused the request's credentials, or none could be had.
+    #[error("{0}")]
+    Auth(String),
+    #[error("the server's file declares \"auth\" and {0}")]
+    NoCredentials(&'static str),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
     Restarting {
         last_error: String,
@@ -121,11 +127,15 @@ impl ClientHandler for ClientSide {
 }
 
 /// How a session is held beyond what the server file says: the
-/// elicitation policy `spearlet mcp call --elicitation` chooses.
-#[derive(Debug, Clone, Copy, Default)]
+/// elicitation policy `spearlet mcp call --elicitation` chooses, and where
+/// tokens for servers behind OAuth come from.
+#[derive(Clone, Default)]
 pub struct SessionOptions {
     /// Replaces the server's own elicitation policy.
     pub elicitation: Option<ElicitationPolicy>,
+    /// Tokens for servers whose file declares `auth`; without them such a
+    /// server is not connected.
+    pub credentials: Option<Arc<dyn Credentials>>,
 }
 
 /// Timeouts of one server, with the node's defaults filled in.
@@ -218,24 +228,36 @@ impl McpClient {
             log: Arc::new(ServerLog::new(&spec.id)),
         };
         let startup = Timeouts::for_spec(spec).startup;
-        let (service, child) =
-            match Transport::try_from(spec.transport).unwrap_or(Transport::Unspecified) {
-                Transport::Stdio => Self::connect_stdio(spec, lookup, side, startup).await?,
-                Transport::StreamableHttp => {
-                    let target = super::http::resolve_target(spec, lookup)?;
-                    let service = lifecycle::start_http(side, target, startup).await?;
-                    (service, None)
+        let (service, child) = match Transport::try_from(spec.transport)
+            .unwrap_or(Transport::Unspecified)
+        {
+            Transport::Stdio => Self::connect_stdio(spec, lookup, side, startup).await?,
+            Transport::StreamableHttp => {
+                let mut target = super::http::resolve_target(spec, lookup)?;
+                if spec.auth.is_some() {
+                    let credentials = options.credentials.as_ref().ok_or(
+                            McpError::NoCredentials("this node has no source of OAuth tokens (it gets them from SMS; `spearlet mcp` logs in itself)"),
+                        )?;
+                    target.tokens = Some(credentials.tokens(&spec.id));
                 }
-                Transport::Sse => {
-                    // HTTP+SSE is the 2024-11-05 transport: `initialize` only.
-                    let target = super::http::resolve_target(spec, lookup)?;
-                    let transport = super::sse::connect(target, startup).await?;
-                    let service =
-                        lifecycle::start(side, transport, Lifecycle::Initialize, startup).await?;
-                    (service, None)
+                let service = lifecycle::start_http(side, target, startup).await?;
+                (service, None)
+            }
+            Transport::Sse => {
+                if spec.auth.is_some() {
+                    return Err(McpError::NoCredentials(
+                            "OAuth is for Streamable HTTP servers; the legacy HTTP+SSE transport predates it (put a token in \"headers\" instead)",
+                        ));
                 }
-                Transport::Unspecified => return Err(McpError::NoTransport),
-            };
+                // HTTP+SSE is the 2024-11-05 transport: `initialize` only.
+                let target = super::http::resolve_target(spec, lookup)?;
+                let transport = super::sse::connect(target, startup).await?;
+                let service =
+                    lifecycle::start(side, transport, Lifecycle::Initialize, startup).await?;
+                (service, None)
+            }
+            Transport::Unspecified => return Err(McpError::NoTransport),
+        };
         Ok(McpClient {
             service,
             child,
@@ -413,6 +435,11 @@ async fn shutdown_child(child: &mut Option<StdioChild>) {
 }
 
 pub(super) fn service_error(error: rmcp::ServiceError) -> McpError {
+    if let rmcp::ServiceError::TransportSend(sent) = &error {
+        if let Some(sentence) = super::bearer::auth_failure(sent.error.as_ref()) {
+            return McpError::Auth(sentence);
+        }
+    }
     match error {
         rmcp::ServiceError::McpError(e) => McpError::Server(e.message.to_string()),
         rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {

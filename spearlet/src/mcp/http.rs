@@ -1,24 +1,29 @@
 //! Remote MCP servers over HTTP: the Streamable HTTP transport, built on the
 //! node's one pooled [`http_client`] (rmcp handles `MCP-Session-Id`,
-//! `MCP-Protocol-Version` and re-initialising after a 404).
+//! `MCP-Protocol-Version` and re-initialising after a 404), with bearer
+//! tokens from a [`TokenSource`] for servers behind OAuth.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use spear_proto::v1::ServerSpec;
 
+use super::bearer::{BearerClient, TokenSource};
 use super::client::McpError;
 use crate::env_refs::Resolver;
 use crate::http_client::http_client;
 
-/// A remote server's URL and headers with references resolved.
+/// A remote server's URL and headers with references resolved, and where
+/// its tokens come from if it is behind OAuth.
 #[derive(Clone)]
 pub struct HttpTarget {
     pub url: String,
     /// Marked sensitive, so they never show in debug output.
     pub headers: HashMap<HeaderName, HeaderValue>,
+    pub tokens: Option<Arc<dyn TokenSource>>,
 }
 
 /// Resolves `url` and `headers` on this node. Errors name the header, never its value.
@@ -41,17 +46,21 @@ pub fn resolve_target(
         value.set_sensitive(true);
         headers.insert(header, value);
     }
-    Ok(HttpTarget { url, headers })
+    Ok(HttpTarget {
+        url,
+        headers,
+        tokens: None,
+    })
 }
 
 /// The Streamable HTTP transport to `target`.
 pub fn streamable_transport(
     target: HttpTarget,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+) -> Result<StreamableHttpClientTransport<BearerClient>, McpError> {
     let config =
         StreamableHttpClientTransportConfig::with_uri(target.url).custom_headers(target.headers);
     Ok(StreamableHttpClientTransport::with_client(
-        http_client(),
+        BearerClient::new(http_client(), target.tokens),
         config,
     ))
 }

@@ -117,7 +117,7 @@ where
 /// authorization challenge is not one: the server wants credentials, not
 /// another handshake.
 fn refused_probe(error: &ClientInitializeError) -> bool {
-    if error.auth_challenge().is_some() {
+    if error.auth_challenge().is_some() || init_auth_failure(error).is_some() {
         return false;
     }
     matches!(
@@ -130,11 +130,26 @@ fn refused_probe(error: &ClientInitializeError) -> bool {
 }
 
 fn handshake_error(error: &ClientInitializeError) -> McpError {
+    if let Some(sentence) = init_auth_failure(error) {
+        return McpError::Auth(sentence);
+    }
     match error {
         // The fallback's error says what the older server objected to.
         ClientInitializeError::LegacyFallbackFailed { fallback, .. } => {
             McpError::Initialize(fallback.to_string())
         }
         other => McpError::Initialize(other.to_string()),
+    }
+}
+
+/// The credentials sentence of a handshake that failed on them (rmcp keeps
+/// the transport's error beside the chain, not in it).
+fn init_auth_failure(error: &ClientInitializeError) -> Option<String> {
+    match error {
+        ClientInitializeError::TransportError { error, .. } => {
+            super::bearer::auth_failure(error.error.as_ref())
+        }
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => init_auth_failure(fallback),
+        _ => None,
     }
 }

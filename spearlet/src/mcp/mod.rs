@@ -2,6 +2,7 @@
 //! as supervised children, talking MCP over rmcp, and rendering what tools
 //! return for a model.
 
+mod bearer;
 mod client;
 mod elicitation;
 mod http;
@@ -13,6 +14,7 @@ mod server_log;
 mod sse;
 mod stdio;
 
+pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
 pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts};
 pub use elicitation::ElicitationPolicy;
 pub use render::{render_result, RenderedResult};

@@ -1,7 +1,7 @@
 //! The registry as people read it: a table, or JSON with secrets redacted.
 
 use serde_json::{json, Value};
-use spear_proto::v1::{Elicitation, ServerRecord, Transport};
+use spear_proto::v1::{Elicitation, OauthGrant, ServerRecord, Transport};
 
 use super::RegistryView;
 
@@ -36,6 +36,17 @@ fn record_json(record: &ServerRecord) -> Value {
             "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
             "enabled": spec.enabled,
             "elicitation": Elicitation::of(spec.elicitation).label(),
+            // Secrets here are ${NAME} references (SMS refuses anything
+            // else), so they show as written.
+            "auth": spec.auth.map(|a| json!({
+                "grant": if a.grant == OauthGrant::ClientCredentials as i32 { "client_credentials" } else { "authorization_code" },
+                "client_id": a.client_id,
+                "client_secret": a.client_secret,
+                "client_metadata_url": a.client_metadata_url,
+                "scopes": a.scopes,
+                "private_key": a.private_key,
+                "signing_algorithm": a.signing_algorithm,
+            })),
         },
         "source": record.source_label(),
         "mod_revision": record.mod_revision,

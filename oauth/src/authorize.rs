@@ -1,0 +1,248 @@
+//! The flows: answering a server's 401 with an authorization, and its 403
+//! `insufficient_scope` with a step-up. rmcp does the protocol (metadata
+//! discovery from the challenge, RFC 9728 and RFC 8414/OpenID, PKCE S256,
+//! `resource` per RFC 8707, registration, `client_secret_basic`/`_post`/
+//! `none` as the server advertises, token exchange and refresh).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use rmcp::transport::auth::{
+    AuthorizationRequest, ClientCredentialsConfig, JwtSigningAlgorithm, OAuthState,
+    WWWAuthenticateParams,
+};
+use rmcp::transport::AuthorizationManager;
+
+use crate::{Browser, ClientConfig, Grant, OAuthError, Redirect};
+
+/// Step-ups answered per login before giving up: a server that keeps
+/// asking for more is misconfigured, and each one costs the operator a
+/// trip through the browser.
+pub const MAX_STEP_UPS: u32 = 3;
+
+/// How long a login waits for the operator by default.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The name a dynamically registered client gets.
+const CLIENT_NAME: &str = "Spear";
+
+/// The logins of one client to one server.
+pub struct Authorizer {
+    server_url: String,
+    client: ClientConfig,
+    redirect: Redirect,
+    browser: Browser,
+    login_timeout: Duration,
+    step_ups: AtomicU32,
+}
+
+impl Authorizer {
+    pub fn new(
+        server_url: impl Into<String>,
+        client: ClientConfig,
+        redirect: Redirect,
+        browser: Browser,
+    ) -> Authorizer {
+        Authorizer {
+            server_url: server_url.into(),
+            client,
+            redirect,
+            browser,
+            login_timeout: LOGIN_TIMEOUT,
+            step_ups: AtomicU32::new(0),
+        }
+    }
+
+    /// Waits at most `timeout` for each browser round trip.
+    pub fn with_login_timeout(mut self, timeout: Duration) -> Authorizer {
+        self.login_timeout = timeout;
+        self
+    }
+
+    pub fn grant(&self) -> Grant {
+        self.client.grant
+    }
+
+    /// Answers a 401 (`challenge` is its `WWW-Authenticate`, if it had
+    /// one): a manager holding fresh tokens.
+    pub async fn authorize(
+        &self,
+        challenge: Option<&str>,
+    ) -> Result<AuthorizationManager, OAuthError> {
+        match self.client.grant {
+            Grant::AuthorizationCode => {
+                self.authorization_code(challenge, &self.client.scopes)
+                    .await
+            }
+            Grant::ClientCredentials => {
+                self.client_credentials(challenge, &self.client.scopes)
+                    .await
+            }
+        }
+    }
+
+    async fn authorization_code(
+        &self,
+        challenge: Option<&str>,
+        scopes: &[String],
+    ) -> Result<AuthorizationManager, OAuthError> {
+        let mut state = OAuthState::new(self.server_url.as_str(), None).await?;
+        let mut request =
+            AuthorizationRequest::new(self.redirect.uri()).with_client_name(CLIENT_NAME);
+        if let Some(id) = &self.client.client_id {
+            request = request.with_preregistered_client(id);
+            if let Some(secret) = &self.client.client_secret {
+                request = request.with_client_secret(secret.expose());
+            }
+        }
+        if let Some(url) = &self.client.client_metadata_url {
+            request = request.with_client_metadata_url(url);
+        }
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes.iter().cloned());
+        }
+        if let Some(challenge) = challenge {
+            request = request.with_challenge(challenge);
+        }
+        state.start_authorization(request).await?;
+        let url = state.get_authorization_url().await?;
+        self.browser.open(&url);
+        let callback = self.redirect.wait(self.login_timeout).await?;
+        state.handle_callback_url(&callback).await?;
+        tracing::info!(server = %self.server_url, "authorized");
+        state
+            .into_authorization_manager()
+            .ok_or_else(|| OAuthError::Flow("the authorization did not complete".into()))
+    }
+
+    /// A new manager holding a token bought with the client's own
+    /// credentials, for `scopes` (or what the challenge or metadata name).
+    async fn client_credentials(
+        &self,
+        challenge: Option<&str>,
+        scopes: &[String],
+    ) -> Result<AuthorizationManager, OAuthError> {
+        let mut manager = AuthorizationManager::new(self.server_url.as_str()).await?;
+        let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
+        manager.set_metadata(resolution.metadata);
+        let scopes = if scopes.is_empty() {
+            let asked = challenge.and_then(|c| self.challenge(c).scope);
+            manager.select_scopes(asked.as_deref(), &[])
+        } else {
+            scopes.to_vec()
+        };
+        let config = self.credentials_config(scopes)?;
+        manager.validate_client_credentials_metadata(&config)?;
+        manager.configure_client_credentials(&config)?;
+        // rmcp's private_key_jwt exchange holds a non-Send value across an
+        // await, so the exchange runs on a blocking thread of its own.
+        let runtime = tokio::runtime::Handle::current();
+        let (manager, exchanged) = tokio::task::spawn_blocking(move || {
+            let exchanged = runtime.block_on(manager.exchange_client_credentials(&config));
+            (manager, exchanged)
+        })
+        .await
+        .map_err(|e| OAuthError::Flow(format!("the token exchange did not finish: {e}")))?;
+        exchanged?;
+        tracing::info!(server = %self.server_url, "client credentials exchanged");
+        Ok(manager)
+    }
+
+    fn credentials_config(
+        &self,
+        scopes: Vec<String>,
+    ) -> Result<ClientCredentialsConfig, OAuthError> {
+        let client_id = self.client.client_id.clone().ok_or(OAuthError::Config {
+            field: "client_id",
+            why: "client_credentials needs a client_id".into(),
+        })?;
+        let resource = Some(self.server_url.clone());
+        if let Some((key, algorithm)) = &self.client.private_key {
+            return Ok(ClientCredentialsConfig::PrivateKeyJwt {
+                client_id,
+                signing_key: key.expose().as_bytes().to_vec(),
+                signing_algorithm: signing_algorithm(algorithm)?,
+                token_endpoint_audience: None,
+                scopes,
+                resource,
+            });
+        }
+        let secret = self
+            .client
+            .client_secret
+            .as_ref()
+            .ok_or(OAuthError::Config {
+                field: "client_secret",
+                why: "client_credentials needs a client_secret or a private_key".into(),
+            })?;
+        Ok(ClientCredentialsConfig::ClientSecret {
+            client_id,
+            client_secret: secret.expose().to_string(),
+            scopes,
+            resource,
+        })
+    }
+
+    /// Answers a 403 `insufficient_scope`: the scopes held plus those the
+    /// challenge names, through the browser again (or a new exchange for
+    /// client credentials), at most [`MAX_STEP_UPS`] times.
+    pub async fn step_up(
+        &self,
+        manager: &mut AuthorizationManager,
+        challenge: &str,
+    ) -> Result<(), OAuthError> {
+        let done = self.step_ups.fetch_add(1, Ordering::SeqCst);
+        if done >= MAX_STEP_UPS {
+            return Err(OAuthError::StepUpLimit(MAX_STEP_UPS));
+        }
+        let required = self.challenge(challenge).scope.unwrap_or_default();
+        tracing::info!(server = %self.server_url, scope = %required, "the server asks for more scope");
+        match self.client.grant {
+            Grant::ClientCredentials => {
+                let scopes = union(manager.get_current_scopes().await, &required);
+                *manager = self.client_credentials(Some(challenge), &scopes).await?;
+                Ok(())
+            }
+            Grant::AuthorizationCode => {
+                // A new authorization for the union (rmcp's own upgrade
+                // helper holds a non-Send value across an await).
+                let scopes = union(manager.get_current_scopes().await, &required);
+                *manager = self.authorization_code(Some(challenge), &scopes).await?;
+                Ok(())
+            }
+        }
+    }
+
+    fn challenge(&self, header: &str) -> WWWAuthenticateParams {
+        match url::Url::parse(&self.server_url) {
+            Ok(base) => WWWAuthenticateParams::parse(header, &base),
+            Err(_) => WWWAuthenticateParams::default(),
+        }
+    }
+}
+
+/// `held` plus the space-separated `more`, each once, in order.
+fn union(mut held: Vec<String>, more: &str) -> Vec<String> {
+    for scope in more.split_whitespace() {
+        if !held.iter().any(|s| s == scope) {
+            held.push(scope.to_string());
+        }
+    }
+    held
+}
+
+fn signing_algorithm(name: &str) -> Result<JwtSigningAlgorithm, OAuthError> {
+    Ok(match name {
+        "RS256" => JwtSigningAlgorithm::RS256,
+        "RS384" => JwtSigningAlgorithm::RS384,
+        "RS512" => JwtSigningAlgorithm::RS512,
+        "ES256" => JwtSigningAlgorithm::ES256,
+        "ES384" => JwtSigningAlgorithm::ES384,
+        other => {
+            return Err(OAuthError::Config {
+                field: "signing_algorithm",
+                why: format!("'{other}' is not one rmcp signs with"),
+            })
+        }
+    })
+}

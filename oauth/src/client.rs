@@ -1,0 +1,230 @@
+//! Who the client is: a server file's `auth` with its `${NAME}`
+//! references resolved where the grant runs.
+
+use spear_proto::v1::{OAuth, OauthGrant};
+
+use crate::OAuthError;
+
+/// A value that must not be shown: its `Debug` says so instead.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+/// How tokens are obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// An operator authorizes in a browser; refresh tokens keep it going.
+    AuthorizationCode,
+    /// The client's own credentials buy each token.
+    ClientCredentials,
+}
+
+/// The signing algorithms rmcp offers for `private_key_jwt`.
+const SIGNING_ALGORITHMS: [&str; 5] = ["RS256", "RS384", "RS512", "ES256", "ES384"];
+
+/// A client, ready for an [`Authorizer`](crate::Authorizer).
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub grant: Grant,
+    /// A pre-registered client id.
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
+    /// A Client ID Metadata Document URL, used where the server supports it.
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for; empty lets the challenge or metadata decide.
+    pub scopes: Vec<String>,
+    /// A PEM key and its algorithm for `private_key_jwt`.
+    pub private_key: Option<(Secret, String)>,
+}
+
+impl ClientConfig {
+    /// `auth` with `client_secret` and `private_key` resolved by `resolve`
+    /// (given the field's name and its text; errors name the field only).
+    pub fn from_spec(
+        auth: &OAuth,
+        resolve: &dyn Fn(&'static str, &str) -> Result<String, String>,
+    ) -> Result<ClientConfig, OAuthError> {
+        let secret = |field: &'static str, text: &str| -> Result<Option<Secret>, OAuthError> {
+            if text.is_empty() {
+                return Ok(None);
+            }
+            let value = resolve(field, text).map_err(|why| OAuthError::Config { field, why })?;
+            Ok(Some(Secret::new(value)))
+        };
+        let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let grant = match OauthGrant::try_from(auth.grant) {
+            Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
+            _ => Grant::AuthorizationCode,
+        };
+        let client_secret = secret("client_secret", &auth.client_secret)?;
+        let private_key = match secret("private_key", &auth.private_key)? {
+            None => None,
+            Some(key) => {
+                let algorithm = if auth.signing_algorithm.is_empty() {
+                    "RS256".to_string()
+                } else {
+                    auth.signing_algorithm.clone()
+                };
+                Some((key, algorithm))
+            }
+        };
+        let config = ClientConfig {
+            grant,
+            client_id: nonempty(&auth.client_id),
+            client_secret,
+            client_metadata_url: nonempty(&auth.client_metadata_url),
+            scopes: auth.scopes.clone(),
+            private_key,
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// What a grant needs, checked before any request is made. SMS checks
+    /// the same when it reads a server file (`check_spec`).
+    fn check(&self) -> Result<(), OAuthError> {
+        check_spec_fields(
+            self.grant,
+            self.client_id.is_some(),
+            self.client_secret.is_some(),
+            self.private_key.as_ref().map(|(_, alg)| alg.as_str()),
+        )
+    }
+}
+
+/// Checks the shape of a server file's `auth` (no value is resolved): a
+/// secret needs a client id, client credentials need a secret or a key,
+/// and a key needs an algorithm rmcp signs with.
+pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
+    let grant = match OauthGrant::try_from(auth.grant) {
+        Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
+        _ => Grant::AuthorizationCode,
+    };
+    let algorithm = match (auth.private_key.is_empty(), auth.signing_algorithm.as_str()) {
+        (true, _) => None,
+        (false, "") => Some("RS256"),
+        (false, named) => Some(named),
+    };
+    check_spec_fields(
+        grant,
+        !auth.client_id.is_empty(),
+        !auth.client_secret.is_empty(),
+        algorithm,
+    )
+}
+
+fn check_spec_fields(
+    grant: Grant,
+    has_id: bool,
+    has_secret: bool,
+    algorithm: Option<&str>,
+) -> Result<(), OAuthError> {
+    if has_secret && !has_id {
+        return Err(OAuthError::Config {
+            field: "client_secret",
+            why: "a client secret belongs to a pre-registered client; give its client_id too"
+                .into(),
+        });
+    }
+    if let Some(algorithm) = algorithm {
+        if !SIGNING_ALGORITHMS.contains(&algorithm) {
+            return Err(OAuthError::Config {
+                field: "signing_algorithm",
+                why: format!(
+                    "'{algorithm}' is not one of {}",
+                    SIGNING_ALGORITHMS.join(", ")
+                ),
+            });
+        }
+        if grant != Grant::ClientCredentials {
+            return Err(OAuthError::Config {
+                field: "private_key",
+                why: "a private key signs client-credentials requests; set grant to client_credentials".into(),
+            });
+        }
+    }
+    if grant == Grant::ClientCredentials && !(has_id && (has_secret || algorithm.is_some())) {
+        return Err(OAuthError::Config {
+            field: "grant",
+            why: "client_credentials needs a client_id with a client_secret or a private_key"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auth(grant: OauthGrant) -> OAuth {
+        OAuth {
+            grant: grant as i32,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_secret_without_a_client_id_is_refused_by_name() {
+        let mut a = auth(OauthGrant::AuthorizationCode);
+        a.client_secret = "${SECRET}".into();
+        let error = check_spec(&a).unwrap_err().to_string();
+        assert!(error.starts_with("auth.client_secret: "), "{error}");
+        assert!(error.contains("client_id"), "{error}");
+    }
+
+    #[test]
+    fn client_credentials_need_a_secret_or_a_key() {
+        let mut a = auth(OauthGrant::ClientCredentials);
+        a.client_id = "machine".into();
+        assert!(check_spec(&a).is_err());
+        a.client_secret = "${SECRET}".into();
+        assert!(check_spec(&a).is_ok());
+        a.client_secret.clear();
+        a.private_key = "${KEY}".into();
+        a.signing_algorithm = "HS256".into();
+        let error = check_spec(&a).unwrap_err().to_string();
+        assert!(error.contains("'HS256' is not one of RS256"), "{error}");
+        a.signing_algorithm = "ES256".into();
+        assert!(check_spec(&a).is_ok());
+    }
+
+    #[test]
+    fn resolved_secrets_do_not_show_in_debug_output() {
+        let mut a = auth(OauthGrant::AuthorizationCode);
+        a.client_id = "app".into();
+        a.client_secret = "${SECRET}".into();
+        let config = ClientConfig::from_spec(&a, &|_, _| Ok("hunter2-very-secret".into())).unwrap();
+        assert_eq!(
+            config.client_secret.as_ref().map(Secret::expose),
+            Some("hunter2-very-secret")
+        );
+        assert!(!format!("{config:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn an_unresolvable_secret_names_its_field() {
+        let mut a = auth(OauthGrant::AuthorizationCode);
+        a.client_id = "app".into();
+        a.client_secret = "${MISSING}".into();
+        let error = ClientConfig::from_spec(&a, &|_, _| Err("MISSING is not set".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(error, "auth.client_secret: MISSING is not set");
+    }
+}

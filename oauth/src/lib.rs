@@ -1,0 +1,35 @@
+//! OAuth 2.1 for remote MCP servers, per the MCP authorization spec, on
+//! rmcp's authorization manager (discovery, PKCE, registration, token
+//! exchange and refresh are the library's; which client we are, how the
+//! operator's browser reaches us, and when to ask again are ours).
+//!
+//! Entry point: [`Authorizer`], made from a server file's `auth`
+//! ([`ClientConfig`]), a [`Redirect`] and a [`Browser`]:
+//! - [`Authorizer::authorize`] answers a server's 401 challenge with the
+//!   authorization-code flow (PKCE S256, the resource indicator, the
+//!   client identified in the spec's order: pre-registered, Client ID
+//!   Metadata Document, dynamic registration) or, for machine-to-machine
+//!   servers, client credentials;
+//! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
+//!   again for the scopes held plus those the server names, a bounded
+//!   number of times.
+//!
+//! Secrets (client secrets, keys, codes, verifiers, tokens) are held in
+//! [`Secret`]s or inside rmcp's types and never formatted into an error.
+
+mod authorize;
+mod browser;
+mod client;
+mod error;
+mod redirect;
+
+pub use authorize::{Authorizer, MAX_STEP_UPS};
+pub use browser::Browser;
+pub use client::{check_spec, ClientConfig, Grant, Secret};
+pub use error::{describe, OAuthError};
+pub use redirect::Redirect;
+
+/// rmcp's types a caller holds: the manager an authorization yields (it
+/// refreshes its own tokens) and the challenge parser.
+pub use rmcp::transport::auth::{AuthError, WWWAuthenticateParams};
+pub use rmcp::transport::AuthorizationManager;

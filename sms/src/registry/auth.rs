@@ -1,0 +1,83 @@
+//! `"auth"`: OAuth 2.1 for a remote server. Its secrets may only be
+//! `${NAME}` references (resolved by SMS from its own environment when it
+//! runs the grant; never stored or shown in clear).
+
+use serde_json::{Map, Value};
+use spear_proto::refs::sole_reference;
+use spear_proto::v1::{OAuth, OauthGrant, ServerSpec, Transport};
+
+use super::values::{object, string, string_list, Problems};
+
+const AUTH_KEYS: &[&str] = &[
+    "grant",
+    "client_id",
+    "client_secret",
+    "client_metadata_url",
+    "scopes",
+    "private_key",
+    "signing_algorithm",
+];
+
+/// Parses `entry.auth`, if present, reporting each problem at its path.
+pub(super) fn auth(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+    spec: &ServerSpec,
+) -> Option<OAuth> {
+    let object = object(problems, path, entry, "auth", AUTH_KEYS)?;
+    let at = format!("{path}.auth");
+    if Transport::try_from(spec.transport) != Ok(Transport::StreamableHttp) {
+        problems.push(
+            &at,
+            "OAuth is for Streamable HTTP servers (a \"url\"); a stdio or legacy SSE server takes its credentials in env or headers",
+        );
+    }
+    let grant = match string(problems, &at, object, "grant").as_deref() {
+        None | Some("authorization_code") => OauthGrant::AuthorizationCode,
+        Some("client_credentials") => OauthGrant::ClientCredentials,
+        Some(other) => {
+            problems.push(
+                &format!("{at}.grant"),
+                format!(
+                    "unknown grant '{}'; use authorization_code or client_credentials",
+                    other.escape_default()
+                ),
+            );
+            OauthGrant::AuthorizationCode
+        }
+    };
+    let mut secret = |key: &str| {
+        let value = string(problems, &at, object, key).unwrap_or_default();
+        if !value.is_empty() && sole_reference(&value).is_none() {
+            problems.push(
+                &format!("{at}.{key}"),
+                "a secret is written as one ${NAME} reference to SMS's environment (no default, no literal text)",
+            );
+        }
+        value
+    };
+    let client_secret = secret("client_secret");
+    let private_key = secret("private_key");
+    let client_metadata_url =
+        string(problems, &at, object, "client_metadata_url").unwrap_or_default();
+    if !client_metadata_url.is_empty() && !client_metadata_url.starts_with("https://") {
+        problems.push(
+            &format!("{at}.client_metadata_url"),
+            "a Client ID Metadata Document is served over https://",
+        );
+    }
+    let auth = OAuth {
+        grant: grant as i32,
+        client_id: string(problems, &at, object, "client_id").unwrap_or_default(),
+        client_secret,
+        client_metadata_url,
+        scopes: string_list(problems, &at, object, "scopes", false).unwrap_or_default(),
+        private_key,
+        signing_algorithm: string(problems, &at, object, "signing_algorithm").unwrap_or_default(),
+    };
+    if let Err(error) = spear_oauth::check_spec(&auth) {
+        problems.push(path, error.to_string());
+    }
+    Some(auth)
+}

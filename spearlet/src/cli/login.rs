@@ -1,0 +1,212 @@
+//! `spearlet mcp` against a server behind OAuth: the operator logs in on
+//! this terminal (a browser round trip to a loopback redirect, or a pasted
+//! address), and the session's requests carry the tokens. Tokens live as
+//! long as the command; a cluster's nodes get theirs from SMS instead.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+use rmcp::transport::auth::AuthError;
+use spear_oauth::{AuthorizationManager, Authorizer, Browser, ClientConfig, Redirect};
+use spear_proto::v1::{OAuth, OauthGrant, ServerSpec};
+use tokio::sync::Mutex;
+
+use crate::env_refs::Resolver;
+use crate::mcp::{Challenge, Credentials, TokenError, TokenSource};
+
+/// How long a command waits for the server's first answer when a login
+/// may come first: a person is in the loop.
+pub const LOGIN_STARTUP_MS: u32 = 300_000;
+
+/// The `auth` of an ad-hoc `--url` server, and how this terminal logs in.
+#[derive(Debug, Args)]
+pub struct OAuthFlags {
+    /// The --url server is behind OAuth 2.1 (implied by the flags below).
+    #[arg(long)]
+    oauth: bool,
+    /// A pre-registered client id [default: a metadata document or
+    /// dynamic registration].
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
+    /// The client's secret, as a ${REFERENCE} to this shell's environment
+    /// (a literal would show in the process list).
+    #[arg(long, value_name = "${NAME}")]
+    client_secret: Option<String>,
+    /// A Client ID Metadata Document URL, used where the server supports it.
+    #[arg(long, value_name = "URL")]
+    client_metadata_url: Option<String>,
+    /// A scope to ask for (repeatable) [default: what the server names].
+    #[arg(long = "scope", value_name = "SCOPE")]
+    scopes: Vec<String>,
+    /// Machine to machine: the client-credentials grant, no browser.
+    #[arg(long)]
+    client_credentials: bool,
+    /// A PEM private key for private_key_jwt, as a ${REFERENCE}.
+    #[arg(long, value_name = "${NAME}")]
+    private_key: Option<String>,
+    /// The private key's algorithm (RS256, RS384, RS512, ES256, ES384).
+    #[arg(long, value_name = "ALG")]
+    signing_algorithm: Option<String>,
+    /// The loopback port the authorization server redirects to [default: any free port].
+    #[arg(long, default_value_t = 0)]
+    redirect_port: u16,
+    /// Do not listen for the redirect: paste the address the browser ends on.
+    #[arg(long)]
+    paste: bool,
+    /// A command that opens the authorization URL (its last argument),
+    /// for example xdg-open [default: only print it].
+    #[arg(long, value_name = "COMMAND")]
+    browser: Option<String>,
+}
+
+impl OAuthFlags {
+    /// The `auth` these flags declare, if any.
+    pub fn spec(&self) -> Option<OAuth> {
+        let declared = self.oauth
+            || self.client_id.is_some()
+            || self.client_secret.is_some()
+            || self.client_metadata_url.is_some()
+            || self.client_credentials
+            || self.private_key.is_some();
+        declared.then(|| OAuth {
+            grant: if self.client_credentials {
+                OauthGrant::ClientCredentials
+            } else {
+                OauthGrant::AuthorizationCode
+            } as i32,
+            client_id: self.client_id.clone().unwrap_or_default(),
+            client_secret: self.client_secret.clone().unwrap_or_default(),
+            client_metadata_url: self.client_metadata_url.clone().unwrap_or_default(),
+            scopes: self.scopes.clone(),
+            private_key: self.private_key.clone().unwrap_or_default(),
+            signing_algorithm: self.signing_algorithm.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The login for `spec`'s server, if its `auth` asks for one; secrets
+    /// are resolved from this shell's environment.
+    pub async fn login(&self, spec: &ServerSpec) -> Result<Option<Arc<LocalLogin>>> {
+        let Some(auth) = &spec.auth else {
+            return Ok(None);
+        };
+        let lookup = |name: &str| Ok(std::env::var(name).ok());
+        let client = ClientConfig::from_spec(auth, &|field, text| {
+            let mut resolver = Resolver::default();
+            if !text.contains("${") {
+                return Err(
+                    "give it as a ${REFERENCE} to an environment variable, not a literal".into(),
+                );
+            }
+            resolver
+                .resolve(&format!("auth.{field}"), text, &lookup)
+                .map_err(|e| e.to_string())
+        })?;
+        let redirect = if self.paste {
+            Redirect::paste(self.redirect_port)
+        } else {
+            Redirect::loopback(self.redirect_port).await?
+        };
+        let browser = Browser::from_command_line(self.browser.as_deref().unwrap_or(""));
+        let url = spec.url.clone();
+        Ok(Some(Arc::new(LocalLogin {
+            authorizer: Authorizer::new(url, client, redirect, browser),
+            manager: Mutex::new(None),
+        })))
+    }
+}
+
+/// The tokens of one login on this terminal.
+pub struct LocalLogin {
+    authorizer: Authorizer,
+    /// Held while a login or refresh runs, so concurrent refusals lead to
+    /// one browser trip, not several.
+    manager: Mutex<Option<AuthorizationManager>>,
+}
+
+/// One login as the credentials of the command's one server.
+pub struct Login(pub Arc<LocalLogin>);
+
+impl Credentials for Login {
+    fn tokens(&self, _server_id: &str) -> Arc<dyn TokenSource> {
+        self.0.clone()
+    }
+}
+
+fn sentence(error: impl std::fmt::Display) -> TokenError {
+    TokenError(error.to_string())
+}
+
+/// The current access token, refreshed by rmcp if it expired; `None` when
+/// there is none or it cannot be refreshed (the server's 401 then leads
+/// to a login).
+async fn current(manager: &AuthorizationManager) -> Result<Option<String>, TokenError> {
+    match manager.get_access_token().await {
+        Ok(token) => Ok(Some(token)),
+        Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => Ok(None),
+        Err(error) => Err(sentence(spear_oauth::describe(&error))),
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenSource for LocalLogin {
+    async fn token(&self) -> Result<Option<String>, TokenError> {
+        match self.manager.lock().await.as_ref() {
+            Some(manager) => current(manager).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn challenged(
+        &self,
+        sent: Option<&str>,
+        challenge: &Challenge,
+    ) -> Result<Option<String>, TokenError> {
+        let mut held = self.manager.lock().await;
+        if let Some(manager) = held.as_ref() {
+            // Another request already logged in or refreshed meanwhile.
+            let now = current(manager).await?;
+            if now.is_some() && now.as_deref() != sent {
+                return Ok(now);
+            }
+        }
+        match (challenge, held.as_mut()) {
+            (Challenge::InsufficientScope(header), Some(manager)) => {
+                self.authorizer
+                    .step_up(manager, header)
+                    .await
+                    .map_err(sentence)?;
+                return current(manager).await;
+            }
+            // The server refused a token we held: refresh it, and log in
+            // again only if that fails.
+            (Challenge::Unauthorized(_), Some(manager))
+                if sent.is_some() && manager.refresh_token().await.is_ok() =>
+            {
+                return current(manager).await;
+            }
+            _ => {}
+        }
+        let (Challenge::Unauthorized(header) | Challenge::InsufficientScope(header)) = challenge;
+        let fresh = self
+            .authorizer
+            .authorize(Some(header))
+            .await
+            .map_err(sentence)?;
+        let token = current(&fresh).await;
+        *held = Some(fresh);
+        token
+    }
+}
+
+/// Makes `spec` wait for a login at startup when one may be needed.
+pub fn allow_for_login(spec: &mut ServerSpec) {
+    let interactive = spec
+        .auth
+        .as_ref()
+        .is_some_and(|a| a.grant == OauthGrant::AuthorizationCode as i32);
+    if interactive {
+        let timeouts = spec.timeouts.get_or_insert_with(Default::default);
+        timeouts.startup_ms = timeouts.startup_ms.max(LOGIN_STARTUP_MS);
+    }
+}

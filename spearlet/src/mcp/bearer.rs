@@ -1,0 +1,269 @@
+//! Bearer tokens on a Streamable HTTP connection. Entry point:
+//! [`BearerClient`], the transport's HTTP client, which asks a
+//! [`TokenSource`] for the token of each request and lets the server's
+//! refusals drive it:
+//!
+//! - no token yet: the request goes out without one, and the server's 401
+//!   challenge goes to [`TokenSource::challenged`] (a login, or a token
+//!   fetched from SMS);
+//! - a token the server refuses (401: expired, revoked): the source is told
+//!   which token failed and gives a fresh one, if it can;
+//! - 403 `insufficient_scope`: the source may step up;
+//!
+//! each at most once per request: a second refusal is the answer.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::auth::AuthError;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use sse_stream::{Error as SseError, Sse};
+
+/// Why a source has no token to give: one sentence for the operator.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct TokenError(pub String);
+
+/// What the server said when it refused a request.
+#[derive(Debug, Clone)]
+pub enum Challenge {
+    /// 401, with its `WWW-Authenticate`.
+    Unauthorized(String),
+    /// 403 `insufficient_scope`, with its `WWW-Authenticate`.
+    InsufficientScope(String),
+}
+
+/// Where one server's bearer tokens come from.
+#[async_trait::async_trait]
+pub trait TokenSource: Send + Sync {
+    /// The token for the next request; `None` sends it without one.
+    async fn token(&self) -> Result<Option<String>, TokenError>;
+
+    /// The server refused a request sent with `sent`: a token to send it
+    /// again with, or `None` to let the refusal stand.
+    async fn challenged(
+        &self,
+        sent: Option<&str>,
+        challenge: &Challenge,
+    ) -> Result<Option<String>, TokenError>;
+}
+
+/// Where each OAuth server's tokens come from on this node (SMS for a
+/// cluster; a login on the terminal for `spearlet mcp`).
+pub trait Credentials: Send + Sync {
+    fn tokens(&self, server_id: &str) -> Arc<dyn TokenSource>;
+}
+
+/// The node's pooled HTTP client, with tokens from `tokens` when the
+/// server is behind OAuth.
+#[derive(Clone)]
+pub struct BearerClient {
+    http: reqwest::Client,
+    tokens: Option<Arc<dyn TokenSource>>,
+}
+
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+impl BearerClient {
+    pub fn new(http: reqwest::Client, tokens: Option<Arc<dyn TokenSource>>) -> BearerClient {
+        BearerClient { http, tokens }
+    }
+
+    /// Runs `call` with the source's token, and once more with a fresh one
+    /// if the server refuses it and the source has another.
+    async fn with_token<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T, HttpError>>,
+    {
+        let Some(tokens) = &self.tokens else {
+            return call(None).await;
+        };
+        let sent = tokens.token().await.map_err(auth_error)?;
+        let first = call(sent.clone()).await;
+        let challenge = match &first {
+            Err(StreamableHttpError::AuthRequired(e)) => {
+                Challenge::Unauthorized(e.www_authenticate_header.clone())
+            }
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                Challenge::InsufficientScope(e.www_authenticate_header.clone())
+            }
+            _ => return first,
+        };
+        match tokens
+            .challenged(sent.as_deref(), &challenge)
+            .await
+            .map_err(auth_error)?
+        {
+            Some(fresh) => call(Some(fresh)).await,
+            None => first,
+        }
+    }
+}
+
+/// A source's sentence, carried through rmcp's error type; [`auth_failure`]
+/// takes it out again.
+fn auth_error(error: TokenError) -> HttpError {
+    StreamableHttpError::Auth(AuthError::AuthorizationFailed(error.0))
+}
+
+/// The sentence for a request that failed on its credentials, if that is
+/// why `error` (anywhere in its chain) failed.
+pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(http) = error.downcast_ref::<HttpError>() {
+            match http {
+                StreamableHttpError::Auth(AuthError::AuthorizationFailed(sentence)) => {
+                    return Some(sentence.clone())
+                }
+                StreamableHttpError::Auth(other) => return Some(spear_oauth::describe(other)),
+                StreamableHttpError::AuthRequired(_) => {
+                    return Some(
+                        "the server answered 401 Unauthorized: it needs an OAuth token this node does not hold (declare \"auth\" in its server file)".into(),
+                    )
+                }
+                StreamableHttpError::InsufficientScope(e) => {
+                    return Some(format!(
+                        "the server answered 403 insufficient_scope: it wants scope '{}', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)",
+                        e.required_scope.as_deref().unwrap_or("(not named)")
+                    ))
+                }
+                _ => {}
+            }
+        }
+        current = error.source();
+    }
+    None
+}
+
+impl StreamableHttpClient for BearerClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.http.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.http.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.with_token(|token| {
+            self.http.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.with_token(|token| {
+            self.http
+                .delete_session(uri.clone(), session_id.clone(), token, headers.clone())
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.with_token(|token| {
+            self.http.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.with_token(|token| {
+            self.http.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
