@@ -46,6 +46,11 @@ if [ ! -f "$npm_dir/node_modules/@modelcontextprotocol/conformance/package.json"
   echo "setup: installing $conformance and $node22" >&2
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "$conformance" "$node22" >&2
 fi
+# A real authorization server for the OAuth tests (tests/tests/oauth.rs).
+if ! grep -qs '"version": "9.3.0"' "$npm_dir/node_modules/oauth2-mock-server/package.json"; then
+  echo "setup: installing oauth2-mock-server@9.3.0" >&2
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "oauth2-mock-server@9.3.0" >&2
+fi
 # Its newest pre-release, for the 2026-07-28 authorization scenarios.
 conformance_next="0.2.0-alpha.12"
 next_dir="$npm_dir/conformance-next"

@@ -37,7 +37,7 @@ pub struct LoggingError(String);
 /// OAuth client logs authorization codes at `debug`.
 const CAPPED: &[&str] = &["rmcp::transport::auth=info"];
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`), with [`CAPPED`]
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`), with the capped
 /// targets held at `info`.
 pub fn init_logging(format: LogFormat) -> Result<(), LoggingError> {
     init_logging_redacted(format, |line| line.to_string())

