@@ -12,6 +12,13 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 export CARGO_INCREMENTAL=0
 if [ -d "$CARGO_TARGET_DIR" ]; then
   find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mtime +2 -delete 2>/dev/null || true
+  # Each clone and each way of calling cargo links test executables under
+  # a hash of its own; only the newest of each name is run again (the old
+  # ones filled the disk).
+  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -printf '%T@ %p\n' 2>/dev/null \
+    | sort -rn | awk '{ name = $2; sub(/-[0-9a-f]+$/, "", name); if (seen[name]++) print $2 }' \
+    | xargs -r rm -f || true
+  rm -rf "$CARGO_TARGET_DIR"/*/incremental
 fi
 scripts/setup.sh
 cargo build --workspace --bins

@@ -53,16 +53,6 @@ impl Authorizer {
         }
     }
 
-    /// Waits at most `timeout` for each browser round trip.
-    pub fn with_login_timeout(mut self, timeout: Duration) -> Authorizer {
-        self.login_timeout = timeout;
-        self
-    }
-
-    pub fn grant(&self) -> Grant {
-        self.client.grant
-    }
-
     /// Answers a 401 (`challenge` is its `WWW-Authenticate`, if it had
     /// one): a manager holding fresh tokens.
     pub async fn authorize(

