@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/spear/v1/registry.proto",
         "proto/spear/v1/admin.proto",
         "proto/spear/v1/tasks.proto",
+        "proto/spear/v1/credentials.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

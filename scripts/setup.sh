@@ -51,6 +51,11 @@ if ! grep -qs '"version": "9.3.0"' "$npm_dir/node_modules/oauth2-mock-server/pac
   echo "setup: installing oauth2-mock-server@9.3.0" >&2
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "oauth2-mock-server@9.3.0" >&2
 fi
+# A certified OpenID Provider for the cluster OAuth tests (tests/tests/oauth_cluster.rs).
+if ! grep -qs '"version": "9.13.3"' "$npm_dir/node_modules/oidc-provider/package.json"; then
+  echo "setup: installing oidc-provider@9.13.3" >&2
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "oidc-provider@9.13.3" >&2
+fi
 # Its newest pre-release, for the 2026-07-28 authorization scenarios.
 conformance_next="0.2.0-alpha.12"
 next_dir="$npm_dir/conformance-next"

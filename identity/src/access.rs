@@ -7,6 +7,7 @@
 //! | heartbeat                                    | [`Access::node`]: that node            |
 //! | registry writes, task writes, invoke via SMS, status | [`Access::admin`]: an admin    |
 //! | a node's Invocation service                  | [`Access::runner`]: SMS or an admin    |
+//! | an OAuth access token for a server           | [`Access::any_node`]: any node         |
 //!
 //! An admin is a certificate for `spiffe://<domain>/admin/<name>` or, at
 //! SMS only, the admin token. On a plaintext port (loopback, or
@@ -139,6 +140,29 @@ impl Access {
             ))),
             other => Err(Status::permission_denied(format!(
                 "{call} for node '{node_id}' is for that node only; the caller is {other}"
+            ))),
+        }
+    }
+
+    /// What only nodes use (an OAuth access token for an MCP server): any
+    /// node's certificate; admins neither need nor get one. On a plaintext
+    /// port, where nobody has an identity, it is as open as the registry.
+    pub fn any_node<T>(&self, request: &Request<T>, call: &str) -> Result<Caller, Status> {
+        if !self.secure {
+            return Ok(Caller::Anonymous);
+        }
+        match Self::identity(request) {
+            Some(Identity::Node(id)) => Ok(Caller::Node(id)),
+            None => Err(Status::unauthenticated(format!(
+                "{call} needs a node certificate; {NEEDS_CERT}"
+            ))),
+            Some(other) => Err(Status::permission_denied(format!(
+                "{call} is for nodes only; the caller is {}",
+                match other {
+                    Identity::Sms => "sms".to_string(),
+                    Identity::Admin(name) => format!("admin/{name}"),
+                    Identity::Node(id) => format!("node/{id}"),
+                }
             ))),
         }
     }

@@ -65,8 +65,13 @@ impl Authorizer {
                     .await
             }
             Grant::ClientCredentials => {
-                self.client_credentials(challenge, &self.client.scopes)
-                    .await
+                client_credentials(
+                    &self.server_url,
+                    &self.client,
+                    challenge,
+                    &self.client.scopes,
+                )
+                .await
             }
         }
     }
@@ -105,74 +110,6 @@ impl Authorizer {
             .ok_or_else(|| OAuthError::Flow("the authorization did not complete".into()))
     }
 
-    /// A new manager holding a token bought with the client's own
-    /// credentials, for `scopes` (or what the challenge or metadata name).
-    async fn client_credentials(
-        &self,
-        challenge: Option<&str>,
-        scopes: &[String],
-    ) -> Result<AuthorizationManager, OAuthError> {
-        let mut manager = AuthorizationManager::new(self.server_url.as_str()).await?;
-        let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
-        manager.set_metadata(resolution.metadata);
-        let scopes = if scopes.is_empty() {
-            let asked = challenge.and_then(|c| self.challenge(c).scope);
-            manager.select_scopes(asked.as_deref(), &[])
-        } else {
-            scopes.to_vec()
-        };
-        let config = self.credentials_config(scopes)?;
-        manager.validate_client_credentials_metadata(&config)?;
-        manager.configure_client_credentials(&config)?;
-        // rmcp's private_key_jwt exchange holds a non-Send value across an
-        // await, so the exchange runs on a blocking thread of its own.
-        let runtime = tokio::runtime::Handle::current();
-        let (manager, exchanged) = tokio::task::spawn_blocking(move || {
-            let exchanged = runtime.block_on(manager.exchange_client_credentials(&config));
-            (manager, exchanged)
-        })
-        .await
-        .map_err(|e| OAuthError::Flow(format!("the token exchange did not finish: {e}")))?;
-        exchanged?;
-        tracing::info!(server = %self.server_url, "client credentials exchanged");
-        Ok(manager)
-    }
-
-    fn credentials_config(
-        &self,
-        scopes: Vec<String>,
-    ) -> Result<ClientCredentialsConfig, OAuthError> {
-        let client_id = self.client.client_id.clone().ok_or(OAuthError::Config {
-            field: "client_id",
-            why: "client_credentials needs a client_id".into(),
-        })?;
-        let resource = Some(self.server_url.clone());
-        if let Some((key, algorithm)) = &self.client.private_key {
-            return Ok(ClientCredentialsConfig::PrivateKeyJwt {
-                client_id,
-                signing_key: key.expose().as_bytes().to_vec(),
-                signing_algorithm: signing_algorithm(algorithm)?,
-                token_endpoint_audience: None,
-                scopes,
-                resource,
-            });
-        }
-        let secret = self
-            .client
-            .client_secret
-            .as_ref()
-            .ok_or(OAuthError::Config {
-                field: "client_secret",
-                why: "client_credentials needs a client_secret or a private_key".into(),
-            })?;
-        Ok(ClientCredentialsConfig::ClientSecret {
-            client_id,
-            client_secret: secret.expose().to_string(),
-            scopes,
-            resource,
-        })
-    }
-
     /// Answers a 403 `insufficient_scope`: the scopes held plus those the
     /// challenge names, through the browser again (or a new exchange for
     /// client credentials), at most [`MAX_STEP_UPS`] times.
@@ -185,12 +122,16 @@ impl Authorizer {
         if done >= MAX_STEP_UPS {
             return Err(OAuthError::StepUpLimit(MAX_STEP_UPS));
         }
-        let required = self.challenge(challenge).scope.unwrap_or_default();
+        let required = parse_challenge(&self.server_url, challenge)
+            .scope
+            .unwrap_or_default();
         tracing::info!(server = %self.server_url, scope = %required, "the server asks for more scope");
         match self.client.grant {
             Grant::ClientCredentials => {
                 let scopes = union(manager.get_current_scopes().await, &required);
-                *manager = self.client_credentials(Some(challenge), &scopes).await?;
+                *manager =
+                    client_credentials(&self.server_url, &self.client, Some(challenge), &scopes)
+                        .await?;
                 Ok(())
             }
             Grant::AuthorizationCode => {
@@ -202,12 +143,79 @@ impl Authorizer {
             }
         }
     }
+}
 
-    fn challenge(&self, header: &str) -> WWWAuthenticateParams {
-        match url::Url::parse(&self.server_url) {
-            Ok(base) => WWWAuthenticateParams::parse(header, &base),
-            Err(_) => WWWAuthenticateParams::default(),
-        }
+/// A new manager holding a token bought with `client`'s own credentials
+/// for `scopes` (or, when empty, what the challenge or metadata name): the
+/// client-credentials grant, for a login and for SMS renewing a token.
+pub async fn client_credentials(
+    server_url: &str,
+    client: &ClientConfig,
+    challenge: Option<&str>,
+    scopes: &[String],
+) -> Result<AuthorizationManager, OAuthError> {
+    let mut manager = AuthorizationManager::new(server_url).await?;
+    let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
+    manager.set_metadata(resolution.metadata);
+    let scopes = if scopes.is_empty() {
+        let asked = challenge.and_then(|c| parse_challenge(server_url, c).scope);
+        manager.select_scopes(asked.as_deref(), &[])
+    } else {
+        scopes.to_vec()
+    };
+    let config = credentials_config(server_url, client, scopes)?;
+    manager.validate_client_credentials_metadata(&config)?;
+    manager.configure_client_credentials(&config)?;
+    // rmcp's private_key_jwt exchange holds a non-Send value across an
+    // await, so the exchange runs on a blocking thread of its own.
+    let runtime = tokio::runtime::Handle::current();
+    let (manager, exchanged) = tokio::task::spawn_blocking(move || {
+        let exchanged = runtime.block_on(manager.exchange_client_credentials(&config));
+        (manager, exchanged)
+    })
+    .await
+    .map_err(|e| OAuthError::Flow(format!("the token exchange did not finish: {e}")))?;
+    exchanged?;
+    tracing::info!(server = %server_url, "client credentials exchanged");
+    Ok(manager)
+}
+
+fn credentials_config(
+    server_url: &str,
+    client: &ClientConfig,
+    scopes: Vec<String>,
+) -> Result<ClientCredentialsConfig, OAuthError> {
+    let client_id = client.client_id.clone().ok_or(OAuthError::Config {
+        field: "client_id",
+        why: "client_credentials needs a client_id".into(),
+    })?;
+    let resource = Some(server_url.to_string());
+    if let Some((key, algorithm)) = &client.private_key {
+        return Ok(ClientCredentialsConfig::PrivateKeyJwt {
+            client_id,
+            signing_key: key.expose().as_bytes().to_vec(),
+            signing_algorithm: signing_algorithm(algorithm)?,
+            token_endpoint_audience: None,
+            scopes,
+            resource,
+        });
+    }
+    let secret = client.client_secret.as_ref().ok_or(OAuthError::Config {
+        field: "client_secret",
+        why: "client_credentials needs a client_secret or a private_key".into(),
+    })?;
+    Ok(ClientCredentialsConfig::ClientSecret {
+        client_id,
+        client_secret: secret.expose().to_string(),
+        scopes,
+        resource,
+    })
+}
+
+fn parse_challenge(server_url: &str, header: &str) -> WWWAuthenticateParams {
+    match url::Url::parse(server_url) {
+        Ok(base) => WWWAuthenticateParams::parse(header, &base),
+        Err(_) => WWWAuthenticateParams::default(),
     }
 }
 

@@ -19,6 +19,10 @@ pub enum OAuthError {
     Paste(String),
     #[error("the server still answers insufficient_scope after {0} step-ups; its operator must grant the scopes it asks for")]
     StepUpLimit(u32),
+    /// The authorization server refused a refresh token for good (revoked,
+    /// expired, or rotated away): only a new login helps.
+    #[error("{0}")]
+    RefreshRefused(String),
     /// What rmcp reports, made into a sentence by [`describe`].
     #[error("{0}")]
     Flow(String),

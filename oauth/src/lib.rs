@@ -12,7 +12,9 @@
 //!   servers, client credentials;
 //! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
 //!   again for the scopes held plus those the server names, a bounded
-//!   number of times.
+//!   number of times;
+//! - [`held`] takes what a login obtained, to keep; [`refresh`] renews it
+//!   (SMS does this for a cluster).
 //!
 //! Secrets (client secrets, keys, codes, verifiers, tokens) are held in
 //! [`Secret`]s or inside rmcp's types and never formatted into an error.
@@ -22,14 +24,20 @@ mod browser;
 mod client;
 mod error;
 mod redirect;
+mod terminal;
+mod tokens;
 
-pub use authorize::{Authorizer, MAX_STEP_UPS};
+pub use authorize::{client_credentials, Authorizer, MAX_STEP_UPS};
 pub use browser::Browser;
 pub use client::{check_spec, ClientConfig, Grant, Secret};
 pub use error::{describe, OAuthError};
 pub use redirect::Redirect;
+pub use terminal::LoginFlags;
+pub use tokens::{
+    access_token, due_at, expires_at, has_refresh_token, held, refresh, renew_at, token_digest,
+};
 
 /// rmcp's types a caller holds: the manager an authorization yields (it
 /// refreshes its own tokens) and the challenge parser.
-pub use rmcp::transport::auth::{AuthError, WWWAuthenticateParams};
+pub use rmcp::transport::auth::{AuthError, StoredCredentials, WWWAuthenticateParams};
 pub use rmcp::transport::AuthorizationManager;

@@ -1,7 +1,9 @@
 //! The words status output, logs and metrics use for the protocol's enums
 //! and sources, next to the generated types so both binaries say the same.
 
-use crate::v1::{source, Elicitation, ServerRecord, SyncState, Transport};
+use crate::v1::{
+    source, CredentialState, Elicitation, OauthGrant, ServerRecord, SyncState, Transport,
+};
 
 impl SyncState {
     /// `connecting`, `synced`, `stale` (`unknown` when unset).
@@ -66,5 +68,45 @@ impl ServerRecord {
             Some(source::Kind::Admin(_)) => "admin".into(),
             None => "unknown".into(),
         }
+    }
+}
+
+impl OauthGrant {
+    /// The server-file spelling: `authorization_code`, `client_credentials`.
+    pub fn label(self) -> &'static str {
+        match self {
+            OauthGrant::AuthorizationCode => "authorization_code",
+            OauthGrant::ClientCredentials => "client_credentials",
+        }
+    }
+
+    /// The label of a wire value; values this build does not know are the default grant.
+    pub fn label_of(value: i32) -> &'static str {
+        OauthGrant::try_from(value)
+            .unwrap_or(OauthGrant::AuthorizationCode)
+            .label()
+    }
+}
+
+impl CredentialState {
+    /// How `sms oauth status` names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            CredentialState::Unspecified => "unknown",
+            CredentialState::Valid => "valid",
+            CredentialState::Expired => "expired",
+            CredentialState::NotLoggedIn => "not logged in",
+            CredentialState::NeedsLogin => "needs login",
+            CredentialState::Unreadable => "unreadable",
+            CredentialState::Orphaned => "orphaned",
+            CredentialState::OnDemand => "on demand",
+        }
+    }
+
+    /// The label of a wire value.
+    pub fn label_of(value: i32) -> &'static str {
+        CredentialState::try_from(value)
+            .unwrap_or(CredentialState::Unspecified)
+            .label()
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! In server files and in a task's `wasi.env`. SMS only checks that
 //! references are well formed; nodes resolve them from their own
-//! environment, so secrets never pass through SMS. `$${` stands for a
-//! literal `${`.
+//! environment, so secrets never pass through SMS. The one exception is a
+//! server's OAuth client (`auth`): SMS renews the cluster's tokens, so it
+//! resolves that server's URL and client secret from its own environment
+//! ([`substitute`]). `$${` stands for a literal `${`.
 
 /// One piece of a text that may hold references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +127,36 @@ pub fn sole_reference(text: &str) -> Option<&str> {
     }
 }
 
+/// Why [`substitute`] could not resolve a text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubstituteError {
+    #[error(transparent)]
+    Malformed(#[from] RefError),
+    #[error("${{{0}}} is not set")]
+    Unset(String),
+}
+
+/// `text` with each reference replaced by `lookup(name)`, or its default
+/// when unset: for the few values SMS itself must resolve (an OAuth
+/// server's URL and client secret, which it renews tokens with).
+pub fn substitute(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, SubstituteError> {
+    let mut out = String::with_capacity(text.len());
+    for piece in pieces(text) {
+        match piece? {
+            Piece::Text(text) => out.push_str(text),
+            Piece::Ref { name, default } => match (lookup(name), default) {
+                (Some(value), _) => out.push_str(&value),
+                (None, Some(default)) => out.push_str(default),
+                (None, None) => return Err(SubstituteError::Unset(name.to_string())),
+            },
+        }
+    }
+    Ok(out)
+}
+
 /// True when `text` starts with a reference (a URL given entirely by one).
 pub fn starts_with_reference(text: &str) -> bool {
     text.starts_with("${")
@@ -132,6 +164,19 @@ pub fn starts_with_reference(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn substitute_resolves_defaults_and_names_the_unset() {
+        let lookup = |name: &str| (name == "HOST").then(|| "mcp.example".to_string());
+        assert_eq!(
+            super::substitute("https://${HOST}:${PORT:-443}/mcp", &lookup),
+            Ok("https://mcp.example:443/mcp".to_string())
+        );
+        assert_eq!(
+            super::substitute("${SECRET}", &lookup),
+            Err(super::SubstituteError::Unset("SECRET".into()))
+        );
+    }
+
     use super::*;
 
     #[test]

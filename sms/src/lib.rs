@@ -14,6 +14,10 @@
 //! **Nodes and tasks.** [`nodes`] tracks heartbeats (who is alive, what
 //! each applied); [`tasks`] stores tasks and routes an invocation to a node.
 //!
+//! **OAuth.** [`oauth`] holds one credential per server behind OAuth for
+//! the whole cluster (sealed in the store), renews it once across
+//! replicas, and gives nodes access tokens; `sms oauth` is its CLI.
+//!
 //! **Who calls.** Every port is mutual TLS with SPIFFE identities (or
 //! plaintext on loopback / `--insecure`); `spear_identity` decides who may
 //! call what, and [`certs`] is `sms certs`, a small CA for an installation.
@@ -30,6 +34,7 @@ pub mod grpc;
 pub mod health;
 pub mod metrics;
 pub mod nodes;
+pub mod oauth;
 pub mod registry;
 pub mod server;
 pub mod store;

@@ -10,6 +10,7 @@ use spear_identity::{incoming, server, Access, AdminToken, Identity, TlsIdentity
 use spear_proto::defaults;
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
+use spear_proto::v1::credentials_server::CredentialsServer;
 use spear_proto::v1::nodes_server::NodesServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
@@ -18,9 +19,12 @@ use tracing::info;
 
 use crate::admin::Admin;
 use crate::files::{watch_dir, FileProblems, Reconciler};
-use crate::grpc::{AdminService, NodesService, RegistryService, StatusService, TasksService};
+use crate::grpc::{
+    AdminService, CredentialsService, NodesService, RegistryService, StatusService, TasksService,
+};
 use crate::metrics::Metrics;
 use crate::nodes::{NodeTable, SharedNodes};
+use crate::oauth::{Broker, EtcdVault, KeyError, MemoryVault, SealingKey, Vault};
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
@@ -55,6 +59,9 @@ pub struct SmsConfig {
     /// Watch streams one node identity may hold at once (TLS only).
     pub max_watches_per_node: usize,
     pub hub: HubConfig,
+    /// The key OAuth credentials are sealed with (`--oauth-key-file`);
+    /// without it SMS holds none.
+    pub oauth_key_file: Option<PathBuf>,
 }
 
 /// Why SMS could not start.
@@ -77,6 +84,8 @@ pub enum StartError {
     Insecure(SocketAddr),
     #[error("the certificate given to SMS is {0}, not spiffe://<domain>/sms; issue one with `sms certs issue DIR --sms NAME`")]
     NotSms(Identity),
+    #[error(transparent)]
+    OAuthKey(#[from] KeyError),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -101,6 +110,7 @@ struct Services {
     nodes: NodesService,
     status: StatusService,
     tasks: TasksService,
+    credentials: CredentialsService,
 }
 
 impl Sms {
@@ -115,22 +125,35 @@ impl Sms {
                 return Err(StartError::NotSms(identity));
             }
         }
+        let oauth_key = config
+            .oauth_key_file
+            .as_deref()
+            .map(SealingKey::from_file)
+            .transpose()?;
         type Stores = (
             Arc<dyn RegistryStore>,
             Arc<dyn TaskStore>,
             Option<Arc<SharedNodes>>,
+            Arc<dyn Vault>,
         );
-        let (store, tasks, shared): Stores = match &config.store {
+        let (store, tasks, shared, vault): Stores = match &config.store {
             StoreConfig::Memory => (
                 Arc::new(MemoryStore::new()),
                 Arc::new(MemoryTaskStore::default()),
                 None,
+                Arc::new(MemoryVault::default()),
             ),
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
                 let tasks = EtcdTaskStore::new(store.client(), &etcd.prefix);
                 let shared = SharedNodes::new(store.client(), &etcd.prefix);
-                (Arc::new(store), Arc::new(tasks), Some(Arc::new(shared)))
+                let vault = EtcdVault::new(store.client(), &etcd.prefix);
+                (
+                    Arc::new(store),
+                    Arc::new(tasks),
+                    Some(Arc::new(shared)),
+                    Arc::new(vault),
+                )
             }
         };
         let hub = Hub::start(store, config.hub.clone());
@@ -214,6 +237,10 @@ impl Sms {
                 access.clone(),
             ),
             nodes: NodesService::new(Arc::clone(&nodes), shared, access.clone()),
+            credentials: CredentialsService::new(
+                Arc::new(Broker::new(vault, oauth_key, Arc::clone(&hub))),
+                access.clone(),
+            ),
             status,
         };
         let tls = config.tls.is_some();
@@ -246,6 +273,7 @@ impl Sms {
             nodes,
             status,
             tasks,
+            credentials,
         } = self.services;
         let hub = Arc::clone(&self.hub);
         let shutdown = async move {
@@ -263,6 +291,7 @@ impl Sms {
                 NodesServer::new(nodes).max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
             .add_service(StatusServer::new(status).max_decoding_message_size(4 * KIB))
+            .add_service(CredentialsServer::new(credentials).max_decoding_message_size(128 * KIB))
             .add_service(
                 TasksServer::new(tasks)
                     .max_decoding_message_size(defaults::MAX_INVOKE_REQUEST_BYTES)

@@ -45,6 +45,7 @@ pub mod node_policy;
 pub mod persist;
 pub mod policy;
 pub mod registry;
+pub mod sms_tokens;
 pub mod sync;
 pub mod tools;
 pub mod wasm;

@@ -60,4 +60,10 @@ def whoami() -> str:
     return "authorized"
 
 
+@mcp.tool()
+def read_note() -> str:
+    """Reads the protected note (a read-only tool, as agents that only read may call)."""
+    return "authorized: the protected note"
+
+
 mcp.run(transport="streamable-http")

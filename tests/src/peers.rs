@@ -190,3 +190,92 @@ impl HttpPeer {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 }
+
+/// A peer that reports what happens to it as lines on its stdout (the
+/// authorization servers): every line is kept for the test to read.
+pub struct LinePeer {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Drop for LinePeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LinePeer {
+    /// Starts `command`; its stderr goes to the test's.
+    pub fn start(mut command: std::process::Command) -> LinePeer {
+        use std::io::BufRead;
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+        let sink = std::sync::Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                sink.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+        });
+        LinePeer { child, lines }
+    }
+
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// What follows `prefix` on each line that starts with it.
+    pub fn values(&self, prefix: &str) -> Vec<String> {
+        self.lines()
+            .iter()
+            .filter_map(|l| l.strip_prefix(prefix).map(str::to_string))
+            .collect()
+    }
+
+    /// Waits for the first line starting with `prefix`; the rest of it.
+    pub fn wait_for(&self, prefix: &str) -> String {
+        crate::wait::eventually(
+            &format!("a line starting with '{prefix}'"),
+            std::time::Duration::from_secs(30),
+            || {
+                self.values(prefix)
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| self.lines().join("\n"))
+            },
+        )
+    }
+}
+
+/// The Python SDK 1.x server behind OAuth (tests/peers/python_oauth_server.py):
+/// it verifies each token against `issuer`'s JWKS and scope `docs:read`, and
+/// appends every token it accepted to `tokens`.
+pub fn oauth_protected_server(issuer: &str, tokens: &std::path::Path) -> HttpPeer {
+    let port = crate::wait::free_port();
+    let mut cmd = std::process::Command::new(python_sdk());
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python_oauth_server.py"))
+        .arg(port.to_string())
+        .arg(issuer)
+        .arg(tokens);
+    HttpPeer::start("python sdk server behind OAuth", cmd, port)
+}
+
+/// Asserts none of `secrets` (tokens, codes, client secrets; those of at
+/// least 8 characters) is in `text`, which came from `place`.
+pub fn assert_no_secret(place: &str, text: &str, secrets: &[String]) {
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        assert!(
+            !text.contains(secret.as_str()),
+            "a secret ({}…) is in {place}:\n{text}",
+            &secret[..4]
+        );
+    }
+}

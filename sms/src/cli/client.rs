@@ -16,7 +16,8 @@ use tonic::transport::Channel;
 
 use super::ClientArgs;
 
-async fn channel(args: &ClientArgs) -> Result<Channel> {
+/// A channel to SMS for `args`.
+pub(super) async fn connect_sms(args: &ClientArgs) -> Result<Channel> {
     connect(args, &args.addr, Identity::Sms, "SMS").await
 }
 
@@ -92,7 +93,7 @@ pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>
 }
 
 pub async fn status(args: &ClientArgs) -> Result<()> {
-    let mut client = StatusClient::new(channel(args).await?);
+    let mut client = StatusClient::new(connect_sms(args).await?);
     let status = client
         .get_status(request(args, StatusRequest {})?)
         .await
@@ -157,7 +158,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
 }
 
 pub async fn servers(args: &ClientArgs) -> Result<()> {
-    let mut client = RegistryClient::new(channel(args).await?);
+    let mut client = RegistryClient::new(connect_sms(args).await?);
     let list = client
         .list_servers(request(args, ListServersRequest {})?)
         .await
@@ -190,7 +191,7 @@ pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
         json = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
     }
-    let mut client = AdminClient::new(channel(args).await?);
+    let mut client = AdminClient::new(connect_sms(args).await?);
     let response = client
         .upsert_server(request(args, UpsertServerRequest { spec_json: json })?)
         .await
@@ -200,7 +201,7 @@ pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
 }
 
 pub async fn delete(args: &ClientArgs, id: &str) -> Result<()> {
-    let mut client = AdminClient::new(channel(args).await?);
+    let mut client = AdminClient::new(connect_sms(args).await?);
     let response = client
         .delete_server(request(args, DeleteServerRequest { id: id.to_string() })?)
         .await

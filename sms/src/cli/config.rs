@@ -65,6 +65,10 @@ pub struct ServeArgs {
     /// SMS's PEM private key.
     #[arg(long, env = "SMS_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+    /// File holding the key OAuth credentials are sealed with at rest (make
+    /// one with `sms oauth keygen FILE`); every replica needs the same key.
+    #[arg(long, env = "SMS_OAUTH_KEY_FILE")]
+    pub oauth_key_file: Option<PathBuf>,
     /// Serve plaintext on a non-loopback address (a network you trust).
     #[arg(long, env = "SMS_INSECURE")]
     pub insecure: bool,
@@ -100,6 +104,7 @@ struct FileConfig {
     tls_ca: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    oauth_key_file: Option<PathBuf>,
     #[serde(default)]
     insecure: bool,
     progress_interval_ms: Option<u64>,
@@ -203,6 +208,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         insecure: args.insecure || file.insecure,
         max_watches_per_node: crate::grpc::MAX_WATCHES_PER_NODE,
         hub,
+        oauth_key_file: args.oauth_key_file.clone().or(file.oauth_key_file),
     };
     Ok((config, log_format))
 }

@@ -1,10 +1,11 @@
 //! The `sms` command line: `sms [serve]`, `sms validate`, `sms status`,
 //! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`,
-//! `sms certs ...`.
+//! `sms certs ...`, `sms oauth ...`.
 
 mod certs;
 mod client;
 mod config;
+mod oauth;
 mod tasks;
 mod validate;
 
@@ -58,6 +59,9 @@ pub enum Command {
     /// Make a CA and issue certificates for SMS, nodes and admins.
     #[command(subcommand)]
     Certs(certs::CertsCommand),
+    /// OAuth credentials for servers behind OAuth: keygen, login, status, logout.
+    #[command(subcommand)]
+    Oauth(oauth::OAuthCommand),
     /// Run a task on a healthy node (or the one named) and print its output.
     /// The exit code is the guest's; 1 when the run was stopped.
     Invoke {
@@ -116,6 +120,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
         Some(Command::Tasks(command)) => tasks::run(command).await,
         Some(Command::Certs(command)) => certs::run(command),
+        Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {
             client,
             task,

@@ -1,12 +1,14 @@
 //! Thin gRPC services over SMS's domain core.
 
 mod admin;
+mod credentials;
 mod nodes;
 mod registry;
 mod status;
 mod tasks;
 
 pub use admin::AdminService;
+pub use credentials::CredentialsService;
 pub use nodes::NodesService;
 pub use registry::{RegistryService, MAX_WATCHES_PER_NODE};
 pub use status::StatusService;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
-use spear_oauth::{AuthError, AuthorizationManager, Authorizer, Browser, ClientConfig, Redirect};
+use spear_oauth::{AuthError, AuthorizationManager, Authorizer, ClientConfig, LoginFlags};
 use spear_proto::v1::{OAuth, OauthGrant, ServerSpec};
 use tokio::sync::Mutex;
 
@@ -47,16 +47,8 @@ pub struct OAuthFlags {
     /// The private key's algorithm (RS256, RS384, RS512, ES256, ES384).
     #[arg(long, value_name = "ALG")]
     signing_algorithm: Option<String>,
-    /// The loopback port the authorization server redirects to [default: any free port].
-    #[arg(long, default_value_t = 0)]
-    redirect_port: u16,
-    /// Do not listen for the redirect: paste the address the browser ends on.
-    #[arg(long)]
-    paste: bool,
-    /// A command that opens the authorization URL (its last argument),
-    /// for example xdg-open [default: only print it].
-    #[arg(long, value_name = "COMMAND")]
-    browser: Option<String>,
+    #[command(flatten)]
+    login: LoginFlags,
 }
 
 impl OAuthFlags {
@@ -101,12 +93,8 @@ impl OAuthFlags {
                 .resolve(&format!("auth.{field}"), text, &lookup)
                 .map_err(|e| e.to_string())
         })?;
-        let redirect = if self.paste {
-            Redirect::paste(self.redirect_port)
-        } else {
-            Redirect::loopback(self.redirect_port).await?
-        };
-        let browser = Browser::from_command_line(self.browser.as_deref().unwrap_or(""));
+        let redirect = self.login.redirect().await?;
+        let browser = self.login.browser();
         let url = spec.url.clone();
         Ok(Some(Arc::new(LocalLogin {
             authorizer: Authorizer::new(url, client, redirect, browser),

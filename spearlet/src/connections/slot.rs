@@ -370,7 +370,10 @@ impl Slot {
                             }
                         }
                     }
-                    McpError::Timeout { .. } => {
+                    // A timeout, or credentials the server no longer
+                    // takes (a revoked login): the session stands, but
+                    // status says why calls fail.
+                    McpError::Timeout { .. } | McpError::Auth(_) => {
                         let mut status = self.status.lock();
                         status.state = ServerState::Degraded;
                         status.last_error = Some(error.to_string());

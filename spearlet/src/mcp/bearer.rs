@@ -143,7 +143,7 @@ pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String>
 
 /// The sentence for a 403 `insufficient_scope`, with the scope the server
 /// named (or its description, when it named none).
-fn insufficient_scope(challenge: &str) -> String {
+pub(crate) fn insufficient_scope(challenge: &str) -> String {
     let params = url::Url::parse("http://server.invalid/")
         .map(|base| spear_oauth::WWWAuthenticateParams::parse(challenge, &base))
         .unwrap_or_default();

@@ -236,7 +236,7 @@ impl McpClient {
                 let mut target = super::http::resolve_target(spec, lookup)?;
                 if spec.auth.is_some() {
                     let credentials = options.credentials.as_ref().ok_or(
-                            McpError::NoCredentials("this node has no source of OAuth tokens (it gets them from SMS; `spearlet mcp` logs in itself)"),
+                            McpError::NoCredentials("this process has no source of OAuth tokens (a node gets them from SMS; `spearlet mcp` logs in itself)"),
                         )?;
                     target.tokens = Some(credentials.tokens(&spec.id));
                 }

@@ -14,6 +14,7 @@ mod server_log;
 mod sse;
 mod stdio;
 
+pub(crate) use bearer::insufficient_scope;
 pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
 pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts};
 pub use elicitation::ElicitationPolicy;

@@ -23,9 +23,11 @@ use crate::heartbeat::Advert;
 use crate::http_endpoint::NodeView;
 use crate::invoke::Invoker;
 use crate::llm::Backends;
+use crate::mcp::SessionOptions;
 use crate::node_policy::{NodePolicy, PolicyError};
 use crate::persist::{Applied, AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
+use crate::sms_tokens::SmsCredentials;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
 
 /// Everything a node needs to start.
@@ -155,7 +157,15 @@ impl Node {
         // Server files read only the variables the node policy allows.
         let env = Arc::clone(&policy);
         let lookup: crate::connections::Lookup = Arc::new(move |name: &str| env.env.lookup(name));
-        let connections = Connections::new(registry.clone(), lookup);
+        // Servers behind OAuth get their tokens from SMS.
+        let options = SessionOptions {
+            credentials: Some(Arc::new(SmsCredentials::new(
+                Arc::clone(&status),
+                config.tls.clone(),
+            ))),
+            ..SessionOptions::default()
+        };
+        let connections = Connections::with_options(registry.clone(), lookup, options);
 
         let guests = match config.invoke_listen {
             Some(listen) => Some(

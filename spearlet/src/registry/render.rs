@@ -39,7 +39,7 @@ fn record_json(record: &ServerRecord) -> Value {
             // Secrets here are ${NAME} references (SMS refuses anything
             // else), so they show as written.
             "auth": spec.auth.map(|a| json!({
-                "grant": if a.grant == OauthGrant::ClientCredentials as i32 { "client_credentials" } else { "authorization_code" },
+                "grant": OauthGrant::label_of(a.grant),
                 "client_id": a.client_id,
                 "client_secret": a.client_secret,
                 "client_metadata_url": a.client_metadata_url,

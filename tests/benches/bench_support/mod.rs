@@ -95,6 +95,7 @@ pub async fn start_sms_with(
         insecure: false,
         max_watches_per_node: 10,
         hub: HubConfig::default(),
+        oauth_key_file: None,
     };
     let sms = Sms::start(config)
         .await

@@ -1,0 +1,116 @@
+use std::sync::Arc;
+
+use spear_identity::Access;
+use spear_proto::v1::credentials_server::Credentials as CredentialsApi;
+use spear_proto::v1::{
+    AccessTokenRequest, AccessTokenResponse, DeleteCredentialRequest, DeleteCredentialResponse,
+    ListCredentialsRequest, ListCredentialsResponse, PutCredentialRequest, PutCredentialResponse,
+};
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use crate::oauth::{Broker, BrokerError, VaultError};
+
+/// `spear.v1.Credentials`: admins put and inspect the cluster's OAuth
+/// credentials; nodes get access tokens from them.
+pub struct CredentialsService {
+    broker: Arc<Broker>,
+    access: Access,
+}
+
+impl CredentialsService {
+    pub fn new(broker: Arc<Broker>, access: Access) -> Self {
+        Self { broker, access }
+    }
+}
+
+/// A login's JSON is a few kilobytes; anything much larger is not one.
+const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
+
+fn to_status(error: BrokerError) -> Status {
+    let message = error.to_string();
+    match error {
+        BrokerError::UnknownServer(_) => Status::not_found(message),
+        BrokerError::NotProtected(_)
+        | BrokerError::NoLoginNeeded(_)
+        | BrokerError::BadLogin { .. } => Status::invalid_argument(message),
+        BrokerError::NoKey
+        | BrokerError::NotLoggedIn(_)
+        | BrokerError::NeedsLogin { .. }
+        | BrokerError::WrongKey { .. }
+        | BrokerError::Config { .. }
+        | BrokerError::Vault(VaultError::Corrupt { .. }) => Status::failed_precondition(message),
+        BrokerError::Renew { .. } | BrokerError::Vault(_) => Status::unavailable(message),
+    }
+}
+
+#[tonic::async_trait]
+impl CredentialsApi for CredentialsService {
+    async fn put_credential(
+        &self,
+        request: Request<PutCredentialRequest>,
+    ) -> Result<Response<PutCredentialResponse>, Status> {
+        let caller = self.access.admin(&request, "put_credential")?;
+        let request = request.into_inner();
+        if request.credentials_json.len() > MAX_CREDENTIAL_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "the credential is {} bytes; the limit is {MAX_CREDENTIAL_BYTES}",
+                request.credentials_json.len()
+            )));
+        }
+        let status = self
+            .broker
+            .put(
+                &request.server_id,
+                &request.credentials_json,
+                &caller.to_string(),
+            )
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(PutCredentialResponse {
+            status: Some(status),
+        }))
+    }
+
+    async fn delete_credential(
+        &self,
+        request: Request<DeleteCredentialRequest>,
+    ) -> Result<Response<DeleteCredentialResponse>, Status> {
+        let caller = self.access.admin(&request, "delete_credential")?;
+        let id = request.into_inner().server_id;
+        let existed = self.broker.forget(&id).await.map_err(to_status)?;
+        info!(server_id = %id, existed, %caller, "OAuth credential deleted");
+        Ok(Response::new(DeleteCredentialResponse { existed }))
+    }
+
+    async fn list_credentials(
+        &self,
+        request: Request<ListCredentialsRequest>,
+    ) -> Result<Response<ListCredentialsResponse>, Status> {
+        self.access.admin(&request, "list_credentials")?;
+        let credentials = self.broker.statuses().await.map_err(to_status)?;
+        Ok(Response::new(ListCredentialsResponse {
+            credentials,
+            has_key: self.broker.key_id().is_some(),
+            key_id: self.broker.key_id().unwrap_or_default().to_string(),
+        }))
+    }
+
+    async fn get_access_token(
+        &self,
+        request: Request<AccessTokenRequest>,
+    ) -> Result<Response<AccessTokenResponse>, Status> {
+        self.access.any_node(&request, "get_access_token")?;
+        let request = request.into_inner();
+        let refused = Some(request.refused_sha256.as_str()).filter(|s| !s.is_empty());
+        let issued = self
+            .broker
+            .access_token(&request.server_id, refused)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(AccessTokenResponse {
+            access_token: issued.access_token,
+            expires_at_ms: issued.expires_at.map_or(0, crate::oauth::millis),
+        }))
+    }
+}
