@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """A Streamable HTTP MCP server written with the Python SDK 2.x (PyPI `mcp`
 2.x, protocol 2026-07-28), for the protocol-generation tests
-(tests/tests/mcp_versions.rs). Usage: python2_http_server.py PORT.
+(tests/tests/mcp_versions.rs). Usage: python2_http_server.py PORT [TOOLS_TTL_MS].
 
 Its tools exercise what the newer generation changes: the negotiated
 version, elicitation through an `input_required` result, progress, and log
-notifications."""
+notifications. With a second argument, TOOLS_TTL_MS, its tool lists carry
+that `ttlMs` (SEP-2549), and its `grow` tool adds a tool without telling
+anyone, so a client sees it only by listing again."""
 import sys
 from typing import Annotated
 
 import anyio
 from pydantic import BaseModel
 
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 
 port = int(sys.argv[1])
-server = MCPServer("spear-python2-peer", log_level="WARNING")
+hints = {"tools/list": CacheHint(ttl_ms=int(sys.argv[2]))} if len(sys.argv) > 2 else None
+server = MCPServer("spear-python2-peer", log_level="WARNING", cache_hints=hints)
 
 
 @server.tool()
@@ -70,6 +74,13 @@ async def chatter(lines: int, text: str, ctx: Context) -> str:
     for i in range(lines):
         await ctx.info(f"{text} #{i}")
     return f"sent {lines} lines"
+
+
+@server.tool()
+def grow(name: str) -> str:
+    """Adds a tool called `name` (no list_changed notification)."""
+    server.add_tool(lambda: name, name=name, description=f"added at run time: {name}")
+    return f"added {name}"
 
 
 server.run(transport="streamable-http", host="127.0.0.1", port=port)

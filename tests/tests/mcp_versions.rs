@@ -5,9 +5,16 @@
 //! elicitation by policy (a server-to-client request on one, an
 //! `input_required` retry on the other), progress that extends a call's
 //! timeout up to its bound, and log notifications in the node's log,
-//! bounded and redacted. Driven through `spearlet mcp`, as an operator would.
+//! bounded and redacted. Driven through `spearlet mcp`, as an operator
+//! would; the catalog cache (`ttlMs`, tool order) through a node's
+//! connections.
 
 use std::process::Command;
+use std::sync::Arc;
+
+use spear_proto::v1::{ServerSpec, Transport};
+use spearlet::connections::Connections;
+use spearlet::registry::{RegistryHandle, RegistryView};
 
 use spear_tests::peers::{
     npm_bin, python2_http_server, python_http_server, python_sdk, python_sdk2, HttpPeer,
@@ -260,4 +267,61 @@ fn pings_from_a_server_are_answered() {
         (0, Some("pong received")),
         "{err}"
     );
+}
+
+/// The names in `server`'s catalog, as a node would offer them.
+async fn catalog_names(connections: &Connections, server: &str) -> Vec<String> {
+    let catalog = connections
+        .catalog(server)
+        .await
+        .unwrap_or_else(|e| panic!("catalog: {e}"));
+    catalog.tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[test]
+fn tool_lists_are_kept_as_long_as_the_server_says_and_come_sorted() {
+    // ttlMs 0: stale at once, so a tool the server added unannounced is
+    // seen at the next use; an hour: the node keeps its list.
+    for (ttl_ms, seen) in [("0", true), ("3600000", false)] {
+        let port = free_port();
+        let mut cmd = Command::new(python_sdk2());
+        cmd.arg(python2_http_server())
+            .arg(port.to_string())
+            .arg(ttl_ms);
+        let peer = HttpPeer::start("python sdk 2.x server", cmd, port);
+        let spec = ServerSpec {
+            id: "py2".into(),
+            transport: Transport::StreamableHttp as i32,
+            url: peer.url("/mcp"),
+            enabled: true,
+            ..Default::default()
+        };
+        spear_tests::runtime().block_on(async {
+            let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
+            let connections = Connections::new(registry, Arc::new(|_: &str| Ok(None)));
+            let before = catalog_names(&connections, "py2").await;
+            let mut sorted = before.clone();
+            sorted.sort();
+            assert_eq!(before, sorted, "offered in name order");
+            let args = serde_json::json!({"name": "aardvark"});
+            let grown = connections
+                .call("py2", "grow", args.as_object().cloned())
+                .await
+                .unwrap_or_else(|e| panic!("grow: {e}"));
+            assert!(!grown.is_error, "{grown:?}");
+            let after = catalog_names(&connections, "py2").await;
+            assert_eq!(
+                after.contains(&"aardvark".to_string()),
+                seen,
+                "ttlMs {ttl_ms}: {after:?}"
+            );
+            if seen {
+                assert_eq!(
+                    after[0], "aardvark",
+                    "sorted, not in the server's order: {after:?}"
+                );
+            }
+            connections.shutdown().await;
+        });
+    }
 }

@@ -92,6 +92,9 @@ struct Live {
     client: Arc<McpClient>,
     tools_changed: watch::Receiver<u64>,
     catalog: Option<Arc<Catalog>>,
+    /// When the catalog must be listed again (the server's `ttlMs`);
+    /// `None`: only when the server says its tools changed.
+    stale_at: Option<tokio::time::Instant>,
 }
 
 struct Retry {
@@ -235,6 +238,7 @@ impl Slot {
                     tools_changed: client.tools_changed(),
                     client: Arc::clone(&client),
                     catalog: None,
+                    stale_at: None,
                 });
                 Ok(client)
             }
@@ -265,7 +269,10 @@ impl Slot {
             let mut live = self.live.lock().await;
             if let Some(current) = live.as_mut() {
                 let changed = current.tools_changed.has_changed().unwrap_or(false);
-                if let (Some(catalog), false) = (&current.catalog, changed) {
+                let stale = current
+                    .stale_at
+                    .is_some_and(|at| tokio::time::Instant::now() >= at);
+                if let (Some(catalog), false, false) = (&current.catalog, changed, stale) {
                     return Ok(Arc::clone(catalog));
                 }
                 current.tools_changed.borrow_and_update();
@@ -280,8 +287,22 @@ impl Slot {
                 return Err(self.clean(error));
             }
         };
+        let stale_at = listed
+            .fresh_for
+            .map(|ttl| tokio::time::Instant::now() + ttl);
         let mut catalog = Catalog::default();
-        for tool in listed {
+        for tool in listed.tools {
+            if catalog
+                .tools
+                .last()
+                .is_some_and(|t: &Tool| t.name == tool.name)
+            {
+                catalog.quarantined.push(Quarantined {
+                    tool: tool.name.to_string(),
+                    why: "the server lists it twice; the first is used".into(),
+                });
+                continue;
+            }
             match check_input_schema(&tool.input_schema) {
                 Ok(()) => {
                     let name = offered_name(&self.spec.id, &tool.name);
@@ -315,6 +336,7 @@ impl Slot {
         if let Some(current) = self.live.lock().await.as_mut() {
             if Arc::ptr_eq(&current.client, &client) {
                 current.catalog = Some(Arc::clone(&catalog));
+                current.stale_at = stale_at;
             }
         }
         Ok(catalog)

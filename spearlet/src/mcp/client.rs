@@ -138,6 +138,17 @@ pub struct SessionOptions {
     pub credentials: Option<Arc<dyn Credentials>>,
 }
 
+/// A server's tools as one `tools/list` found them.
+#[derive(Debug, Clone, Default)]
+pub struct ToolList {
+    /// Sorted by name.
+    pub tools: Vec<Tool>,
+    /// How long the list may be used before listing again: the server's
+    /// `ttlMs` (2026-07-28; 0 is "already stale"). `None`: until the
+    /// server says its tools changed, or the connection is made again.
+    pub fresh_for: Option<Duration>,
+}
+
 /// Timeouts of one server, with the node's defaults filled in.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -290,13 +301,17 @@ impl McpClient {
         }
     }
 
-    /// Every tool of the server, following `nextCursor` for at most `page_cap` pages.
+    /// Every tool of the server, following `nextCursor` for at most
+    /// `page_cap` pages, sorted by name so the tools a model is offered
+    /// come in the same order whatever order the server lists them in
+    /// (stable prompts, and prompt caches that keep working).
     pub async fn list_tools(
         &self,
         page_cap: usize,
         timeout: Duration,
-    ) -> Result<Vec<Tool>, McpError> {
+    ) -> Result<ToolList, McpError> {
         let mut tools = Vec::new();
+        let mut fresh_for: Option<Duration> = None;
         let mut cursor: Option<String> = None;
         for _ in 0..page_cap {
             let params = PaginatedRequestParams::default().with_cursor(cursor.take());
@@ -307,10 +322,17 @@ impl McpClient {
                     after: timeout,
                 })?
                 .map_err(service_error)?;
+            // A list is as fresh as its least fresh page.
+            if let Some(ttl) = page.ttl_ms.map(Duration::from_millis) {
+                fresh_for = Some(fresh_for.map_or(ttl, |f| f.min(ttl)));
+            }
             tools.extend(page.tools);
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
-                _ => return Ok(tools),
+                _ => {
+                    tools.sort_by(|a, b| a.name.cmp(&b.name));
+                    return Ok(ToolList { tools, fresh_for });
+                }
             }
         }
         Err(McpError::TooManyPages(page_cap))

@@ -16,7 +16,7 @@ mod stdio;
 
 pub(crate) use bearer::insufficient_scope;
 pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
-pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts};
+pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts, ToolList};
 pub use elicitation::ElicitationPolicy;
 pub use render::{render_result, RenderedResult};
 pub use schema::{check_input_schema, SchemaError};
