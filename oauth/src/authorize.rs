@@ -73,6 +73,9 @@ impl Authorizer {
                 )
                 .await
             }
+            Grant::EnterpriseManaged => {
+                crate::enterprise_managed(&self.server_url, &self.client, challenge).await
+            }
         }
     }
 
@@ -132,6 +135,13 @@ impl Authorizer {
                 *manager =
                     client_credentials(&self.server_url, &self.client, Some(challenge), &scopes)
                         .await?;
+                Ok(())
+            }
+            Grant::EnterpriseManaged => {
+                let mut client = self.client.clone();
+                client.scopes = union(manager.get_current_scopes().await, &required);
+                *manager =
+                    crate::enterprise_managed(&self.server_url, &client, Some(challenge)).await?;
                 Ok(())
             }
             Grant::AuthorizationCode => {

@@ -32,6 +32,28 @@ pub enum Grant {
     AuthorizationCode,
     /// The client's own credentials buy each token.
     ClientCredentials,
+    /// An enterprise ID token, exchanged at the identity provider for an
+    /// identity assertion grant the server's authorization server takes
+    /// (SEP-990).
+    EnterpriseManaged,
+}
+
+impl Grant {
+    /// Whether a person must log in for it.
+    pub fn needs_login(self) -> bool {
+        self == Grant::AuthorizationCode
+    }
+}
+
+/// The identity provider of an enterprise-managed grant, its secrets resolved.
+#[derive(Debug, Clone)]
+pub struct IdpConfig {
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub client_id: String,
+    pub client_secret: Option<Secret>,
+    /// The enterprise ID token to exchange.
+    pub id_token: Secret,
 }
 
 /// The signing algorithms rmcp offers for `private_key_jwt`.
@@ -50,6 +72,8 @@ pub struct ClientConfig {
     pub scopes: Vec<String>,
     /// A PEM key and its algorithm for `private_key_jwt`.
     pub private_key: Option<(Secret, String)>,
+    /// The identity provider, for [`Grant::EnterpriseManaged`].
+    pub idp: Option<IdpConfig>,
 }
 
 impl ClientConfig {
@@ -72,7 +96,21 @@ impl ClientConfig {
             (Some(key), Some(algorithm)) => Some((key, algorithm.to_string())),
             _ => None,
         };
+        let idp = match (&auth.idp, grant(auth)) {
+            (Some(idp), Grant::EnterpriseManaged) => Some(IdpConfig {
+                issuer: idp.issuer.clone(),
+                token_endpoint: idp.token_endpoint.clone(),
+                client_id: idp.client_id.clone(),
+                client_secret: secret("idp.client_secret", &idp.client_secret)?,
+                id_token: secret("idp.id_token", &idp.id_token)?.ok_or(OAuthError::Config {
+                    field: "idp.id_token",
+                    why: "enterprise_managed needs the ID token to exchange".into(),
+                })?,
+            }),
+            _ => None,
+        };
         Ok(ClientConfig {
+            idp,
             grant: grant(auth),
             client_id: nonempty(&auth.client_id),
             client_secret: secret("client_secret", &auth.client_secret)?,
@@ -86,6 +124,7 @@ impl ClientConfig {
 fn grant(auth: &OAuth) -> Grant {
     match OauthGrant::try_from(auth.grant) {
         Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
+        Ok(OauthGrant::EnterpriseManaged) => Grant::EnterpriseManaged,
         _ => Grant::AuthorizationCode,
     }
 }
@@ -139,6 +178,22 @@ pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
                 .into(),
         });
     }
+    if grant(auth) == Grant::EnterpriseManaged {
+        let idp = auth.idp.clone().unwrap_or_default();
+        let missing = [
+            ("client_id", auth.client_id.is_empty()),
+            ("idp.issuer", idp.issuer.is_empty()),
+            ("idp.token_endpoint", idp.token_endpoint.is_empty()),
+            ("idp.client_id", idp.client_id.is_empty()),
+            ("idp.id_token", idp.id_token.is_empty()),
+        ];
+        if let Some((field, _)) = missing.iter().find(|(_, empty)| *empty) {
+            return Err(OAuthError::Config {
+                field: "grant",
+                why: format!("enterprise_managed needs {field}"),
+            });
+        }
+    }
     Ok(())
 }
 
@@ -176,6 +231,29 @@ mod tests {
         assert!(error.contains("'HS256' is not one of RS256"), "{error}");
         a.signing_algorithm = "ES256".into();
         assert!(check_spec(&a).is_ok());
+    }
+
+    #[test]
+    fn enterprise_managed_needs_both_clients_and_the_id_token() {
+        let mut a = auth(OauthGrant::EnterpriseManaged);
+        a.client_id = "mcp-client".into();
+        let error = check_spec(&a).unwrap_err().to_string();
+        assert!(
+            error.contains("enterprise_managed needs idp.issuer"),
+            "{error}"
+        );
+        a.idp = Some(spear_proto::v1::EnterpriseIdp {
+            issuer: "https://idp.example".into(),
+            token_endpoint: "https://idp.example/token".into(),
+            client_id: "idp-client".into(),
+            client_secret: String::new(),
+            id_token: "${ID_TOKEN}".into(),
+        });
+        assert!(check_spec(&a).is_ok());
+        let config = ClientConfig::from_spec(&a, &|_, _| Ok("eyJ-id-token".into())).unwrap();
+        let idp = config.idp.unwrap();
+        assert_eq!(idp.id_token.expose(), "eyJ-id-token");
+        assert!(idp.client_secret.is_none());
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   authorization-code flow (PKCE S256, the resource indicator, the
 //!   client identified in the spec's order: pre-registered, Client ID
 //!   Metadata Document, dynamic registration) or, for machine-to-machine
-//!   servers, client credentials;
+//!   servers, client credentials, or an enterprise's identity provider
+//!   ([`enterprise_managed`], SEP-990);
 //! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
 //!   again for the scopes held plus those the server names, a bounded
 //!   number of times;
@@ -22,6 +23,7 @@
 mod authorize;
 mod browser;
 mod client;
+mod enterprise;
 mod error;
 mod redirect;
 mod terminal;
@@ -29,7 +31,8 @@ mod tokens;
 
 pub use authorize::{client_credentials, Authorizer, MAX_STEP_UPS};
 pub use browser::Browser;
-pub use client::{check_spec, ClientConfig, Grant, Secret};
+pub use client::{check_spec, ClientConfig, Grant, IdpConfig, Secret};
+pub use enterprise::enterprise_managed;
 pub use error::{describe, OAuthError};
 pub use redirect::Redirect;
 pub use terminal::LoginFlags;

@@ -72,11 +72,13 @@ impl ServerRecord {
 }
 
 impl OauthGrant {
-    /// The server-file spelling: `authorization_code`, `client_credentials`.
+    /// The server-file spelling: `authorization_code`, `client_credentials`,
+    /// `enterprise_managed`.
     pub fn label(self) -> &'static str {
         match self {
             OauthGrant::AuthorizationCode => "authorization_code",
             OauthGrant::ClientCredentials => "client_credentials",
+            OauthGrant::EnterpriseManaged => "enterprise_managed",
         }
     }
 

@@ -35,6 +35,12 @@ print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}").get(sys.argv
       auth/client-credentials-basic)
         login+=(--client-credentials --client-id "$(context client_id)"
                 --client-secret '${CONFORMANCE_CLIENT_SECRET}') ;;
+      auth/cross-app-access-complete-flow|auth/enterprise-managed-authorization)
+        export CONFORMANCE_ID_TOKEN="$(context idp_id_token)"
+        login+=(--client-id "$(context client_id)" --client-secret '${CONFORMANCE_CLIENT_SECRET}'
+                --id-token '${CONFORMANCE_ID_TOKEN}' --idp-issuer "$(context idp_issuer)"
+                --idp-token-endpoint "$(context idp_token_endpoint)"
+                --idp-client-id "$(context idp_client_id)") ;;
       auth/client-credentials-jwt)
         login+=(--client-credentials --client-id "$(context client_id)"
                 --private-key '${CONFORMANCE_PRIVATE_KEY}'

@@ -11,15 +11,8 @@ use spear_tests::procs::bin;
 
 /// Scenarios expected to fail, each with why. Anything else must pass.
 const NOT_YET: &[(&str, &str)] = &[
-    // Extensions beyond the MCP authorization spec, not built yet.
-    (
-        "auth/cross-app-access-complete-flow",
-        "SEP-990 enterprise-managed authorization (ID-JAG token exchange) is not implemented",
-    ),
-    (
-        "auth/enterprise-managed-authorization",
-        "SEP-990 enterprise-managed authorization (ID-JAG token exchange) is not implemented",
-    ),
+    // Extensions beyond the MCP authorization spec, not built yet
+    // (SEP-990 enterprise-managed authorization is built and passes).
     (
         "auth/dpop",
         "DPoP-bound tokens (RFC 9449) are not implemented",
@@ -121,6 +114,7 @@ fn every_stable_client_scenario_passes() {
         "auth/scope-step-up",
         "auth/pre-registration",
         "auth/client-credentials-basic",
+        "auth/cross-app-access-complete-flow",
         STABLE_MOCK_ISSUER_MISMATCH,
     ] {
         assert!(
@@ -150,6 +144,7 @@ fn every_pre_release_authorization_scenario_passes() {
         "auth/iss-wrong-issuer",
         "auth/authorization-server-migration",
         "auth/resource-mismatch",
+        "auth/enterprise-managed-authorization",
     ] {
         assert!(
             auth.iter().any(|s| s == known),

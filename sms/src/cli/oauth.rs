@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Subcommand;
-use spear_oauth::{Authorizer, ClientConfig, Grant, LoginFlags};
+use spear_oauth::{Authorizer, ClientConfig, LoginFlags};
 use spear_proto::refs::substitute;
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::registry_client::RegistryClient;
@@ -118,8 +118,8 @@ async fn login(client: &ClientArgs, flags: &LoginFlags, id: &str) -> Result<()> 
             .map_err(|e| format!("{e} in this shell's environment; set it for the login"))
     })
     .with_context(|| format!("server '{id}'"))?;
-    if config.grant == Grant::ClientCredentials {
-        bail!("server '{id}' uses client_credentials: SMS gets its tokens itself, nobody logs in");
+    if !config.grant.needs_login() {
+        bail!("server '{id}' needs no login: SMS gets its tokens itself with its grant");
     }
     let authorizer = Authorizer::new(url, config, flags.redirect().await?, flags.browser());
     eprintln!("logging in to {id}: open the address below in a browser and sign in");

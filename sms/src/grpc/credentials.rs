@@ -32,7 +32,7 @@ fn to_status(error: BrokerError) -> Status {
     match error {
         BrokerError::UnknownServer(_) => Status::not_found(message),
         BrokerError::NotProtected(_)
-        | BrokerError::NoLoginNeeded(_)
+        | BrokerError::NoLoginNeeded { .. }
         | BrokerError::BadLogin { .. } => Status::invalid_argument(message),
         BrokerError::NoKey
         | BrokerError::NotLoggedIn(_)

@@ -247,6 +247,10 @@ impl Broker {
                             .await?;
                     spear_oauth::held(&manager).await
                 }
+                OauthGrant::EnterpriseManaged => {
+                    let manager = spear_oauth::enterprise_managed(&url, &client, None).await?;
+                    spear_oauth::held(&manager).await
+                }
                 OauthGrant::AuthorizationCode => {
                     let held = match &record {
                         Some(record) => self.open(key, record),
@@ -317,8 +321,11 @@ impl Broker {
         let key = self.key()?;
         let server = self.protected(id)?;
         let grant = server.grant();
-        if grant == OauthGrant::ClientCredentials {
-            return Err(BrokerError::NoLoginNeeded(id.to_string()));
+        if grant != OauthGrant::AuthorizationCode {
+            return Err(BrokerError::NoLoginNeeded {
+                id: id.to_string(),
+                grant: grant.label(),
+            });
         }
         let bad = |why: String| BrokerError::BadLogin {
             id: id.to_string(),

@@ -30,8 +30,8 @@ pub enum BrokerError {
     UnknownServer(String),
     #[error("server '{0}' has no \"auth\" in its server file, so it needs no credential")]
     NotProtected(String),
-    #[error("server '{0}' uses client_credentials: SMS gets its tokens itself, nobody logs in")]
-    NoLoginNeeded(String),
+    #[error("server '{id}' uses {grant}: SMS gets its tokens itself, nobody logs in")]
+    NoLoginNeeded { id: String, grant: &'static str },
     #[error("nobody has logged in to server '{0}' yet; run `sms oauth login {0}`")]
     NotLoggedIn(String),
     #[error("the OAuth credential for server '{id}' can no longer be renewed: {why}; run `sms oauth login {id}`")]

@@ -53,7 +53,7 @@ pub fn status_of(
 pub fn status_without_record(server_id: &str, grant: OauthGrant) -> CredentialStatus {
     let state = match grant {
         OauthGrant::AuthorizationCode => CredentialState::NotLoggedIn,
-        OauthGrant::ClientCredentials => CredentialState::OnDemand,
+        OauthGrant::ClientCredentials | OauthGrant::EnterpriseManaged => CredentialState::OnDemand,
     };
     CredentialStatus {
         server_id: server_id.to_string(),

@@ -4,9 +4,30 @@
 
 use serde_json::{Map, Value};
 use spear_proto::refs::sole_reference;
-use spear_proto::v1::{OAuth, OauthGrant, ServerSpec, Transport};
+use spear_proto::v1::{EnterpriseIdp, OAuth, OauthGrant, ServerSpec, Transport};
 
 use super::values::{object, string, string_list, Problems};
+
+/// `object.key`, a secret: one `${NAME}` reference or nothing.
+fn secret(problems: &mut Problems, at: &str, object: &Map<String, Value>, key: &str) -> String {
+    let value = string(problems, at, object, key).unwrap_or_default();
+    if !value.is_empty() && sole_reference(&value).is_none() {
+        problems.push(
+            &format!("{at}.{key}"),
+            "a secret is written as one ${NAME} reference to SMS's environment (no default, no literal text)",
+        );
+    }
+    value
+}
+
+fn is_loopback_http(url: &str) -> bool {
+    ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|prefix| {
+            url.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+        })
+}
 
 const AUTH_KEYS: &[&str] = &[
     "grant",
@@ -16,6 +37,15 @@ const AUTH_KEYS: &[&str] = &[
     "scopes",
     "private_key",
     "signing_algorithm",
+    "idp",
+];
+
+const IDP_KEYS: &[&str] = &[
+    "issuer",
+    "token_endpoint",
+    "client_id",
+    "client_secret",
+    "id_token",
 ];
 
 /// Parses `entry.auth`, if present, reporting each problem at its path.
@@ -36,29 +66,39 @@ pub(super) fn auth(
     let grant = match string(problems, &at, object, "grant").as_deref() {
         None | Some("authorization_code") => OauthGrant::AuthorizationCode,
         Some("client_credentials") => OauthGrant::ClientCredentials,
+        Some("enterprise_managed") => OauthGrant::EnterpriseManaged,
         Some(other) => {
             problems.push(
                 &format!("{at}.grant"),
                 format!(
-                    "unknown grant '{}'; use authorization_code or client_credentials",
+                    "unknown grant '{}'; use authorization_code, client_credentials or enterprise_managed",
                     other.escape_default()
                 ),
             );
             OauthGrant::AuthorizationCode
         }
     };
-    let mut secret = |key: &str| {
-        let value = string(problems, &at, object, key).unwrap_or_default();
-        if !value.is_empty() && sole_reference(&value).is_none() {
-            problems.push(
-                &format!("{at}.{key}"),
-                "a secret is written as one ${NAME} reference to SMS's environment (no default, no literal text)",
-            );
+    let client_secret = secret(problems, &at, object, "client_secret");
+    let private_key = secret(problems, &at, object, "private_key");
+    let idp = super::values::object(problems, &at, object, "idp", IDP_KEYS).map(|idp| {
+        let at = format!("{at}.idp");
+        for key in ["issuer", "token_endpoint"] {
+            let url = string(problems, &at, idp, key).unwrap_or_default();
+            if !(url.is_empty() || url.starts_with("https://") || is_loopback_http(&url)) {
+                problems.push(
+                    &format!("{at}.{key}"),
+                    "an identity provider is reached over https:// (http:// only on loopback)",
+                );
+            }
         }
-        value
-    };
-    let client_secret = secret("client_secret");
-    let private_key = secret("private_key");
+        EnterpriseIdp {
+            issuer: string(problems, &at, idp, "issuer").unwrap_or_default(),
+            token_endpoint: string(problems, &at, idp, "token_endpoint").unwrap_or_default(),
+            client_id: string(problems, &at, idp, "client_id").unwrap_or_default(),
+            client_secret: secret(problems, &at, idp, "client_secret"),
+            id_token: secret(problems, &at, idp, "id_token"),
+        }
+    });
     let client_metadata_url =
         string(problems, &at, object, "client_metadata_url").unwrap_or_default();
     if !client_metadata_url.is_empty() && !client_metadata_url.starts_with("https://") {
@@ -75,6 +115,7 @@ pub(super) fn auth(
         scopes: string_list(problems, &at, object, "scopes", false).unwrap_or_default(),
         private_key,
         signing_algorithm: string(problems, &at, object, "signing_algorithm").unwrap_or_default(),
+        idp,
     };
     if let Err(error) = spear_oauth::check_spec(&auth) {
         problems.push(path, error.to_string());

@@ -423,7 +423,54 @@ fn auth_is_read_with_its_secrets_as_references_only() {
     );
     assert!(
         joined(&p)
-            .contains("unknown grant 'implicit'; use authorization_code or client_credentials"),
+            .contains("unknown grant 'implicit'; use authorization_code, client_credentials or enterprise_managed"),
+        "{}",
+        joined(&p)
+    );
+}
+
+#[test]
+fn enterprise_managed_auth_names_its_identity_provider() {
+    let specs = parse_file(
+        "crm.json",
+        br#"{"id": "crm", "url": "https://mcp.crm.example/mcp",
+             "auth": {"grant": "enterprise_managed", "client_id": "spear", "client_secret": "${CRM_SECRET}",
+                      "idp": {"issuer": "https://sso.example", "token_endpoint": "https://sso.example/token",
+                              "client_id": "spear-at-sso", "id_token": "${SSO_ID_TOKEN}"}}}"#,
+    )
+    .unwrap();
+    let auth = specs[0].auth.clone().unwrap();
+    assert_eq!(
+        auth.grant,
+        spear_proto::v1::OauthGrant::EnterpriseManaged as i32
+    );
+    let idp = auth.idp.unwrap();
+    assert_eq!(idp.id_token, "${SSO_ID_TOKEN}");
+    assert_eq!(idp.token_endpoint, "https://sso.example/token");
+
+    let p = problems(
+        "crm.json",
+        r#"{"id": "crm", "url": "https://x/mcp",
+            "auth": {"grant": "enterprise_managed", "client_id": "spear",
+                     "idp": {"issuer": "http://sso.example", "token_endpoint": "https://sso.example/token",
+                             "client_id": "c", "id_token": "eyJ-literal-token"}}}"#,
+    );
+    let text = joined(&p);
+    assert!(
+        text.contains("$.auth.idp.issuer: an identity provider is reached over https://"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$.auth.idp.id_token: a secret is written as one ${NAME} reference"),
+        "{text}"
+    );
+    assert!(!text.contains("eyJ-literal-token"), "{text}");
+    let p = problems(
+        "crm.json",
+        r#"{"id": "crm", "url": "https://x/mcp", "auth": {"grant": "enterprise_managed", "client_id": "spear"}}"#,
+    );
+    assert!(
+        joined(&p).contains("enterprise_managed needs idp.issuer"),
         "{}",
         joined(&p)
     );

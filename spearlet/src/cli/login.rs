@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use spear_oauth::{AuthError, AuthorizationManager, Authorizer, ClientConfig, LoginFlags};
-use spear_proto::v1::{OAuth, OauthGrant, ServerSpec};
+use spear_proto::v1::{EnterpriseIdp, OAuth, OauthGrant, ServerSpec};
 use tokio::sync::Mutex;
 
 use crate::env_refs::Resolver;
@@ -48,7 +48,45 @@ pub struct OAuthFlags {
     #[arg(long, value_name = "ALG")]
     signing_algorithm: Option<String>,
     #[command(flatten)]
+    enterprise: EnterpriseFlags,
+    #[command(flatten)]
     login: LoginFlags,
+}
+
+/// Enterprise-managed authorization (SEP-990): the enterprise's identity
+/// provider vouches for the user with an ID token; no browser.
+#[derive(Debug, Args)]
+pub struct EnterpriseFlags {
+    /// The enterprise ID token to exchange, as a ${REFERENCE} (implies
+    /// the enterprise_managed grant; --client-id is this client at the
+    /// server's authorization server).
+    #[arg(long, value_name = "${NAME}")]
+    id_token: Option<String>,
+    /// The identity provider's issuer.
+    #[arg(long, value_name = "URL", requires = "id_token")]
+    idp_issuer: Option<String>,
+    /// The identity provider's token endpoint.
+    #[arg(long, value_name = "URL", requires = "id_token")]
+    idp_token_endpoint: Option<String>,
+    /// This client at the identity provider.
+    #[arg(long, value_name = "ID", requires = "id_token")]
+    idp_client_id: Option<String>,
+    /// Its secret at the identity provider, as a ${REFERENCE} [default: a public client].
+    #[arg(long, value_name = "${NAME}", requires = "id_token")]
+    idp_client_secret: Option<String>,
+}
+
+impl EnterpriseFlags {
+    fn idp(&self) -> Option<EnterpriseIdp> {
+        let id_token = self.id_token.clone()?;
+        Some(EnterpriseIdp {
+            issuer: self.idp_issuer.clone().unwrap_or_default(),
+            token_endpoint: self.idp_token_endpoint.clone().unwrap_or_default(),
+            client_id: self.idp_client_id.clone().unwrap_or_default(),
+            client_secret: self.idp_client_secret.clone().unwrap_or_default(),
+            id_token,
+        })
+    }
 }
 
 impl OAuthFlags {
@@ -59,13 +97,17 @@ impl OAuthFlags {
             || self.client_secret.is_some()
             || self.client_metadata_url.is_some()
             || self.client_credentials
-            || self.private_key.is_some();
+            || self.private_key.is_some()
+            || self.enterprise.id_token.is_some();
+        let idp = self.enterprise.idp();
+        let grant = match (self.client_credentials, &idp) {
+            (true, _) => OauthGrant::ClientCredentials,
+            (false, Some(_)) => OauthGrant::EnterpriseManaged,
+            (false, None) => OauthGrant::AuthorizationCode,
+        };
         declared.then(|| OAuth {
-            grant: if self.client_credentials {
-                OauthGrant::ClientCredentials
-            } else {
-                OauthGrant::AuthorizationCode
-            } as i32,
+            grant: grant as i32,
+            idp,
             client_id: self.client_id.clone().unwrap_or_default(),
             client_secret: self.client_secret.clone().unwrap_or_default(),
             client_metadata_url: self.client_metadata_url.clone().unwrap_or_default(),

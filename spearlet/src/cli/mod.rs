@@ -101,7 +101,7 @@ pub enum Command {
     },
     /// Talk to an MCP server as this node would: list its tools, call one.
     #[command(subcommand)]
-    Mcp(mcp::McpCommand),
+    Mcp(Box<mcp::McpCommand>),
     /// Show the registry this node holds (from its state dir).
     Registry {
         #[arg(long, env = "SPEARLET_STATE_DIR")]
@@ -154,7 +154,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         }
         Command::Mcp(command) => {
             init_logging(LogFormat::Human)?;
-            mcp::run(command).await
+            mcp::run(*command).await
         }
         Command::Registry { state_dir, json } => {
             if !state_dir.exists() {

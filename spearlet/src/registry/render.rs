@@ -46,6 +46,10 @@ fn record_json(record: &ServerRecord) -> Value {
                 "scopes": a.scopes,
                 "private_key": a.private_key,
                 "signing_algorithm": a.signing_algorithm,
+                "idp": a.idp.map(|i| json!({
+                    "issuer": i.issuer, "token_endpoint": i.token_endpoint, "client_id": i.client_id,
+                    "client_secret": i.client_secret, "id_token": i.id_token,
+                })),
             })),
         },
         "source": record.source_label(),

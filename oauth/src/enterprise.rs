@@ -1,0 +1,101 @@
+//! Enterprise-managed authorization (SEP-990, "cross-app access"): the
+//! enterprise's ID token is exchanged at its identity provider for an
+//! identity assertion grant (ID-JAG, RFC 8693 token exchange), which the
+//! MCP server's authorization server trades for an access token (RFC 7523
+//! JWT bearer grant). rmcp does both exchanges and checks the ID-JAG's
+//! claims; we discover the server's authorization server and keep the
+//! token where a manager keeps tokens.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use oauth2::basic::BasicTokenType;
+use oauth2::ClientSecret;
+use rmcp::transport::auth::enterprise::{
+    EmaAuthorizationServer, EmaClientAuthentication, EmaExchangeRequest,
+};
+use rmcp::transport::auth::{
+    default_oauth_http_client, CredentialStore, InMemoryCredentialStore, OAuthTokenResponse,
+    StoredCredentials, VendorExtraTokenFields,
+};
+use rmcp::transport::AuthorizationManager;
+
+use crate::{ClientConfig, OAuthError};
+
+fn authentication(secret: Option<&crate::Secret>) -> EmaClientAuthentication {
+    match secret {
+        Some(secret) => EmaClientAuthentication::ClientSecretBasic(ClientSecret::new(
+            secret.expose().to_string(),
+        )),
+        None => EmaClientAuthentication::None,
+    }
+}
+
+/// A manager holding an access token for `server_url` obtained with
+/// `client`'s identity provider and enterprise ID token.
+pub async fn enterprise_managed(
+    server_url: &str,
+    client: &ClientConfig,
+    challenge: Option<&str>,
+) -> Result<AuthorizationManager, OAuthError> {
+    let config = |field: &'static str, why: &str| OAuthError::Config {
+        field,
+        why: why.to_string(),
+    };
+    let idp = client
+        .idp
+        .as_ref()
+        .ok_or_else(|| config("idp", "enterprise_managed needs the identity provider"))?;
+    let client_id = client
+        .client_id
+        .clone()
+        .ok_or_else(|| config("client_id", "enterprise_managed needs a client_id"))?;
+    let mut manager = AuthorizationManager::new(server_url).await?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await?
+        .metadata;
+    let issuer = metadata.issuer.clone().ok_or_else(|| {
+        OAuthError::Flow("the server's authorization server names no issuer, which an identity assertion grant is addressed to".into())
+    })?;
+    let resource_as =
+        EmaAuthorizationServer::new(issuer, metadata.token_endpoint.clone(), &client_id)
+            .with_client_authentication(authentication(client.client_secret.as_ref()));
+    manager.set_metadata(metadata);
+    let identity_provider =
+        EmaAuthorizationServer::new(&idp.issuer, &idp.token_endpoint, &idp.client_id)
+            .with_client_authentication(authentication(idp.client_secret.as_ref()));
+    let http = default_oauth_http_client()?;
+    let token = EmaExchangeRequest::new_with_id_token(
+        identity_provider,
+        resource_as,
+        server_url,
+        idp.id_token.expose(),
+    )
+    .with_scopes(client.scopes.iter().cloned())
+    .exchange(&http, &http)
+    .await
+    .map_err(|e| OAuthError::Flow(format!("enterprise-managed authorization failed: {e}")))?;
+    tracing::info!(server = %server_url, "enterprise-managed authorization exchanged");
+
+    let mut response = OAuthTokenResponse::new(
+        token.access_token,
+        BasicTokenType::Bearer,
+        VendorExtraTokenFields::default(),
+    );
+    response.set_expires_in(token.expires_in.as_ref());
+    let received = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let store = InMemoryCredentialStore::new();
+    store
+        .save(StoredCredentials::new(
+            client_id.clone(),
+            Some(response),
+            token.scopes.into_iter().collect(),
+            Some(received),
+        ))
+        .await?;
+    manager.set_credential_store(store);
+    manager.configure_client_id(&client_id)?;
+    Ok(manager)
+}
