@@ -39,6 +39,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut changes = registry.subscribe();
+    let mut draining = advert.runs.draining.subscribe();
     let mut client: Option<(String, NodesClient<Channel>)> = None;
     loop {
         let sms = status.status.lock().sms.clone();
@@ -63,6 +64,7 @@ pub async fn run(
                     problems: problems(&connections),
                     invoke_addr: advert.invoke_addr.clone(),
                     running: advert.runs.running.load(Ordering::Relaxed),
+                    draining: advert.runs.is_draining(),
                 };
                 let sent =
                     tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
@@ -80,6 +82,8 @@ pub async fn run(
                 // Let a burst of changes settle into one heartbeat.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            // A drain is told to SMS at once, so it stops routing here.
+            Ok(()) = draining.changed() => {}
             _ = shutdown.changed() => return,
         }
     }

@@ -37,6 +37,9 @@ pub struct NodeView {
 impl NodeView {
     /// Whether the node should be given work now.
     pub fn readiness(&self) -> Readiness {
+        if self.advert.runs.is_draining() {
+            return Readiness::Draining;
+        }
         let epoch = self.registry.current().epoch;
         let status = self.status.status.lock();
         status.readiness(epoch, self.stale_after, std::time::Instant::now())
@@ -55,6 +58,7 @@ impl NodeView {
             "sms_revision": status.sms_revision,
             "last_error": status.last_error,
             "invoke_addr": self.advert.invoke_addr,
+            "draining": self.advert.runs.is_draining(),
             "guest_runs": {
                 "in_progress": self.advert.runs.running.load(Ordering::Relaxed),
                 "ok": self.advert.runs.ok.load(Ordering::Relaxed),

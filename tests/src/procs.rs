@@ -99,13 +99,24 @@ impl Proc {
 
     /// SIGSTOP / SIGCONT: a process that stops reading without closing.
     pub fn pause(&self, paused: bool) {
+        self.signal(if paused { "STOP" } else { "CONT" });
+    }
+
+    /// Sends the signal named `name` (TERM, HUP, ...).
+    pub fn signal(&self, name: &str) {
         if let Some(pid) = self.pid() {
-            let signal = if paused { "-STOP" } else { "-CONT" };
             let _ = Command::new("kill")
-                .arg(signal)
+                .arg(format!("-{name}"))
                 .arg(pid.to_string())
                 .status();
         }
+    }
+
+    /// How the process ended, once it has.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 }
 

@@ -107,7 +107,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             "nodes": status.nodes.iter().map(|n| serde_json::json!({
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
                 "lag": n.lag, "sync_state": SyncState::label_of(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
-                "invoke_addr": n.invoke_addr, "running": n.running,
+                "invoke_addr": n.invoke_addr, "running": n.running, "draining": n.draining,
                 "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message, "failed": p.failed})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
@@ -144,10 +144,10 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             SyncState::label_of(n.sync_state),
             n.alive,
             n.running,
-            if n.invoke_addr.is_empty() {
-                "-"
-            } else {
-                &n.invoke_addr
+            match (n.invoke_addr.is_empty(), n.draining) {
+                (true, _) => "-".to_string(),
+                (false, true) => format!("{} (draining)", n.invoke_addr),
+                (false, false) => n.invoke_addr.clone(),
             }
         );
         for p in &n.problems {

@@ -164,6 +164,7 @@ impl NodeTable {
                     alive: age < NODE_TTL,
                     invoke_addr: r.invoke_addr.clone(),
                     running: r.running,
+                    draining: r.draining,
                 }
             })
             .collect()
@@ -184,7 +185,7 @@ pub struct Invocable {
 }
 
 impl NodeTable {
-    /// Alive nodes that accept invocations, in id order.
+    /// Alive nodes that accept invocations (not draining), in id order.
     pub fn invocable(&self) -> Vec<Invocable> {
         let now = Instant::now();
         self.nodes
@@ -192,7 +193,9 @@ impl NodeTable {
             .by_id
             .values()
             .filter(|n| {
-                now.duration_since(n.last_seen) < NODE_TTL && !n.report.invoke_addr.is_empty()
+                now.duration_since(n.last_seen) < NODE_TTL
+                    && !n.report.invoke_addr.is_empty()
+                    && !n.report.draining
             })
             .map(|n| Invocable {
                 node_id: n.report.node_id.clone(),

@@ -26,6 +26,9 @@ struct Record {
     running: u32,
     #[serde(default)]
     failed_servers: Vec<String>,
+    /// Shutting down: routed to by no replica.
+    #[serde(default)]
+    draining: bool,
 }
 
 /// The shared directory of invocable nodes.
@@ -74,6 +77,7 @@ impl SharedNodes {
             invoke_addr: report.invoke_addr.clone(),
             synced: report.sync_state == SyncState::Synced as i32,
             running: report.running,
+            draining: report.draining,
             failed_servers: report
                 .problems
                 .iter()
@@ -135,6 +139,7 @@ impl SharedNodes {
             .kvs()
             .iter()
             .filter_map(|kv| serde_json::from_slice::<Record>(kv.value()).ok())
+            .filter(|r| !r.draining)
             .map(|r| Invocable {
                 node_id: r.node_id,
                 addr: r.invoke_addr,

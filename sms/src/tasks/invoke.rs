@@ -215,9 +215,12 @@ impl Invoker {
             };
             match result {
                 Ok(response) => return Ok(response.into_inner()),
-                // Full, or never reached: nothing ran there; try the next node.
+                // Full, draining, or never reached: nothing ran there; try
+                // the next node.
                 Err(status)
-                    if status.code() == Code::ResourceExhausted || never_reached(&status) =>
+                    if status.code() == Code::ResourceExhausted
+                        || refused_before_running(&status)
+                        || never_reached(&status) =>
                 {
                     warn!(node_id = %node.node_id, message = %status.message(), "node skipped; trying the next");
                     let key = (node.node_id.clone(), node.addr.clone());
@@ -229,6 +232,12 @@ impl Invoker {
         }
         Err(InvokeError::AllFailed(failures.join("; ")))
     }
+}
+
+/// True when the node itself answered "unavailable" (it is draining, or
+/// cannot fetch the task): a node says so before it runs anything.
+fn refused_before_running(status: &tonic::Status) -> bool {
+    status.code() == Code::Unavailable && std::error::Error::source(status).is_none()
 }
 
 /// True when the call failed while connecting, so the request never left

@@ -74,6 +74,10 @@ pub enum Command {
         /// and still answer ready on /readyz.
         #[arg(long, env = "SPEARLET_STALE_AFTER_SECS", default_value_t = 60)]
         stale_after_secs: u64,
+        /// On SIGTERM, seconds to let the runs in progress finish before
+        /// stopping them (the node takes no new runs meanwhile).
+        #[arg(long, env = "SPEARLET_DRAIN_SECS", default_value_t = 30)]
+        drain_secs: u64,
     },
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
@@ -183,6 +187,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             tls,
             insecure,
             stale_after_secs,
+            drain_secs,
         } => {
             init_logging(log_format)?;
             let tls = tls
@@ -214,6 +219,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
             shutdown_signal().await;
+            node.drain(std::time::Duration::from_secs(drain_secs)).await;
             info!("shutting down");
             node.shutdown().await;
             Ok(0)

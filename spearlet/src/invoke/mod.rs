@@ -68,6 +68,10 @@ pub enum InvokeError {
     CompileTimeout(Duration),
     #[error("this node already runs {0} guests and none finished within {QUEUE_WAIT:?}; try another node")]
     Busy(usize),
+    #[error(
+        "this node is shutting down: it finishes its runs and takes no more; try another node"
+    )]
+    Draining,
 }
 
 /// What a node's policy or caps refuse a task.
@@ -139,6 +143,9 @@ impl Invoker {
     }
 
     async fn invoke_inner(&self, request: InvokeRequest) -> Result<InvokeResponse, InvokeError> {
+        if self.stats.is_draining() {
+            return Err(InvokeError::Draining);
+        }
         let task = match request.task {
             Some(task) if task.id != request.task_id => {
                 return Err(InvokeError::InvalidRequest(format!(
@@ -175,6 +182,10 @@ impl Invoker {
             .map_err(|_| InvokeError::Busy(self.deps.max_running))?
             .map_err(|_| InvokeError::Busy(self.deps.max_running))?;
         let _running = self.stats.start();
+        // Checked once counted, so a drain that starts now waits for it.
+        if self.stats.is_draining() {
+            return Err(InvokeError::Draining);
+        }
         let pre = self.load(&task, &source).await?;
 
         let context = RunContext {

@@ -1,6 +1,9 @@
-//! Counters of guest runs, for heartbeats, `/status` and `/metrics`.
+//! Counters of guest runs, for heartbeats, `/status` and `/metrics`, and
+//! whether the node still takes runs (it stops when it drains).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use tokio::sync::{watch, Notify};
 
 use crate::wasm::GuestOutcome;
 
@@ -22,6 +25,11 @@ pub struct RunStats {
     pub guest_tool_ok: AtomicU64,
     /// Guest tool calls the model was shown an error for.
     pub guest_tool_errors: AtomicU64,
+    /// Set when the node drains: new runs are refused, readiness goes
+    /// false, and heartbeats tell SMS to route elsewhere (they wake on it).
+    pub draining: watch::Sender<bool>,
+    /// Told when the last run in progress ends.
+    idle: Notify,
 }
 
 impl RunStats {
@@ -46,8 +54,23 @@ impl RunStats {
 
     /// Counts a run in progress until the guard is dropped.
     pub fn start(&self) -> RunningGuard<'_> {
-        self.running.fetch_add(1, Ordering::Relaxed);
+        self.running.fetch_add(1, Ordering::AcqRel);
         RunningGuard(self)
+    }
+
+    pub fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    /// Waits until no run is in progress.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.running.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -56,6 +79,8 @@ pub struct RunningGuard<'a>(&'a RunStats);
 
 impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::Relaxed);
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 use spear_identity::{Identity, TlsIdentity};
 
@@ -253,6 +253,40 @@ impl Node {
             shutdown,
             handles,
         })
+    }
+
+    /// Drains the node before a shutdown: it takes no more runs (the
+    /// Invocation service refuses them, `/readyz` says so, and a heartbeat
+    /// tells SMS at once to route elsewhere), and waits up to `grace` for
+    /// the runs in progress to finish. Returns how many were still running
+    /// when the grace ran out (0 when all finished).
+    pub async fn drain(&self, grace: Duration) -> u32 {
+        let Some(invoker) = &self.invoker else {
+            return 0;
+        };
+        let runs = invoker.stats();
+        runs.draining.send_replace(true);
+        let running = runs.running.load(std::sync::atomic::Ordering::Acquire);
+        info!(
+            running,
+            grace_secs = grace.as_secs(),
+            "draining: taking no more runs, finishing those in progress"
+        );
+        match tokio::time::timeout(grace, runs.idle()).await {
+            Ok(()) => {
+                info!("drained: no run in progress");
+                0
+            }
+            Err(_) => {
+                let left = runs.running.load(std::sync::atomic::Ordering::Acquire);
+                warn!(
+                    left,
+                    grace_secs = grace.as_secs(),
+                    "the drain's grace period ran out; stopping the runs still in progress"
+                );
+                left
+            }
+        }
     }
 
     /// Stops the node in a fixed order: every task is told at once; then

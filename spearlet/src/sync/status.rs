@@ -48,6 +48,8 @@ pub enum Readiness {
         away: Duration,
         bound: Duration,
     },
+    /// Shutting down: finishing its runs, taking no more.
+    Draining,
 }
 
 impl fmt::Display for Readiness {
@@ -61,6 +63,7 @@ impl fmt::Display for Readiness {
                 away.as_secs(),
                 bound.as_secs()
             ),
+            Readiness::Draining => f.write_str("not ready: shutting down; finishing the runs in progress, taking no more"),
         }
     }
 }
