@@ -1,7 +1,9 @@
-//! A node's SIGTERM on the real binaries (issue 13): with a long run in
-//! flight, the node stops taking runs (its `/readyz` says why, SMS marks it
-//! draining and routes nothing to it), lets the run finish and answer, then
-//! exits 0 with none of its MCP server processes left behind.
+//! A node's signals on the real binaries (issue 13). SIGTERM: with a long
+//! run in flight, the node stops taking runs (its `/readyz` says why, SMS
+//! marks it draining and routes nothing to it), lets the run finish and
+//! answer, then exits 0 with none of its MCP server processes left behind.
+//! SIGHUP: a changed node policy is in force for the next run, a file that
+//! no longer parses changes nothing, and the node never restarts.
 
 use std::time::Duration;
 
@@ -126,4 +128,61 @@ fn sigterm_drains_a_node_finishing_its_run_and_leaving_no_mcp_child() {
         assert!(log.contains("draining: taking no more runs"), "{log}");
         assert!(log.contains("drained: no run in progress"), "{log}");
     });
+}
+
+#[test]
+fn sighup_puts_a_changed_node_policy_in_force_and_keeps_it_when_the_file_is_bad() {
+    let c = cluster_opts("hup notes", ClusterOptions::default());
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let invoke = || {
+        let (code, out, err) = c.sms.client(&["invoke", "fs-agent"]);
+        (code, format!("{out}{err}"))
+    };
+    let (code, out) = invoke();
+    assert_eq!(code, 0, "{out}");
+
+    // The operator stops taking modules from the example guests' dir.
+    let toml = c.work.path().join("node.toml");
+    let original = std::fs::read_to_string(&toml).unwrap();
+    let guests = guest("fs-agent").parent().unwrap().display().to_string();
+    let narrowed = original.replace(&format!("\"file://{guests}/\", "), "");
+    assert_ne!(narrowed, original);
+    std::fs::write(&toml, &narrowed).unwrap();
+    c.node.proc.signal("HUP");
+    eventually("the reload to be logged", Duration::from_secs(10), || {
+        let log = c.node.proc.log();
+        log.contains("[policy] changed and is in force")
+            .then_some(())
+            .ok_or("not yet".to_string())
+    });
+    let (code, out) = invoke();
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("policy.modules"), "{out}");
+
+    // A file that no longer parses changes nothing, and says so.
+    std::fs::write(&toml, format!("{narrowed}\n[policy.nonsense]\n")).unwrap();
+    c.node.proc.signal("HUP");
+    eventually("the refusal to be logged", Duration::from_secs(10), || {
+        let log = c.node.proc.log();
+        log.contains("reload refused: the node keeps what it had")
+            .then_some(())
+            .ok_or("not yet".to_string())
+    });
+    let (code, out) = invoke();
+    assert!(code != 0 && out.contains("policy.modules"), "{out}");
+
+    // Back as it was: in force again, no restart.
+    std::fs::write(&toml, &original).unwrap();
+    c.node.proc.signal("HUP");
+    eventually(
+        "the policy to allow the module again",
+        Duration::from_secs(10),
+        || {
+            let (code, out) = invoke();
+            (code == 0).then_some(()).ok_or(out)
+        },
+    );
+    let mut node = c.node;
+    assert!(node.proc.is_running(), "the node is the one that started");
 }

@@ -287,6 +287,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     }
     info!(grpc = %sms.grpc_addr, metrics = ?sms.metrics_addr, "SMS serving");
+    // SMS follows its files as they change (server directory, TLS
+    // material, admin token); a SIGHUP, as `systemctl reload` sends, must
+    // not stop it.
+    #[cfg(unix)]
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                info!("SIGHUP: nothing to reload by hand; SMS re-reads its server directory, TLS material and admin token file whenever they change");
+            }
+        });
+    }
     sms.serve(shutdown_signal()).await?;
     info!("SMS stopped");
     Ok(())

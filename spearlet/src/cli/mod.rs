@@ -212,19 +212,40 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 invoke_listen: listen.addr(),
                 advertise,
                 file,
+                config_path: config.clone(),
                 tls,
                 insecure,
                 stale_after: std::time::Duration::from_secs(stale_after_secs),
             })
             .await?;
             info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
-            shutdown_signal().await;
+            wait_for_shutdown(&node).await;
             node.drain(std::time::Duration::from_secs(drain_secs)).await;
             info!("shutting down");
             node.shutdown().await;
             Ok(0)
         }
     }
+}
+
+/// Serves until SIGINT or SIGTERM; each SIGHUP meanwhile reloads the node
+/// TOML, with a log line saying what changed or why nothing did.
+async fn wait_for_shutdown(node: &Node) {
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    #[cfg(unix)]
+    if let Ok(mut hangup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = hangup.recv() => match node.reloader.reload() {
+                    Ok(what) => info!("reloaded {what}"),
+                    Err(error) => tracing::warn!(%error, "reload refused: the node keeps what it had"),
+                },
+            }
+        }
+    }
+    shutdown.await;
 }
 
 /// The task policy to explain: from a config file, or from the task

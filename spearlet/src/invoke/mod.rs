@@ -31,7 +31,7 @@ pub use stats::RunStats;
 
 use crate::cchat::Models;
 use crate::llm::{BackendError, Backends};
-use crate::node_policy::{ModuleSource, NodePolicy};
+use crate::node_policy::{ModuleSource, PolicyCell};
 use crate::policy::TaskPolicy;
 use crate::sync::SyncStatusCell;
 use crate::tools::Router;
@@ -92,7 +92,8 @@ pub struct InvokerDeps {
     pub router: Router,
     pub backends: Arc<Backends>,
     pub modules: ModuleStore,
-    pub policy: Arc<NodePolicy>,
+    /// The node's policy, as it stands at each run's start.
+    pub policy: PolicyCell,
     pub limits: LimitPolicy,
     pub sync_status: Arc<SyncStatusCell>,
     pub sms: Vec<String>,
@@ -164,7 +165,7 @@ impl Invoker {
         let module_refused = |why: crate::node_policy::ModuleRefused| refused(why.into());
         let limit_refused = |why: LimitRefused| refused(why.into());
         // Everything the task asks of the node is checked before it queues.
-        let policy = &self.deps.policy;
+        let policy = self.deps.policy.current();
         let source = policy
             .modules
             .check(&task.module_uri)
@@ -174,7 +175,7 @@ impl Invoker {
             .limits
             .for_task(&config.limits)
             .map_err(limit_refused)?;
-        let wasi = grants::resolve(&task.id, &config.wasi, policy)?;
+        let wasi = grants::resolve(&task.id, &config.wasi, &policy)?;
         let models = Models::of_task(Arc::clone(&self.deps.backends), &config.llm)?;
 
         let _slot = tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.slots).acquire_owned())

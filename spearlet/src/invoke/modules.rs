@@ -16,7 +16,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tracing::info;
 
-use crate::node_policy::{ModulePolicy, ModuleSource};
+use crate::node_policy::{ModuleSource, PolicyCell};
 use crate::wasm::hex;
 
 /// The most redirects a module fetch follows.
@@ -59,8 +59,8 @@ pub struct ModuleStore {
 
 impl ModuleStore {
     /// A store in `dir` whose HTTP fetches follow redirects only where
-    /// `policy` allows.
-    pub fn new(dir: PathBuf, policy: ModulePolicy, limits: FetchLimits) -> std::io::Result<Self> {
+    /// the policy in force allows.
+    pub fn new(dir: PathBuf, policy: PolicyCell, limits: FetchLimits) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
             let first = attempt.previous().first().map(|u| u.scheme().to_string());
@@ -68,7 +68,7 @@ impl ModuleStore {
                 attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
             } else if first.as_deref() != Some(attempt.url().scheme()) {
                 attempt.error("a redirect to another scheme")
-            } else if !policy.allows_url(attempt.url()) {
+            } else if !policy.current().modules.allows_url(attempt.url()) {
                 attempt.error("a redirect to a source policy.modules does not allow")
             } else {
                 attempt.follow()
@@ -260,12 +260,17 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let policy = ModulePolicy::build(Some(&["http://127.0.0.1:*/".to_string()])).unwrap();
+        let policy =
+            crate::node_policy::ModulePolicy::build(Some(&["http://127.0.0.1:*/".to_string()]))
+                .unwrap();
         let limits = FetchLimits {
             max_bytes: 1 << 20,
             timeout: Duration::from_millis(300),
         };
-        let store = ModuleStore::new(dir.path().to_path_buf(), policy.clone(), limits).unwrap();
+        let mut node = crate::node_policy::NodePolicy::deny_all(dir.path());
+        node.modules = policy.clone();
+        let cell = PolicyCell::new(node);
+        let store = ModuleStore::new(dir.path().to_path_buf(), cell, limits).unwrap();
         let uri = format!("http://{addr}/m.wasm");
         let source = policy.check(&uri).unwrap();
         let error = store.get(&uri, &source, &"a".repeat(64)).await.unwrap_err();

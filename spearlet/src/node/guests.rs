@@ -17,7 +17,7 @@ use crate::invoke::{
     service::InvocationService, FetchLimits, Invoker, InvokerDeps, LimitPolicy, ModuleStore,
 };
 use crate::llm::Backends;
-use crate::node_policy::NodePolicy;
+use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 use crate::tools::Router;
@@ -30,7 +30,7 @@ pub struct GuestsDeps<'a> {
     pub node_id: &'a str,
     pub registry: &'a RegistryHandle,
     pub connections: &'a Connections,
-    pub policy: &'a Arc<NodePolicy>,
+    pub policy: &'a PolicyCell,
     pub status: &'a Arc<SyncStatusCell>,
 }
 
@@ -74,19 +74,15 @@ pub async fn build(
         max_bytes: guests.max_module_mb << 20,
         timeout: Duration::from_millis(guests.fetch_timeout_ms),
     };
-    let modules = ModuleStore::new(
-        config.state_dir.join("modules"),
-        policy.modules.clone(),
-        fetch,
-    )
-    .map_err(NodeError::Modules)?;
+    let modules = ModuleStore::new(config.state_dir.join("modules"), policy.clone(), fetch)
+        .map_err(NodeError::Modules)?;
     let invoker = Arc::new(Invoker::new(InvokerDeps {
         node_id: node_id.to_string(),
         runtime: Arc::new(runtime),
         router: Router::new(connections.clone(), registry.clone()),
         backends,
         modules,
-        policy: Arc::clone(policy),
+        policy: policy.clone(),
         limits: LimitPolicy::new(guests.limits.clone()),
         sync_status: Arc::clone(status),
         sms: config.sms.clone(),

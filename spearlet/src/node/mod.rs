@@ -5,6 +5,7 @@
 
 mod guests;
 mod persister;
+mod reload;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,11 +25,12 @@ use crate::http_endpoint::NodeView;
 use crate::invoke::Invoker;
 use crate::llm::Backends;
 use crate::mcp::SessionOptions;
-use crate::node_policy::{NodePolicy, PolicyError};
+use crate::node_policy::{NodePolicy, PolicyCell, PolicyError};
 use crate::persist::{Applied, AppliedLog, PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::sms_tokens::SmsCredentials;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+pub use reload::{ReloadError, Reloader};
 
 /// Everything a node needs to start.
 #[derive(Debug, Clone)]
@@ -42,8 +44,10 @@ pub struct NodeConfig {
     /// The address SMS should call, when it differs from the bound one
     /// (a wildcard or NATed listen address).
     pub advertise: Option<String>,
-    /// The node's config file (LLM backends, guest capacity).
+    /// The node's config file (LLM backends, guest capacity, policy).
     pub file: NodeFile,
+    /// Where it was read from, to read again on SIGHUP.
+    pub config_path: Option<PathBuf>,
     /// The node's certificate (`spiffe://<domain>/node/<id>`), key and CA
     /// bundle: mutual TLS to SMS and on the Invocation port.
     pub tls: Option<TlsIdentity>,
@@ -96,6 +100,8 @@ pub struct Node {
     /// The bound address of the Invocation service.
     pub invoke_addr: Option<SocketAddr>,
     pub invoker: Option<Arc<Invoker>>,
+    /// Reads the node TOML again (SIGHUP).
+    pub reloader: Reloader,
     shutdown: watch::Sender<bool>,
     handles: Handles,
 }
@@ -149,14 +155,21 @@ impl Node {
         let registry = RegistryHandle::new(initial);
         let status = Arc::new(SyncStatusCell::default());
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let policy = Arc::new(NodePolicy::build(
+        let policy = PolicyCell::new(NodePolicy::build(
             &config.file.policy,
             &config.state_dir,
             Backends::key_vars(&config.file.llm),
         )?);
+        let reloader = Reloader::new(
+            config.config_path.clone(),
+            config.state_dir.clone(),
+            policy.clone(),
+            config.file.clone(),
+        );
         // Server files read only the variables the node policy allows.
-        let env = Arc::clone(&policy);
-        let lookup: crate::connections::Lookup = Arc::new(move |name: &str| env.env.lookup(name));
+        let env = policy.clone();
+        let lookup: crate::connections::Lookup =
+            Arc::new(move |name: &str| env.current().env.lookup(name));
         // Servers behind OAuth get their tokens from SMS.
         let options = SessionOptions {
             credentials: Some(Arc::new(SmsCredentials::new(
@@ -250,6 +263,7 @@ impl Node {
             http_addr,
             invoke_addr,
             invoker,
+            reloader,
             shutdown,
             handles,
         })

@@ -14,7 +14,7 @@ use super::PolicyError;
 const NEVER: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// One `[[policy.dirs]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirRule {
     pub path: String,

@@ -23,7 +23,9 @@ mod env;
 mod modules;
 
 use std::path::Path;
+use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use serde::Deserialize;
 
 pub use dirs::{DirPolicy, DirRefused, DirRule, GrantedDir};
@@ -31,7 +33,7 @@ pub use env::{EnvPolicy, Refused};
 pub use modules::{ModulePolicy, ModuleRefused, ModuleSource};
 
 /// The `[policy]` table as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySection {
     /// Host directories tasks may be granted.
@@ -100,5 +102,28 @@ impl NodePolicy {
             env: EnvPolicy::none(),
             modules: ModulePolicy::default(),
         }
+    }
+}
+
+/// The node's policy as it stands: read by every run and every server
+/// connection, replaced whole when the node reloads its TOML (SIGHUP).
+/// A reader takes the current policy once and decides with it, so one run
+/// never sees half of an old policy and half of a new one.
+#[derive(Debug, Clone)]
+pub struct PolicyCell(Arc<ArcSwap<NodePolicy>>);
+
+impl PolicyCell {
+    pub fn new(policy: NodePolicy) -> PolicyCell {
+        PolicyCell(Arc::new(ArcSwap::from_pointee(policy)))
+    }
+
+    /// The policy in force now.
+    pub fn current(&self) -> Arc<NodePolicy> {
+        self.0.load_full()
+    }
+
+    /// Puts `policy` in force for what is decided from now on.
+    pub fn replace(&self, policy: NodePolicy) {
+        self.0.store(Arc::new(policy));
     }
 }
