@@ -16,6 +16,8 @@ use prometheus_client::encoding::{
 };
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::exponential_buckets;
+pub use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// The `Content-Type` of [`render`]'s output.
@@ -92,6 +94,32 @@ impl Scrape<'_> {
         Ok(())
     }
 
+    pub fn histogram(&mut self, name: &str, help: &str, histogram: &Histogram) -> fmt::Result {
+        histogram.encode(self.encoder.encode_descriptor(
+            name,
+            help,
+            None,
+            histogram.metric_type(),
+        )?)
+    }
+
+    /// A histogram with one row per label set.
+    pub fn histograms<'l>(
+        &mut self,
+        name: &str,
+        help: &str,
+        rows: impl IntoIterator<Item = Row<'l, &'l Histogram>>,
+    ) -> fmt::Result {
+        let kind = seconds_histogram().metric_type();
+        let mut family = self.encoder.encode_descriptor(name, help, None, kind)?;
+        for (labels, histogram) in rows {
+            let labels: Vec<(&str, Escaped<'_>)> =
+                labels.iter().map(|(k, v)| (*k, Escaped(v))).collect();
+            histogram.encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
     /// A counter with one row per label set (integer or seconds).
     pub fn counters<'l, V: CounterValue>(
         &mut self,
@@ -108,6 +136,12 @@ impl Scrape<'_> {
         }
         Ok(())
     }
+}
+
+/// A histogram of durations in seconds, from 1 ms to about 2 minutes
+/// (doubling buckets): tool calls, model requests, guest runs.
+pub fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
 }
 
 /// A counter's value: a count or a float (seconds).
@@ -172,5 +206,24 @@ mod tests {
         assert!(text.contains(r#"lag{node="a\"b\\c\nd"} 2"#), "{text}");
         assert!(text.contains(r#"seconds_total{server="fs"} 1.5"#), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn histograms_render_with_and_without_labels() {
+        let text = render(|m| {
+            let h = seconds_histogram();
+            h.observe(0.003);
+            m.histogram("unlabelled_seconds", "Unlabelled.", &h)?;
+            m.histograms(
+                "labelled_seconds",
+                "Labelled.",
+                [(vec![("server", "a\"b")], &h)],
+            )
+        });
+        assert!(text.contains("unlabelled_seconds_count 1"), "{text}");
+        assert!(
+            text.contains("labelled_seconds_count{server=\"a\\\"b\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -195,6 +195,23 @@ impl NodeView {
             servers
                 .iter()
                 .map(|(id, s)| (vec![("server", id.as_str())], s.call_seconds)),
+        )?;
+        m.histograms(
+            "spearlet_mcp_call_duration_seconds",
+            "Tool call latency, per server.",
+            servers
+                .iter()
+                .map(|(id, s)| (vec![("server", id.as_str())], &s.call_latency)),
+        )?;
+        m.histogram(
+            "spearlet_guest_run_duration_seconds",
+            "How long guest runs took, whatever their outcome.",
+            &runs.run_seconds,
+        )?;
+        m.histogram(
+            "spearlet_llm_request_duration_seconds",
+            "How long model requests of guest runs took.",
+            &runs.model_seconds,
         )
     }
 

@@ -284,7 +284,34 @@ fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
         let families = spear_tests::peers::parse_openmetrics(&text)
             .unwrap_or_else(|e| panic!("{who}: {e}\n{text}"));
         assert!(families.len() > 10, "{who}: {families:?}");
+        if who == "node" {
+            for histogram in [
+                "spearlet_guest_run_duration_seconds",
+                "spearlet_llm_request_duration_seconds",
+                "spearlet_mcp_call_duration_seconds",
+            ] {
+                assert!(
+                    families.iter().any(|f| f == histogram),
+                    "{histogram}: {families:?}"
+                );
+            }
+        }
     }
+    // The histograms counted what the counters counted: five runs, four
+    // model requests, and every filesystem tool call.
+    let value = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+            .to_string()
+    };
+    assert_eq!(value("spearlet_guest_run_duration_seconds_count"), "5");
+    assert_eq!(value("spearlet_llm_request_duration_seconds_count"), "4");
+    assert_eq!(
+        value(r#"spearlet_mcp_call_duration_seconds_count{server="fs"}"#),
+        value(r#"spearlet_mcp_calls_total{server="fs"}"#)
+    );
     for line in [
         r#"spearlet_guest_runs_total{outcome="ok"} 2"#,
         r#"spearlet_guest_runs_total{outcome="stopped"} 3"#,

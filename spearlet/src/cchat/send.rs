@@ -183,6 +183,8 @@ impl Sessions {
             }
         };
         self.iterations = self.iterations.saturating_add(outcome.iterations);
+        self.model_latency
+            .extend(outcome.model_latency.iter().copied());
         // The run's trace is kept for the operator (bounded by the tool-call
         // budget, so charged without a check).
         self.deps

@@ -138,6 +138,9 @@ pub struct Sessions {
     pub trace: Vec<CallTrace>,
     /// Loop iterations (model requests) of every send, for metrics.
     pub iterations: u32,
+    /// How long each of those requests took (bounded like the iterations,
+    /// by the run's request budget).
+    pub model_latency: Vec<std::time::Duration>,
 }
 
 impl Sessions {
@@ -150,6 +153,7 @@ impl Sessions {
             sending: false,
             trace: Vec::new(),
             iterations: 0,
+            model_latency: Vec::new(),
         }
     }
 

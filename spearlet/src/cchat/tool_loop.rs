@@ -118,6 +118,8 @@ pub struct LoopOutcome {
     pub usage: Usage,
     pub trace: Vec<CallTrace>,
     pub iterations: u32,
+    /// How long each model request took (for the node's latency metric).
+    pub model_latency: Vec<Duration>,
     /// Why the model's last answer ended.
     pub stop: StopReason,
     /// The MCP tools offered (to resolve guest-driven calls against).
@@ -167,6 +169,7 @@ pub async fn run_send(
         usage: Usage::default(),
         trace: Vec::new(),
         iterations: 0,
+        model_latency: Vec::new(),
         stop: StopReason::default(),
         offered: ToolSet::default(),
         pending: Vec::new(),
@@ -229,7 +232,10 @@ pub async fn run_send(
             tools: &tools,
             params,
         };
-        let reply = match tokio::time::timeout(left, setup.backend.complete(request)).await {
+        let asked = std::time::Instant::now();
+        let answered = tokio::time::timeout(left, setup.backend.complete(request)).await;
+        outcome.model_latency.push(asked.elapsed());
+        let reply = match answered {
             Err(_) => {
                 outcome.result = Err(LoopError::Deadline);
                 break;

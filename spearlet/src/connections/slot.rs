@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{JsonObject, Tool};
+use spear_common::metrics::Histogram;
 use spear_proto::v1::ServerSpec;
 use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn};
@@ -61,6 +62,8 @@ pub struct ServerStatus {
     pub calls: u64,
     pub call_errors: u64,
     pub call_seconds: f64,
+    /// Their durations (shared by clones of this status).
+    pub call_latency: Histogram,
 }
 
 /// A server's usable tools, as listed once, with what is offered to a model
@@ -155,6 +158,7 @@ impl Slot {
                 calls: 0,
                 call_errors: 0,
                 call_seconds: 0.0,
+                call_latency: spear_common::metrics::seconds_histogram(),
             }),
             retry: parking_lot::Mutex::new(Retry {
                 backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)),
@@ -360,6 +364,7 @@ impl Slot {
         let mut status = self.status.lock();
         status.calls += 1;
         status.call_seconds += started.elapsed().as_secs_f64();
+        status.call_latency.observe(started.elapsed().as_secs_f64());
         if outcome.as_ref().map_or(true, |r| r.is_error) {
             status.call_errors += 1;
         }

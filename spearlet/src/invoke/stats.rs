@@ -3,12 +3,13 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use spear_common::metrics::Histogram;
 use tokio::sync::{watch, Notify};
 
 use crate::wasm::GuestOutcome;
 
 /// What the node's guest runs have done since it started.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RunStats {
     /// Runs in progress.
     pub running: AtomicU32,
@@ -30,6 +31,28 @@ pub struct RunStats {
     pub draining: watch::Sender<bool>,
     /// Told when the last run in progress ends.
     idle: Notify,
+    /// How long runs took (queueing excluded), whatever their outcome.
+    pub run_seconds: Histogram,
+    /// How long model requests took, across runs.
+    pub model_seconds: Histogram,
+}
+
+impl Default for RunStats {
+    fn default() -> Self {
+        RunStats {
+            running: AtomicU32::new(0),
+            ok: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            stopped: AtomicU64::new(0),
+            loop_iterations: AtomicU64::new(0),
+            guest_tool_ok: AtomicU64::new(0),
+            guest_tool_errors: AtomicU64::new(0),
+            draining: watch::Sender::new(false),
+            idle: Notify::new(),
+            run_seconds: spear_common::metrics::seconds_histogram(),
+            model_seconds: spear_common::metrics::seconds_histogram(),
+        }
+    }
 }
 
 impl RunStats {
@@ -40,6 +63,10 @@ impl RunStats {
             None => &self.stopped,
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        self.run_seconds.observe(outcome.duration.as_secs_f64());
+        for latency in &outcome.model_latency {
+            self.model_seconds.observe(latency.as_secs_f64());
+        }
         self.loop_iterations
             .fetch_add(u64::from(outcome.iterations), Ordering::Relaxed);
         for call in outcome.trace.iter().filter(|t| t.guest_tool.is_some()) {

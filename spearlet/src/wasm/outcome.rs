@@ -18,6 +18,8 @@ pub struct GuestOutcome {
     pub trace: Vec<CallTrace>,
     /// Auto tool-call loop iterations across the run's sends.
     pub iterations: u32,
+    /// How long each of the run's model requests took.
+    pub model_latency: Vec<Duration>,
     pub duration: Duration,
     /// Guest CPU the run used.
     pub cpu: Duration,

@@ -353,6 +353,7 @@ impl GuestRuntime {
             stderr: stderr.contents().to_vec(),
             trace: std::mem::take(&mut state.cchat.trace),
             iterations: state.cchat.iterations,
+            model_latency: std::mem::take(&mut state.cchat.model_latency),
             duration: started.elapsed(),
             cpu: state.cpu.used(),
         }
