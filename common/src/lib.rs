@@ -9,6 +9,8 @@
 //! - [`text`]: cutting text at a byte budget without splitting a character.
 //! - [`sse`]: an incremental Server-Sent Events parser, used for streamed
 //!   model answers and the legacy MCP HTTP+SSE transport.
+//! - [`telemetry`]: OpenTelemetry traces over OTLP when the `OTEL_*`
+//!   variables ask for them, and the W3C trace context passed on.
 //!
 //! Wire contracts between SMS and nodes live in `spear-proto`, not here.
 
@@ -16,6 +18,7 @@ pub mod backoff;
 pub mod metrics;
 pub mod process;
 pub mod sse;
+pub mod telemetry;
 pub mod text;
 
 pub use backoff::Backoff;

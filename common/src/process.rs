@@ -66,16 +66,31 @@ pub type Redact = fn(&str) -> String;
 /// [`init_logging`], passing every line through `redact` first: the node
 /// removes the secrets it resolved, whichever crate logged them.
 pub fn init_logging_redacted(format: LogFormat, redact: Redact) -> Result<(), LoggingError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_string());
     let filter = capped_filter(&requested);
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(move || RedactingStderr(redact));
-    match format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    }
-    .map_err(|e| LoggingError(e.to_string()))
+    let lines = tracing_subscriber::fmt::layer().with_writer(move || RedactingStderr(redact));
+    let lines = match format {
+        LogFormat::Human => lines.boxed(),
+        LogFormat::Json => lines.json().boxed(),
+    };
+    // Traces, when the OTEL_* variables ask for them, named after the binary.
+    let service = std::env::args()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "spear".into());
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(lines)
+        .with(crate::telemetry::layer(&service))
+        .try_init()
+        .map_err(|e| LoggingError(e.to_string()))
 }
 
 /// Standard error behind a [`Redact`]. The formatter writes each event

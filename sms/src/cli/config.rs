@@ -300,5 +300,6 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     }
     sms.serve(shutdown_signal()).await?;
     info!("SMS stopped");
+    spear_common::telemetry::shutdown();
     Ok(())
 }

@@ -7,6 +7,7 @@ use spear_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 use tracing::info;
+use tracing::Instrument;
 
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
 use spear_identity::Access;
@@ -99,19 +100,40 @@ impl TasksApi for TasksService {
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
         self.access.admin(&request, "invoke_task")?;
+        // The invocation's trace starts here, or joins the caller's.
+        let span = tracing::info_span!(
+            "invoke_task",
+            otel.name = "spear.v1.Tasks/InvokeTask",
+            otel.kind = "server",
+            rpc.system = "grpc",
+            rpc.service = "spear.v1.Tasks",
+            rpc.method = "InvokeTask",
+            task_id = tracing::field::Empty,
+        );
+        let traceparent = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        spear_common::telemetry::set_parent(&span, traceparent.as_deref());
         let request = request.into_inner();
+        span.record("task_id", request.task_id.as_str());
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let task = self
-            .store
-            .get(&request.task_id)
-            .await
-            .map_err(task_status)?;
-        let response = self
-            .invoker
-            .invoke(request, task)
-            .await
-            .map_err(invoke_status)?;
-        Ok(Response::new(response))
+        async {
+            let task = self
+                .store
+                .get(&request.task_id)
+                .await
+                .map_err(task_status)?;
+            let response = self
+                .invoker
+                .invoke(request, task)
+                .await
+                .map_err(invoke_status)?;
+            Ok(Response::new(response))
+        }
+        .instrument(span)
+        .await
     }
 }

@@ -181,7 +181,15 @@ impl Invoker {
         request.task = Some(task);
         let mut failures = Vec::new();
         for node in plan {
-            let span = info_span!("invoke", task_id = %request.task_id, node_id = %node.node_id);
+            let span = info_span!(
+                "invoke",
+                otel.name = %format!("invoke_agent {}", request.task_id),
+                otel.kind = "client",
+                gen_ai.operation.name = "invoke_agent",
+                gen_ai.agent.name = %request.task_id,
+                task_id = %request.task_id,
+                node_id = %node.node_id,
+            );
             let channel = match self.channel(&node) {
                 Ok(channel) => channel,
                 Err(error) => {
@@ -198,7 +206,13 @@ impl Invoker {
                 invoker: self,
                 node_id: node.node_id.clone(),
             };
-            let call = tonic::Request::new(request.clone());
+            let mut call = tonic::Request::new(request.clone());
+            // The node's run joins this trace.
+            if let Some(traceparent) = span.in_scope(spear_common::telemetry::traceparent) {
+                if let Ok(value) = traceparent.parse() {
+                    call.metadata_mut().insert("traceparent", value);
+                }
+            }
             let result = tokio::time::timeout(
                 answer_within,
                 InvocationClient::new(channel)

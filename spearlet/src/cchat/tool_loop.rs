@@ -29,6 +29,7 @@
 //! byte of history is counted in the run's [`RunBudget`].
 
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
 
@@ -233,8 +234,26 @@ pub async fn run_send(
             params,
         };
         let asked = std::time::Instant::now();
-        let answered = tokio::time::timeout(left, setup.backend.complete(request)).await;
+        // OpenTelemetry GenAI conventions: `chat {model}`, a client span.
+        let model = setup.backend.model();
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {model}"),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = setup.backend.provider(),
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+        );
+        let answered = tokio::time::timeout(left, setup.backend.complete(request))
+            .instrument(span.clone())
+            .await;
         outcome.model_latency.push(asked.elapsed());
+        if let Ok(Ok(reply)) = &answered {
+            span.record("gen_ai.usage.input_tokens", reply.usage.prompt_tokens);
+            span.record("gen_ai.usage.output_tokens", reply.usage.completion_tokens);
+        }
         let reply = match answered {
             Err(_) => {
                 outcome.result = Err(LoopError::Deadline);

@@ -223,6 +223,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             node.drain(std::time::Duration::from_secs(drain_secs)).await;
             info!("shutting down");
             node.shutdown().await;
+            spear_common::telemetry::shutdown();
             Ok(0)
         }
     }

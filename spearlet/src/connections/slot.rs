@@ -8,7 +8,7 @@ use rmcp::model::{JsonObject, Tool};
 use spear_common::metrics::Histogram;
 use spear_proto::v1::ServerSpec;
 use tokio::sync::{watch, Semaphore};
-use tracing::{info, warn};
+use tracing::{info, warn, Instrument};
 
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
@@ -360,7 +360,17 @@ impl Slot {
             })?
             .map_err(|_| McpError::Closed)?;
         let started = Instant::now();
-        let outcome = self.call_connected(tool, arguments).await;
+        // OpenTelemetry MCP conventions: `tools/call {tool}`, a client span.
+        let span = tracing::info_span!(
+            "tools/call",
+            otel.name = %format!("tools/call {tool}"),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = tool,
+            server_id = %self.spec.id,
+        );
+        let outcome = self.call_connected(tool, arguments).instrument(span).await;
         let mut status = self.status.lock();
         status.calls += 1;
         status.call_seconds += started.elapsed().as_secs_f64();

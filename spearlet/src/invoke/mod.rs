@@ -137,9 +137,23 @@ impl Invoker {
         Arc::clone(&self.stats)
     }
 
-    /// Runs the task once; see the module docs.
-    pub async fn invoke(&self, request: InvokeRequest) -> Result<InvokeResponse, InvokeError> {
-        let span = info_span!("invoke", node_id = %self.deps.node_id, task_id = %request.task_id);
+    /// Runs the task once; see the module docs. `traceparent`, from the
+    /// caller, makes the run part of its trace.
+    pub async fn invoke(
+        &self,
+        request: InvokeRequest,
+        traceparent: Option<&str>,
+    ) -> Result<InvokeResponse, InvokeError> {
+        // OpenTelemetry GenAI conventions: `invoke_agent {agent}`.
+        let span = info_span!(
+            "invoke",
+            otel.name = %format!("invoke_agent {}", request.task_id),
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %request.task_id,
+            node_id = %self.deps.node_id,
+            task_id = %request.task_id,
+        );
+        spear_common::telemetry::set_parent(&span, traceparent);
         self.invoke_inner(request).instrument(span).await
     }
 

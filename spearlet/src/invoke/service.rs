@@ -57,12 +57,18 @@ impl Invocation for InvocationService {
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
         let caller = self.access.runner(&request)?;
+        // SMS's trace context: the run joins the invocation's trace.
+        let traceparent = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
         let request = request.into_inner();
         tracing::debug!(%caller, task_id = %request.task_id, "invocation accepted");
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.invoker
-            .invoke(request)
+            .invoke(request, traceparent.as_deref())
             .await
             .map(Response::new)
             .map_err(to_status)

@@ -261,4 +261,8 @@ impl LlmBackend for AnthropicBackend {
     fn model(&self) -> &str {
         &self.config.model
     }
+
+    fn provider(&self) -> &'static str {
+        "anthropic"
+    }
 }

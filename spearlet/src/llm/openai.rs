@@ -202,4 +202,8 @@ impl LlmBackend for OpenAiBackend {
     fn model(&self) -> &str {
         &self.config.model
     }
+
+    fn provider(&self) -> &'static str {
+        "openai"
+    }
 }

@@ -19,7 +19,12 @@ pub async fn send(
 ) -> Result<reqwest::Response, LlmError> {
     let mut attempt = 0;
     loop {
-        let response = match request().timeout(timeout).send().await {
+        let mut builder = request().timeout(timeout);
+        // The model request's span, so the provider can join the trace.
+        if let Some(traceparent) = spear_common::telemetry::traceparent() {
+            builder = builder.header("traceparent", traceparent);
+        }
+        let response = match builder.send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => return Err(LlmError::Timeout(timeout)),
             Err(e) => return Err(LlmError::Unreachable(describe(e))),

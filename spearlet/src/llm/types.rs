@@ -208,4 +208,9 @@ pub trait LlmBackend: Send + Sync {
     fn model(&self) -> &str {
         ""
     }
+
+    /// The provider's wire format (`gen_ai.provider.name` in traces).
+    fn provider(&self) -> &'static str {
+        ""
+    }
 }

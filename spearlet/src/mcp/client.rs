@@ -447,6 +447,10 @@ impl McpClient {
 fn log_opt_in() -> RequestMetaObject {
     let mut meta = RequestMetaObject::new();
     meta.set_log_level(LoggingLevel::Info);
+    // The tool call's span, so the server can join the trace.
+    if let Some(traceparent) = spear_common::telemetry::traceparent() {
+        meta.0.insert("traceparent".into(), traceparent.into());
+    }
     meta
 }
 

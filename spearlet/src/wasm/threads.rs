@@ -38,12 +38,15 @@ impl GuestThreads {
         })
     }
 
-    /// Runs `future` on a guest thread.
+    /// Runs `future` on a guest thread, inside the caller's span (the
+    /// run's), so what the guest does is logged and traced as part of it.
     pub fn spawn<F>(&self, future: F) -> RunHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
+        use tracing::Instrument;
+        let future = future.instrument(tracing::Span::current());
         let handle = match &self.runtime {
             Some(runtime) => runtime.spawn(future),
             // Only while being dropped; never seen by a caller.

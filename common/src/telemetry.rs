@@ -1,0 +1,128 @@
+//! OpenTelemetry traces over OTLP (HTTP/protobuf), off unless configured
+//! with the standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) turns them on; the exporter reads
+//! the rest (`OTEL_EXPORTER_OTLP_HEADERS`, `_TIMEOUT`, `OTEL_BSP_*`,
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`); `OTEL_SDK_DISABLED=true`
+//! or `OTEL_TRACES_EXPORTER=none` turns them off again.
+//!
+//! Entry point: [`layer`], added to the logging subscriber by
+//! [`crate::init_logging`]: Spear's own `tracing` spans (not its
+//! libraries') become OpenTelemetry spans. [`traceparent`] and
+//! [`set_parent`] carry the W3C trace context across SMS, nodes, model
+//! providers and MCP servers; [`shutdown`] flushes before exit. Spans are
+//! exported without log events, so nothing the log redacts leaves by them.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::Resource;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::{filter_fn, FilterExt, Targets};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// The crates whose spans are exported: Spear's, not its libraries'.
+const TRACED: &[&str] = &["spearlet", "spear_sms", "spear_common"];
+
+/// Whether the environment asks for traces.
+pub fn configured() -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let is = |name: &str, value: &str| {
+        std::env::var(name).is_ok_and(|v| v.trim().eq_ignore_ascii_case(value))
+    };
+    (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+        && !is("OTEL_SDK_DISABLED", "true")
+        && !is("OTEL_TRACES_EXPORTER", "none")
+}
+
+/// The layer exporting Spear's spans, when traces are configured. A
+/// configuration the exporter refuses is said once on stderr and leaves
+/// traces off (logging still works).
+pub fn layer<S>(service: &str) -> Option<impl Layer<S>>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    if !configured() {
+        return None;
+    }
+    let exporter = match opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+    {
+        Ok(exporter) => exporter,
+        Err(error) => {
+            eprintln!("traces are off: the OTLP exporter could not be built from OTEL_* ({error})");
+            return None;
+        }
+    };
+    let resource = Resource::builder()
+        .with_service_name(
+            std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| service.to_string()),
+        )
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource)
+        .build();
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let tracer = provider.tracer("spear");
+    let _ = PROVIDER.set(provider);
+    let targets = TRACED.iter().fold(Targets::new(), |t, target| {
+        t.with_target(*target, tracing::Level::INFO)
+    });
+    // Spans only: log events would become span events, and their text is
+    // what the node redacts only as it writes its log lines.
+    let spans_only = filter_fn(|metadata| metadata.is_span());
+    Some(
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(targets.and(spans_only)),
+    )
+}
+
+/// Flushes the spans not yet exported; call once, before exit.
+pub fn shutdown() {
+    if let Some(provider) = PROVIDER.get() {
+        let _ = provider.shutdown();
+    }
+}
+
+/// The W3C `traceparent` of the current span, to send with a request;
+/// `None` when traces are off.
+pub fn traceparent() -> Option<String> {
+    PROVIDER.get()?;
+    let mut fields = HashMap::new();
+    let context = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&context, &mut fields);
+    fields.remove("traceparent")
+}
+
+/// Makes `span` a child of the trace named by `traceparent` (a request's
+/// header or `_meta`), if it names one.
+pub fn set_parent(span: &tracing::Span, traceparent: Option<&str>) {
+    let Some(traceparent) = traceparent else {
+        return;
+    };
+    if PROVIDER.get().is_none() {
+        return;
+    }
+    let fields = HashMap::from([("traceparent".to_string(), traceparent.to_string())]);
+    let context = TraceContextPropagator::new().extract(&fields);
+    let _ = span.set_parent(context);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn traces_are_off_unless_an_endpoint_is_given() {
+        // The test environment sets none of the OTEL_* variables.
+        assert!(!super::configured());
+        assert_eq!(super::traceparent(), None);
+    }
+}
