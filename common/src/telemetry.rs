@@ -86,6 +86,11 @@ where
     )
 }
 
+/// Whether traces are being exported.
+pub fn enabled() -> bool {
+    PROVIDER.get().is_some()
+}
+
 /// Flushes the spans not yet exported; call once, before exit.
 pub fn shutdown() {
     if let Some(provider) = PROVIDER.get() {

@@ -137,6 +137,11 @@ impl Metrics {
             "sms_nodes_alive",
             "Nodes that sent a heartbeat recently.",
             nodes.iter().filter(|n| n.alive).count() as i64,
+        )?;
+        m.histogram(
+            "sms_propagation_seconds",
+            "From a registry change applied by SMS to a node's heartbeat saying it applied it.",
+            &self.hub.propagation,
         )
     }
 }

@@ -236,7 +236,7 @@ impl Sms {
                 )),
                 access.clone(),
             ),
-            nodes: NodesService::new(Arc::clone(&nodes), shared, access.clone()),
+            nodes: NodesService::new(Arc::clone(&nodes), shared, Arc::clone(&hub), access.clone()),
             credentials: CredentialsService::new(
                 Arc::new(Broker::new(vault, oauth_key, Arc::clone(&hub))),
                 access.clone(),

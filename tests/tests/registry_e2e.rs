@@ -130,6 +130,20 @@ fn file_add_change_delete_reach_the_node() {
             _ => Err(status.to_string()),
         }
     });
+    // And timed each change's way there: one observation per change the
+    // node applied after its first heartbeat, parsed by Prometheus's parser.
+    let metrics = spear_tests::http::get(&sms.metrics, "/metrics").unwrap();
+    let families = spear_tests::peers::parse_openmetrics(&metrics).unwrap();
+    assert!(
+        families.iter().any(|f| f == "sms_propagation_seconds"),
+        "{families:?}"
+    );
+    let count: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("sms_propagation_seconds_count "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 1, "{metrics}");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! node's `invoke_agent` span, the model request (`chat`) and the MCP tool
 //! call (`tools/call`), named and attributed per the OpenTelemetry GenAI
 //! and MCP semantic conventions; the MCP server (a Python SDK server)
-//! received that trace's id in `_meta.traceparent`.
+//! received that trace's id in `_meta.traceparent` and in the request's
+//! `traceparent` header.
 
 use std::process::Command;
 use std::time::Duration;
@@ -79,12 +80,16 @@ fn one_invocation_is_one_trace_across_sms_node_model_and_mcp_server() {
     assert!(out.contains("a traced note"), "{out}");
 
     // The MCP server saw a traceparent; its trace holds every span.
-    let traceparent = eventually("the server's traceparent", Duration::from_secs(10), || {
+    let seen = eventually("the server's traceparent", Duration::from_secs(10), || {
         lines(&traceparents)
             .into_iter()
-            .find(|l| !l.is_empty())
+            .find(|l| !l.trim().is_empty())
             .ok_or("none".to_string())
     });
+    // In `_meta`, and the same in the HTTP request's header.
+    let (traceparent, header) = seen.split_once(' ').unwrap_or((&seen, ""));
+    assert_eq!(traceparent, header, "{seen}");
+    let traceparent = traceparent.to_string();
     let trace_id = traceparent.split('-').nth(1).unwrap().to_string();
     let wanted = [
         ("sms", "spear.v1.Tasks/InvokeTask"),

@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::warn;
 
 use crate::nodes::{NodeError, NodeTable, SharedNodes, NODE_TTL};
+use crate::watch::Hub;
 
 /// A slow etcd must not hold heartbeats (the node's own SMS already has it).
 const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
@@ -16,15 +17,23 @@ const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct NodesService {
     nodes: Arc<NodeTable>,
     shared: Option<Arc<SharedNodes>>,
+    /// Times each change's way to the nodes.
+    hub: Arc<Hub>,
     access: Access,
 }
 
 impl NodesService {
     /// `shared` publishes invocable nodes to the other SMS replicas (etcd).
-    pub fn new(nodes: Arc<NodeTable>, shared: Option<Arc<SharedNodes>>, access: Access) -> Self {
+    pub fn new(
+        nodes: Arc<NodeTable>,
+        shared: Option<Arc<SharedNodes>>,
+        hub: Arc<Hub>,
+        access: Access,
+    ) -> Self {
         Self {
             nodes,
             shared,
+            hub,
             access,
         }
     }
@@ -40,12 +49,21 @@ impl Nodes for NodesService {
         self.access.node(&request, &node_id, "heartbeat")?;
         let report = request.into_inner();
         let published = report.clone();
+        let before = self.nodes.applied(&node_id);
+        let now = (report.applied_epoch, report.applied_revision);
         self.nodes.heartbeat(report).map_err(|e| match e {
             NodeError::TooFrequent(_) | NodeError::TooMany => {
                 Status::resource_exhausted(e.to_string())
             }
             NodeError::EmptyId | NodeError::BadId(_) => Status::invalid_argument(e.to_string()),
         })?;
+        // Heartbeats follow an applied change within 50 ms: the time since
+        // SMS applied it is the change's way to this node.
+        if let Some((epoch, revision)) = before {
+            if epoch == now.0 && epoch == self.hub.position().0 {
+                self.hub.node_caught_up(revision, now.1);
+            }
+        }
         if let Some(shared) = &self.shared {
             // Other replicas route to this node only while this succeeds;
             // the node's own SMS keeps serving it either way.

@@ -213,6 +213,15 @@ impl NodeTable {
             .collect()
     }
 
+    /// The registry position `node_id` last reported, if it has reported.
+    pub fn applied(&self, node_id: &str) -> Option<(u64, u64)> {
+        self.nodes
+            .read()
+            .by_id
+            .get(node_id)
+            .map(|n| (n.report.applied_epoch, n.report.applied_revision))
+    }
+
     /// Whether SMS has heard from `node_id` recently enough to call it alive.
     pub fn is_known(&self, node_id: &str) -> bool {
         self.nodes.read().by_id.contains_key(node_id)

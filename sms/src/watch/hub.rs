@@ -4,10 +4,11 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
+use spear_common::metrics::Histogram;
 use spear_proto::frame::EncodedEvent;
 use spear_proto::v1::ServerRecord;
 use tokio::sync::watch;
@@ -134,7 +135,16 @@ pub struct Hub {
     pub(super) closing: watch::Sender<bool>,
     pub stats: HubStats,
     pub(super) store: Arc<dyn RegistryStore>,
+    /// When each recent revision was applied here, to time its way to nodes.
+    applied_times: Mutex<VecDeque<(Revision, Instant)>>,
+    /// Seconds from a change being applied here to a node reporting, in a
+    /// heartbeat, that it applied it too.
+    pub propagation: Histogram,
 }
+
+/// Revisions whose apply time is kept: a node further behind than this
+/// is resyncing, not propagating.
+const KEPT_TIMES: usize = 4096;
 
 impl Hub {
     /// Creates the hub and starts following `store`. The hub serves no stream
@@ -150,9 +160,28 @@ impl Hub {
             closing,
             stats: HubStats::default(),
             store,
+            applied_times: Mutex::new(VecDeque::new()),
+            propagation: spear_common::metrics::seconds_histogram(),
         });
         tokio::spawn(super::follow::run(Arc::clone(&hub)));
         hub
+    }
+
+    /// A node that had applied `before` now reports `now`: observes how
+    /// long `now` took to reach it since this SMS applied it.
+    pub fn node_caught_up(&self, before: Revision, now: Revision) {
+        if now <= before {
+            return;
+        }
+        let applied = self
+            .applied_times
+            .lock()
+            .iter()
+            .find(|(revision, _)| *revision == now)
+            .map(|(_, at)| *at);
+        if let Some(at) = applied {
+            self.propagation.observe(at.elapsed().as_secs_f64());
+        }
     }
 
     /// Ends every watch stream (nodes reconnect elsewhere or later), so a
@@ -333,6 +362,13 @@ impl Hub {
         self.push_delta(&mut state, committed.revision, frame);
         let position = (state.epoch, state.revision);
         drop(state);
+        {
+            let mut times = self.applied_times.lock();
+            times.push_back((committed.revision, Instant::now()));
+            if times.len() > KEPT_TIMES {
+                times.pop_front();
+            }
+        }
         self.changed.send_replace(position);
         true
     }

@@ -158,6 +158,23 @@ pub(crate) fn insufficient_scope(challenge: &str) -> String {
     }
 }
 
+/// The request's `_meta.traceparent` (set for a traced tool call) as the
+/// `traceparent` header too, for HTTP servers and proxies that trace.
+fn add_traceparent(headers: &mut HashMap<HeaderName, HeaderValue>, message: &ClientJsonRpcMessage) {
+    if !spear_common::telemetry::enabled() {
+        return;
+    }
+    let Ok(json) = serde_json::to_value(message) else {
+        return;
+    };
+    if let Some(value) = json["params"]["_meta"]["traceparent"]
+        .as_str()
+        .and_then(|t| HeaderValue::from_str(t).ok())
+    {
+        headers.insert(HeaderName::from_static("traceparent"), value);
+    }
+}
+
 impl StreamableHttpClient for BearerClient {
     type Error = reqwest::Error;
 
@@ -167,8 +184,9 @@ impl StreamableHttpClient for BearerClient {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         _auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
+        mut headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        add_traceparent(&mut headers, &message);
         self.with_token(|token| {
             self.http.post_message(
                 uri.clone(),
@@ -187,9 +205,10 @@ impl StreamableHttpClient for BearerClient {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         _auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
+        mut headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        add_traceparent(&mut headers, &message);
         self.with_token(|token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
@@ -209,9 +228,10 @@ impl StreamableHttpClient for BearerClient {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         _auth: Option<String>,
-        headers: HashMap<HeaderName, HeaderValue>,
+        mut headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        add_traceparent(&mut headers, &message);
         self.with_token(|token| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
