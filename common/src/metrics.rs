@@ -110,7 +110,7 @@ impl Scrape<'_> {
         help: &str,
         rows: impl IntoIterator<Item = Row<'l, &'l Histogram>>,
     ) -> fmt::Result {
-        let kind = seconds_histogram().metric_type();
+        let kind = prometheus_client::metrics::MetricType::Histogram;
         let mut family = self.encoder.encode_descriptor(name, help, None, kind)?;
         for (labels, histogram) in rows {
             let labels: Vec<(&str, Escaped<'_>)> =

@@ -32,10 +32,14 @@ const TRACED: &[&str] = &["spearlet", "spear_sms", "spear_common"];
 
 /// Whether the environment asks for traces.
 pub fn configured() -> bool {
-    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
-    let is = |name: &str, value: &str| {
-        std::env::var(name).is_ok_and(|v| v.trim().eq_ignore_ascii_case(value))
-    };
+    configured_by(&|name| std::env::var(name).ok())
+}
+
+/// [`configured`], with the variables from `var`.
+fn configured_by(var: &dyn Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
+    let is =
+        |name: &str, value: &str| var(name).is_some_and(|v| v.trim().eq_ignore_ascii_case(value));
     (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
         && !is("OTEL_SDK_DISABLED", "true")
         && !is("OTEL_TRACES_EXPORTER", "none")
@@ -86,11 +90,6 @@ where
     )
 }
 
-/// Whether traces are being exported.
-pub fn enabled() -> bool {
-    PROVIDER.get().is_some()
-}
-
 /// Flushes the spans not yet exported; call once, before exit.
 pub fn shutdown() {
     if let Some(provider) = PROVIDER.get() {
@@ -124,10 +123,36 @@ pub fn set_parent(span: &tracing::Span, traceparent: Option<&str>) {
 
 #[cfg(test)]
 mod tests {
+    use super::configured_by;
+
+    fn with(vars: &[(&str, &str)]) -> bool {
+        configured_by(&|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
     #[test]
-    fn traces_are_off_unless_an_endpoint_is_given() {
-        // The test environment sets none of the OTEL_* variables.
-        assert!(!super::configured());
+    fn traces_are_on_only_with_an_endpoint_and_not_disabled() {
+        assert!(!with(&[]));
+        assert!(!with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]));
+        assert!(with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")]));
+        assert!(with(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318/v1/traces"
+        )]));
+        let disabled = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_SDK_DISABLED", "TRUE"),
+        ];
+        assert!(!with(&disabled));
+        let none = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_TRACES_EXPORTER", "none"),
+        ];
+        assert!(!with(&none));
+        // No exporter in this process: nothing to pass on.
         assert_eq!(super::traceparent(), None);
     }
 }

@@ -121,6 +121,21 @@ impl ClientConfig {
     }
 }
 
+impl ClientConfig {
+    /// [`ClientConfig::from_spec`] with each `${NAME}` looked up by
+    /// `lookup`; `place` ends a failure's sentence ("in SMS's environment;
+    /// set it where SMS runs").
+    pub fn from_environment(
+        auth: &OAuth,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        place: &str,
+    ) -> Result<ClientConfig, OAuthError> {
+        ClientConfig::from_spec(auth, &|_, text| {
+            spear_proto::refs::substitute(text, lookup).map_err(|e| format!("{e} in {place}"))
+        })
+    }
+}
+
 fn grant(auth: &OAuth) -> Grant {
     match OauthGrant::try_from(auth.grant) {
         Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,

@@ -113,10 +113,11 @@ async fn login(client: &ClientArgs, flags: &LoginFlags, id: &str) -> Result<()> 
     let lookup = |name: &str| std::env::var(name).ok();
     let url = substitute(&spec.url, &lookup)
         .map_err(|e| anyhow!("server '{id}': url: {e} in this shell's environment"))?;
-    let config = ClientConfig::from_spec(auth, &|_, text| {
-        substitute(text, &lookup)
-            .map_err(|e| format!("{e} in this shell's environment; set it for the login"))
-    })
+    let config = ClientConfig::from_environment(
+        auth,
+        &lookup,
+        "this shell's environment; set it for the login",
+    )
     .with_context(|| format!("server '{id}'"))?;
     if !config.grant.needs_login() {
         bail!("server '{id}' needs no login: SMS gets its tokens itself with its grant");

@@ -105,11 +105,11 @@ impl Broker {
                 "url: {e} in SMS's environment; set it where SMS runs"
             ))
         })?;
-        let client = ClientConfig::from_spec(&server.auth, &|_, text| {
-            substitute(text, &lookup).map_err(|e| {
-                format!("{e} in SMS's environment; set it where SMS runs (SMS renews this server's tokens)")
-            })
-        })
+        let client = ClientConfig::from_environment(
+            &server.auth,
+            &lookup,
+            "SMS's environment; set it where SMS runs (SMS renews this server's tokens)",
+        )
         .map_err(|e| config(e.to_string()))?;
         Ok((url, client))
     }

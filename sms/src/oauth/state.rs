@@ -12,7 +12,7 @@ pub fn millis(t: SystemTime) -> u64 {
 }
 
 /// The time `ms` Unix milliseconds name, if any (0 is none).
-pub fn from_millis(ms: u64) -> Option<SystemTime> {
+fn from_millis(ms: u64) -> Option<SystemTime> {
     (ms > 0).then(|| UNIX_EPOCH + Duration::from_millis(ms))
 }
 

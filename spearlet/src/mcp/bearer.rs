@@ -161,14 +161,16 @@ pub(crate) fn insufficient_scope(challenge: &str) -> String {
 /// The request's `_meta.traceparent` (set for a traced tool call) as the
 /// `traceparent` header too, for HTTP servers and proxies that trace.
 fn add_traceparent(headers: &mut HashMap<HeaderName, HeaderValue>, message: &ClientJsonRpcMessage) {
-    if !spear_common::telemetry::enabled() {
-        return;
-    }
-    let Ok(json) = serde_json::to_value(message) else {
+    use rmcp::model::{GetMeta, JsonRpcMessage};
+    let JsonRpcMessage::Request(request) = message else {
         return;
     };
-    if let Some(value) = json["params"]["_meta"]["traceparent"]
-        .as_str()
+    if let Some(value) = request
+        .request
+        .get_meta()
+        .0
+        .get("traceparent")
+        .and_then(|t| t.as_str())
         .and_then(|t| HeaderValue::from_str(t).ok())
     {
         headers.insert(HeaderName::from_static("traceparent"), value);
