@@ -8,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/spear/v1/admin.proto",
         "proto/spear/v1/tasks.proto",
         "proto/spear/v1/credentials.proto",
+        "proto/spear/v1/revocations.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

@@ -1,8 +1,51 @@
-//! Text cut to a byte budget at a character boundary.
+//! Text cut to a byte budget at a character boundary, and text from peers
+//! made safe to print.
 //!
 //! Reports, tool results and captured output are bounded in bytes, but a
 //! cut inside a multi-byte character would leave invalid UTF-8 (or panic on
 //! a `&str` slice), so every cut goes through here.
+//!
+//! Text a peer supplied (a node's problem report, a server's error, a
+//! guest's output) may carry terminal escape sequences that rewrite what an
+//! operator sees; [`printable`] and [`printable_lines`] escape them.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Characters a terminal acts on rather than shows: C0 and C1 controls,
+/// DEL, and the bidirectional overrides that reorder what is displayed.
+fn acts_on_terminal(c: char, keep_lines: bool) -> bool {
+    if keep_lines && (c == '\n' || c == '\t') {
+        return false;
+    }
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
+    if !text.chars().any(|c| acts_on_terminal(c, keep_lines)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if acts_on_terminal(c, keep_lines) {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `text` on one line with every control character escaped as `\u{..}`:
+/// for a field of a status line.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// [`printable`], keeping newlines and tabs: for multi-line output.
+pub fn printable_lines(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
 
 /// The longest prefix of `text` that is at most `max` bytes and ends on a
 /// character boundary.
@@ -43,6 +86,21 @@ pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escape_sequences_and_line_breaks_are_shown_not_obeyed() {
+        assert_eq!(printable("plain text é"), "plain text é");
+        assert_eq!(
+            printable("\x1b[2J\x1b]0;owned\x07"),
+            "\\u{1b}[2J\\u{1b}]0;owned\\u{7}"
+        );
+        assert_eq!(printable("a\nnode-b alive"), "a\\u{a}node-b alive");
+        assert_eq!(
+            printable("\u{9b}31m \u{202e}txt"),
+            "\\u{9b}31m \\u{202e}txt"
+        );
+        assert_eq!(printable_lines("one\n\ttwo\x1b[1m"), "one\n\ttwo\\u{1b}[1m");
+    }
 
     #[test]
     fn cuts_never_split_a_character() {

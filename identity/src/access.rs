@@ -16,7 +16,9 @@
 
 use tonic::{Request, Status};
 
+use crate::gate::Gate;
 use crate::incoming::Peer;
+use crate::revoked::DenyList;
 use crate::spiffe::Identity;
 use crate::token::{AdminToken, Presented};
 
@@ -45,19 +47,119 @@ impl std::fmt::Display for Caller {
     }
 }
 
-/// One port's rules: whether it is TLS, and the admin token (SMS only).
+/// One port's rules: whether it is TLS, the admin token (SMS only) and
+/// the revoked certificates.
 #[derive(Debug, Clone)]
 pub struct Access {
     secure: bool,
     token: AdminToken,
+    deny: DenyList,
 }
 
+/// Calls anyone may make: the standard health check.
+const OPEN_PREFIX: &str = "/grpc.health.v1.Health/";
+
 const NEEDS_CERT: &str = "this port needs a client certificate from the installation's CA";
+
+fn wrong_token() -> Status {
+    Status::unauthenticated(
+        "the admin token is wrong or no longer valid; use the one in SMS's --admin-token-file",
+    )
+}
 
 impl Access {
     /// SMS's port: `secure` when it serves TLS.
     pub fn new(secure: bool, token: AdminToken) -> Self {
-        Self { secure, token }
+        Self {
+            secure,
+            token,
+            deny: DenyList::default(),
+        }
+    }
+
+    /// Refuses the certificates `deny` lists (shared: later changes to it
+    /// apply at once).
+    pub fn with_deny_list(mut self, deny: DenyList) -> Self {
+        self.deny = deny;
+        self
+    }
+
+    /// The revoked certificates this port refuses.
+    pub fn deny_list(&self) -> &DenyList {
+        &self.deny
+    }
+
+    /// Resolves when the caller's certificate is revoked (never, when it
+    /// showed none): long-lived streams end with it, so a revoked node
+    /// loses its open watch as well as its next call.
+    pub fn until_revoked<T>(
+        &self,
+        request: &Request<T>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let holder = request
+            .extensions()
+            .get::<Peer>()
+            .and_then(|p| p.identity.clone().map(|i| (i, p.serial.clone())));
+        let deny = self.deny.clone();
+        let mut changes = deny.subscribe();
+        async move {
+            let Some((identity, serial)) = holder else {
+                return std::future::pending().await;
+            };
+            loop {
+                if deny.refuses(&identity, serial.as_deref()) {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+
+    /// The layer that applies [`Access::admit`] before a body is read.
+    pub fn gate(&self) -> Gate {
+        Gate::new(self.clone())
+    }
+
+    /// The first look at a request, from its path, its connection and its
+    /// `authorization` header alone: a wrong token or a revoked certificate
+    /// is refused; on a TLS port so is a caller with neither a certificate
+    /// of ours nor the admin token, except for the health check.
+    pub fn admit(
+        &self,
+        path: &str,
+        peer: Option<&Peer>,
+        authorization: Option<&[u8]>,
+    ) -> Result<(), Status> {
+        if path.starts_with(OPEN_PREFIX) {
+            return Ok(());
+        }
+        match self.token.presented_in(authorization) {
+            Presented::Valid => return Ok(()),
+            Presented::Wrong => return Err(wrong_token()),
+            Presented::None => {}
+        }
+        match peer.and_then(|p| p.identity.as_ref().map(|i| (i, p.serial.as_deref()))) {
+            Some((identity, serial)) if self.deny.refuses(identity, serial) => {
+                Err(Status::unauthenticated(format!(
+                    "the certificate for {identity} has been revoked; ask an admin for a new one"
+                )))
+            }
+            Some(_) => Ok(()),
+            None if !self.secure => Ok(()),
+            None => {
+                let call = path.trim_start_matches('/');
+                let or_token = if self.token.is_set() {
+                    " or the admin token"
+                } else {
+                    ""
+                };
+                Err(Status::unauthenticated(format!(
+                    "{call} refused before it was read: {NEEDS_CERT}{or_token}"
+                )))
+            }
+        }
     }
 
     /// Whether callers have identities here.
@@ -77,11 +179,7 @@ impl Access {
     pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         match self.token.presented(request) {
             Presented::Valid => return Ok(Caller::TokenAdmin),
-            Presented::Wrong => {
-                return Err(Status::unauthenticated(
-                    "the admin token is wrong or no longer valid; use the one in SMS's --admin-token-file",
-                ))
-            }
+            Presented::Wrong => return Err(wrong_token()),
             Presented::None => {}
         }
         Ok(match Self::identity(request) {

@@ -1,33 +1,34 @@
-//! The server side of a gRPC port: [`incoming`] accepts TCP connections,
-//! completes each TLS handshake on its own task (bounded in number and in
-//! time, so slow or silent clients cannot hold the accept loop), and hands
-//! tonic a [`Conn`] whose connect info is the [`Peer`]: its address and,
-//! when it showed a certificate of ours, its identity. Services read the
-//! peer with [`crate::Caller`].
+//! The server side of a gRPC port: [`incoming`] accepts every TCP
+//! connection at once, completes each TLS handshake on its own task (with a
+//! deadline, and within the [`Admission`] bounds, which drop the oldest
+//! handshake rather than refuse a newcomer, so silent clients cannot lock
+//! anyone out), and hands tonic a [`Conn`] whose connect info is the
+//! [`Peer`]: its address and, when it showed a certificate of ours, its
+//! identity. Services read the peer with [`crate::Caller`]; the
+//! [`crate::Gate`] refuses callers without a credential before their
+//! request body is read.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 use tracing::debug;
 
-use crate::material::identity_of;
+use crate::admission::{Admission, AnonymousSlot, Bounds};
+use crate::material::{identity_of, serial_of};
 use crate::spiffe::Identity;
 use crate::tls::TlsIdentity;
 
-/// A handshake that takes longer than this is dropped.
-const HANDSHAKE_WITHIN: Duration = Duration::from_secs(10);
-/// Handshakes in progress at once; more connections wait in the kernel's
-/// accept queue.
-const MAX_HANDSHAKES: usize = 512;
+/// A handshake that takes longer than this is dropped: ours take a few
+/// milliseconds, a client across the world well under a second.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Streams one client may have open on one connection: a node needs one
 /// watch and a few unary calls; SMS sends a node at most its run slots.
@@ -58,6 +59,8 @@ pub struct Peer {
     /// The identity in its certificate, when it presented one of ours in
     /// our trust domain.
     pub identity: Option<Identity>,
+    /// That certificate's serial number (lowercase hex), for revocation.
+    pub serial: Option<String>,
 }
 
 enum Io {
@@ -69,6 +72,8 @@ enum Io {
 pub struct Conn {
     io: Io,
     peer: Peer,
+    /// Held while a connection without an identity is open.
+    _anonymous: Option<AnonymousSlot>,
 }
 
 impl Connected for Conn {
@@ -79,21 +84,25 @@ impl Connected for Conn {
     }
 }
 
-/// Accepts on `listener`: TLS with `tls`, plaintext without. The stream
-/// ends when tonic drops it.
+/// Accepts on `listener`: TLS with `tls`, plaintext without, within the
+/// default [`Bounds`]. The stream ends when tonic drops it.
 pub fn incoming(
     listener: TcpListener,
     tls: Option<TlsIdentity>,
 ) -> ReceiverStream<Result<Conn, io::Error>> {
+    incoming_within(listener, tls, Bounds::default())
+}
+
+/// [`incoming`] with other bounds (tests use small ones).
+pub fn incoming_within(
+    listener: TcpListener,
+    tls: Option<TlsIdentity>,
+    bounds: Bounds,
+) -> ReceiverStream<Result<Conn, io::Error>> {
     let (tx, rx) = mpsc::channel(64);
-    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let admission = Admission::new(bounds);
     tokio::spawn(async move {
         loop {
-            let permit = tokio::select! {
-                p = Arc::clone(&handshakes).acquire_owned() => p,
-                _ = tx.closed() => return,
-            };
-            let Ok(permit) = permit else { return };
             let accepted = tokio::select! {
                 a = listener.accept() => a,
                 _ = tx.closed() => return,
@@ -109,29 +118,53 @@ pub fn incoming(
             };
             let _ = tcp.set_nodelay(true);
             let tx = tx.clone();
-            let tls = tls.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
-                if let Some(conn) = handshake(tcp, addr, tls.as_ref()).await {
-                    let _ = tx.send(Ok(conn)).await;
+            let Some(tls) = tls.clone() else {
+                // Plaintext (loopback or --insecure): nothing to wait for,
+                // and nobody has an identity to bound connections by.
+                let conn = Conn {
+                    io: Io::Plain(tcp),
+                    peer: Peer {
+                        addr: Some(addr),
+                        tls: false,
+                        identity: None,
+                        serial: None,
+                    },
+                    _anonymous: None,
+                };
+                if tx.send(Ok(conn)).await.is_err() {
+                    return;
                 }
+                continue;
+            };
+            let mut slot = admission.handshake(addr.ip());
+            let admission = admission.clone();
+            tokio::spawn(async move {
+                let conn = tokio::select! {
+                    conn = handshake(tcp, addr, &tls) => conn,
+                    _ = &mut slot.evicted => {
+                        debug!(peer = %addr, "handshake dropped to make room for newer connections");
+                        return;
+                    }
+                };
+                drop(slot);
+                let Some(mut conn) = conn else { return };
+                if conn.peer.identity.is_none() {
+                    match admission.anonymous(addr.ip()) {
+                        Some(slot) => conn._anonymous = Some(slot),
+                        None => {
+                            debug!(peer = %addr, "too many connections without a certificate: closed");
+                            return;
+                        }
+                    }
+                }
+                let _ = tx.send(Ok(conn)).await;
             });
         }
     });
     ReceiverStream::new(rx)
 }
 
-async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: Option<&TlsIdentity>) -> Option<Conn> {
-    let Some(tls) = tls else {
-        return Some(Conn {
-            io: Io::Plain(tcp),
-            peer: Peer {
-                addr: Some(addr),
-                tls: false,
-                identity: None,
-            },
-        });
-    };
+async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: &TlsIdentity) -> Option<Conn> {
     let config = tls.server_config()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let stream = match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(tcp)).await {
@@ -146,12 +179,13 @@ async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: Option<&TlsIdentity>) 
         }
     };
     let own_domain = tls.identity().map(|(domain, _)| domain);
-    let identity = stream
+    let leaf = stream
         .get_ref()
         .1
         .peer_certificates()
-        .and_then(|chain| chain.first())
-        .and_then(|leaf| match identity_of(leaf) {
+        .and_then(|chain| chain.first());
+    let serial = leaf.and_then(serial_of);
+    let identity = leaf.and_then(|leaf| match identity_of(leaf) {
             Ok((domain, identity)) if Some(&domain) == own_domain.as_ref() => Some(identity),
             Ok((domain, identity)) => {
                 debug!(peer = %addr, %domain, %identity, "certificate from another trust domain: no role");
@@ -168,7 +202,9 @@ async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: Option<&TlsIdentity>) 
             addr: Some(addr),
             tls: true,
             identity,
+            serial,
         },
+        _anonymous: None,
     })
 }
 

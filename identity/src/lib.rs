@@ -5,23 +5,33 @@
 //!   bundle, reloaded from disk when they change ([`reload`]).
 //! - [`incoming()`] (servers) and [`dial`] (clients): gRPC connections in
 //!   plaintext or mutual TLS; a server learns each connection's [`Peer`].
-//! - [`Access`]: the authorization matrix, one method per kind of call.
+//! - [`Access`]: the authorization matrix, one method per kind of call, and
+//!   its [`Gate`], which refuses callers without a credential before their
+//!   request body is read; [`DenyList`]: revoked certificates.
 //! - [`AdminToken`]: the admin token file, an alternative admin credential.
 
 mod access;
+mod admission;
 mod configs;
 mod connector;
+mod gate;
 mod incoming;
 mod material;
 pub mod reload;
+pub mod revoked;
 pub mod spiffe;
 mod tls;
 mod token;
 
 pub use access::{Access, Caller};
+pub use admission::Bounds;
 pub use connector::{dial, BadAddress, Dialer};
-pub use incoming::{incoming, server, Conn, Peer, MAX_HEADER_BYTES, MAX_STREAMS_PER_CONNECTION};
+pub use gate::{Gate, Gated};
+pub use incoming::{
+    incoming, incoming_within, server, Conn, Peer, MAX_HEADER_BYTES, MAX_STREAMS_PER_CONNECTION,
+};
 pub use material::{Material, TlsError, TlsFiles};
+pub use revoked::{DenyList, Revoked};
 pub use spiffe::{Identity, IdentityError, TrustDomain};
 pub use tls::{FlagsError, TlsFlags, TlsIdentity};
 pub use token::{AdminToken, Presented, TokenError, MIN_TOKEN_LEN};

@@ -167,6 +167,12 @@ pub(crate) enum PeerIdentityError {
 
 /// The trust domain and identity in a certificate's one `spiffe://` URI
 /// SAN. Two such URIs are ambiguous and refused.
+/// A certificate's serial number as the deny list writes it.
+pub(crate) fn serial_of(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    Some(crate::revoked::serial_hex(parsed.raw_serial()))
+}
+
 pub(crate) fn identity_of(
     cert: &CertificateDer<'_>,
 ) -> Result<(TrustDomain, Identity), PeerIdentityError> {

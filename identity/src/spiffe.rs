@@ -13,7 +13,7 @@ use std::fmt;
 pub struct TrustDomain(String);
 
 /// A caller's role and name, from its certificate.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Identity {
     /// An SMS replica. Replicas share the identity: any of them may route.
     Sms,
@@ -96,6 +96,23 @@ impl TrustDomain {
             });
         }
         Ok(identity)
+    }
+}
+
+impl std::str::FromStr for Identity {
+    type Err = IdentityError;
+
+    /// Reads the short form [`Identity`]'s `Display` writes: `sms`,
+    /// `node/<id>` or `admin/<name>`.
+    fn from_str(short: &str) -> Result<Self, IdentityError> {
+        match short.split_once('/') {
+            None if short == "sms" => Ok(Identity::Sms),
+            Some(("node", id)) if name_ok(id, MAX_NAME) => Ok(Identity::Node(id.to_string())),
+            Some(("admin", name)) if name_ok(name, MAX_NAME) => {
+                Ok(Identity::Admin(name.to_string()))
+            }
+            _ => Err(IdentityError::Uri(short.to_string())),
+        }
     }
 }
 

@@ -2,8 +2,10 @@
 //! admin certificate, presented as `authorization: Bearer <token>` to SMS
 //! only. SMS reads it from `--admin-token-file` and re-reads the file when
 //! it changes, so rotating it is writing a new file; the old token stops
-//! working within a second. Never given on a command line, never sent on
-//! by SMS, never accepted by a node.
+//! working within a second. Emptying or deleting the file (or writing one
+//! that cannot be a token) revokes it: no token is accepted until the file
+//! holds a good one again. Never given on a command line, never sent on by
+//! SMS, never accepted by a node.
 
 use std::path::PathBuf;
 
@@ -36,9 +38,10 @@ pub enum Presented {
     Wrong,
 }
 
-/// The admin token, when one is configured.
+/// The admin token, when one is configured. The watched value is `None`
+/// while the file is gone, empty or unusable.
 #[derive(Clone, Default)]
-pub struct AdminToken(Option<Watched<String>>);
+pub struct AdminToken(Option<Watched<Option<String>>>);
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,14 +81,27 @@ impl AdminToken {
     /// The token in `path`, re-read when the file changes. Must run inside
     /// Tokio.
     pub fn from_file(path: PathBuf) -> Result<Self, TokenError> {
+        // A bad file at start is a start-up error; later it revokes.
+        read_token(&path)?;
         let file = path.clone();
-        let watched = Watched::start("admin token file", vec![path], move || read_token(&file))?;
+        let watched = Watched::start("admin token file", vec![path], move || {
+            Ok::<_, std::convert::Infallible>(match read_token(&file) {
+                Ok(token) => Some(token),
+                Err(error) => {
+                    tracing::warn!(
+                        "{error}; no admin token is accepted until the file holds a good one"
+                    );
+                    None
+                }
+            })
+        })
+        .unwrap_or_else(|never| match never {});
         Ok(Self(Some(watched)))
     }
 
     /// A token given directly (tests and benchmarks).
     pub fn fixed(token: &str) -> Self {
-        Self(Some(Watched::fixed(token.to_string())))
+        Self(Some(Watched::fixed(Some(token.to_string()))))
     }
 
     pub fn is_set(&self) -> bool {
@@ -97,17 +113,30 @@ impl AdminToken {
     /// with `SMS_ADMIN_TOKEN` left in the environment still gets in with an
     /// admin certificate.
     pub fn presented<T>(&self, request: &Request<T>) -> Presented {
+        self.presented_in(
+            request
+                .metadata()
+                .get("authorization")
+                .map(|v| v.as_encoded_bytes()),
+        )
+    }
+
+    /// What an `authorization` header value presents: [`Self::presented`]
+    /// for callers that hold the HTTP request, before its body is read.
+    pub fn presented_in(&self, header: Option<&[u8]>) -> Presented {
         let Some(expected) = &self.0 else {
             return Presented::None;
         };
-        let Some(header) = request.metadata().get("authorization") else {
+        let Some(header) = header else {
             return Presented::None;
         };
         let expected = expected.get();
-        match header.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
-            Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => {
-                Presented::Valid
-            }
+        let Some(expected) = expected.as_deref() else {
+            // The file was emptied or removed: every token is wrong.
+            return Presented::Wrong;
+        };
+        match header.strip_prefix(b"Bearer ") {
+            Some(token) if constant_time_eq(token, expected.as_bytes()) => Presented::Valid,
             _ => Presented::Wrong,
         }
     }
@@ -164,6 +193,43 @@ mod tests {
         assert!(
             !error.contains("short\n") && !error.contains(": short"),
             "{error}"
+        );
+    }
+
+    /// Polls (in paused time) until `token` presents `want` for `header`.
+    async fn until(token: &AdminToken, header: &str, want: Presented) -> bool {
+        for _ in 0..10 {
+            if token.presented_in(Some(header.as_bytes())) == want {
+                return true;
+            }
+            tokio::time::sleep(crate::reload::RELOAD_EVERY).await;
+        }
+        false
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_emptied_or_deleted_token_file_accepts_no_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let old = "Bearer 0123456789abcdef0123";
+        std::fs::write(&path, "0123456789abcdef0123\n").unwrap();
+        let token = AdminToken::from_file(path.clone()).unwrap();
+        assert_eq!(token.presented_in(Some(old.as_bytes())), Presented::Valid);
+
+        std::fs::write(&path, "").unwrap();
+        assert!(
+            until(&token, old, Presented::Wrong).await,
+            "an emptied file revokes"
+        );
+
+        std::fs::write(&path, "fedcba9876543210fedcba\n").unwrap();
+        assert!(until(&token, "Bearer fedcba9876543210fedcba", Presented::Valid).await);
+        assert_eq!(token.presented_in(Some(old.as_bytes())), Presented::Wrong);
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            until(&token, "Bearer fedcba9876543210fedcba", Presented::Wrong).await,
+            "a deleted file revokes"
         );
     }
 }

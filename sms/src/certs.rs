@@ -48,6 +48,8 @@ pub enum CertsError {
     Dns(String),
     #[error("--days must be 1 to 3650")]
     Days,
+    #[error("the system has no randomness to give for a serial number")]
+    Random,
 }
 
 const CA_CERT: &str = "ca.pem";
@@ -80,6 +82,8 @@ pub struct Issued {
     pub uri: Option<String>,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The certificate's serial number in hex, for `sms certs revoke --serial`.
+    pub serial: String,
 }
 
 /// Makes a CA for `domain` in `dir` (created if missing).
@@ -170,6 +174,12 @@ pub fn issue(dir: &Path, request: &Request) -> Result<Issued, CertsError> {
     let now = OffsetDateTime::now_utc();
     params.not_before = now - Duration::hours(1);
     params.not_after = now + Duration::days(i64::from(request.days));
+    // A random serial, printed so the certificate can be revoked alone.
+    let mut serial = [0u8; 16];
+    aws_lc_rs::rand::SecureRandom::fill(&aws_lc_rs::rand::SystemRandom::new(), &mut serial)
+        .map_err(|_| CertsError::Random)?;
+    serial[0] = (serial[0] & 0x7f) | 0x40; // positive, and no leading zero byte
+    params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &issuer)?;
 
@@ -189,6 +199,7 @@ pub fn issue(dir: &Path, request: &Request) -> Result<Issued, CertsError> {
         uri,
         cert: cert_path,
         key: key_path,
+        serial: spear_identity::revoked::serial_hex(&serial),
     })
 }
 

@@ -20,7 +20,9 @@
 //!
 //! **Who calls.** Every port is mutual TLS with SPIFFE identities (or
 //! plaintext on loopback / `--insecure`); `spear_identity` decides who may
-//! call what, and [`certs`] is `sms certs`, a small CA for an installation.
+//! call what, and [`certs`] is `sms certs`, a small CA for an installation;
+//! [`revocations`] is the deny list `sms certs revoke` writes, which every
+//! replica and node enforces.
 //!
 //! [`server`] builds it all; [`metrics`] serves Prometheus and, from
 //! [`health`], the `/livez` and `/readyz` probes; [`cli`] is the
@@ -36,6 +38,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod oauth;
 pub mod registry;
+pub mod revocations;
 pub mod server;
 pub mod store;
 pub mod tasks;

@@ -12,6 +12,7 @@ use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
 use spear_proto::v1::credentials_server::CredentialsServer;
 use spear_proto::v1::nodes_server::NodesServer;
+use spear_proto::v1::revocations_server::RevocationsServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
 use tokio::net::TcpListener;
@@ -20,11 +21,13 @@ use tracing::info;
 use crate::admin::Admin;
 use crate::files::{watch_dir, FileProblems, Reconciler};
 use crate::grpc::{
-    AdminService, CredentialsService, NodesService, RegistryService, StatusService, TasksService,
+    AdminService, CredentialsService, NodesService, RegistryService, RevocationsService,
+    StatusService, TasksService,
 };
 use crate::metrics::Metrics;
 use crate::nodes::{NodeTable, SharedNodes};
 use crate::oauth::{Broker, EtcdVault, KeyError, MemoryVault, SealingKey, Vault};
+use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore, Revocations};
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
@@ -100,6 +103,7 @@ pub struct Sms {
     pub metrics_addr: Option<SocketAddr>,
     listener: TcpListener,
     tls: Option<TlsIdentity>,
+    access: Access,
     services: Services,
     dir_task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -111,6 +115,7 @@ struct Services {
     status: StatusService,
     tasks: TasksService,
     credentials: CredentialsService,
+    revocations: RevocationsService,
 }
 
 impl Sms {
@@ -135,24 +140,28 @@ impl Sms {
             Arc<dyn TaskStore>,
             Option<Arc<SharedNodes>>,
             Arc<dyn Vault>,
+            Arc<dyn RevocationStore>,
         );
-        let (store, tasks, shared, vault): Stores = match &config.store {
+        let (store, tasks, shared, vault, revoked): Stores = match &config.store {
             StoreConfig::Memory => (
                 Arc::new(MemoryStore::new()),
                 Arc::new(MemoryTaskStore::default()),
                 None,
                 Arc::new(MemoryVault::default()),
+                Arc::new(MemoryRevocations::default()),
             ),
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
                 let tasks = EtcdTaskStore::new(store.client(), &etcd.prefix);
                 let shared = SharedNodes::new(store.client(), &etcd.prefix);
                 let vault = EtcdVault::new(store.client(), &etcd.prefix);
+                let revoked = EtcdRevocations::new(store.client(), &etcd.prefix);
                 (
                     Arc::new(store),
                     Arc::new(tasks),
                     Some(Arc::new(shared)),
                     Arc::new(vault),
+                    Arc::new(revoked),
                 )
             }
         };
@@ -213,7 +222,9 @@ impl Sms {
             None => None,
         };
 
-        let access = Access::new(config.tls.is_some(), config.admin_token.clone());
+        let revocations = Revocations::start(revoked).await;
+        let access = Access::new(config.tls.is_some(), config.admin_token.clone())
+            .with_deny_list(revocations.deny_list());
         let status = StatusService::new(
             Arc::clone(&hub),
             Arc::clone(&nodes),
@@ -241,6 +252,7 @@ impl Sms {
                 Arc::new(Broker::new(vault, oauth_key, Arc::clone(&hub))),
                 access.clone(),
             ),
+            revocations: RevocationsService::new(revocations, access.clone()),
             status,
         };
         let tls = config.tls.is_some();
@@ -253,6 +265,7 @@ impl Sms {
             metrics_addr,
             listener,
             tls: config.tls,
+            access,
             services,
             dir_task,
         })
@@ -274,6 +287,7 @@ impl Sms {
             status,
             tasks,
             credentials,
+            revocations,
         } = self.services;
         let hub = Arc::clone(&self.hub);
         let shutdown = async move {
@@ -284,6 +298,7 @@ impl Sms {
         };
         // Each service decodes what its calls need and no more.
         let result = server()
+            .layer(self.access.gate())
             .add_service(health_service)
             .add_service(RegistryServer::new(registry).max_decoding_message_size(64 * KIB))
             .add_service(AdminServer::new(admin).max_decoding_message_size(2 * MIB))
@@ -292,6 +307,7 @@ impl Sms {
             )
             .add_service(StatusServer::new(status).max_decoding_message_size(4 * KIB))
             .add_service(CredentialsServer::new(credentials).max_decoding_message_size(128 * KIB))
+            .add_service(RevocationsServer::new(revocations).max_decoding_message_size(4 * KIB))
             .add_service(
                 TasksServer::new(tasks)
                     .max_decoding_message_size(defaults::MAX_INVOKE_REQUEST_BYTES)

@@ -5,7 +5,8 @@
 //! [`persist`] keeps the last good registry and the `applied.log` in the
 //! state dir so the node serves while SMS is away; [`heartbeat`] reports
 //! what was applied; [`http_endpoint`] shows it all (`/registry`,
-//! `/status`, `/metrics`).
+//! `/status`, `/metrics`); [`revocations`] follows the certificates SMS
+//! revoked, which the Invocation port then refuses.
 //!
 //! **Reaching MCP servers.** [`connections`] keeps one supervised
 //! connection per enabled server (reconnecting with `spear_common`'s
@@ -45,6 +46,7 @@ pub mod node_policy;
 pub mod persist;
 pub mod policy;
 pub mod registry;
+pub mod revocations;
 pub mod sms_tokens;
 pub mod sync;
 pub mod tools;

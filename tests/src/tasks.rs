@@ -79,6 +79,30 @@ pub fn cluster_with_token(notes: &str, token: Option<&str>) -> Cluster {
     )
 }
 
+/// [`cluster`] behind mutual TLS: SMS and node-a with certificates from
+/// `certs`, [`SmsProc::client`] as `admin/ops`, and the `fs-agent` task
+/// registered. Also returns node-a's Invocation address.
+pub fn tls_cluster_with_task(notes: &str, certs: &Certs) -> (Cluster, String) {
+    let c = cluster_opts(
+        notes,
+        ClusterOptions {
+            certs: Some(certs),
+            ..Default::default()
+        },
+    );
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let node_addr = c.sms.status()["nodes"][0]["invoke_addr"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !node_addr.is_empty(),
+        "node-a advertises no Invocation address"
+    );
+    (c, node_addr)
+}
+
 /// [`cluster`] with an admin token and SMS on etcd.
 pub fn cluster_with(notes: &str, token: Option<&str>, etcd: Option<&EtcdServer>) -> Cluster {
     cluster_opts(

@@ -231,8 +231,16 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
     let evil = evil.display().to_string();
     let refusals: [(&[&str], &[String], &str); 5] = [
         (&["status"], &[], "pass --tls-ca"),
-        (&["status"], &ca_only, "needs an admin certificate"),
-        (&["servers"], &ca_only, "needs a node or admin certificate"),
+        (
+            &["status"],
+            &ca_only,
+            "GetStatus refused before it was read: this port needs a client certificate",
+        ),
+        (
+            &["servers"],
+            &ca_only,
+            "ListServers refused before it was read: this port needs a client certificate",
+        ),
         (
             &["apply", &evil],
             &node_1,

@@ -17,7 +17,7 @@ use spear_proto::v1::{HeartbeatRequest, InvokeRequest, InvokeResponse, SyncState
 use spear_tests::certs::{Certs, TlsSet};
 use spear_tests::procs::{bin, SmsOptions, SmsProc};
 use spear_tests::runtime;
-use spear_tests::tasks::{cluster_opts, fs_task, guest, invoke_json, register, ClusterOptions};
+use spear_tests::tasks::{invoke_json, tls_cluster_with_task};
 
 fn identity(set: &TlsSet) -> TlsIdentity {
     set.identity().unwrap()
@@ -60,21 +60,9 @@ fn node_entry(sms: &SmsProc, id: &str) -> Value {
 #[test]
 fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     let certs = Certs::new("spear.test");
-    let c = cluster_opts(
-        "behind mutual TLS",
-        ClusterOptions {
-            certs: Some(&certs),
-            ..Default::default()
-        },
-    );
-    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
-    assert_eq!(code, 0, "{err}");
+    let (c, real_addr) = tls_cluster_with_task("behind mutual TLS", &certs);
     let run = invoke_json(&c, &["fs-agent"]);
     assert_eq!(run["ok"], true, "{run}");
-    let real_addr = node_entry(&c.sms, "node-a")["invoke_addr"]
-        .as_str()
-        .unwrap()
-        .to_string();
     let servers_before = c.sms.client(&["servers"]).1;
     // SMS has no token: one left in an admin's environment counts for
     // nothing, and the admin certificate still works.
@@ -92,10 +80,18 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     let ca_only = vec!["--tls-ca".to_string(), certs.ca().display().to_string()];
     let (code, text) = c.sms.client_as(&["status"], &ca_only);
     assert_ne!(code, 0);
-    assert!(text.contains("needs an admin certificate"), "{text}");
+    assert!(
+        text.contains("GetStatus refused before it was read: this port needs a client certificate"),
+        "{text}"
+    );
     let (code, text) = c.sms.client_as(&["servers"], &ca_only);
     assert_ne!(code, 0);
-    assert!(text.contains("needs a node or admin certificate"), "{text}");
+    assert!(
+        text.contains(
+            "ListServers refused before it was read: this port needs a client certificate"
+        ),
+        "{text}"
+    );
 
     // A node's certificate calling admin APIs.
     let node_b = certs.node("node-b");

@@ -1,5 +1,6 @@
 //! `sms certs init` and `sms certs issue`: the command line over
-//! [`crate::certs`].
+//! [`crate::certs`]; `sms certs revoke` and `sms certs revoked`, the deny
+//! list a running SMS keeps ([`crate::revocations`]).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -7,7 +8,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{ArgGroup, Subcommand};
 use spear_identity::Identity;
+use spear_proto::v1::revocation::Target;
+use spear_proto::v1::revocations_client::RevocationsClient;
+use spear_proto::v1::{ListRevocationsRequest, Revocation, RevokeRequest};
 
+use super::client::{connect_sms, request, status_error};
+use super::ClientArgs;
 use crate::certs::{init, issue, Request, Subject};
 
 #[derive(Debug, Subcommand)]
@@ -45,10 +51,97 @@ pub enum CertsCommand {
         #[arg(long, default_value_t = 365)]
         days: u32,
     },
+    /// Revoke certificates at a running SMS: every SMS replica and node
+    /// refuses them within seconds (admin).
+    #[command(group(ArgGroup::new("what").required(true).args(["node", "admin", "sms", "serial"])))]
+    Revoke {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Every certificate of the node with this id.
+        #[arg(long, value_name = "ID")]
+        node: Option<String>,
+        /// Every certificate of the admin with this name.
+        #[arg(long, value_name = "NAME")]
+        admin: Option<String>,
+        /// Every SMS certificate (all replicas share the identity).
+        #[arg(long)]
+        sms: bool,
+        /// One certificate, by the serial `sms certs issue` printed.
+        #[arg(long, value_name = "HEX")]
+        serial: Option<String>,
+        /// Why, for whoever reads `sms certs revoked`.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// List the certificates a running SMS refuses.
+    Revoked(ClientArgs),
 }
 
-pub fn run(command: CertsCommand) -> Result<i32> {
+pub async fn run(command: CertsCommand) -> Result<i32> {
     match command {
+        CertsCommand::Revoke {
+            client,
+            node,
+            admin,
+            sms,
+            serial,
+            reason,
+        } => {
+            let target = match (node, admin, sms, serial) {
+                (Some(id), ..) => Target::Identity(Identity::Node(id).to_string()),
+                (_, Some(name), ..) => Target::Identity(Identity::Admin(name).to_string()),
+                (_, _, true, _) => Target::Identity(Identity::Sms.to_string()),
+                (.., Some(serial)) => Target::Serial(serial),
+                _ => anyhow::bail!("say what to revoke: --node, --admin, --sms or --serial"),
+            };
+            let shown = match &target {
+                Target::Identity(identity) => identity.clone(),
+                Target::Serial(serial) => format!("serial {serial}"),
+            };
+            let mut sms = RevocationsClient::new(connect_sms(&client).await?);
+            let revocation = Revocation {
+                target: Some(target),
+                reason,
+                revoked_at_ms: 0,
+            };
+            let added = sms
+                .revoke(request(
+                    &client,
+                    RevokeRequest {
+                        revocation: Some(revocation),
+                    },
+                )?)
+                .await
+                .map_err(status_error)?
+                .into_inner()
+                .added;
+            if added {
+                println!("revoked {shown}: SMS and every node refuse it from now on");
+            } else {
+                println!("{shown} was already revoked");
+            }
+        }
+        CertsCommand::Revoked(client) => {
+            let mut sms = RevocationsClient::new(connect_sms(&client).await?);
+            let list = sms
+                .list(request(&client, ListRevocationsRequest {})?)
+                .await
+                .map_err(status_error)?
+                .into_inner()
+                .revocations;
+            for r in &list {
+                let what = match &r.target {
+                    Some(Target::Identity(identity)) => identity.clone(),
+                    Some(Target::Serial(serial)) => format!("serial {serial}"),
+                    None => continue,
+                };
+                let reason = spear_common::text::printable(&r.reason);
+                println!("{what}\trevoked at {} ms\t{reason}", r.revoked_at_ms);
+            }
+            if list.is_empty() {
+                println!("no certificate is revoked");
+            }
+        }
         CertsCommand::Init { dir, trust_domain } => {
             let ca = init(&dir, &trust_domain)?;
             println!("CA for {trust_domain}: {} (give it to every process as --tls-ca; keep ca.key in {})", ca.display(), dir.display());
@@ -82,13 +175,14 @@ pub fn run(command: CertsCommand) -> Result<i32> {
                 },
             )?;
             println!(
-                "{}: certificate {} key {}",
+                "{}: certificate {} key {} serial {}",
                 issued
                     .uri
                     .as_deref()
                     .unwrap_or("a host certificate (no identity)"),
                 issued.cert.display(),
-                issued.key.display()
+                issued.key.display(),
+                issued.serial
             );
         }
     }

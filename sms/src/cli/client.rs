@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use spear_common::text::printable;
 use spear_identity::{dial, Identity, TlsFlags};
 use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::registry_client::RegistryClient;
@@ -128,7 +129,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             } else {
                 format!("{}: ", p.path)
             };
-            println!("  {}: {path}{}", p.file, p.message);
+            println!("  {}: {path}{}", printable(&p.file), printable(&p.message));
         }
     }
     println!(
@@ -138,7 +139,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
     for n in &status.nodes {
         println!(
             "{:<32} {:>10} {:>8} {:<10} {:>6} {:>8}  {}",
-            n.node_id,
+            printable(&n.node_id),
             n.applied_revision,
             n.lag,
             SyncState::label_of(n.sync_state),
@@ -146,12 +147,13 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             n.running,
             match (n.invoke_addr.is_empty(), n.draining) {
                 (true, _) => "-".to_string(),
-                (false, true) => format!("{} (draining)", n.invoke_addr),
-                (false, false) => n.invoke_addr.clone(),
+                (false, true) => format!("{} (draining)", printable(&n.invoke_addr)),
+                (false, false) => printable(&n.invoke_addr).into_owned(),
             }
         );
+        // Node-supplied text: escape sequences are shown, not obeyed.
         for p in &n.problems {
-            println!("  {}: {}", p.server_id, p.message);
+            println!("  {}: {}", printable(&p.server_id), printable(&p.message));
         }
     }
     Ok(())

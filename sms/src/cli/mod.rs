@@ -119,7 +119,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Apply { client, file }) => client::apply(&client, &file).await.map(|()| 0),
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
         Some(Command::Tasks(command)) => tasks::run(command).await,
-        Some(Command::Certs(command)) => certs::run(command),
+        Some(Command::Certs(command)) => certs::run(command).await,
         Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {
             client,

@@ -4,6 +4,7 @@ mod admin;
 mod credentials;
 mod nodes;
 mod registry;
+mod revocations;
 mod status;
 mod tasks;
 
@@ -11,5 +12,6 @@ pub use admin::AdminService;
 pub use credentials::CredentialsService;
 pub use nodes::NodesService;
 pub use registry::{RegistryService, MAX_WATCHES_PER_NODE};
+pub use revocations::RevocationsService;
 pub use status::StatusService;
 pub use tasks::TasksService;

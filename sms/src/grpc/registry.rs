@@ -110,12 +110,17 @@ impl Registry for RegistryService {
             true => Some(self.permit(&node_id)?),
             false => None,
         };
+        let revoked = self.access.until_revoked(&request);
         let request = request.into_inner();
         debug!(node_id = %request.node_id, epoch = request.epoch, revision = request.revision, "watch opened");
-        let stream = self.hub.watch(request).map(move |frame| {
-            let _held = &permit;
-            frame
-        });
+        let stream = self
+            .hub
+            .watch(request)
+            .map(move |frame| {
+                let _held = &permit;
+                frame
+            })
+            .take_until(revoked);
         Ok(Response::new(Box::pin(stream)))
     }
 }

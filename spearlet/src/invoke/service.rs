@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use spear_identity::{incoming, server, Access, AdminToken, TlsIdentity};
+use spear_identity::{incoming, server, Access, AdminToken, DenyList, TlsIdentity};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
@@ -20,11 +20,12 @@ pub struct InvocationService {
 }
 
 impl InvocationService {
-    /// `secure`: the port is TLS, so callers must be SMS or an admin.
-    pub fn new(invoker: Arc<Invoker>, secure: bool) -> Self {
+    /// `secure`: the port is TLS, so callers must be SMS or an admin
+    /// whose certificate `revoked` does not list.
+    pub fn new(invoker: Arc<Invoker>, secure: bool, revoked: DenyList) -> Self {
         Self {
             invoker,
-            access: Access::new(secure, AdminToken::none()),
+            access: Access::new(secure, AdminToken::none()).with_deny_list(revoked),
         }
     }
 }
@@ -86,10 +87,13 @@ pub async fn serve(
     health
         .set_serving::<InvocationServer<InvocationService>>()
         .await;
+    let access = service.access.clone();
     let service = InvocationServer::new(service)
         .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_REQUEST_BYTES)
         .max_encoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES);
+    let gate = access.gate();
     let result = server()
+        .layer(gate)
         .add_service(health_service)
         .add_service(service)
         .serve_with_incoming_shutdown(incoming(listener, tls), async move {

@@ -32,6 +32,8 @@ pub struct GuestsDeps<'a> {
     pub connections: &'a Connections,
     pub policy: &'a PolicyCell,
     pub status: &'a Arc<SyncStatusCell>,
+    /// Certificates SMS revoked: the Invocation port refuses them.
+    pub revoked: &'a spear_identity::DenyList,
 }
 
 /// The running guest side.
@@ -59,6 +61,7 @@ pub async fn build(
         connections,
         policy,
         status,
+        revoked,
     } = deps;
     let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
         std::env::var(name).ok()
@@ -109,7 +112,7 @@ pub async fn build(
     let server = tokio::spawn(crate::invoke::service::serve(
         listener,
         config.tls.clone(),
-        InvocationService::new(Arc::clone(&invoker), config.tls.is_some()),
+        InvocationService::new(Arc::clone(&invoker), config.tls.is_some(), revoked.clone()),
         shutdown,
     ));
     let advert = Advert {

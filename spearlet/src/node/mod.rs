@@ -111,6 +111,7 @@ struct Handles {
     sync: JoinHandle<()>,
     persister: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
+    revocations: Option<JoinHandle<()>>,
     invocation: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
 }
@@ -180,6 +181,7 @@ impl Node {
         };
         let connections = Connections::with_options(registry.clone(), lookup, options);
 
+        let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
             Some(listen) => Some(
                 guests::build(
@@ -191,6 +193,7 @@ impl Node {
                         connections: &connections,
                         policy: &policy,
                         status: &status,
+                        revoked: &revoked,
                     },
                     shutdown_rx.clone(),
                 )
@@ -243,6 +246,14 @@ impl Node {
                 on_disk,
                 shutdown_rx.clone(),
             )),
+            revocations: config.tls.clone().map(|tls| {
+                tokio::spawn(crate::revocations::follow(
+                    Arc::clone(&status),
+                    tls,
+                    revoked,
+                    shutdown_rx.clone(),
+                ))
+            }),
             heartbeat: tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
                 config.tls.clone(),
@@ -315,6 +326,7 @@ impl Node {
             sync,
             persister,
             heartbeat,
+            revocations,
             invocation,
             http,
         } = self.handles;
@@ -324,6 +336,9 @@ impl Node {
         let _ = sync.await;
         let _ = persister.await;
         let _ = heartbeat.await;
+        if let Some(revocations) = revocations {
+            let _ = revocations.await;
+        }
         if let Some(http) = http {
             let _ = http.await;
         }
