@@ -6,7 +6,10 @@
 //! - [`process`]: what a binary sets up before it serves: logging
 //!   ([`LogFormat`]), the shutdown signal, and `ADDR|off` listen flags
 //!   ([`Listen`]).
-//! - [`text`]: cutting text at a byte budget without splitting a character.
+//! - [`text`]: cutting text at a byte budget without splitting a character,
+//!   and escaping what a terminal would obey in text from peers.
+//! - [`insecure`]: what counts as loopback, and the repeated warning of a
+//!   process serving or calling in plaintext beyond it.
 //! - [`sse`]: an incremental Server-Sent Events parser, used for streamed
 //!   model answers and the legacy MCP HTTP+SSE transport.
 //! - [`telemetry`]: OpenTelemetry traces over OTLP when the `OTEL_*`
@@ -15,6 +18,7 @@
 //! Wire contracts between SMS and nodes live in `spear-proto`, not here.
 
 pub mod backoff;
+pub mod insecure;
 pub mod metrics;
 pub mod process;
 pub mod sse;

@@ -24,14 +24,22 @@ pub struct Metrics {
     hub: Arc<Hub>,
     nodes: Arc<NodeTable>,
     problems: Arc<FileProblems>,
+    /// Plaintext beyond loopback (`--insecure`).
+    insecure: bool,
 }
 
 impl Metrics {
-    pub fn new(hub: Arc<Hub>, nodes: Arc<NodeTable>, problems: Arc<FileProblems>) -> Self {
+    pub fn new(
+        hub: Arc<Hub>,
+        nodes: Arc<NodeTable>,
+        problems: Arc<FileProblems>,
+        insecure: bool,
+    ) -> Self {
         Self {
             hub,
             nodes,
             problems,
+            insecure,
         }
     }
 
@@ -80,6 +88,11 @@ impl Metrics {
         let (epoch, revision) = self.hub.position();
         let stats = &self.hub.stats;
         let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
+        m.gauge(
+            "sms_insecure",
+            "1 when SMS serves plaintext beyond loopback (--insecure).",
+            i64::from(self.insecure),
+        )?;
         m.gauge(
             "sms_registry_revision",
             "Current registry revision.",

@@ -208,10 +208,21 @@ impl Sms {
             cause,
         })?;
 
+        // Allowed (--insecure), but never quietly.
+        let insecure = config.tls.is_none() && !grpc_addr.ip().is_loopback();
+        if insecure {
+            spear_common::insecure::warn_loudly(format!(
+                "SMS serves plaintext on {grpc_addr} (--insecure)"
+            ));
+        }
         let metrics_addr = match config.metrics_listen {
             Some(addr) => {
-                let metrics =
-                    Metrics::new(Arc::clone(&hub), Arc::clone(&nodes), Arc::clone(&problems));
+                let metrics = Metrics::new(
+                    Arc::clone(&hub),
+                    Arc::clone(&nodes),
+                    Arc::clone(&problems),
+                    insecure,
+                );
                 Some(
                     metrics
                         .serve(addr)
@@ -230,7 +241,8 @@ impl Sms {
             Arc::clone(&nodes),
             Arc::clone(&problems),
             access.clone(),
-        );
+        )
+        .insecure(insecure);
         let services = Services {
             registry: RegistryService::new(
                 Arc::clone(&hub),

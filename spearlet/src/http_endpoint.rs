@@ -32,6 +32,9 @@ pub struct NodeView {
     pub advert: crate::heartbeat::Advert,
     /// How long the node may serve a registry without SMS and stay ready.
     pub stale_after: std::time::Duration,
+    /// Plaintext beyond loopback (`--insecure`), shown in `/status` and
+    /// `/metrics`.
+    pub insecure: bool,
 }
 
 impl NodeView {
@@ -50,6 +53,7 @@ impl NodeView {
         let status = self.status.status.lock().clone();
         json!({
             "node_id": self.node_id,
+            "insecure": self.insecure,
             "sync_state": status.state.label(),
             "epoch": view.epoch,
             "revision": view.revision,
@@ -95,6 +99,11 @@ impl NodeView {
                 .map(|(id, s)| (vec![("server", id.as_str())], value(s)))
                 .collect::<Vec<_>>()
         };
+        m.gauge(
+            "spearlet_insecure",
+            "1 when the node follows SMS or serves invocations in plaintext beyond loopback (--insecure).",
+            i64::from(self.insecure),
+        )?;
         m.gauge(
             "spearlet_registry_revision",
             "Applied registry revision.",

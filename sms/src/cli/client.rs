@@ -19,6 +19,9 @@ use super::ClientArgs;
 
 /// A channel to SMS for `args`.
 pub(super) async fn connect_sms(args: &ClientArgs) -> Result<Channel> {
+    if admin_token(args)?.is_some() {
+        token_may_travel(args)?;
+    }
     connect(args, &args.addr, Identity::Sms, "SMS").await
 }
 
@@ -68,6 +71,20 @@ pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
     }
 }
 
+/// Refuses before anything is sent when the admin token would cross a
+/// network in clear: plaintext (no --tls-ca) to an SMS beyond loopback,
+/// without --insecure.
+fn token_may_travel(args: &ClientArgs) -> Result<()> {
+    let clear = args.tls_ca.is_none() && !spear_common::insecure::is_loopback(&args.addr);
+    if clear && !args.insecure {
+        anyhow::bail!(
+            "refusing to send the admin token in clear to {}: pass --tls-ca so it travels over TLS (or --insecure if anyone on the path may read it)",
+            args.addr
+        );
+    }
+    Ok(())
+}
+
 /// The admin token, from --token-file or SMS_ADMIN_TOKEN, if any.
 fn admin_token(args: &ClientArgs) -> Result<Option<String>> {
     if let Some(path) = &args.token_file {
@@ -81,10 +98,12 @@ fn admin_token(args: &ClientArgs) -> Result<Option<String>> {
 }
 
 /// A request to SMS, carrying the admin token when one is given. Only
-/// ever sent to SMS: nodes never take tokens.
+/// ever sent to SMS: nodes never take tokens. Never in clear beyond
+/// loopback, unless the user says `--insecure`.
 pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>> {
     let mut request = tonic::Request::new(body);
     if let Some(token) = admin_token(args)? {
+        token_may_travel(args)?;
         let value = format!("Bearer {token}")
             .parse()
             .context("the admin token contains characters not allowed in a header")?;
@@ -103,7 +122,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
     if args.json {
         let json = serde_json::json!({
             "epoch": status.epoch, "revision": status.revision, "servers": status.server_count,
-            "store": status.store, "watch_streams": status.watch_streams,
+            "store": status.store, "watch_streams": status.watch_streams, "insecure": status.insecure,
             "file_problems": status.file_problems.iter().map(|p| serde_json::json!({"file": p.file, "path": p.path, "message": p.message})).collect::<Vec<_>>(),
             "nodes": status.nodes.iter().map(|n| serde_json::json!({
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
@@ -114,6 +133,9 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
         });
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(());
+    }
+    if status.insecure {
+        println!("INSECURE: SMS serves plaintext beyond loopback (--insecure): anyone who can reach it can read registry secrets and act as a node; configure TLS (docs/security.md)");
     }
     println!(
         "registry: epoch {} revision {} ({} servers, {} store, {} watch streams)",

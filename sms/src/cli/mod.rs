@@ -106,6 +106,10 @@ pub struct ClientArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Send the admin token even in clear to an SMS beyond loopback
+    /// (without --tls-ca). Anyone on the path can read it.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// Runs the command line; returns the process exit code.

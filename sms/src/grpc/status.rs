@@ -17,6 +17,7 @@ pub struct StatusService {
     problems: Arc<FileProblems>,
     /// Status is for admins.
     access: Access,
+    insecure: bool,
 }
 
 impl StatusService {
@@ -31,7 +32,14 @@ impl StatusService {
             nodes,
             problems,
             access,
+            insecure: false,
         }
+    }
+
+    /// Says in every status that SMS serves plaintext beyond loopback.
+    pub fn insecure(mut self, insecure: bool) -> Self {
+        self.insecure = insecure;
+        self
     }
 
     /// The status as of now.
@@ -45,6 +53,7 @@ impl StatusService {
             nodes: self.nodes.status(epoch, revision),
             watch_streams: self.hub.stats.streams.load(Ordering::Relaxed) as u32,
             store: self.hub.store().kind().to_string(),
+            insecure: self.insecure,
         }
     }
 }

@@ -83,6 +83,8 @@ pub enum NodeError {
     Advertise(SocketAddr),
     #[error("the invocation service would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
     Insecure(SocketAddr),
+    #[error("the node would follow SMS at {0} without TLS, taking registry secrets in clear; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), or pass --insecure on a network you trust")]
+    InsecureSms(String),
     #[error("the node's certificate is {0}, not a node's (spiffe://<domain>/node/<id>); issue one with `sms certs issue DIR --node ID`")]
     NotNode(Identity),
     #[error("--node-id is '{given}' but the node's certificate is for node '{cert}'; drop --node-id or use the certificate for '{given}'")]
@@ -120,6 +122,13 @@ impl Node {
     pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
         if config.sms.is_empty() {
             return Err(NodeError::NoSms);
+        }
+        let plaintext_sms = config
+            .sms
+            .iter()
+            .find(|addr| !spear_common::insecure::is_loopback(addr));
+        if let (None, Some(addr), false) = (&config.tls, plaintext_sms, config.insecure) {
+            return Err(NodeError::InsecureSms(addr.clone()));
         }
         let state = StateDir::open(&config.state_dir)?;
         // With TLS the certificate says who the node is.
@@ -206,9 +215,26 @@ impl Node {
             None => (None, None, None, Advert::default()),
         };
 
+        // Allowed (--insecure), but never quietly.
+        let plaintext_invoke = invoke_addr.filter(|addr| !addr.ip().is_loopback());
+        let insecure =
+            config.tls.is_none() && (plaintext_sms.is_some() || plaintext_invoke.is_some());
+        if insecure {
+            let what = match (plaintext_sms, plaintext_invoke) {
+                (Some(sms), _) => {
+                    format!("the node follows SMS at {sms} in plaintext (--insecure)")
+                }
+                (None, Some(addr)) => {
+                    format!("the node serves invocations in plaintext on {addr} (--insecure)")
+                }
+                (None, None) => String::new(),
+            };
+            spear_common::insecure::warn_loudly(what);
+        }
         let http = match config.http_listen {
             Some(addr) => {
                 let view = NodeView {
+                    insecure,
                     node_id: node_id.clone(),
                     registry: registry.clone(),
                     status: Arc::clone(&status),
