@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::types::{ChatMessage, LlmError, Reply, ToolCall, Usage};
 use spear_common::sse::Parser;
 
-/// Largest streamed answer accepted.
-const MAX_STREAM_BYTES: usize = 32 * 1024 * 1024;
+/// Largest streamed answer accepted: the bound on every answer.
+use super::retry::MAX_REPLY_BYTES as MAX_STREAM_BYTES;
 
 #[derive(Default)]
 struct Partial {

@@ -1,6 +1,7 @@
 //! Shared pieces of the registry benchmarks.
 
 pub mod clients;
+pub mod cpu;
 pub mod memory;
 pub mod propagation;
 pub mod reconnect;
@@ -17,6 +18,7 @@ use spear_sms::watch::HubConfig;
 use spear_sms::writer::RegistryWriter;
 use spear_tests::etcd::EtcdServer;
 
+pub use cpu::pin_to;
 pub use stats::{machine, Summary};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,17 +37,6 @@ pub struct InProcess {
 
 pub async fn start_sms(backend: Backend) -> InProcess {
     start_sms_with(backend, None).await
-}
-
-/// Runs the calling thread on `cpu` only.
-pub fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes
-    // within it; sched_setaffinity(0, ..) only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
 }
 
 /// [`start_sms_with`] on a runtime of its own, one thread pinned to CPU 0,
