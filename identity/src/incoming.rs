@@ -76,6 +76,13 @@ pub struct Conn {
     _anonymous: Option<AnonymousSlot>,
 }
 
+impl Conn {
+    /// Who is on the other end.
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+}
+
 impl Connected for Conn {
     type ConnectInfo = Peer;
 
@@ -84,20 +91,32 @@ impl Connected for Conn {
     }
 }
 
-/// Accepts on `listener`: TLS with `tls`, plaintext without, within the
-/// default [`Bounds`]. The stream ends when tonic drops it.
+/// What a port speaks over TLS, as its ALPN says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// gRPC: HTTP/2.
+    Grpc,
+    /// The metrics and probe endpoint: HTTP/1.1, as Prometheus and the
+    /// kubelet speak it.
+    Http1,
+}
+
+/// Accepts gRPC connections on `listener`: TLS with `tls`, plaintext
+/// without, within the default [`Bounds`]. The stream ends when tonic
+/// drops it.
 pub fn incoming(
     listener: TcpListener,
     tls: Option<TlsIdentity>,
 ) -> ReceiverStream<Result<Conn, io::Error>> {
-    incoming_within(listener, tls, Bounds::default())
+    incoming_within(listener, tls, Bounds::default(), Protocol::Grpc)
 }
 
-/// [`incoming`] with other bounds (tests use small ones).
+/// [`incoming`] with other bounds (tests use small ones) or protocol.
 pub fn incoming_within(
     listener: TcpListener,
     tls: Option<TlsIdentity>,
     bounds: Bounds,
+    protocol: Protocol,
 ) -> ReceiverStream<Result<Conn, io::Error>> {
     let (tx, rx) = mpsc::channel(64);
     let admission = Admission::new(bounds);
@@ -140,7 +159,7 @@ pub fn incoming_within(
             let admission = admission.clone();
             tokio::spawn(async move {
                 let conn = tokio::select! {
-                    conn = handshake(tcp, addr, &tls) => conn,
+                    conn = handshake(tcp, addr, &tls, protocol) => conn,
                     _ = &mut slot.evicted => {
                         debug!(peer = %addr, "handshake dropped to make room for newer connections");
                         return;
@@ -164,8 +183,18 @@ pub fn incoming_within(
     ReceiverStream::new(rx)
 }
 
-async fn handshake(tcp: TcpStream, addr: SocketAddr, tls: &TlsIdentity) -> Option<Conn> {
-    let config = tls.server_config()?;
+async fn handshake(
+    tcp: TcpStream,
+    addr: SocketAddr,
+    tls: &TlsIdentity,
+    protocol: Protocol,
+) -> Option<Conn> {
+    let mut config = tls.server_config()?;
+    if protocol == Protocol::Http1 {
+        let mut http1 = (*config).clone();
+        http1.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config = std::sync::Arc::new(http1);
+    }
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let stream = match tokio::time::timeout(HANDSHAKE_WITHIN, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,

@@ -5,6 +5,8 @@
 //!   bundle, reloaded from disk when they change ([`reload`]).
 //! - [`incoming()`] (servers) and [`dial`] (clients): gRPC connections in
 //!   plaintext or mutual TLS; a server learns each connection's [`Peer`].
+//!   [`HttpListener`]: the metrics endpoint on the same footing, over TLS
+//!   when the process has it.
 //! - [`Access`]: the authorization matrix, one method per kind of call, and
 //!   its [`Gate`], which refuses callers without a credential before their
 //!   request body is read; [`DenyList`]: revoked certificates.
@@ -15,6 +17,7 @@ mod admission;
 mod configs;
 mod connector;
 mod gate;
+mod https;
 mod incoming;
 mod material;
 pub mod reload;
@@ -27,8 +30,10 @@ pub use access::{Access, Caller};
 pub use admission::Bounds;
 pub use connector::{dial, BadAddress, Dialer};
 pub use gate::{Gate, Gated};
+pub use https::HttpListener;
 pub use incoming::{
-    incoming, incoming_within, server, Conn, Peer, MAX_HEADER_BYTES, MAX_STREAMS_PER_CONNECTION,
+    incoming, incoming_within, server, Conn, Peer, Protocol, MAX_HEADER_BYTES,
+    MAX_STREAMS_PER_CONNECTION,
 };
 pub use material::{Material, TlsError, TlsFiles};
 pub use revoked::{DenyList, Revoked};

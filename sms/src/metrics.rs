@@ -1,6 +1,7 @@
 //! Metrics over HTTP (`GET /metrics`), in the OpenMetrics text format
 //! (written by `spear_common::metrics`), with the probes of [`crate::health`]
-//! on the same port (`/livez`, `/readyz`; `/healthz` is `/livez`).
+//! on the same port (`/livez`, `/readyz`; `/healthz` is `/livez`). Over TLS
+//! when SMS has TLS, with SMS's certificate.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -10,6 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use spear_common::metrics::{self, Scrape};
+use spear_identity::{HttpListener, TlsIdentity};
 use tokio::net::TcpListener;
 use tracing::warn;
 
@@ -43,11 +45,16 @@ impl Metrics {
         }
     }
 
-    /// Binds `addr` and serves `/metrics` in the background; returns the
-    /// bound address.
-    pub async fn serve(self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+    /// Binds `addr` and serves `/metrics` in the background (over TLS with
+    /// `tls`); returns the bound address.
+    pub async fn serve(
+        self,
+        addr: SocketAddr,
+        tls: Option<TlsIdentity>,
+    ) -> std::io::Result<SocketAddr> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
+        let listener = HttpListener::new(listener, tls)?;
         let health = Health::new(Arc::clone(&self.hub), Arc::clone(&self.problems));
         let app = Router::new()
             .route("/livez", get(|| std::future::ready("ok\n")))

@@ -225,7 +225,7 @@ impl Sms {
                 );
                 Some(
                     metrics
-                        .serve(addr)
+                        .serve(addr, config.tls.clone())
                         .await
                         .map_err(|cause| StartError::Listen { addr, cause })?,
                 )

@@ -229,10 +229,12 @@ impl NodeView {
     pub async fn serve(
         self,
         addr: SocketAddr,
+        tls: Option<spear_identity::TlsIdentity>,
         mut shutdown: watch::Receiver<bool>,
     ) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
         let listener = TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
+        let listener = spear_identity::HttpListener::new(listener, tls)?;
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self);
         let app = Router::new()
             .route(

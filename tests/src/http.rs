@@ -1,8 +1,104 @@
-//! A minimal HTTP/1.1 GET for reading the binaries' status endpoints.
+//! A minimal HTTP/1.1 GET for reading the binaries' status endpoints, in
+//! plaintext (`host:port`) or over TLS (`https://host:port`, verified
+//! against the CAs given to [`trust`]; the name is not checked, as Spear's
+//! certificates name SPIFFE identities rather than hosts).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+static TRUSTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Trusts the CA bundle at `ca` for `https://` addresses.
+pub fn trust(ca: &Path) {
+    let mut trusted = TRUSTED.lock().unwrap_or_else(|e| e.into_inner());
+    if !trusted.iter().any(|p| p == ca) {
+        trusted.push(ca.to_path_buf());
+    }
+}
+
+/// The chain must lead to a trusted CA; the name is not checked.
+#[derive(Debug)]
+struct ChainOnly(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in TRUSTED.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        // Another test's CA may be gone with its temporary directory.
+        let Ok(certs) = CertificateDer::pem_file_iter(ca) else {
+            continue;
+        };
+        for cert in certs {
+            roots
+                .add(cert.map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(&provider),
+    )
+    .build()
+    .map_err(|e| e.to_string())?;
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
 
 /// GETs `path` from `addr` (host:port); returns the body of a 200 response.
 pub fn get(addr: &str, path: &str) -> Result<String, String> {
@@ -15,19 +111,38 @@ pub fn get(addr: &str, path: &str) -> Result<String, String> {
 /// GETs `path` from `addr`; returns the status code and the body, whatever
 /// the code (probes answer 503 with a reason).
 pub fn get_status(addr: &str, path: &str) -> Result<(u16, String), String> {
-    let mut stream = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
+    let (tls, addr) = match addr.strip_prefix("https://") {
+        Some(rest) => (true, rest),
+        None => (false, addr),
+    };
+    let tcp = TcpStream::connect(addr).map_err(|e| format!("connect {addr}: {e}"))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| format!("read {addr}{path}: {e}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut bytes = Vec::new();
+    let read = if tls {
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+        let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+        let conn = rustls::ClientConnection::new(tls_config()?, name).map_err(|e| e.to_string())?;
+        let mut stream = rustls::StreamOwned::new(conn, tcp);
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| format!("TLS to {addr}: {e}"))?;
+        stream.read_to_end(&mut bytes)
+    } else {
+        let mut stream = tcp;
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|e| e.to_string())?;
+        stream.read_to_end(&mut bytes)
+    };
+    // A TLS peer that closes without close_notify still sent it all.
+    if let Err(e) = read {
+        if bytes.is_empty() {
+            return Err(format!("read {addr}{path}: {e}"));
+        }
+    }
+    let response = String::from_utf8_lossy(&bytes).into_owned();
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or("malformed HTTP response")?;

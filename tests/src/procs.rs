@@ -223,9 +223,18 @@ impl SmsProc {
         });
         let ready: serde_json::Value =
             serde_json::from_str(&ready_json).unwrap_or_else(|e| panic!("ready file: {e}"));
+        let metrics = ready["metrics"].as_str().unwrap_or_default().to_string();
+        // With TLS the endpoint is HTTPS, verified with SMS's CA.
+        let metrics = match &options.tls {
+            Some(tls) if !metrics.is_empty() => {
+                crate::http::trust(&tls.ca);
+                format!("https://{metrics}")
+            }
+            _ => metrics,
+        };
         SmsProc {
             grpc: ready["grpc"].as_str().unwrap_or_default().to_string(),
-            metrics: ready["metrics"].as_str().unwrap_or_default().to_string(),
+            metrics,
             proc,
             options,
             workdir,
@@ -360,7 +369,19 @@ impl SpearletProc {
             Some(place) => (place.command(bin("spearlet")), place.ip.to_string()),
             None => (Command::new(bin("spearlet")), "127.0.0.1".to_string()),
         };
-        let http = format!("{host}:{port}");
+        let listen = format!("{host}:{port}");
+        // With TLS the endpoint is HTTPS, verified with the node's CA.
+        let ca = extra
+            .iter()
+            .position(|a| a == "--tls-ca")
+            .and_then(|i| extra.get(i + 1));
+        let http = match ca {
+            Some(ca) => {
+                crate::http::trust(Path::new(ca));
+                format!("https://{listen}")
+            }
+            None => listen.clone(),
+        };
         cmd.arg("run")
             .arg("--sms")
             .arg(sms)
@@ -369,7 +390,7 @@ impl SpearletProc {
             .arg("--node-id")
             .arg(node_id)
             .arg("--metrics-listen")
-            .arg(&http)
+            .arg(&listen)
             .arg("--listen")
             .arg(format!("{host}:0"))
             .args(extra);

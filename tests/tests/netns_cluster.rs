@@ -157,7 +157,7 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
         })
         .collect();
     for node in &nodes {
-        assert!(node.http.starts_with("10.77."), "{}", node.http);
+        assert!(node.http.starts_with("https://10.77."), "{}", node.http);
         converged(&smses[0], node);
     }
 

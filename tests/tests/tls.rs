@@ -63,6 +63,18 @@ fn a_tls_cluster_runs_tasks_and_refuses_every_stranger() {
     let (c, real_addr) = tls_cluster_with_task("behind mutual TLS", &certs);
     let run = invoke_json(&c, &["fs-agent"]);
     assert_eq!(run["ok"], true, "{run}");
+    // Both metrics endpoints are HTTPS with the process's certificate,
+    // verified with the CA; plaintext gets no metrics.
+    for (endpoint, metric) in [
+        (&c.sms.metrics, "sms_registry_revision"),
+        (&c.node.http, "spearlet_registry_revision"),
+    ] {
+        assert!(endpoint.starts_with("https://"), "{endpoint}");
+        let scraped = spear_tests::http::get(endpoint, "/metrics").unwrap();
+        assert!(scraped.contains(metric), "{scraped}");
+        let plain = spear_tests::http::get(endpoint.trim_start_matches("https://"), "/metrics");
+        assert!(plain.is_err(), "{plain:?}");
+    }
     let servers_before = c.sms.client(&["servers"]).1;
     // SMS has no token: one left in an admin's environment counts for
     // nothing, and the admin certificate still works.

@@ -243,7 +243,7 @@ impl Node {
                     stale_after: config.stale_after,
                 };
                 Some(
-                    view.serve(addr, shutdown_rx.clone())
+                    view.serve(addr, config.tls.clone(), shutdown_rx.clone())
                         .await
                         .map_err(|cause| NodeError::Listen { addr, cause })?,
                 )

@@ -1,0 +1,56 @@
+//! The metrics and probe endpoint over TLS when the process has TLS:
+//! [`HttpListener`] is an axum listener on [`incoming_within`], so the
+//! endpoint gets the same handshake deadline and connection bounds as the
+//! gRPC ports. It asks for no client certificate: Prometheus verifies the
+//! server with the installation's CA, and the kubelet's HTTPS probes verify
+//! nothing and present nothing.
+
+use std::io;
+use std::net::SocketAddr;
+
+use futures::StreamExt;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::admission::Bounds;
+use crate::incoming::{incoming_within, Conn, Protocol};
+use crate::tls::TlsIdentity;
+
+/// An axum listener serving HTTP/1.1 over TLS, or plaintext without `tls`.
+pub struct HttpListener {
+    conns: ReceiverStream<Result<Conn, io::Error>>,
+    local: SocketAddr,
+}
+
+impl HttpListener {
+    pub fn new(listener: TcpListener, tls: Option<TlsIdentity>) -> io::Result<Self> {
+        let local = listener.local_addr()?;
+        Ok(Self {
+            conns: incoming_within(listener, tls, Bounds::default(), Protocol::Http1),
+            local,
+        })
+    }
+}
+
+impl axum::serve::Listener for HttpListener {
+    type Io = Conn;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Conn, SocketAddr) {
+        loop {
+            match self.conns.next().await {
+                Some(Ok(conn)) => {
+                    let addr = conn.peer().addr.unwrap_or(self.local);
+                    return (conn, addr);
+                }
+                Some(Err(_)) => continue,
+                // The accept loop only ends when this listener is dropped.
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
