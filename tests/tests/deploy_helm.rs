@@ -75,11 +75,13 @@ fn every_example_lints_renders_and_validates_against_the_kubernetes_schemas() {
             .unwrap();
         let report = text(&out);
         assert!(out.status.success(), "{values}: {report}");
-        // Each object either passed, or is a Prometheus Operator resource
-        // (a CRD, for which no schema ships with Kubernetes).
+        // Each object either passed, or is a Prometheus Operator or
+        // cert-manager resource (a CRD, for which no schema ships with
+        // Kubernetes).
         let objects = rendered.matches("\nkind: ").count();
         let passed = report.matches(" passed for resource ").count();
-        let crds = report.matches("monitoring.coreos.com/v1").count();
+        let crds = report.matches("monitoring.coreos.com/v1").count()
+            + report.matches("cert-manager.io/v1").count();
         assert_eq!(passed + crds, objects, "{values}: {report}");
         for line in rendered.lines() {
             if let Some(kind) = line.strip_prefix("kind: ") {
@@ -97,6 +99,9 @@ fn every_example_lints_renders_and_validates_against_the_kubernetes_schemas() {
         "NetworkPolicy",
         "ServiceMonitor",
         "PodMonitor",
+        "Certificate",
+        "Issuer",
+        "Secret",
     ] {
         assert!(
             kinds.iter().any(|k| k == kind),
@@ -173,11 +178,76 @@ fn workloads_are_hardened_and_probed() {
     assert!(rendered.contains("fieldPath: metadata.name"));
     assert!(rendered.contains("image: ghcr.io/spear-project/spear@sha256:"));
     assert!(!rendered.contains("--insecure"));
-    // The embedded store: a StatefulSet and the node's own name as node id.
+    // The embedded store: a StatefulSet.
     let embedded = render(&chart().join("examples/embedded.yaml"));
     assert!(embedded.contains("kind: StatefulSet"));
-    assert!(embedded.contains("fieldPath: spec.nodeName"));
     assert!(embedded.contains("checksum/config: "));
+}
+
+/// What a flagless `helm install` runs: TLS from the chart's own CA
+/// (cert-manager), SMS's certificate naming its SPIFFE identity, a random
+/// admin token, HTTPS probes, and no `--insecure`. Plaintext takes two
+/// values, and says what it costs.
+#[test]
+fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
+    let chart_dir = chart().display().to_string();
+    let out = helm(&["template", "spear", &chart_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    assert!(!rendered.contains("--insecure"), "{rendered}");
+    for expected in [
+        "--tls-ca=/etc/spear/tls/ca.crt",
+        "--tls-ca=/etc/spearlet/tls/ca.crt",
+        "--admin-token-file=/etc/spear/admin/token",
+        "secretName: spear-admin-token",
+        "secretName: spear-sms-tls",
+        "- spiffe://spear.local/sms",
+        "selfSigned: {}",
+        "isCA: true",
+        "csi.cert-manager.io/issuer-name: spear-ca",
+        "scheme: HTTPS",
+        "fieldPath: metadata.name",
+    ] {
+        assert!(rendered.contains(expected), "{expected} not in:\n{rendered}");
+    }
+    // The token is random, and not the same twice.
+    let token = |r: &str| {
+        r.lines()
+            .skip_while(|l| !l.contains("name: spear-admin-token"))
+            .find_map(|l| l.trim().strip_prefix("token: ").map(str::to_string))
+    };
+    let again = String::from_utf8(helm(&["template", "spear", &chart_dir]).stdout).unwrap();
+    assert!(token(&rendered).is_some_and(|t| t.len() >= 64));
+    assert_ne!(token(&rendered), token(&again));
+
+    let out = helm(&["template", "spear", &chart_dir, "--set", "tls.enabled=false"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("would run SMS and the nodes in plaintext")
+            && text(&out).contains("tls.acknowledgeInsecure=true"),
+        "{}",
+        text(&out)
+    );
+    let out = helm(&[
+        "template",
+        "spear",
+        &chart_dir,
+        "--set",
+        "tls.enabled=false",
+        "--set",
+        "tls.acknowledgeInsecure=true",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let plaintext = String::from_utf8(out.stdout).unwrap();
+    assert!(plaintext.contains("- --insecure"));
+    assert!(plaintext.contains("fieldPath: spec.nodeName"));
+    assert!(!plaintext.contains("kind: Certificate"));
+    assert!(plaintext.contains("scheme: HTTP}"));
+
+    // The operator's own issuer must be named.
+    let out = helm(&["template", "spear", &chart_dir, "--set", "tls.issuer.create=false"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("tls.issuer.create=false needs tls.issuer.name"), "{}", text(&out));
 }
 
 #[test]

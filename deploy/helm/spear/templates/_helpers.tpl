@@ -74,3 +74,38 @@ seccompProfile:
 {{- define "spear.smsAddress" -}}
 {{- printf "%s-sms.%s.svc:%v" (include "spear.fullname" .) .Release.Namespace .Values.sms.service.grpcPort -}}
 {{- end -}}
+
+{{/* The issuer of every certificate: the chart's CA, or the operator's. */}}
+{{- define "spear.issuerName" -}}
+{{- if .Values.tls.issuer.create -}}
+{{- printf "%s-ca" (include "spear.fullname" .) -}}
+{{- else -}}
+{{- required "tls.issuer.create=false needs tls.issuer.name: the cert-manager Issuer or ClusterIssuer that signs Spear's certificates" .Values.tls.issuer.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "spear.issuerKind" -}}
+{{- ternary "Issuer" .Values.tls.issuer.kind .Values.tls.issuer.create -}}
+{{- end -}}
+
+{{/* SMS's certificate Secret: the operator's, or the chart's Certificate's. */}}
+{{- define "spear.smsSecret" -}}
+{{- .Values.tls.smsSecret | default (printf "%s-sms-tls" (include "spear.fullname" .)) -}}
+{{- end -}}
+
+{{/* The admin token's Secret: the operator's, or the one the chart makes. */}}
+{{- define "spear.adminTokenSecret" -}}
+{{- .Values.sms.adminTokenSecret.name | default (printf "%s-admin-token" (include "spear.fullname" .)) -}}
+{{- end -}}
+
+{{/* The probes' and scrapers' scheme: the metrics port is HTTPS with TLS. */}}
+{{- define "spear.metricsScheme" -}}
+{{- ternary "HTTPS" "HTTP" .Values.tls.enabled -}}
+{{- end -}}
+
+{{/* Plaintext only when asked for in so many words. */}}
+{{- define "spear.checkTls" -}}
+{{- if and (not .Values.tls.enabled) (not .Values.tls.acknowledgeInsecure) -}}
+{{- fail "tls.enabled=false would run SMS and the nodes in plaintext (--insecure), where anyone who reaches the pods can read registry secrets and act as a node; keep TLS on (it needs cert-manager), or also set tls.acknowledgeInsecure=true on a network you trust" -}}
+{{- end -}}
+{{- end -}}
