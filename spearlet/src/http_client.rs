@@ -13,21 +13,34 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::node_policy::Egress;
+
 /// The node's HTTP client: pooled, with a connect timeout; request timeouts
-/// are applied per MCP request.
+/// are applied per MCP request. Not guarded: for the operator's own LLM
+/// backends, and for `spearlet mcp`, which an operator points where they
+/// like.
 pub fn http_client() -> reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .pool_idle_timeout(Duration::from_secs(90))
-                .tcp_nodelay(true)
-                .redirect(same_origin_redirects())
-                .build()
-                .unwrap_or_default()
-        })
+        .get_or_init(|| builder().build().unwrap_or_default())
         .clone()
+}
+
+/// A client like [`http_client`] whose connections obey `egress`: for the
+/// MCP HTTP servers server files name. One per node, so it has one pool.
+pub fn guarded_http_client(egress: &Egress) -> reqwest::Client {
+    builder()
+        .dns_resolver(egress.resolver())
+        .build()
+        .unwrap_or_default()
+}
+
+fn builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .redirect(same_origin_redirects())
 }
 
 /// The most redirects a request follows.

@@ -61,6 +61,10 @@ pub struct ClusterOptions<'a> {
     pub node_toml: &'a str,
     /// More backends, each a replay-llm of this recording: (name, file).
     pub models: Vec<(&'a str, PathBuf)>,
+    /// The node's `policy.egress` lists nothing, as by default: loopback
+    /// MCP servers and module URLs are refused. (Otherwise it lists
+    /// 127.0.0.0/8, where the tests' peers listen.)
+    pub no_egress: bool,
 }
 
 /// SMS with the filesystem server, one node whose default backend is the
@@ -185,7 +189,13 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         certs,
         node_toml,
         models,
+        no_egress,
     } = options;
+    let egress = if no_egress {
+        ""
+    } else {
+        "egress = [\"127.0.0.0/8\"]\n"
+    };
     let work = tempfile::tempdir().unwrap();
     let files = work.path().join("files").canonicalize_or_create();
     std::fs::write(files.join("notes.txt"), notes).unwrap();
@@ -217,7 +227,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
              [llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\napi_key_env = \"SPEAR_TEST_MODEL_KEY\"\n\n\
              [llm.backends.replay-stream]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\nstream = true\n\n\
              {backends}\
-             [policy]\nenv = [\"SPEAR_TEST_GUEST_*\"]\nmodules = [\"file://{guests}/\", \"file://{modules}/\", \"http://127.0.0.1:*/\"]\n\n\
+             [policy]\nenv = [\"SPEAR_TEST_GUEST_*\"]\nmodules = [\"file://{guests}/\", \"file://{modules}/\", \"http://127.0.0.1:*/\"]\n{egress}\n\
              [[policy.dirs]]\npath = \"{files}\"\nwritable = true\n\n{node_toml}",
             guests = guest_dir().display(),
             modules = modules.display(),

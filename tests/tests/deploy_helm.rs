@@ -208,7 +208,10 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
         "scheme: HTTPS",
         "fieldPath: metadata.name",
     ] {
-        assert!(rendered.contains(expected), "{expected} not in:\n{rendered}");
+        assert!(
+            rendered.contains(expected),
+            "{expected} not in:\n{rendered}"
+        );
     }
     // The token is random, and not the same twice.
     let token = |r: &str| {
@@ -220,7 +223,13 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     assert!(token(&rendered).is_some_and(|t| t.len() >= 64));
     assert_ne!(token(&rendered), token(&again));
 
-    let out = helm(&["template", "spear", &chart_dir, "--set", "tls.enabled=false"]);
+    let out = helm(&[
+        "template",
+        "spear",
+        &chart_dir,
+        "--set",
+        "tls.enabled=false",
+    ]);
     assert!(!out.status.success());
     assert!(
         text(&out).contains("would run SMS and the nodes in plaintext")
@@ -245,9 +254,19 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     assert!(plaintext.contains("scheme: HTTP}"));
 
     // The operator's own issuer must be named.
-    let out = helm(&["template", "spear", &chart_dir, "--set", "tls.issuer.create=false"]);
+    let out = helm(&[
+        "template",
+        "spear",
+        &chart_dir,
+        "--set",
+        "tls.issuer.create=false",
+    ]);
     assert!(!out.status.success());
-    assert!(text(&out).contains("tls.issuer.create=false needs tls.issuer.name"), "{}", text(&out));
+    assert!(
+        text(&out).contains("tls.issuer.create=false needs tls.issuer.name"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

@@ -282,7 +282,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             };
             let options = SessionOptions {
                 elicitation: elicitation.map(Into::into),
-                credentials: None,
+                ..SessionOptions::default()
             };
             let connections = connections_for(spec, &target, options).await?;
             // As on a node: only a tool of the server's catalog is called.

@@ -27,12 +27,15 @@ use super::lifecycle::{self, Lifecycle};
 use super::server_log::ServerLog;
 use super::stdio::{StdioChild, StdioCommand};
 use crate::env_refs::{ResolveError, Resolver};
+use crate::node_policy::Egress;
 
 /// Why talking to a server failed. Messages never carry env or header values.
 #[derive(Debug, thiserror::Error)]
 pub enum McpError {
     #[error(transparent)]
     Resolve(#[from] ResolveError),
+    #[error("{0}")]
+    Egress(String),
     #[error("cannot start '{program}': {cause}")]
     Spawn {
         program: String,
@@ -136,6 +139,10 @@ pub struct SessionOptions {
     /// Tokens for servers whose file declares `auth`; without them such a
     /// server is not connected.
     pub credentials: Option<Arc<dyn Credentials>>,
+    /// The node's egress guard and the client that obeys it: HTTP servers
+    /// are reached only at addresses the node policy allows. `None`
+    /// (`spearlet mcp`): wherever the operator points it.
+    pub egress: Option<(Egress, reqwest::Client)>,
 }
 
 /// A server's tools as one `tools/list` found them.
@@ -222,6 +229,25 @@ pub fn stdio_command(
     ))
 }
 
+/// Puts `target` behind the node's egress guard: an address in its URL is
+/// checked now, a name when the client resolves it.
+async fn guard(
+    target: &mut super::http::HttpTarget,
+    options: &SessionOptions,
+) -> Result<(), McpError> {
+    let Some((egress, client)) = &options.egress else {
+        return Ok(());
+    };
+    let url = reqwest::Url::parse(&target.url)
+        .map_err(|_| McpError::Initialize("the server's url is not a valid URL".into()))?;
+    egress
+        .check_reachable(&url)
+        .await
+        .map_err(|refused| McpError::Egress(refused.to_string()))?;
+    target.client = client.clone();
+    Ok(())
+}
+
 impl McpClient {
     /// Starts `spec`'s server and completes the MCP handshake.
     pub async fn connect(
@@ -245,6 +271,7 @@ impl McpClient {
             Transport::Stdio => Self::connect_stdio(spec, lookup, side, startup).await?,
             Transport::StreamableHttp => {
                 let mut target = super::http::resolve_target(spec, lookup)?;
+                guard(&mut target, &options).await?;
                 if spec.auth.is_some() {
                     let credentials = options.credentials.as_ref().ok_or(
                             McpError::NoCredentials("this process has no source of OAuth tokens (a node gets them from SMS; `spearlet mcp` logs in itself)"),
@@ -261,7 +288,8 @@ impl McpClient {
                         ));
                 }
                 // HTTP+SSE is the 2024-11-05 transport: `initialize` only.
-                let target = super::http::resolve_target(spec, lookup)?;
+                let mut target = super::http::resolve_target(spec, lookup)?;
+                guard(&mut target, &options).await?;
                 let transport = super::sse::connect(target, startup).await?;
                 let service =
                     lifecycle::start(side, transport, Lifecycle::Initialize, startup).await?;

@@ -1,5 +1,6 @@
 //! Remote MCP servers over HTTP: the Streamable HTTP transport, built on the
-//! node's one pooled [`http_client`] (rmcp handles `MCP-Session-Id`,
+//! node's pooled HTTP client (the egress-guarded one on a node, the plain
+//! [`http_client`] for `spearlet mcp`; rmcp handles `MCP-Session-Id`,
 //! `MCP-Protocol-Version` and re-initialising after a 404), with bearer
 //! tokens from a [`TokenSource`] for servers behind OAuth.
 
@@ -21,6 +22,8 @@ use crate::http_client::http_client;
 #[derive(Clone)]
 pub struct HttpTarget {
     pub url: String,
+    /// The client that reaches it.
+    pub client: reqwest::Client,
     /// Marked sensitive, so they never show in debug output.
     pub headers: HashMap<HeaderName, HeaderValue>,
     pub tokens: Option<Arc<dyn TokenSource>>,
@@ -48,6 +51,7 @@ pub fn resolve_target(
     }
     Ok(HttpTarget {
         url,
+        client: http_client(),
         headers,
         tokens: None,
     })
@@ -60,7 +64,7 @@ pub fn streamable_transport(
     let config =
         StreamableHttpClientTransportConfig::with_uri(target.url).custom_headers(target.headers);
     Ok(StreamableHttpClientTransport::with_client(
-        BearerClient::new(http_client(), target.tokens),
+        BearerClient::new(target.client, target.tokens),
         config,
     ))
 }

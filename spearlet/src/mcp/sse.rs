@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 
 use super::client::McpError;
 use super::http::HttpTarget;
-use crate::http_client::{describe, http_client};
+use crate::http_client::describe;
 
 /// Bytes buffered for one SSE event at most.
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
@@ -51,7 +51,7 @@ impl Drop for SseStream {
 
 /// Opens the event stream and waits (up to `timeout`) for the endpoint.
 pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTransport, McpError> {
-    let client = http_client();
+    let client = target.client.clone();
     let mut request = client
         .get(&target.url)
         .header("accept", "text/event-stream");
@@ -169,7 +169,7 @@ async fn post_messages(
     target: HttpTarget,
     mut outgoing: fmpsc::Receiver<TxJsonRpcMessage<RoleClient>>,
 ) {
-    let client = http_client();
+    let client = target.client.clone();
     while let Some(message) = outgoing.next().await {
         let body = match serde_json::to_vec(&message) {
             Ok(body) => body,

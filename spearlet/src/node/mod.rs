@@ -181,11 +181,15 @@ impl Node {
         let lookup: crate::connections::Lookup =
             Arc::new(move |name: &str| env.current().env.lookup(name));
         // Servers behind OAuth get their tokens from SMS.
+        // HTTP servers only where the node policy lets them be reached.
+        let egress = policy.egress();
+        let guarded = crate::http_client::guarded_http_client(&egress);
         let options = SessionOptions {
             credentials: Some(Arc::new(SmsCredentials::new(
                 Arc::clone(&status),
                 config.tls.clone(),
             ))),
+            egress: Some((egress, guarded)),
             ..SessionOptions::default()
         };
         let connections = Connections::with_options(registry.clone(), lookup, options);

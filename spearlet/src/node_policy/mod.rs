@@ -5,13 +5,16 @@
 //! [policy]
 //! env = ["FS_TOKEN", "GITHUB_*"]          # variables ${NAME} references may read
 //! modules = ["https://", "file:///srv/spear/modules/"]   # where modules come from
+//! egress = ["10.20.0.0/16"]               # non-public addresses MCP HTTP servers
+//!                                          # and module fetches may reach
 //!
 //! [[policy.dirs]]
 //! path = "/srv/data"                       # may be granted to tasks
 //! writable = false
 //! ```
 //!
-//! Deny by default: no directory, no variable, modules over `https` only.
+//! Deny by default: no directory, no variable, modules over `https` only,
+//! no loopback, private, link-local or metadata address ([`egress`]).
 //! Some things are never allowed whatever the file says: the node's own
 //! variables ([`env::EnvPolicy`]), and the state dir, `/proc`, `/sys` and
 //! `/dev` as directories ([`dirs::DirPolicy`]). [`NodePolicy::build`] checks
@@ -19,6 +22,7 @@
 //! setting that refused it.
 
 mod dirs;
+pub mod egress;
 mod env;
 mod modules;
 
@@ -29,6 +33,7 @@ use arc_swap::ArcSwap;
 use serde::Deserialize;
 
 pub use dirs::{DirPolicy, DirRefused, DirRule, GrantedDir};
+pub use egress::{Egress, EgressPolicy, EgressRefused};
 pub use env::{EnvPolicy, Refused};
 pub use modules::{ModulePolicy, ModuleRefused, ModuleSource};
 
@@ -46,6 +51,11 @@ pub struct PolicySection {
     /// Where modules may be fetched from: URI prefixes (`https://`,
     /// `https://host/path/`, `http://127.0.0.1:*/`, `file:///dir/`).
     pub modules: Option<Vec<String>>,
+    /// Non-public addresses (loopback, private, link-local, metadata, ...)
+    /// MCP HTTP servers and module fetches may reach: ranges such as
+    /// `10.0.0.0/8` or single addresses. Public addresses need no entry.
+    #[serde(default)]
+    pub egress: Vec<String>,
 }
 
 /// A policy setting that is itself unacceptable.
@@ -62,6 +72,7 @@ pub struct NodePolicy {
     pub dirs: DirPolicy,
     pub env: EnvPolicy,
     pub modules: ModulePolicy,
+    pub egress: Arc<EgressPolicy>,
 }
 
 impl NodePolicy {
@@ -92,6 +103,7 @@ impl NodePolicy {
             dirs,
             env: EnvPolicy::build(&section.env, own_vars)?,
             modules,
+            egress: Arc::new(EgressPolicy::build(&section.egress)?),
         })
     }
 
@@ -101,6 +113,7 @@ impl NodePolicy {
             dirs: DirPolicy::none(state_dir),
             env: EnvPolicy::none(),
             modules: ModulePolicy::default(),
+            egress: Arc::default(),
         }
     }
 }
@@ -125,5 +138,11 @@ impl PolicyCell {
     /// Puts `policy` in force for what is decided from now on.
     pub fn replace(&self, policy: NodePolicy) {
         self.0.store(Arc::new(policy));
+    }
+
+    /// The egress guard following this policy as it is reloaded.
+    pub fn egress(&self) -> Egress {
+        let cell = self.clone();
+        Egress::new(move || Arc::clone(&cell.current().egress))
     }
 }
