@@ -4,10 +4,11 @@
 //!
 //! A handshake in progress costs the attacker nothing (a silent TCP
 //! connection), so a full table must never lock newcomers out: when a source
-//! or the whole table is at its bound, the **oldest** handshake of that
-//! source (or of all) is dropped to make room. A real client finishes its
-//! handshake in milliseconds; to evict it an attacker would have to open
-//! more connections than the table holds within those milliseconds.
+//! or the whole table is at its bound, the oldest handshake of that source
+//! (or of all) is dropped to make room — the oldest **silent** one first:
+//! a real client speaks at once (its ClientHello) and finishes in
+//! milliseconds, so silent connections, however fast they are reopened,
+//! only ever push out each other.
 //!
 //! Connections that finished their handshake without an identity (a client
 //! without a certificate, which may still carry the admin token; every
@@ -49,11 +50,18 @@ pub struct Admission {
     inner: Arc<Mutex<Table>>,
 }
 
+struct Pending {
+    source: IpAddr,
+    /// The client has sent its first bytes.
+    speaking: bool,
+    _evict: oneshot::Sender<()>,
+}
+
 #[derive(Default)]
 struct Table {
     next: u64,
     /// Handshakes in progress, oldest first; dropping the sender ends one.
-    pending: BTreeMap<u64, (IpAddr, oneshot::Sender<()>)>,
+    pending: BTreeMap<u64, Pending>,
     pending_per_source: HashMap<IpAddr, usize>,
     anonymous: usize,
     anonymous_per_source: HashMap<IpAddr, usize>,
@@ -70,18 +78,42 @@ fn decrement(counts: &mut HashMap<IpAddr, usize>, source: IpAddr) {
 
 impl Table {
     fn evict(&mut self, id: u64) {
-        if let Some((source, _sender)) = self.pending.remove(&id) {
-            decrement(&mut self.pending_per_source, source);
+        if let Some(pending) = self.pending.remove(&id) {
+            decrement(&mut self.pending_per_source, pending.source);
         }
+    }
+
+    /// The handshake to drop for room among those `of` selects: the oldest
+    /// silent one, else the oldest.
+    fn victim(&self, of: impl Fn(&Pending) -> bool) -> Option<u64> {
+        let mut oldest = None;
+        for (id, pending) in self.pending.iter().filter(|(_, p)| of(p)) {
+            if !pending.speaking {
+                return Some(*id);
+            }
+            oldest = oldest.or(Some(*id));
+        }
+        oldest
     }
 }
 
-/// A handshake's slot: `evicted` resolves when a newer connection took it.
-/// Dropping the slot frees it.
+/// A handshake's slot; dropping it frees it.
 pub struct HandshakeSlot {
     id: u64,
     table: Arc<Mutex<Table>>,
-    pub evicted: oneshot::Receiver<()>,
+}
+
+/// Resolves (with an error) when a newer connection took the slot.
+pub type Evicted = oneshot::Receiver<()>;
+
+impl HandshakeSlot {
+    /// The client sent its first bytes: it is evicted only after every
+    /// silent handshake.
+    pub fn speaking(&self) {
+        if let Some(pending) = self.table.lock().pending.get_mut(&self.id) {
+            pending.speaking = true;
+        }
+    }
 }
 
 impl Drop for HandshakeSlot {
@@ -114,35 +146,37 @@ impl Admission {
 
     /// A slot for a new connection's handshake, evicting the oldest one of
     /// its source, or of all, when either is at its bound.
-    pub fn handshake(&self, source: IpAddr) -> HandshakeSlot {
+    pub fn handshake(&self, source: IpAddr) -> (HandshakeSlot, Evicted) {
         let mut table = self.inner.lock();
         if table.pending_per_source.get(&source).copied().unwrap_or(0)
             >= self.bounds.handshakes_per_source
         {
-            let oldest = table
-                .pending
-                .iter()
-                .find(|(_, (s, _))| *s == source)
-                .map(|(id, _)| *id);
-            if let Some(id) = oldest {
+            if let Some(id) = table.victim(|p| p.source == source) {
                 table.evict(id);
             }
         }
         if table.pending.len() >= self.bounds.handshakes {
-            if let Some(id) = table.pending.keys().next().copied() {
+            if let Some(id) = table.victim(|_| true) {
                 table.evict(id);
             }
         }
         let id = table.next;
         table.next += 1;
         let (tx, rx) = oneshot::channel();
-        table.pending.insert(id, (source, tx));
+        table.pending.insert(
+            id,
+            Pending {
+                source,
+                speaking: false,
+                _evict: tx,
+            },
+        );
         *table.pending_per_source.entry(source).or_default() += 1;
-        HandshakeSlot {
+        let slot = HandshakeSlot {
             id,
             table: Arc::clone(&self.inner),
-            evicted: rx,
-        }
+        };
+        (slot, rx)
     }
 
     /// A slot for a connection without an identity, or `None` when its
@@ -171,6 +205,7 @@ impl Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use oneshot::error::TryRecvError::{Closed, Empty};
 
     fn ip(last: u8) -> IpAddr {
         IpAddr::from([10, 0, 0, last])
@@ -188,43 +223,39 @@ mod tests {
     #[test]
     fn a_flooding_source_evicts_its_own_oldest_handshake_not_others() {
         let admission = small();
-        let mut other = admission.handshake(ip(2));
-        let mut first = admission.handshake(ip(1));
-        let mut second = admission.handshake(ip(1));
+        let (_o, mut other) = admission.handshake(ip(2));
+        let (_f, mut first) = admission.handshake(ip(1));
+        let (_s, mut second) = admission.handshake(ip(1));
         let _third = admission.handshake(ip(1));
-        assert!(first
-            .evicted
-            .try_recv()
-            .is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
-        assert_eq!(
-            second.evicted.try_recv(),
-            Err(oneshot::error::TryRecvError::Empty)
-        );
-        assert_eq!(
-            other.evicted.try_recv(),
-            Err(oneshot::error::TryRecvError::Empty)
-        );
+        assert_eq!(first.try_recv(), Err(Closed));
+        assert_eq!(second.try_recv(), Err(Empty));
+        assert_eq!(other.try_recv(), Err(Empty));
     }
 
     #[test]
     fn a_full_table_makes_room_by_dropping_the_oldest_handshake() {
         let admission = small();
         let mut slots: Vec<_> = (1..=4).map(|i| admission.handshake(ip(i))).collect();
-        let mut newest = admission.handshake(ip(9));
-        assert_eq!(
-            slots[0].evicted.try_recv(),
-            Err(oneshot::error::TryRecvError::Closed)
-        );
-        for slot in &mut slots[1..] {
-            assert_eq!(
-                slot.evicted.try_recv(),
-                Err(oneshot::error::TryRecvError::Empty)
-            );
+        let (_n, mut newest) = admission.handshake(ip(9));
+        assert_eq!(slots[0].1.try_recv(), Err(Closed));
+        for (_, evicted) in &mut slots[1..] {
+            assert_eq!(evicted.try_recv(), Err(Empty));
         }
-        assert_eq!(
-            newest.evicted.try_recv(),
-            Err(oneshot::error::TryRecvError::Empty)
-        );
+        assert_eq!(newest.try_recv(), Err(Empty));
+    }
+
+    #[test]
+    fn silent_handshakes_go_before_one_that_speaks() {
+        let admission = small();
+        let (admin, mut evicted) = admission.handshake(ip(1));
+        admin.speaking();
+        // A flood of silent connections, from the same source and others,
+        // reopened as fast as they are dropped.
+        let mut silent = Vec::new();
+        for i in 0..100u8 {
+            silent.push(admission.handshake(ip(1 + i % 3)));
+        }
+        assert_eq!(evicted.try_recv(), Err(Empty));
     }
 
     #[test]

@@ -155,12 +155,19 @@ pub fn incoming_within(
                 }
                 continue;
             };
-            let mut slot = admission.handshake(addr.ip());
+            let (slot, mut evicted) = admission.handshake(addr.ip());
             let admission = admission.clone();
             tokio::spawn(async move {
                 let conn = tokio::select! {
-                    conn = handshake(tcp, addr, &tls, protocol) => conn,
-                    _ = &mut slot.evicted => {
+                    conn = async {
+                        // Silent until it speaks: first in line for eviction.
+                        match tokio::time::timeout(HANDSHAKE_WITHIN, tcp.readable()).await {
+                            Ok(Ok(())) => slot.speaking(),
+                            _ => return None,
+                        }
+                        handshake(tcp, addr, &tls, protocol).await
+                    } => conn,
+                    _ = &mut evicted => {
                         debug!(peer = %addr, "handshake dropped to make room for newer connections");
                         return;
                     }

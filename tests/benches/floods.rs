@@ -7,9 +7,10 @@
 //! node's RSS grow by ≤ 64 MiB, and the node's watch is not dropped.
 //!
 //! SMS and the node run as the real binaries on CPU 0, with the admin's
-//! measurements; the attackers run on CPU 1, as they would on other
-//! machines. Silent connections the server drops are reopened at once, so
-//! the flood is sustained for the whole loaded phase.
+//! measurements; the attackers run on CPU 1 and connect from ten other
+//! loopback addresses, as they would from other machines. Silent
+//! connections the server drops are reopened at once, so the flood is
+//! sustained for the whole loaded phase.
 
 #[path = "bench_support/cpu.rs"]
 mod cpu;
@@ -59,11 +60,30 @@ async fn samples(sms: &str, admin: &TlsIdentity) -> Summary {
     Summary::of(out)
 }
 
-/// Keeps one silent TCP connection open to `addr`, reopening it whenever
-/// the server drops it. Counts the drops.
-async fn silent(addr: String, stop: Arc<AtomicBool>, dropped: Arc<AtomicU64>) {
+/// The attackers' addresses: other hosts, as far as SMS can tell (all of
+/// 127.0.0.0/8 is this machine's loopback); the admin is 127.0.0.1.
+const ATTACKERS: u8 = 10;
+
+fn attacker_source(i: usize) -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 2 + (i % ATTACKERS as usize) as u8], 0))
+}
+
+/// Keeps one silent TCP connection open to `addr` from `source`,
+/// reopening it whenever the server drops it. Counts the drops.
+async fn silent(
+    addr: String,
+    source: std::net::SocketAddr,
+    stop: Arc<AtomicBool>,
+    dropped: Arc<AtomicU64>,
+) {
+    let target: std::net::SocketAddr = addr.parse().unwrap();
     while !stop.load(Ordering::Relaxed) {
-        let Ok(mut tcp) = tokio::net::TcpStream::connect(&addr).await else {
+        let connect = async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(source)?;
+            socket.connect(target).await
+        };
+        let Ok(mut tcp) = connect.await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
@@ -207,9 +227,10 @@ fn main() {
     let refused = Arc::new(AtomicU64::new(0));
     let peak = attack_rt.spawn(peak_rss(vec![sms_pid, node_pid], Arc::clone(&stop)));
     for target in [&sms.grpc, &node_addr] {
-        for _ in 0..SILENT {
+        for i in 0..SILENT {
             attack_rt.spawn(silent(
                 target.clone(),
+                attacker_source(i),
                 Arc::clone(&stop),
                 Arc::clone(&dropped),
             ));

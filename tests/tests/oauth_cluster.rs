@@ -131,7 +131,7 @@ impl Setup {
         std::fs::write(
             &config,
             format!(
-                "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\n\n[policy]\nmodules = [\"file://{}/\"]\n",
+                "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\n\n[policy]\nmodules = [\"file://{}/\"]\negress = [\"127.0.0.0/8\"]\n",
                 guests.display()
             ),
         )

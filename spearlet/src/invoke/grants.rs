@@ -1,45 +1,57 @@
 //! A task's WASI grants checked against the node policy: every `${NAME}`
 //! in `wasi.env` must be a variable the policy lets tasks read, and every
 //! directory must lie under one the policy allows (writable only where it
-//! says so). Directories are handed to the runtime resolved.
+//! says so). Directories are handed to the runtime open: the ones checked
+//! here, whatever happens to their paths before the run starts.
 
-use spear_proto::task::{DirGrant, WasiGrants};
+use std::collections::BTreeMap;
+
+use spear_proto::task::WasiGrants;
 
 use super::InvokeError;
 use crate::env_refs::Resolver;
-use crate::node_policy::NodePolicy;
+use crate::node_policy::{GrantedDir, NodePolicy};
 
-/// The grants with references resolved and directories checked.
+/// A task's grants as the runtime takes them.
+#[derive(Debug, Clone, Default)]
+pub struct Granted {
+    pub args: Vec<String>,
+    /// References resolved.
+    pub env: BTreeMap<String, String>,
+    /// Checked and opened.
+    pub dirs: Vec<GrantedDir>,
+}
+
+/// The grants with references resolved and directories checked and open.
 pub fn resolve(
     task_id: &str,
     wasi: &WasiGrants,
     policy: &NodePolicy,
-) -> Result<WasiGrants, InvokeError> {
-    let mut resolved = wasi.clone();
+) -> Result<Granted, InvokeError> {
+    let mut env = wasi.env.clone();
     let mut resolver = Resolver::default();
     let lookup = |name: &str| policy.env.lookup(name);
-    for (key, value) in resolved.env.iter_mut() {
+    for (key, value) in env.iter_mut() {
         *value = resolver.resolve(&format!("env.{key}"), value, &lookup)?;
     }
-    resolved.dirs = wasi
+    let dirs = wasi
         .dirs
         .iter()
         .enumerate()
         .map(|(i, dir)| {
             let key = format!("wasi.dirs[{i}]");
-            let granted = policy
+            policy
                 .dirs
                 .grant(&key, &dir.host, &dir.guest, dir.writable)
                 .map_err(|why| InvokeError::Refused {
                     task_id: task_id.to_string(),
                     why: why.into(),
-                })?;
-            Ok(DirGrant {
-                host: granted.host.display().to_string(),
-                guest: granted.guest,
-                writable: granted.writable,
-            })
+                })
         })
         .collect::<Result<_, InvokeError>>()?;
-    Ok(resolved)
+    Ok(Granted {
+        args: wasi.args.clone(),
+        env,
+        dirs,
+    })
 }

@@ -9,6 +9,7 @@
 //! invocations of hostile modules waits in the same bounded queue as runs.
 
 mod grants;
+pub use grants::Granted;
 mod limits;
 mod modules;
 pub mod service;

@@ -289,6 +289,9 @@ mod tests {
         };
         let mut node = crate::node_policy::NodePolicy::deny_all(dir.path());
         node.modules = policy.clone();
+        node.egress = std::sync::Arc::new(
+            crate::node_policy::EgressPolicy::build(&["127.0.0.1".to_string()]).unwrap(),
+        );
         let cell = PolicyCell::new(node);
         let store = ModuleStore::new(dir.path().to_path_buf(), cell, limits).unwrap();
         let uri = format!("http://{addr}/m.wasm");

@@ -4,8 +4,16 @@
 //! allowed directory cannot reach outside it. The state dir, `/proc`,
 //! `/sys` and `/dev` (and any directory containing one of them, such as
 //! `/`) are never grantable.
+//!
+//! A granted directory is opened when it is granted and held by that
+//! descriptor until the run ends: the guest gets the directory that was
+//! checked, even if its path is swapped for a symlink while the run waits
+//! for a slot or its module compiles.
 
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -22,13 +30,49 @@ pub struct DirRule {
     pub writable: bool,
 }
 
-/// A directory a task may have, resolved.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A directory a task may have, resolved and open.
+#[derive(Debug, Clone)]
 pub struct GrantedDir {
-    /// The resolved host path to open.
+    /// The resolved host path, as checked (for messages).
     pub host: PathBuf,
     pub guest: String,
     pub writable: bool,
+    /// The directory itself, opened when granted.
+    handle: Arc<std::fs::File>,
+}
+
+impl PartialEq for GrantedDir {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.host, &self.guest, self.writable) == (&other.host, &other.guest, other.writable)
+    }
+}
+
+impl Eq for GrantedDir {}
+
+impl GrantedDir {
+    /// A path that opens exactly the directory granted, whatever has
+    /// become of `host` since: its descriptor's entry in `/proc/self/fd`.
+    pub fn open_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.handle.as_raw_fd()))
+    }
+}
+
+/// Opens the checked path `path` as a directory, not following a symlink
+/// put in its place, and confirms the descriptor is that very path (an
+/// earlier component swapped in between would show in its real path).
+fn open_checked(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
+    if real != path {
+        return Err(std::io::Error::other(format!(
+            "it changed while being opened (now {})",
+            real.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// The allowed directories, resolved, and the ones never allowed.
@@ -130,10 +174,21 @@ impl DirPolicy {
         if writable && !rule_writable {
             return Err(DirRefused::ReadOnly { key, host });
         }
+        let handle = match open_checked(&path) {
+            Ok(file) => Arc::new(file),
+            Err(e) => {
+                return Err(DirRefused::Unreadable {
+                    key,
+                    host,
+                    cause: e.to_string(),
+                })
+            }
+        };
         Ok(GrantedDir {
             host: path,
             guest: guest.to_string(),
             writable,
+            handle,
         })
     }
 }
@@ -213,5 +268,40 @@ mod tests {
             }];
             assert!(DirPolicy::build(&rules, &state).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_granted_directory_stays_the_one_checked_when_its_path_is_swapped() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("allowed");
+        let data = allowed.join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("note.txt"), "the granted one").unwrap();
+        let secret = root.path().join("secret");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::write(secret.join("note.txt"), "not yours").unwrap();
+        let rule = DirRule {
+            path: allowed.display().to_string(),
+            writable: false,
+        };
+        let policy = DirPolicy::build(&[rule], &root.path().join("state")).unwrap();
+        let granted = policy
+            .grant("wasi.dirs", &data.display().to_string(), "/data", false)
+            .unwrap();
+
+        // After admission, the path becomes a symlink to somewhere else.
+        std::fs::rename(&data, allowed.join("moved")).unwrap();
+        std::os::unix::fs::symlink(&secret, &data).unwrap();
+
+        let note = std::fs::read_to_string(granted.open_path().join("note.txt")).unwrap();
+        assert_eq!(note, "the granted one");
+        // A new grant checks again, and the symlink leads outside.
+        let refused = policy
+            .grant("wasi.dirs", &data.display().to_string(), "/data", false)
+            .unwrap_err();
+        assert!(
+            matches!(refused, DirRefused::NotAllowed { .. }),
+            "{refused}"
+        );
     }
 }

@@ -24,9 +24,9 @@ use super::stop::StopReason;
 use super::threads::GuestThreads;
 use super::GuestState;
 use crate::cchat::{BudgetLimits, Models, RunBudget, SessionDeps, Sessions};
+use crate::invoke::Granted;
 use crate::policy::TaskPolicy;
 use crate::tools::Router;
-use spear_proto::task::WasiGrants;
 
 /// Guests that can run at once with the pooling allocator (address space is
 /// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
@@ -99,7 +99,7 @@ pub struct RunContext {
     /// `argv[0]`, the task id.
     pub name: String,
     /// What the task grants beyond stdio (nothing by default).
-    pub wasi: WasiGrants,
+    pub wasi: Granted,
 }
 
 /// The node's guest runtime.
@@ -249,11 +249,12 @@ impl GuestRuntime {
             } else {
                 FsPerms::ReadOnly
             };
-            wasi.preopened_dir(&dir.host, &dir.guest, perms)
+            // The directory opened when it was granted, not the path again.
+            wasi.preopened_dir(dir.open_path(), &dir.guest, perms)
                 .map_err(|e| {
                     format!(
                         "cannot open the directory {} the task grants: {e}",
-                        dir.host
+                        dir.host.display()
                     )
                 })?;
         }
