@@ -5,10 +5,11 @@
 //! A handshake in progress costs the attacker nothing (a silent TCP
 //! connection), so a full table must never lock newcomers out: when a source
 //! or the whole table is at its bound, the oldest handshake of that source
-//! (or of all) is dropped to make room — the oldest **silent** one first:
-//! a real client speaks at once (its ClientHello) and finishes in
-//! milliseconds, so silent connections, however fast they are reopened,
-//! only ever push out each other.
+//! (when the whole table is full: of the source holding the most) is
+//! dropped to make room — the oldest **silent** one first: a real client
+//! speaks at once (its ClientHello) and finishes in milliseconds, so silent
+//! connections, however fast they are reopened, only ever push out each
+//! other.
 //!
 //! Connections that finished their handshake without an identity (a client
 //! without a certificate, which may still carry the admin token; every
@@ -156,7 +157,14 @@ impl Admission {
             }
         }
         if table.pending.len() >= self.bounds.handshakes {
-            if let Some(id) = table.victim(|_| true) {
+            // From the source holding the most: a flood, not a bystander
+            // whose ClientHello is merely not read yet.
+            let heaviest = table
+                .pending_per_source
+                .iter()
+                .max_by_key(|(_, n)| **n)
+                .map(|(ip, _)| *ip);
+            if let Some(id) = heaviest.and_then(|ip| table.victim(|p| p.source == ip)) {
                 table.evict(id);
             }
         }
@@ -233,15 +241,17 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_makes_room_by_dropping_the_oldest_handshake() {
+    fn a_full_table_makes_room_at_the_source_holding_the_most() {
         let admission = small();
-        let mut slots: Vec<_> = (1..=4).map(|i| admission.handshake(ip(i))).collect();
+        let (_a, mut bystander) = admission.handshake(ip(1));
+        let (_b, mut flood_1) = admission.handshake(ip(2));
+        let (_c, mut flood_2) = admission.handshake(ip(2));
+        let (_d, mut other) = admission.handshake(ip(3));
         let (_n, mut newest) = admission.handshake(ip(9));
-        assert_eq!(slots[0].1.try_recv(), Err(Closed));
-        for (_, evicted) in &mut slots[1..] {
+        assert_eq!(flood_1.try_recv(), Err(Closed));
+        for evicted in [&mut bystander, &mut flood_2, &mut other, &mut newest] {
             assert_eq!(evicted.try_recv(), Err(Empty));
         }
-        assert_eq!(newest.try_recv(), Err(Empty));
     }
 
     #[test]

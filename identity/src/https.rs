@@ -13,7 +13,8 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::admission::Bounds;
-use crate::incoming::{incoming_within, Conn, Protocol};
+use crate::incoming::{incoming_within, Conn, Peer, Protocol};
+use crate::spiffe::Identity;
 use crate::tls::TlsIdentity;
 
 /// An axum listener serving HTTP/1.1 over TLS, or plaintext without `tls`.
@@ -53,4 +54,21 @@ impl axum::serve::Listener for HttpListener {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         Ok(self.local)
     }
+}
+
+/// Handlers read the connection's [`Peer`] with axum's `ConnectInfo`.
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, HttpListener>>
+    for Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, HttpListener>) -> Peer {
+        stream.io().peer().clone()
+    }
+}
+
+/// Who may read what a process reports about itself beyond its metrics
+/// and probes (a node's `/status` and `/registry`): this machine, or a
+/// caller with an admin's or SMS's certificate.
+pub fn reads_reports(peer: &Peer) -> bool {
+    peer.addr.is_some_and(|a| a.ip().is_loopback())
+        || matches!(peer.identity, Some(Identity::Admin(_) | Identity::Sms))
 }

@@ -225,7 +225,8 @@ impl NodeView {
     }
 
     /// Binds `addr` and serves until `shutdown`; returns the bound address
-    /// and the serving task.
+    /// and the serving task. `/status` and `/registry` answer only this
+    /// machine and callers with an admin's or SMS's certificate.
     pub async fn serve(
         self,
         addr: SocketAddr,
@@ -236,7 +237,9 @@ impl NodeView {
         let bound = listener.local_addr()?;
         let listener = spear_identity::HttpListener::new(listener, tls)?;
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self);
-        let app = Router::new()
+        // What the node reports about itself is for this machine and for
+        // admins; metrics and probes are for anyone who reaches the port.
+        let reports = Router::new()
             .route(
                 "/registry",
                 get(move || std::future::ready(Json(redacted_json(&a.registry.current())))),
@@ -245,6 +248,9 @@ impl NodeView {
                 "/status",
                 get(move || std::future::ready(Json(b.status_json()))),
             )
+            .layer(axum::middleware::from_fn(operators_only));
+        let app = Router::new()
+            .merge(reports)
             .route(
                 "/metrics",
                 get(move || {
@@ -271,6 +277,7 @@ impl NodeView {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<spear_identity::Peer>();
             if let Err(error) = axum::serve(listener, app)
                 .with_graceful_shutdown(stopped)
                 .await
@@ -280,4 +287,22 @@ impl NodeView {
         });
         Ok((bound, task))
     }
+}
+
+/// Lets a report through to this machine and to admins (see
+/// [`spear_identity::reads_reports`]); anyone else gets 403 and what to do.
+async fn operators_only(
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<spear_identity::Peer>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if spear_identity::reads_reports(&peer) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::FORBIDDEN,
+        "this report is for the node's own machine and for admins: call it on loopback, or over TLS with an admin certificate from the installation's CA\n",
+    )
+        .into_response()
 }

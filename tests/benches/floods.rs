@@ -37,27 +37,33 @@ const BIG_REQUESTS: usize = 50;
 const BIG: usize = 30 * 1024 * 1024;
 const SAMPLES: usize = 300;
 
-/// One admin status call on a fresh TLS connection, as `sms status` makes.
-async fn admin_status(sms: &str, admin: &TlsIdentity) -> Duration {
+/// One admin status call on a fresh TLS connection, as `sms status`
+/// makes; its latency, or why it failed.
+async fn admin_status(sms: &str, admin: &TlsIdentity) -> Result<Duration, String> {
     let start = Instant::now();
-    let (endpoint, dialer) = dial(sms, Some(admin), Identity::Sms).unwrap();
+    let (endpoint, dialer) = dial(sms, Some(admin), Identity::Sms).map_err(|e| e.to_string())?;
     let channel = dialer
         .connect(endpoint.connect_timeout(Duration::from_secs(30)))
         .await
-        .unwrap_or_else(|e| panic!("admin could not connect: {e}"));
+        .map_err(|e| spear_common::text::causes(&e))?;
     StatusClient::new(channel)
         .get_status(StatusRequest {})
         .await
-        .unwrap_or_else(|e| panic!("admin status failed: {e}"));
-    start.elapsed()
+        .map_err(|e| e.to_string())?;
+    Ok(start.elapsed())
 }
 
-async fn samples(sms: &str, admin: &TlsIdentity) -> Summary {
+/// The latencies of SAMPLES admin calls, and the failures' reasons.
+async fn samples(sms: &str, admin: &TlsIdentity) -> (Summary, Vec<String>) {
     let mut out = Vec::with_capacity(SAMPLES);
+    let mut failed = Vec::new();
     for _ in 0..SAMPLES {
-        out.push(admin_status(sms, admin).await);
+        match admin_status(sms, admin).await {
+            Ok(latency) => out.push(latency),
+            Err(why) => failed.push(why),
+        }
     }
-    Summary::of(out)
+    (Summary::of(out), failed)
 }
 
 /// The attackers' addresses: other hosts, as far as SMS can tell (all of
@@ -220,7 +226,7 @@ fn main() {
     let reconnects_before = node_reconnects(&node);
     let rss_before = (rss_kib(sms_pid), rss_kib(node_pid));
     admin_rt.block_on(samples(&sms.grpc, &admin)); // warm-up
-    let unloaded = admin_rt.block_on(samples(&sms.grpc, &admin));
+    let (unloaded, unloaded_failed) = admin_rt.block_on(samples(&sms.grpc, &admin));
 
     let stop = Arc::new(AtomicBool::new(false));
     let dropped = Arc::new(AtomicU64::new(0));
@@ -249,7 +255,7 @@ fn main() {
     }
     // Let the flood build up before measuring.
     std::thread::sleep(Duration::from_secs(3));
-    let loaded = admin_rt.block_on(samples(&sms.grpc, &admin));
+    let (loaded, loaded_failed) = admin_rt.block_on(samples(&sms.grpc, &admin));
     let refused_during = refused.load(Ordering::Relaxed);
     let dropped_during = dropped.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
@@ -258,8 +264,14 @@ fn main() {
     let streams = sms.status()["watch_streams"].as_u64().unwrap_or(0);
 
     println!("\n## admin GetStatus on a fresh TLS connection ({SAMPLES} samples each)");
-    println!("unloaded: {unloaded}");
-    println!("loaded:   {loaded}");
+    println!("unloaded: {unloaded}; failed: {}", unloaded_failed.len());
+    println!(
+        "loaded:   {loaded}; failed: {} (goal 0)",
+        loaded_failed.len()
+    );
+    for why in loaded_failed.iter().take(3) {
+        println!("  a failure: {why}");
+    }
     let ratio = loaded.p99.as_secs_f64() / unloaded.p99.as_secs_f64();
     println!("p99 loaded ÷ unloaded: {ratio:.2} (goal ≤ 2)");
     println!("\n## the flood");

@@ -12,6 +12,15 @@ use std::time::Duration;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
 static TRUSTED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// The client certificate and key `https://` requests present, if any.
+static PRESENT: Mutex<Option<(PathBuf, PathBuf)>> = Mutex::new(None);
+
+/// Presents this certificate and key (an admin's) on `https://` requests,
+/// as an operator reading a node's reports from another machine would.
+pub fn present(cert: &Path, key: &Path) {
+    *PRESENT.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((cert.to_path_buf(), key.to_path_buf()));
+}
 
 /// Trusts the CA bundle at `ca` for `https://` addresses.
 pub fn trust(ca: &Path) {
@@ -90,12 +99,26 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     )
     .build()
     .map_err(|e| e.to_string())?;
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(ChainOnly(verifier)));
+    let present = PRESENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut config = match present {
+        Some((cert, key)) => {
+            use rustls::pki_types::PrivateKeyDer;
+            let chain = CertificateDer::pem_file_iter(&cert)
+                .map_err(|e| e.to_string())?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| e.to_string())?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| e.to_string())?
+        }
+        None => builder.with_no_client_auth(),
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

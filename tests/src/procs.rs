@@ -400,7 +400,7 @@ impl SpearletProc {
             if !proc.is_running() {
                 panic!("spearlet exited at start:\n{}", proc.log());
             }
-            crate::http::get(&http, "/status")
+            crate::http::get(&http, "/livez")
         });
         SpearletProc {
             proc,

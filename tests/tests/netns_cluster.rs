@@ -158,6 +158,25 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
         .collect();
     for node in &nodes {
         assert!(node.http.starts_with("https://10.77."), "{}", node.http);
+        // From beyond its machine, without an admin certificate, the
+        // node's reports are refused; its probes and metrics are not.
+        let (code, body) = spear_tests::http::get_status(&node.http, "/status").unwrap();
+        assert_eq!(code, 403, "{body}");
+        assert!(body.contains("admin certificate"), "{body}");
+        let (code, _) = spear_tests::http::get_status(&node.http, "/registry").unwrap();
+        assert_eq!(code, 403);
+        assert_eq!(
+            spear_tests::http::get_status(&node.http, "/livez")
+                .unwrap()
+                .0,
+            200
+        );
+        assert!(spear_tests::http::get(&node.http, "/metrics").is_ok());
+    }
+    // As an admin, with the admin's certificate, from here.
+    spear_tests::http::present(&admin.cert, &admin.key);
+    for node in &nodes {
+        assert!(node.status().is_ok(), "an admin reads a node's status");
         converged(&smses[0], node);
     }
 
