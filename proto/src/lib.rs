@@ -8,6 +8,7 @@ pub mod frame;
 pub mod labels;
 pub mod patterns;
 pub mod refs;
+pub mod scope;
 pub mod task;
 mod task_error;
 

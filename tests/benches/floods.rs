@@ -6,8 +6,9 @@
 //! each, as the CLI makes) keeps p99 ≤ 2× its unloaded p99, SMS's and the
 //! node's RSS grow by ≤ 64 MiB, and the node's watch is not dropped.
 //!
-//! SMS and the node run as the real binaries on CPU 0, with the admin's
-//! measurements; the attackers run on CPU 1 and connect from ten other
+//! SMS runs as the real binary on CPU 0, with the admin's measurements;
+//! the node (the real binary, another machine in a cluster) and the
+//! attackers run on CPU 1, the attackers connecting from ten other
 //! loopback addresses, as they would from other machines. Silent
 //! connections the server drops are reopened at once, so the flood is
 //! sustained for the whole loaded phase.
@@ -35,7 +36,7 @@ use tokio::io::AsyncReadExt;
 const SILENT: usize = 1_000;
 const BIG_REQUESTS: usize = 50;
 const BIG: usize = 30 * 1024 * 1024;
-const SAMPLES: usize = 300;
+const SAMPLES: usize = 1_000;
 
 /// One admin status call on a fresh TLS connection, as `sms status`
 /// makes; its latency, or why it failed.
@@ -195,8 +196,10 @@ fn main() {
         });
     let sms_pid = sms.proc.pid().unwrap_or(0);
     let node_pid = node.proc.pid().unwrap_or(0);
+    // SMS with the admin on CPU 0; the node, which in a cluster is another
+    // machine, with the attackers on CPU 1.
     pin_process(sms_pid, 0);
-    pin_process(node_pid, 0);
+    pin_process(node_pid, 1);
 
     // The admin on CPU 0 with SMS; the attackers on CPU 1.
     pin_to(0);

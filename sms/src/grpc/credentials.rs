@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use spear_identity::Access;
+use spear_identity::{Access, Caller};
 use spear_proto::v1::credentials_server::Credentials as CredentialsApi;
 use spear_proto::v1::{
     AccessTokenRequest, AccessTokenResponse, DeleteCredentialRequest, DeleteCredentialResponse,
@@ -100,8 +100,21 @@ impl CredentialsApi for CredentialsService {
         &self,
         request: Request<AccessTokenRequest>,
     ) -> Result<Response<AccessTokenResponse>, Status> {
-        self.access.any_node(&request, "get_access_token")?;
+        let caller = self.access.any_node(&request, "get_access_token")?;
         let request = request.into_inner();
+        // A token only for a node the server is for (its "nodes").
+        if let Caller::Node(node_id) = &caller {
+            let scoped_out = self
+                .broker
+                .spec(&request.server_id)
+                .is_some_and(|spec| !spear_proto::scope::in_scope(&spec, node_id));
+            if scoped_out {
+                return Err(Status::permission_denied(format!(
+                    "server '{}' is not for node '{node_id}' (its \"nodes\" do not name it); no token is given",
+                    request.server_id
+                )));
+            }
+        }
         let refused = Some(request.refused_sha256.as_str()).filter(|s| !s.is_empty());
         let issued = self
             .broker

@@ -78,10 +78,15 @@ impl Broker {
         self.key.as_ref().ok_or(BrokerError::NoKey)
     }
 
+    /// The registered server `id`, if there is one.
+    pub fn spec(&self, id: &str) -> Option<spear_proto::v1::ServerSpec> {
+        self.hub
+            .with_servers(|_, _, servers| servers.get(id).and_then(|r| r.spec.clone()))
+    }
+
     fn protected(&self, id: &str) -> Result<Protected, BrokerError> {
         let spec = self
-            .hub
-            .with_servers(|_, _, servers| servers.get(id).and_then(|r| r.spec.clone()))
+            .spec(id)
             .ok_or_else(|| BrokerError::UnknownServer(id.to_string()))?;
         let auth = spec
             .auth

@@ -203,6 +203,7 @@ impl Syncer {
                 }
                 Ok(Ok(Some(event))) => event,
             };
+            let event = set_aside_others(event, &self.config.node_id);
             let current = self.registry.current();
             match applier.step(&current, event) {
                 Step::Nothing => {}
@@ -238,4 +239,27 @@ impl Syncer {
             }
         }
     }
+}
+
+/// Servers scoped to other nodes (their `nodes`) are kept disabled and
+/// without their environment or headers: this node never connects or
+/// offers them. They stay in the view, so revisions and snapshot counts
+/// are SMS's.
+fn set_aside_others(
+    mut event: spear_proto::v1::WatchEvent,
+    node_id: &str,
+) -> spear_proto::v1::WatchEvent {
+    use spear_proto::scope::{in_scope, set_aside};
+    use spear_proto::v1::watch_event::Event;
+    let records = match &mut event.event {
+        Some(Event::Snapshot(frame)) => &mut frame.servers,
+        Some(Event::Delta(delta)) => &mut delta.upserts,
+        _ => return event,
+    };
+    for spec in records.iter_mut().filter_map(|r| r.spec.as_mut()) {
+        if !in_scope(spec, node_id) {
+            set_aside(spec);
+        }
+    }
+    event
 }
