@@ -335,3 +335,39 @@ pub fn fs_task() -> Value {
     json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
            "limits": {"wall_ms": 60000}})
 }
+
+/// Python's `http.server` on loopback serving `dir` (a web server for
+/// modules); its process and port, once it accepts connections.
+pub fn serve_dir(c: &Cluster, dir: &Path) -> (Proc, u16) {
+    let port = crate::wait::free_port();
+    let mut cmd = Command::new("python3");
+    cmd.args([
+        "-m",
+        "http.server",
+        "--bind",
+        "127.0.0.1",
+        &port.to_string(),
+        "--directory",
+    ])
+    .arg(dir);
+    let server = Proc::spawn("http.server", cmd, c.work.path().join("web.log"));
+    eventually("the module server", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    (server, port)
+}
+
+/// A file's sha256 in hex, as an operator computes it (`sha256sum`).
+pub fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| panic!("sha256sum: {e}"));
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}

@@ -9,15 +9,15 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use spear_tests::procs::Proc;
-use spear_tests::tasks::{cluster_opts, fs_task, guest, register, ClusterOptions};
-use spear_tests::wait::{eventually, free_port};
+use spear_tests::tasks::{
+    cluster_opts, fs_task, guest, register, serve_dir, sha256_of, ClusterOptions,
+};
+use spear_tests::wait::eventually;
 
 /// A listener that counts connections and answers nothing useful.
 fn counting_listener() -> (u16, Arc<AtomicUsize>) {
@@ -106,32 +106,8 @@ fn loopback_servers_and_modules_are_refused_until_the_policy_allows_them() {
     let mut module = std::fs::read(guest("fs-agent")).unwrap();
     module.extend_from_slice(&[0, 7, 6, b'e', b'g', b'r', b'e', b's', b's']);
     std::fs::write(web.join("agent.wasm"), module).unwrap();
-    let port = free_port();
-    let mut cmd = Command::new("python3");
-    cmd.args([
-        "-m",
-        "http.server",
-        "--bind",
-        "127.0.0.1",
-        &port.to_string(),
-        "--directory",
-    ])
-    .arg(&web);
-    let _server = Proc::spawn("http.server", cmd, c.work.path().join("web.log"));
-    eventually("the module server", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    let out = Command::new("sha256sum")
-        .arg(web.join("agent.wasm"))
-        .output()
-        .unwrap();
-    let sha = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let (_server, port) = serve_dir(&c, &web);
+    let sha = sha256_of(&web.join("agent.wasm"));
     let uri = format!("http://127.0.0.1:{port}/agent.wasm");
     let (code, _, err) = register(
         &c,

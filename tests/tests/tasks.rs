@@ -8,12 +8,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::procs::{bin, Proc};
-use spear_tests::tasks::{cluster, fs_task, guest, invoke_json, register};
-use spear_tests::wait::eventually;
+use spear_tests::procs::bin;
+use spear_tests::tasks::{cluster, fs_task, guest, invoke_json, register, serve_dir, sha256_of};
 
 #[test]
 fn a_registered_task_runs_on_a_node_through_sms_and_directly() {
@@ -144,15 +142,7 @@ fn bad_tasks_and_requests_get_one_clear_sentence_and_the_node_keeps_serving() {
     let (code, _, err) = c.sms.client(&["invoke", "tampered"]);
     assert_ne!(code, 0);
     // What the node found is not told (the node's log has it).
-    let found = Command::new("sha256sum")
-        .arg(guest("fs-agent"))
-        .output()
-        .unwrap();
-    let found = String::from_utf8_lossy(&found.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let found = sha256_of(&guest("fs-agent"));
     assert!(
         err.contains("does not have the task's sha256") && !err.contains(&found),
         "{err}"
@@ -345,33 +335,9 @@ fn a_module_served_over_http_is_fetched_checked_and_cached_by_the_node() {
     let web = c.work.path().join("web");
     std::fs::create_dir_all(&web).unwrap();
     std::fs::copy(guest("fs-agent"), web.join("agent.wasm")).unwrap();
-    let port = spear_tests::wait::free_port();
-    let mut cmd = Command::new("python3");
-    cmd.args([
-        "-m",
-        "http.server",
-        "--bind",
-        "127.0.0.1",
-        &port.to_string(),
-        "--directory",
-    ])
-    .arg(&web);
-    let mut server = Proc::spawn("http.server", cmd, c.work.path().join("web.log"));
-    eventually("the module server", Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port))
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
+    let (mut server, port) = serve_dir(&c, &web);
     // As an operator would compute it.
-    let out = Command::new("sha256sum")
-        .arg(web.join("agent.wasm"))
-        .output()
-        .unwrap();
-    let sha = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let sha = sha256_of(&web.join("agent.wasm"));
     let uri = format!("http://127.0.0.1:{port}/agent.wasm");
     let (code, _, err) = register(
         &c,
