@@ -51,19 +51,31 @@ pub struct Admission {
     inner: Arc<Mutex<Table>>,
 }
 
-struct Pending {
-    source: IpAddr,
-    /// The client has sent its first bytes.
-    speaking: bool,
-    _evict: oneshot::Sender<()>,
+/// One source's handshakes in progress, each by age (its id), apart by
+/// whether the client has spoken; dropping a sender ends that handshake.
+#[derive(Default)]
+struct Source {
+    silent: BTreeMap<u64, oneshot::Sender<()>>,
+    speaking: BTreeMap<u64, oneshot::Sender<()>>,
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        self.silent.len() + self.speaking.len()
+    }
+
+    /// Drops the oldest silent handshake, else the oldest.
+    fn evict_one(&mut self) -> bool {
+        self.silent.pop_first().is_some() || self.speaking.pop_first().is_some()
+    }
 }
 
 #[derive(Default)]
 struct Table {
     next: u64,
-    /// Handshakes in progress, oldest first; dropping the sender ends one.
-    pending: BTreeMap<u64, Pending>,
-    pending_per_source: HashMap<IpAddr, usize>,
+    /// Handshakes in progress.
+    pending: usize,
+    by_source: HashMap<IpAddr, Source>,
     anonymous: usize,
     anonymous_per_source: HashMap<IpAddr, usize>,
 }
@@ -78,29 +90,38 @@ fn decrement(counts: &mut HashMap<IpAddr, usize>, source: IpAddr) {
 }
 
 impl Table {
-    fn evict(&mut self, id: u64) {
-        if let Some(pending) = self.pending.remove(&id) {
-            decrement(&mut self.pending_per_source, pending.source);
+    /// Drops one handshake of `source` for room; every step is a map
+    /// operation, so a flood of connections costs little each.
+    fn evict_from(&mut self, source: IpAddr) {
+        let Some(entry) = self.by_source.get_mut(&source) else {
+            return;
+        };
+        if entry.evict_one() {
+            self.pending -= 1;
+        }
+        if entry.len() == 0 {
+            self.by_source.remove(&source);
         }
     }
 
-    /// The handshake to drop for room among those `of` selects: the oldest
-    /// silent one, else the oldest.
-    fn victim(&self, of: impl Fn(&Pending) -> bool) -> Option<u64> {
-        let mut oldest = None;
-        for (id, pending) in self.pending.iter().filter(|(_, p)| of(p)) {
-            if !pending.speaking {
-                return Some(*id);
-            }
-            oldest = oldest.or(Some(*id));
+    /// The slot `id` of `source` is done.
+    fn release(&mut self, source: IpAddr, id: u64) {
+        let Some(entry) = self.by_source.get_mut(&source) else {
+            return;
+        };
+        if entry.silent.remove(&id).is_some() || entry.speaking.remove(&id).is_some() {
+            self.pending -= 1;
         }
-        oldest
+        if entry.len() == 0 {
+            self.by_source.remove(&source);
+        }
     }
 }
 
 /// A handshake's slot; dropping it frees it.
 pub struct HandshakeSlot {
     id: u64,
+    source: IpAddr,
     table: Arc<Mutex<Table>>,
 }
 
@@ -109,17 +130,20 @@ pub type Evicted = oneshot::Receiver<()>;
 
 impl HandshakeSlot {
     /// The client sent its first bytes: it is evicted only after every
-    /// silent handshake.
+    /// silent handshake of its source.
     pub fn speaking(&self) {
-        if let Some(pending) = self.table.lock().pending.get_mut(&self.id) {
-            pending.speaking = true;
+        let mut table = self.table.lock();
+        if let Some(entry) = table.by_source.get_mut(&self.source) {
+            if let Some(sender) = entry.silent.remove(&self.id) {
+                entry.speaking.insert(self.id, sender);
+            }
         }
     }
 }
 
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
-        self.table.lock().evict(self.id);
+        self.table.lock().release(self.source, self.id);
     }
 }
 
@@ -149,39 +173,35 @@ impl Admission {
     /// its source, or of all, when either is at its bound.
     pub fn handshake(&self, source: IpAddr) -> (HandshakeSlot, Evicted) {
         let mut table = self.inner.lock();
-        if table.pending_per_source.get(&source).copied().unwrap_or(0)
-            >= self.bounds.handshakes_per_source
-        {
-            if let Some(id) = table.victim(|p| p.source == source) {
-                table.evict(id);
-            }
+        let from_source = table.by_source.get(&source).map_or(0, Source::len);
+        if from_source >= self.bounds.handshakes_per_source {
+            table.evict_from(source);
         }
-        if table.pending.len() >= self.bounds.handshakes {
+        if table.pending >= self.bounds.handshakes {
             // From the source holding the most: a flood, not a bystander
             // whose ClientHello is merely not read yet.
             let heaviest = table
-                .pending_per_source
+                .by_source
                 .iter()
-                .max_by_key(|(_, n)| **n)
+                .max_by_key(|(_, entry)| entry.len())
                 .map(|(ip, _)| *ip);
-            if let Some(id) = heaviest.and_then(|ip| table.victim(|p| p.source == ip)) {
-                table.evict(id);
+            if let Some(ip) = heaviest {
+                table.evict_from(ip);
             }
         }
         let id = table.next;
         table.next += 1;
         let (tx, rx) = oneshot::channel();
-        table.pending.insert(
-            id,
-            Pending {
-                source,
-                speaking: false,
-                _evict: tx,
-            },
-        );
-        *table.pending_per_source.entry(source).or_default() += 1;
+        table
+            .by_source
+            .entry(source)
+            .or_default()
+            .silent
+            .insert(id, tx);
+        table.pending += 1;
         let slot = HandshakeSlot {
             id,
+            source,
             table: Arc::clone(&self.inner),
         };
         (slot, rx)
@@ -274,8 +294,8 @@ mod tests {
         for _ in 0..100 {
             let _slot = admission.handshake(ip(1));
         }
-        assert!(admission.inner.lock().pending.is_empty());
-        assert!(admission.inner.lock().pending_per_source.is_empty());
+        assert_eq!(admission.inner.lock().pending, 0);
+        assert!(admission.inner.lock().by_source.is_empty());
     }
 
     #[test]
