@@ -7,7 +7,12 @@
 //! | heartbeat                                    | [`Access::node`]: that node            |
 //! | registry writes, task writes, invoke via SMS, status | [`Access::admin`]: an admin    |
 //! | a node's Invocation service                  | [`Access::runner`]: SMS or an admin    |
-//! | an OAuth access token for a server           | [`Access::any_node`]: any node         |
+//! | an OAuth access token for a server           | [`Access::any_node`]: a node (SMS then checks the server is for it) |
+//!
+//! Before any of these, [`Access::admit`] (every port's [`Gate`]) looks at
+//! a request's headers and connection only: a wrong token or a revoked
+//! certificate is refused, and on a TLS port so is a caller with neither a
+//! certificate of ours nor the token, before its body is read.
 //!
 //! An admin is a certificate for `spiffe://<domain>/admin/<name>` or, at
 //! SMS only, the admin token. On a plaintext port (loopback, or
@@ -82,11 +87,6 @@ impl Access {
     pub fn with_deny_list(mut self, deny: DenyList) -> Self {
         self.deny = deny;
         self
-    }
-
-    /// The revoked certificates this port refuses.
-    pub fn deny_list(&self) -> &DenyList {
-        &self.deny
     }
 
     /// Resolves when the caller's certificate is revoked (never, when it
