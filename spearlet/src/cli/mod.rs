@@ -46,7 +46,9 @@ pub enum Command {
         /// Node id [default: host name plus a random suffix, kept in the state dir].
         #[arg(long, env = "SPEARLET_NODE_ID")]
         node_id: Option<String>,
-        /// HTTP address for /registry, /status and /metrics; "off" disables it.
+        /// Address for /registry, /status, /metrics and the probes (HTTPS
+        /// with TLS; /registry and /status on loopback or to admins); "off"
+        /// disables it.
         #[arg(
             long,
             env = "SPEARLET_METRICS_LISTEN",
