@@ -14,6 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::admission::Bounds;
 use crate::incoming::{incoming_within, Conn, Peer, Protocol};
+use crate::revoked::DenyList;
 use crate::spiffe::Identity;
 use crate::tls::TlsIdentity;
 
@@ -67,8 +68,49 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Http
 
 /// Who may read what a process reports about itself beyond its metrics
 /// and probes (a node's `/status` and `/registry`): this machine, or a
-/// caller with an admin's or SMS's certificate.
-pub fn reads_reports(peer: &Peer) -> bool {
-    peer.addr.is_some_and(|a| a.ip().is_loopback())
-        || matches!(peer.identity, Some(Identity::Admin(_) | Identity::Sms))
+/// caller with an admin's or SMS's certificate that `deny` does not list.
+pub fn reads_reports(peer: &Peer, deny: &DenyList) -> bool {
+    if peer.addr.is_some_and(|a| a.ip().is_loopback()) {
+        return true;
+    }
+    match &peer.identity {
+        Some(identity @ (Identity::Admin(_) | Identity::Sms)) => {
+            !deny.refuses(identity, peer.serial.as_deref())
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::revoked::Revoked;
+
+    fn peer(addr: &str, identity: Option<Identity>) -> Peer {
+        Peer {
+            addr: addr.parse().ok(),
+            tls: true,
+            identity,
+            serial: Some("0a".into()),
+        }
+    }
+
+    #[test]
+    fn reports_are_for_this_machine_and_admins_not_revoked() {
+        let deny = DenyList::default();
+        let ops = Some(Identity::Admin("ops".into()));
+        assert!(reads_reports(&peer("127.0.0.1:5000", None), &deny));
+        assert!(!reads_reports(&peer("10.0.0.9:5000", None), &deny));
+        assert!(reads_reports(&peer("10.0.0.9:5000", ops.clone()), &deny));
+        assert!(reads_reports(
+            &peer("10.0.0.9:5000", Some(Identity::Sms)),
+            &deny
+        ));
+        assert!(!reads_reports(
+            &peer("10.0.0.9:5000", Some(Identity::Node("b".into()))),
+            &deny
+        ));
+        deny.replace([Revoked::Serial("0a".into())]);
+        assert!(!reads_reports(&peer("10.0.0.9:5000", ops), &deny));
+    }
 }

@@ -35,6 +35,8 @@ pub struct NodeView {
     /// Plaintext beyond loopback (`--insecure`), shown in `/status` and
     /// `/metrics`.
     pub insecure: bool,
+    /// Certificates SMS revoked: refused here too.
+    pub revoked: spear_identity::DenyList,
 }
 
 impl NodeView {
@@ -248,7 +250,10 @@ impl NodeView {
                 "/status",
                 get(move || std::future::ready(Json(b.status_json()))),
             )
-            .layer(axum::middleware::from_fn(operators_only));
+            .layer(axum::middleware::from_fn_with_state(
+                d.revoked.clone(),
+                operators_only,
+            ));
         let app = Router::new()
             .merge(reports)
             .route(
@@ -292,12 +297,13 @@ impl NodeView {
 /// Lets a report through to this machine and to admins (see
 /// [`spear_identity::reads_reports`]); anyone else gets 403 and what to do.
 async fn operators_only(
+    axum::extract::State(revoked): axum::extract::State<spear_identity::DenyList>,
     axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<spear_identity::Peer>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if spear_identity::reads_reports(&peer) {
+    if spear_identity::reads_reports(&peer, &revoked) {
         return next.run(request).await;
     }
     (

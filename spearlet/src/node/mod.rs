@@ -239,6 +239,7 @@ impl Node {
             Some(addr) => {
                 let view = NodeView {
                     insecure,
+                    revoked: revoked.clone(),
                     node_id: node_id.clone(),
                     registry: registry.clone(),
                     status: Arc::clone(&status),
