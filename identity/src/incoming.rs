@@ -1,8 +1,9 @@
 //! The server side of a gRPC port: [`incoming`] accepts every TCP
 //! connection at once, completes each TLS handshake on its own task (with a
 //! deadline, and within the [`Admission`] bounds, which drop the oldest
-//! handshake rather than refuse a newcomer, so silent clients cannot lock
-//! anyone out), and hands tonic a [`Conn`] whose connect info is the
+//! silent handshake of the flooding source rather than refuse a newcomer,
+//! so silent clients cannot lock anyone out), and hands tonic a [`Conn`]
+//! whose connect info is the
 //! [`Peer`]: its address and, when it showed a certificate of ours, its
 //! identity. Services read the peer with [`crate::Caller`]; the
 //! [`crate::Gate`] refuses callers without a credential before their
