@@ -68,10 +68,41 @@ pub fn serial_hex(bytes: &[u8]) -> String {
     trimmed.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The entries of a deny list, split so a lookup borrows what it is given
+/// (it runs for every request of a caller with a certificate).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Denied {
+    identities: HashSet<Identity>,
+    serials: HashSet<String>,
+}
+
+impl Denied {
+    fn is_empty(&self) -> bool {
+        self.identities.is_empty() && self.serials.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.identities.len() + self.serials.len()
+    }
+}
+
+impl FromIterator<Revoked> for Denied {
+    fn from_iter<I: IntoIterator<Item = Revoked>>(entries: I) -> Self {
+        let mut denied = Denied::default();
+        for entry in entries {
+            match entry {
+                Revoked::Identity(identity) => denied.identities.insert(identity),
+                Revoked::Serial(serial) => denied.serials.insert(serial),
+            };
+        }
+        denied
+    }
+}
+
 /// The current deny list, shared by a process's ports.
 #[derive(Clone)]
 pub struct DenyList {
-    current: Arc<watch::Sender<Arc<HashSet<Revoked>>>>,
+    current: Arc<watch::Sender<Arc<Denied>>>,
 }
 
 impl Default for DenyList {
@@ -91,7 +122,7 @@ impl std::fmt::Debug for DenyList {
 impl DenyList {
     /// Replaces the list; subscribers hear of it only when it changed.
     pub fn replace(&self, entries: impl IntoIterator<Item = Revoked>) {
-        let next: HashSet<Revoked> = entries.into_iter().collect();
+        let next: Denied = entries.into_iter().collect();
         self.current.send_if_modified(|current| {
             if **current == next {
                 return false;
@@ -104,22 +135,27 @@ impl DenyList {
     /// Whether a certificate with `identity` and `serial` is revoked.
     pub fn refuses(&self, identity: &Identity, serial: Option<&str>) -> bool {
         let list = self.current.borrow();
-        if list.is_empty() {
-            return false;
-        }
-        list.contains(&Revoked::Identity(identity.clone()))
-            || serial.is_some_and(|s| list.contains(&Revoked::Serial(s.to_string())))
+        !list.is_empty()
+            && (list.identities.contains(identity)
+                || serial.is_some_and(|s| list.serials.contains(s)))
     }
 
     /// The entries now, sorted.
     pub fn entries(&self) -> Vec<Revoked> {
-        let mut out: Vec<Revoked> = self.current.borrow().iter().cloned().collect();
+        let list = self.current.borrow();
+        let mut out: Vec<Revoked> = list
+            .identities
+            .iter()
+            .cloned()
+            .map(Revoked::Identity)
+            .chain(list.serials.iter().cloned().map(Revoked::Serial))
+            .collect();
         out.sort();
         out
     }
 
     /// Changes from now on.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<HashSet<Revoked>>> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Denied>> {
         self.current.subscribe()
     }
 }

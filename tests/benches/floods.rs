@@ -18,7 +18,7 @@ mod cpu;
 #[path = "bench_support/stats.rs"]
 mod stats;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,7 @@ use spear_tests::certs::{Certs, TlsSet};
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use stats::{machine, rss_kib, Summary};
 use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
 
 const SILENT: usize = 1_000;
 const BIG_REQUESTS: usize = 50;
@@ -80,11 +81,11 @@ fn attacker_source(i: usize) -> std::net::SocketAddr {
 async fn silent(
     addr: String,
     source: std::net::SocketAddr,
-    stop: Arc<AtomicBool>,
+    mut stop: watch::Receiver<bool>,
     dropped: Arc<AtomicU64>,
 ) {
     let target: std::net::SocketAddr = addr.parse().unwrap();
-    while !stop.load(Ordering::Relaxed) {
+    while !*stop.borrow() {
         let connect = async {
             let socket = tokio::net::TcpSocket::new_v4()?;
             socket.bind(source)?;
@@ -97,7 +98,7 @@ async fn silent(
         let mut buf = [0u8; 64];
         tokio::select! {
             _ = tcp.read(&mut buf) => { dropped.fetch_add(1, Ordering::Relaxed); }
-            _ = async { while !stop.load(Ordering::Relaxed) { tokio::time::sleep(Duration::from_millis(200)).await } } => {}
+            _ = stop.wait_for(|stopped| *stopped) => {}
         }
     }
 }
@@ -107,7 +108,7 @@ async fn big_requests(
     addr: String,
     node: bool,
     anonymous: TlsIdentity,
-    stop: Arc<AtomicBool>,
+    stop: watch::Receiver<bool>,
     refused: Arc<AtomicU64>,
 ) {
     let expect = if node {
@@ -115,7 +116,7 @@ async fn big_requests(
     } else {
         Identity::Sms
     };
-    while !stop.load(Ordering::Relaxed) {
+    while !*stop.borrow() {
         let (endpoint, dialer) = dial(&addr, Some(&anonymous), expect.clone()).unwrap();
         let Ok(channel) = dialer.connect(endpoint).await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -150,15 +151,34 @@ async fn big_requests(
 }
 
 /// The highest RSS of `pids` seen until `stop`, sampled every 50 ms.
-async fn peak_rss(pids: Vec<u32>, stop: Arc<AtomicBool>) -> Vec<u64> {
+async fn peak_rss(pids: Vec<u32>, mut stop: watch::Receiver<bool>) -> Vec<u64> {
     let mut peak = vec![0; pids.len()];
-    while !stop.load(Ordering::Relaxed) {
+    let mut every = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            _ = stop.wait_for(|stopped| *stopped) => return peak,
+        }
         for (i, pid) in pids.iter().enumerate() {
             peak[i] = peak[i].max(rss_kib(*pid));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    peak
+}
+
+/// Waits until the flood is in full force, as the servers show it: the
+/// handshake tables full (silent connections being dropped) and every
+/// loop of large requests refused at least once.
+fn flood_in_force(dropped: &AtomicU64, refused: &AtomicU64) {
+    let want = (SILENT as u64, 2 * BIG_REQUESTS as u64);
+    spear_tests::wait::eventually("the flood to be in force", Duration::from_secs(120), || {
+        let seen = (
+            dropped.load(Ordering::Relaxed),
+            refused.load(Ordering::Relaxed),
+        );
+        (seen.0 >= want.0 && seen.1 >= want.1)
+            .then_some(())
+            .ok_or(format!("{seen:?} dropped and refused of {want:?}"))
+    });
 }
 
 fn node_reconnects(node: &SpearletProc) -> u64 {
@@ -231,16 +251,16 @@ fn main() {
     admin_rt.block_on(samples(&sms.grpc, &admin)); // warm-up
     let (unloaded, unloaded_failed) = admin_rt.block_on(samples(&sms.grpc, &admin));
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = watch::channel(false);
     let dropped = Arc::new(AtomicU64::new(0));
     let refused = Arc::new(AtomicU64::new(0));
-    let peak = attack_rt.spawn(peak_rss(vec![sms_pid, node_pid], Arc::clone(&stop)));
+    let peak = attack_rt.spawn(peak_rss(vec![sms_pid, node_pid], stopped.clone()));
     for target in [&sms.grpc, &node_addr] {
         for i in 0..SILENT {
             attack_rt.spawn(silent(
                 target.clone(),
                 attacker_source(i),
-                Arc::clone(&stop),
+                stopped.clone(),
                 Arc::clone(&dropped),
             ));
         }
@@ -251,17 +271,20 @@ fn main() {
                 target.clone(),
                 is_node,
                 anonymous.clone(),
-                Arc::clone(&stop),
+                stopped.clone(),
                 Arc::clone(&refused),
             ));
         }
     }
-    // Let the flood build up before measuring.
-    std::thread::sleep(Duration::from_secs(3));
+    flood_in_force(&dropped, &refused);
+    let (refused_before, dropped_before) = (
+        refused.load(Ordering::Relaxed),
+        dropped.load(Ordering::Relaxed),
+    );
     let (loaded, loaded_failed) = admin_rt.block_on(samples(&sms.grpc, &admin));
-    let refused_during = refused.load(Ordering::Relaxed);
-    let dropped_during = dropped.load(Ordering::Relaxed);
-    stop.store(true, Ordering::Relaxed);
+    let refused_during = refused.load(Ordering::Relaxed) - refused_before;
+    let dropped_during = dropped.load(Ordering::Relaxed) - dropped_before;
+    stop.send_replace(true);
     let peak = attack_rt.block_on(peak).unwrap_or_default();
     let reconnects_after = node_reconnects(&node);
     let streams = sms.status()["watch_streams"].as_u64().unwrap_or(0);
@@ -278,7 +301,7 @@ fn main() {
     let ratio = loaded.p99.as_secs_f64() / unloaded.p99.as_secs_f64();
     println!("p99 loaded ÷ unloaded: {ratio:.2} (goal ≤ 2)");
     println!("\n## the flood");
-    println!("{SILENT} silent connections to each of SMS and the node, kept open (reopened {dropped_during} times after the server dropped them)");
+    println!("{SILENT} silent connections to each of SMS and the node, kept open (reopened {dropped_during} times while the admin measured, after the server dropped them)");
     println!("{BIG_REQUESTS} concurrent 30 MiB requests without credentials to each; {refused_during} refused as unauthenticated while the admin measured");
     println!("\n## memory (RSS)");
     let grow = |before: u64, peak: u64| peak.saturating_sub(before) as f64 / 1024.0;

@@ -136,7 +136,10 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
                     None => continue,
                 };
                 let reason = spear_common::text::printable(&r.reason);
-                println!("{what}\trevoked at {} ms\t{reason}", r.revoked_at_ms);
+                println!(
+                    "{what}\trevoked {}\t{reason}",
+                    super::oauth::ago(r.revoked_at_ms)
+                );
             }
             if list.is_empty() {
                 println!("no certificate is revoked");

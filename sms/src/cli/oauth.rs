@@ -240,7 +240,8 @@ fn expiry(ms: u64) -> String {
     }
 }
 
-fn ago(ms: u64) -> String {
+/// `3m ago`: how long since `ms` (milliseconds since the Unix epoch).
+pub(super) fn ago(ms: u64) -> String {
     let past = SystemTime::now()
         .duration_since(since_epoch(ms))
         .unwrap_or_default();

@@ -221,18 +221,18 @@ impl Node {
 
         // Allowed (--insecure), but never quietly.
         let plaintext_invoke = invoke_addr.filter(|addr| !addr.ip().is_loopback());
-        let insecure =
-            config.tls.is_none() && (plaintext_sms.is_some() || plaintext_invoke.is_some());
-        if insecure {
-            let what = match (plaintext_sms, plaintext_invoke) {
-                (Some(sms), _) => {
-                    format!("the node follows SMS at {sms} in plaintext (--insecure)")
-                }
-                (None, Some(addr)) => {
-                    format!("the node serves invocations in plaintext on {addr} (--insecure)")
-                }
-                (None, None) => String::new(),
-            };
+        let insecure_because = match (&config.tls, plaintext_sms, plaintext_invoke) {
+            (Some(_), ..) => None,
+            (None, Some(sms), _) => Some(format!(
+                "the node follows SMS at {sms} in plaintext (--insecure)"
+            )),
+            (None, None, Some(addr)) => Some(format!(
+                "the node serves invocations in plaintext on {addr} (--insecure)"
+            )),
+            (None, None, None) => None,
+        };
+        let insecure = insecure_because.is_some();
+        if let Some(what) = insecure_because {
             spear_common::insecure::warn_loudly(what);
         }
         let http = match config.http_listen {
