@@ -26,6 +26,8 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse};
 
+use super::standalone::StandaloneFirst;
+
 /// Why a source has no token to give: one sentence for the operator.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
@@ -67,13 +69,19 @@ pub trait Credentials: Send + Sync {
 pub struct BearerClient {
     http: reqwest::Client,
     tokens: Option<Arc<dyn TokenSource>>,
+    /// Keeps a session's standalone stream ahead of its requests.
+    standalone: StandaloneFirst,
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
 impl BearerClient {
     pub fn new(http: reqwest::Client, tokens: Option<Arc<dyn TokenSource>>) -> BearerClient {
-        BearerClient { http, tokens }
+        BearerClient {
+            http,
+            tokens,
+            standalone: StandaloneFirst::default(),
+        }
     }
 
     /// Runs `call` with the source's token, and once more with a fresh one
@@ -189,6 +197,9 @@ impl StreamableHttpClient for BearerClient {
         mut headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         add_traceparent(&mut headers, &message);
+        self.standalone
+            .before_post(&message, session_id.as_deref())
+            .await;
         self.with_token(|token| {
             self.http.post_message(
                 uri.clone(),
@@ -211,6 +222,9 @@ impl StreamableHttpClient for BearerClient {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         add_traceparent(&mut headers, &message);
+        self.standalone
+            .before_post(&message, session_id.as_deref())
+            .await;
         self.with_token(|token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
@@ -234,6 +248,9 @@ impl StreamableHttpClient for BearerClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         add_traceparent(&mut headers, &message);
+        self.standalone
+            .before_post(&message, session_id.as_deref())
+            .await;
         self.with_token(|token| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
@@ -269,16 +286,20 @@ impl StreamableHttpClient for BearerClient {
         _auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.with_token(|token| {
-            self.http.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                token,
-                headers.clone(),
-            )
-        })
-        .await
+        let stream = self
+            .with_token(|token| {
+                self.http.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    headers.clone(),
+                )
+            })
+            .await;
+        self.standalone
+            .answered(session_id.as_deref(), last_event_id.as_deref());
+        stream
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -290,17 +311,21 @@ impl StreamableHttpClient for BearerClient {
         headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.with_token(|token| {
-            self.http.get_stream_with_max_sse_event_size(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                token,
-                headers.clone(),
-                max_sse_event_size,
-            )
-        })
-        .await
+        let stream = self
+            .with_token(|token| {
+                self.http.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    headers.clone(),
+                    max_sse_event_size,
+                )
+            })
+            .await;
+        self.standalone
+            .answered(session_id.as_deref(), last_event_id.as_deref());
+        stream
     }
 }
 

@@ -12,6 +12,7 @@ mod render;
 mod schema;
 mod server_log;
 mod sse;
+mod standalone;
 mod stdio;
 
 pub(crate) use bearer::insufficient_scope;
