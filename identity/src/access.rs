@@ -16,8 +16,11 @@
 //!
 //! An admin is a certificate for `spiffe://<domain>/admin/<name>` or, at
 //! SMS only, the admin token. On a plaintext port (loopback, or
-//! `--insecure`) nobody has an identity: everything is open except admin
-//! calls when a token is set, which is how Spear ran among friends.
+//! `--insecure`) nobody has a certificate, so tokens stand in: the admin
+//! token for admin calls, and the node join token for what nodes do
+//! (heartbeat, watch, OAuth tokens) and, on a node, for SMS's invocations.
+//! A plaintext port without them is open, which only a loopback port may
+//! be (`sms serve` and `spearlet` refuse `--insecure` without them).
 
 use tonic::{Request, Status};
 
@@ -25,7 +28,7 @@ use crate::gate::Gate;
 use crate::incoming::Peer;
 use crate::revoked::DenyList;
 use crate::spiffe::Identity;
-use crate::token::{AdminToken, Presented};
+use crate::token::{AdminToken, JoinToken, Presented};
 
 /// Who a request comes from, as far as this port can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +41,9 @@ pub enum Caller {
     Admin(String),
     /// The admin token.
     TokenAdmin,
+    /// The node join token, on a plaintext port: one of the cluster's
+    /// nodes (or SMS, calling a node), without saying which.
+    Joined,
 }
 
 impl std::fmt::Display for Caller {
@@ -48,16 +54,18 @@ impl std::fmt::Display for Caller {
             Caller::Node(id) => write!(f, "node/{id}"),
             Caller::Admin(name) => write!(f, "admin/{name}"),
             Caller::TokenAdmin => f.write_str("admin (token)"),
+            Caller::Joined => f.write_str("a holder of the node join token"),
         }
     }
 }
 
-/// One port's rules: whether it is TLS, the admin token (SMS only) and
-/// the revoked certificates.
+/// One port's rules: whether it is TLS, the admin token (SMS only), the
+/// node join token (plaintext ports) and the revoked certificates.
 #[derive(Debug, Clone)]
 pub struct Access {
     secure: bool,
     token: AdminToken,
+    join: JoinToken,
     deny: DenyList,
 }
 
@@ -72,14 +80,41 @@ fn wrong_token() -> Status {
     )
 }
 
+fn wrong_join_token() -> Status {
+    Status::unauthenticated(
+        "the node join token is wrong or no longer valid; give the node the file SMS reads with --join-token-file",
+    )
+}
+
+fn needs_join_token(call: &str) -> Status {
+    Status::unauthenticated(format!(
+        "{call} needs the node join token on this plaintext port: start the node with --join-token-file (the same file as SMS's)"
+    ))
+}
+
 impl Access {
     /// SMS's port: `secure` when it serves TLS.
     pub fn new(secure: bool, token: AdminToken) -> Self {
         Self {
             secure,
             token,
+            join: JoinToken::none(),
             deny: DenyList::default(),
         }
+    }
+
+    /// On a plaintext port, what nodes do needs `join` (presented as
+    /// `spear-join-token`). Ignored on a TLS port, where a node is its
+    /// certificate.
+    pub fn with_join_token(mut self, join: JoinToken) -> Self {
+        self.join = join;
+        self
+    }
+
+    /// Whether a plaintext port has a credential for each kind of caller:
+    /// the join token, and the admin token where there are admin calls.
+    pub fn has_tokens(&self, admin_calls: bool) -> bool {
+        self.join.is_set() && (!admin_calls || self.token.is_set())
     }
 
     /// Refuses the certificates `deny` lists (shared: later changes to it
@@ -123,14 +158,16 @@ impl Access {
     }
 
     /// The first look at a request, from its path, its connection and its
-    /// `authorization` header alone: a wrong token or a revoked certificate
-    /// is refused; on a TLS port so is a caller with neither a certificate
-    /// of ours nor the admin token, except for the health check.
+    /// `authorization` and `spear-join-token` headers alone: a wrong token
+    /// or a revoked certificate is refused; on a TLS port so is a caller
+    /// with neither a certificate of ours nor the admin token, except for
+    /// the health check.
     pub fn admit(
         &self,
         path: &str,
         peer: Option<&Peer>,
         authorization: Option<&[u8]>,
+        join: Option<&[u8]>,
     ) -> Result<(), Status> {
         if path.starts_with(OPEN_PREFIX) {
             return Ok(());
@@ -139,6 +176,9 @@ impl Access {
             Presented::Valid => return Ok(()),
             Presented::Wrong => return Err(wrong_token()),
             Presented::None => {}
+        }
+        if !self.secure && self.join.presented_in(join) == Presented::Wrong {
+            return Err(wrong_join_token());
         }
         match peer.and_then(|p| p.identity.as_ref().map(|i| (i, p.serial.as_deref()))) {
             Some((identity, serial)) if self.deny.refuses(identity, serial) => {
@@ -182,6 +222,13 @@ impl Access {
             Presented::Wrong => return Err(wrong_token()),
             Presented::None => {}
         }
+        if !self.secure {
+            match self.join.presented(request) {
+                Presented::Valid => return Ok(Caller::Joined),
+                Presented::Wrong => return Err(wrong_join_token()),
+                Presented::None => {}
+            }
+        }
         Ok(match Self::identity(request) {
             None => Caller::Anonymous,
             Some(Identity::Sms) => Caller::Sms,
@@ -212,8 +259,9 @@ impl Access {
     pub fn reader<T>(&self, request: &Request<T>, call: &str) -> Result<Caller, Status> {
         let caller = self.caller(request)?;
         match &caller {
-            Caller::Node(_) | Caller::Admin(_) | Caller::TokenAdmin => Ok(caller),
-            Caller::Anonymous if !self.secure => Ok(caller),
+            Caller::Node(_) | Caller::Admin(_) | Caller::TokenAdmin | Caller::Joined => Ok(caller),
+            Caller::Anonymous if !self.secure && !self.join.is_set() => Ok(caller),
+            Caller::Anonymous if !self.secure => Err(needs_join_token(call)),
             Caller::Anonymous => Err(Status::unauthenticated(format!(
                 "{call} needs a node or admin certificate; {NEEDS_CERT}"
             ))),
@@ -226,7 +274,7 @@ impl Access {
     /// Calls a node makes about itself (heartbeat, watch): only that node.
     pub fn node<T>(&self, request: &Request<T>, node_id: &str, call: &str) -> Result<(), Status> {
         if !self.secure {
-            return Ok(());
+            return self.joined(request, call).map(|_| ());
         }
         match self.caller(request)? {
             Caller::Node(id) if id == node_id => Ok(()),
@@ -242,12 +290,24 @@ impl Access {
         }
     }
 
+    /// On a plaintext port: the join token when one is set (nobody has
+    /// an identity, so it is the only thing that tells a node from a
+    /// stranger), anyone when none is.
+    fn joined<T>(&self, request: &Request<T>, call: &str) -> Result<Caller, Status> {
+        match self.join.presented(request) {
+            Presented::Valid => Ok(Caller::Joined),
+            Presented::Wrong => Err(wrong_join_token()),
+            Presented::None if self.join.is_set() => Err(needs_join_token(call)),
+            Presented::None => Ok(Caller::Anonymous),
+        }
+    }
+
     /// What only nodes use (an OAuth access token for an MCP server): any
     /// node's certificate; admins neither need nor get one. On a plaintext
-    /// port, where nobody has an identity, it is as open as the registry.
+    /// port, the join token.
     pub fn any_node<T>(&self, request: &Request<T>, call: &str) -> Result<Caller, Status> {
         if !self.secure {
-            return Ok(Caller::Anonymous);
+            return self.joined(request, call);
         }
         match Self::identity(request) {
             Some(Identity::Node(id)) => Ok(Caller::Node(id)),
@@ -269,7 +329,7 @@ impl Access {
     /// direct run. Tokens are never accepted here: SMS does not send one.
     pub fn runner<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         if !self.secure {
-            return Ok(Caller::Anonymous);
+            return self.joined(request, "an invocation");
         }
         match Self::identity(request) {
             Some(Identity::Sms) => Ok(Caller::Sms),
@@ -281,5 +341,72 @@ impl Access {
                 "invocations need SMS's or an admin's certificate; {NEEDS_CERT}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::JOIN_TOKEN_HEADER;
+
+    const JOIN: &str = "join-0123456789abcdef";
+
+    fn request(join: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        if let Some(token) = join {
+            request
+                .metadata_mut()
+                .insert(JOIN_TOKEN_HEADER, token.parse().unwrap());
+        }
+        request
+    }
+
+    fn plaintext() -> Access {
+        Access::new(false, AdminToken::fixed("admin-0123456789abcdef"))
+            .with_join_token(JoinToken::fixed(JOIN))
+    }
+
+    #[test]
+    fn on_plaintext_what_nodes_do_needs_the_join_token() {
+        let access = plaintext();
+        for anonymous in [request(None), request(Some("join-wrong-wrong-wrong"))] {
+            assert!(access.node(&anonymous, "n1", "heartbeat").is_err());
+            assert!(access.reader(&anonymous, "registry watch").is_err());
+            assert!(access.any_node(&anonymous, "access token").is_err());
+            assert!(access.runner(&anonymous).is_err());
+        }
+        let refused = access.node(&request(None), "n1", "heartbeat").unwrap_err();
+        assert!(
+            refused.message().contains("--join-token-file"),
+            "{}",
+            refused.message()
+        );
+        let joined = request(Some(JOIN));
+        assert!(access.node(&joined, "n1", "heartbeat").is_ok());
+        assert_eq!(access.reader(&joined, "watch").unwrap(), Caller::Joined);
+        assert_eq!(access.any_node(&joined, "token").unwrap(), Caller::Joined);
+        assert_eq!(access.runner(&joined).unwrap(), Caller::Joined);
+        // The join token is not an admin credential.
+        assert!(access.admin(&joined, "status").is_err());
+    }
+
+    #[test]
+    fn a_wrong_join_token_is_refused_before_reading_and_never_shown() {
+        let refused = plaintext()
+            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(b"join-guess-guess-guess"))
+            .unwrap_err();
+        assert!(!refused.message().contains("join-guess"), "{}", refused.message());
+        assert!(plaintext()
+            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(JOIN.as_bytes()))
+            .is_ok());
+    }
+
+    #[test]
+    fn without_a_join_token_a_loopback_plaintext_port_stays_open() {
+        let access = Access::new(false, AdminToken::none());
+        assert!(access.node(&request(None), "n1", "heartbeat").is_ok());
+        assert!(access.reader(&request(None), "watch").is_ok());
+        assert!(!access.has_tokens(false));
+        assert!(plaintext().has_tokens(true));
     }
 }

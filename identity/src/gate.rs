@@ -65,6 +65,10 @@ where
                 .headers()
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes()),
+            request
+                .headers()
+                .get(crate::token::JOIN_TOKEN_HEADER)
+                .map(|v| v.as_bytes()),
         );
         match admitted {
             Ok(()) => Either::Left(self.inner.call(request)),

@@ -10,7 +10,8 @@
 //! - [`Access`]: the authorization matrix, one method per kind of call, and
 //!   its [`Gate`], which refuses callers without a credential before their
 //!   request body is read; [`DenyList`]: revoked certificates.
-//! - [`AdminToken`]: the admin token file, an alternative admin credential.
+//! - [`AdminToken`]: the admin token file, an alternative admin credential;
+//!   [`JoinToken`]: the node join token, a node's credential on plaintext.
 
 mod access;
 mod admission;
@@ -39,4 +40,6 @@ pub use material::{Material, TlsError, TlsFiles};
 pub use revoked::{DenyList, Revoked};
 pub use spiffe::{Identity, IdentityError, TrustDomain};
 pub use tls::{FlagsError, TlsFlags, TlsIdentity};
-pub use token::{AdminToken, Presented, TokenError, MIN_TOKEN_LEN};
+pub use token::{
+    AdminToken, JoinToken, Presented, TokenError, TokenKind, JOIN_TOKEN_HEADER, MIN_TOKEN_LEN,
+};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use spear_identity::{incoming, server, Access, AdminToken, Identity, TlsIdentity};
+use spear_identity::{incoming, server, Access, AdminToken, Identity, JoinToken, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
@@ -16,7 +16,7 @@ use spear_proto::v1::revocations_server::RevocationsServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
 use tokio::net::TcpListener;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::admin::Admin;
 use crate::files::{watch_dir, FileProblems, Reconciler};
@@ -54,6 +54,9 @@ pub struct SmsConfig {
     pub store: StoreConfig,
     /// Debug-printing it shows only whether one is set.
     pub admin_token: AdminToken,
+    /// What nodes present on a plaintext port (`--join-token-file`), and
+    /// SMS to nodes.
+    pub join_token: JoinToken,
     /// SMS's certificate (`spiffe://<domain>/sms`), key and CA bundle:
     /// with it the port is mutual TLS and callers have identities.
     pub tls: Option<TlsIdentity>,
@@ -85,6 +88,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("SMS would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
     Insecure(SocketAddr),
+    #[error("SMS would serve plaintext beyond loopback on {0} without {1}: anyone who reaches the port could act as {2}; give {1} (see docs/security.md) or use TLS")]
+    InsecureWithoutToken(SocketAddr, &'static str, &'static str),
     #[error("the certificate given to SMS is {0}, not spiffe://<domain>/sms; issue one with `sms certs issue DIR --sms NAME`")]
     NotSms(Identity),
     #[error(transparent)]
@@ -124,6 +129,24 @@ impl Sms {
     pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
         if config.tls.is_none() && !config.insecure && !config.listen.ip().is_loopback() {
             return Err(StartError::Insecure(config.listen));
+        }
+        if config.tls.is_none() && !config.listen.ip().is_loopback() {
+            // Allowed by --insecure, but never anonymous: tokens stand in for
+            // the certificates a plaintext port cannot check.
+            if !config.join_token.is_set() {
+                return Err(StartError::InsecureWithoutToken(
+                    config.listen,
+                    "--join-token-file",
+                    "a node",
+                ));
+            }
+            if !config.admin_token.is_set() {
+                return Err(StartError::InsecureWithoutToken(
+                    config.listen,
+                    "--admin-token-file",
+                    "an admin",
+                ));
+            }
         }
         if let Some((_, identity)) = config.tls.as_ref().and_then(TlsIdentity::identity) {
             if identity != Identity::Sms {
@@ -214,6 +237,10 @@ impl Sms {
             spear_common::insecure::warn_loudly(format!(
                 "SMS serves plaintext on {grpc_addr} (--insecure)"
             ));
+        } else if config.tls.is_none() && !config.join_token.is_set() {
+            warn!(
+                "SMS serves plaintext on {grpc_addr} without --join-token-file: anyone on this machine can act as a node (fine for a laptop; see docs/security.md)"
+            );
         }
         let metrics_addr = match config.metrics_listen {
             Some(addr) => {
@@ -235,6 +262,7 @@ impl Sms {
 
         let revocations = Revocations::start(revoked).await;
         let access = Access::new(config.tls.is_some(), config.admin_token.clone())
+            .with_join_token(config.join_token.clone())
             .with_deny_list(revocations.deny_list());
         let status = StatusService::new(
             Arc::clone(&hub),
@@ -252,11 +280,10 @@ impl Sms {
             admin: AdminService::new(Arc::new(Admin::new(writer)), access.clone()),
             tasks: TasksService::new(
                 tasks,
-                Arc::new(Invoker::new(
-                    Arc::clone(&nodes),
-                    shared.clone(),
-                    config.tls.clone(),
-                )),
+                Arc::new(
+                    Invoker::new(Arc::clone(&nodes), shared.clone(), config.tls.clone())
+                        .with_join_token(config.join_token.clone()),
+                ),
                 access.clone(),
             ),
             nodes: NodesService::new(Arc::clone(&nodes), shared, Arc::clone(&hub), access.clone()),

@@ -5,10 +5,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::{HeartbeatRequest, ServerProblem};
 use tokio::sync::watch;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tracing::debug;
 
@@ -32,6 +33,7 @@ pub struct Advert {
 pub async fn run(
     node_id: String,
     tls: Option<TlsIdentity>,
+    join: JoinToken,
     advert: Advert,
     registry: RegistryHandle,
     status: Arc<SyncStatusCell>,
@@ -40,7 +42,7 @@ pub async fn run(
 ) {
     let mut changes = registry.subscribe();
     let mut draining = advert.runs.draining.subscribe();
-    let mut client: Option<(String, NodesClient<Channel>)> = None;
+    let mut client: Option<(String, NodesClient<InterceptedService<Channel, JoinToken>>)> = None;
     loop {
         let sms = status.status.lock().sms.clone();
         if let Some(addr) = sms {
@@ -50,7 +52,12 @@ pub async fn run(
                     .map(|(e, dialer)| {
                         dialer.connect_lazy(e.connect_timeout(Duration::from_secs(5)))
                     })
-                    .map(|channel| (addr.clone(), NodesClient::new(channel)));
+                    .map(|channel| {
+                        (
+                            addr.clone(),
+                            NodesClient::with_interceptor(channel, join.clone()),
+                        )
+                    });
             }
             if let Some((_, nodes)) = client.as_mut() {
                 let view = registry.current();

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::AccessTokenRequest;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::mcp::{Challenge, Credentials, TokenError, TokenSource};
@@ -32,15 +33,21 @@ pub struct SmsCredentials {
 struct SmsLink {
     status: Arc<SyncStatusCell>,
     tls: Option<TlsIdentity>,
+    join: JoinToken,
     channel: Mutex<Option<(String, Channel)>>,
 }
 
 impl SmsCredentials {
-    pub fn new(status: Arc<SyncStatusCell>, tls: Option<TlsIdentity>) -> SmsCredentials {
+    pub fn new(
+        status: Arc<SyncStatusCell>,
+        tls: Option<TlsIdentity>,
+        join: JoinToken,
+    ) -> SmsCredentials {
         SmsCredentials {
             sms: Arc::new(SmsLink {
                 status,
                 tls,
+                join,
                 channel: Mutex::default(),
             }),
         }
@@ -58,7 +65,7 @@ impl Credentials for SmsCredentials {
 }
 
 impl SmsLink {
-    fn client(&self) -> Result<CredentialsClient<Channel>, TokenError> {
+    fn client(&self) -> Result<CredentialsClient<InterceptedService<Channel, JoinToken>>, TokenError> {
         let addr = self.status.status.lock().sms.clone().ok_or_else(|| {
             TokenError(
                 "this node has not reached SMS yet, which holds the server's OAuth credential"
@@ -68,7 +75,10 @@ impl SmsLink {
         let mut cached = self.channel.lock();
         if let Some((at, channel)) = cached.as_ref() {
             if *at == addr {
-                return Ok(CredentialsClient::new(channel.clone()));
+                return Ok(CredentialsClient::with_interceptor(
+                    channel.clone(),
+                    self.join.clone(),
+                ));
             }
         }
         let (endpoint, dialer) = dial(&addr, self.tls.as_ref(), Identity::Sms).map_err(|e| {
@@ -76,7 +86,7 @@ impl SmsLink {
         })?;
         let channel = dialer.connect_lazy(endpoint.connect_timeout(Duration::from_secs(5)));
         *cached = Some((addr, channel.clone()));
-        Ok(CredentialsClient::new(channel))
+        Ok(CredentialsClient::with_interceptor(channel, self.join.clone()))
     }
 }
 

@@ -249,6 +249,18 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     assert!(out.status.success(), "{}", text(&out));
     let plaintext = String::from_utf8(out.stdout).unwrap();
     assert!(plaintext.contains("- --insecure"));
+    // Plaintext is never anonymous: SMS and nodes share a join token.
+    assert!(plaintext.contains("name: spear-join-token"), "{plaintext}");
+    assert_eq!(
+        plaintext
+            .matches("secretName: spear-join-token")
+            .count(),
+        2,
+        "{plaintext}"
+    );
+    assert!(plaintext.contains("--join-token-file=/etc/spear/join/token"));
+    assert!(plaintext.contains("--join-token-file=/etc/spearlet/join/token"));
+    assert!(!rendered.contains("join-token"), "TLS needs no join token");
     assert!(plaintext.contains("fieldPath: spec.nodeName"));
     assert!(!plaintext.contains("kind: Certificate"));
     assert!(plaintext.contains("scheme: HTTP}"));

@@ -15,7 +15,7 @@ use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 use crate::server::{Sms, SmsConfig, StoreConfig};
 use crate::store::{EtcdStoreConfig, EtcdTls, EtcdUser};
 use crate::watch::HubConfig;
-use spear_identity::{AdminToken, TlsFlags, TlsIdentity};
+use spear_identity::{AdminToken, JoinToken, TlsFlags, TlsIdentity};
 
 #[derive(Debug, Args, Default)]
 pub struct ServeArgs {
@@ -56,6 +56,11 @@ pub struct ServeArgs {
     /// admin credential besides admin certificates; re-read when it changes.
     #[arg(long, env = "SMS_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// File holding the node join token, which nodes present on a plaintext
+    /// port (`spear-join-token`) and SMS presents to nodes; re-read when it
+    /// changes. Needed with --insecure.
+    #[arg(long, env = "SMS_JOIN_TOKEN_FILE")]
+    pub join_token_file: Option<PathBuf>,
     /// PEM CA bundle that node and admin certificates must chain to.
     #[arg(long, env = "SMS_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
@@ -101,6 +106,7 @@ struct FileConfig {
     etcd_user: Option<String>,
     etcd_password_file: Option<PathBuf>,
     admin_token_file: Option<PathBuf>,
+    join_token_file: Option<PathBuf>,
     tls_ca: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -198,12 +204,17 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         Some(path) => AdminToken::from_file(path)?,
         None => AdminToken::none(),
     };
+    let join_token = match args.join_token_file.clone().or(file.join_token_file) {
+        Some(path) => JoinToken::from_file(path)?,
+        None => JoinToken::none(),
+    };
     let config = SmsConfig {
         listen,
         metrics_listen,
         mcp_dir: args.mcp_dir.clone().or(file.mcp_dir),
         store,
         admin_token,
+        join_token,
         tls,
         insecure: args.insecure || file.insecure,
         max_watches_per_node: crate::grpc::MAX_WATCHES_PER_NODE,

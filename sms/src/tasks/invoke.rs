@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
@@ -58,6 +58,8 @@ pub struct Invoker {
     shared: Option<Arc<SharedNodes>>,
     /// SMS's own TLS identity, to dial nodes with.
     tls: Option<TlsIdentity>,
+    /// Presented to nodes on plaintext, where no certificate says SMS.
+    join: JoinToken,
     /// By node id and address: a node that moves gets a new channel.
     channels: Mutex<HashMap<(String, String), Channel>>,
     in_flight: Mutex<HashMap<String, u32>>,
@@ -92,10 +94,17 @@ impl Invoker {
             nodes,
             shared,
             tls,
+            join: JoinToken::none(),
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
         }
+    }
+
+    /// Presents `join` to nodes (their plaintext ports need it).
+    pub fn with_join_token(mut self, join: JoinToken) -> Self {
+        self.join = join;
+        self
     }
 
     /// This replica's nodes, then those only other replicas hear from.
@@ -207,6 +216,7 @@ impl Invoker {
                 node_id: node.node_id.clone(),
             };
             let mut call = tonic::Request::new(request.clone());
+            self.join.attach(call.metadata_mut());
             // The node's run joins this trace.
             if let Some(traceparent) = span.in_scope(spear_common::telemetry::traceparent) {
                 if let Ok(value) = traceparent.parse() {

@@ -72,6 +72,12 @@ pub enum Command {
         /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
         #[arg(long, env = "SPEARLET_INSECURE")]
         insecure: bool,
+        /// File holding the node join token (the file SMS reads with
+        /// --join-token-file): presented to SMS on plaintext, and asked of
+        /// SMS on a plaintext Invocation port; re-read when it changes.
+        /// Needed with --insecure.
+        #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
+        join_token_file: Option<PathBuf>,
         /// Seconds the node may serve its last good registry without SMS
         /// and still answer ready on /readyz.
         #[arg(long, env = "SPEARLET_STALE_AFTER_SECS", default_value_t = 60)]
@@ -93,6 +99,9 @@ pub enum Command {
         sms: Vec<String>,
         #[command(flatten)]
         tls: TlsArgs,
+        /// The node join token file, for a plaintext SMS that asks for it.
+        #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
+        join_token_file: Option<PathBuf>,
         /// A session param write, KEY=JSON, as the guest would make it (repeatable).
         #[arg(long = "set", value_name = "KEY=JSON")]
         set: Vec<String>,
@@ -149,13 +158,18 @@ pub async fn run(cli: Cli) -> Result<i32> {
             task,
             sms,
             tls,
+            join_token_file,
             set,
             state_dir,
             no_connect,
             json,
         } => {
             init_logging(LogFormat::Human)?;
-            let task = task_config(&task, &sms, &tls).await?;
+            let join = join_token_file
+                .map(spear_identity::JoinToken::from_file)
+                .transpose()?
+                .unwrap_or_default();
+            let task = task_config(&task, &sms, &tls, join).await?;
             explain(&task, &set, &state_dir, no_connect, json).await
         }
         Command::Mcp(command) => {
@@ -188,6 +202,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             config,
             tls,
             insecure,
+            join_token_file,
             stale_after_secs,
             drain_secs,
         } => {
@@ -217,6 +232,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
                 config_path: config.clone(),
                 tls,
                 insecure,
+                join_token: join_token_file
+                    .map(spear_identity::JoinToken::from_file)
+                    .transpose()?
+                    .unwrap_or_default(),
                 stale_after: std::time::Duration::from_secs(stale_after_secs),
             })
             .await?;
@@ -257,6 +276,7 @@ async fn task_config(
     task: &str,
     sms: &[String],
     tls: &TlsArgs,
+    join: spear_identity::JoinToken,
 ) -> Result<crate::policy::TaskPolicy> {
     let path = std::path::Path::new(task);
     if path.is_file() || task.contains('/') || task.ends_with(".json") {
@@ -276,7 +296,7 @@ async fn task_config(
             spear_common::text::causes(&e)
         )
     })?;
-    let spec = spear_proto::v1::tasks_client::TasksClient::new(channel)
+    let spec = spear_proto::v1::tasks_client::TasksClient::with_interceptor(channel, join)
         .get_task(spear_proto::v1::GetTaskRequest {
             id: task.to_string(),
         })

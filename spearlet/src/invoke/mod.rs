@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::task::check_task_spec;
 use spear_proto::v1::tasks_client::TasksClient;
 use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
@@ -100,6 +100,8 @@ pub struct InvokerDeps {
     pub sms: Vec<String>,
     /// The node's TLS identity, to ask SMS for tasks.
     pub tls: Option<TlsIdentity>,
+    /// Presented to SMS on plaintext.
+    pub join_token: JoinToken,
     pub max_running: usize,
     pub compile_timeout: Duration,
 }
@@ -325,7 +327,7 @@ impl Invoker {
                     continue;
                 }
             };
-            match TasksClient::new(channel)
+            match TasksClient::with_interceptor(channel, self.deps.join_token.clone())
                 .get_task(GetTaskRequest {
                     id: task_id.to_string(),
                 })

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use spear_identity::{incoming, server, Access, AdminToken, DenyList, TlsIdentity};
+use spear_identity::{incoming, server, Access, AdminToken, DenyList, JoinToken, TlsIdentity};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
 use spear_proto::v1::{InvokeRequest, InvokeResponse};
@@ -21,11 +21,14 @@ pub struct InvocationService {
 
 impl InvocationService {
     /// `secure`: the port is TLS, so callers must be SMS or an admin
-    /// whose certificate `revoked` does not list.
-    pub fn new(invoker: Arc<Invoker>, secure: bool, revoked: DenyList) -> Self {
+    /// whose certificate `revoked` does not list; on plaintext, callers
+    /// present `join` when it is set.
+    pub fn new(invoker: Arc<Invoker>, secure: bool, join: JoinToken, revoked: DenyList) -> Self {
         Self {
             invoker,
-            access: Access::new(secure, AdminToken::none()).with_deny_list(revoked),
+            access: Access::new(secure, AdminToken::none())
+                .with_join_token(join)
+                .with_deny_list(revoked),
         }
     }
 }

@@ -90,6 +90,7 @@ pub async fn build(
         sync_status: Arc::clone(status),
         sms: config.sms.clone(),
         tls: config.tls.clone(),
+        join_token: config.join_token.clone(),
         max_running: guests.max_running,
         compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
     }));
@@ -101,8 +102,16 @@ pub async fn build(
         .await
         .map_err(listen_error)?;
     let bound = listener.local_addr().map_err(listen_error)?;
-    if !bound.ip().is_loopback() && config.tls.is_none() && !config.insecure {
-        return Err(NodeError::Insecure(bound));
+    if !bound.ip().is_loopback() && config.tls.is_none() {
+        if !config.insecure {
+            return Err(NodeError::Insecure(bound));
+        }
+        if !config.join_token.is_set() {
+            return Err(NodeError::InsecureWithoutJoinToken(
+                "serve invocations",
+                "SMS",
+            ));
+        }
     }
     let advertised = match &config.advertise {
         Some(addr) => addr.clone(),
@@ -112,7 +121,12 @@ pub async fn build(
     let server = tokio::spawn(crate::invoke::service::serve(
         listener,
         config.tls.clone(),
-        InvocationService::new(Arc::clone(&invoker), config.tls.is_some(), revoked.clone()),
+        InvocationService::new(
+            Arc::clone(&invoker),
+            config.tls.is_some(),
+            config.join_token.clone(),
+            revoked.clone(),
+        ),
         shutdown,
     ));
     let advert = Advert {

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use spear_identity::{Identity, TlsIdentity};
+use spear_identity::{Identity, JoinToken, TlsIdentity};
 
 use crate::config::NodeFile;
 use crate::connections::Connections;
@@ -53,6 +53,9 @@ pub struct NodeConfig {
     pub tls: Option<TlsIdentity>,
     /// Serve the Invocation port in plaintext beyond loopback anyway.
     pub insecure: bool,
+    /// What the node presents to SMS on plaintext, and asks of SMS on its
+    /// plaintext Invocation port (`--join-token-file`).
+    pub join_token: JoinToken,
     /// How long the node may be away from SMS and still report ready.
     pub stale_after: std::time::Duration,
 }
@@ -85,6 +88,8 @@ pub enum NodeError {
     Insecure(SocketAddr),
     #[error("the node would follow SMS at {0} without TLS, taking registry secrets in clear; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), or pass --insecure on a network you trust")]
     InsecureSms(String),
+    #[error("the node would {0} in plaintext beyond loopback without --join-token-file: anyone on the network could then speak as {1}; give it the join token file SMS reads (see docs/security.md) or use TLS")]
+    InsecureWithoutJoinToken(&'static str, &'static str),
     #[error("the node's certificate is {0}, not a node's (spiffe://<domain>/node/<id>); issue one with `sms certs issue DIR --node ID`")]
     NotNode(Identity),
     #[error("--node-id is '{given}' but the node's certificate is for node '{cert}'; drop --node-id or use the certificate for '{given}'")]
@@ -129,6 +134,12 @@ impl Node {
             .find(|addr| !spear_common::insecure::is_loopback(addr));
         if let (None, Some(addr), false) = (&config.tls, plaintext_sms, config.insecure) {
             return Err(NodeError::InsecureSms(addr.clone()));
+        }
+        if config.tls.is_none() && plaintext_sms.is_some() && !config.join_token.is_set() {
+            return Err(NodeError::InsecureWithoutJoinToken(
+                "follow SMS",
+                "this node",
+            ));
         }
         let state = StateDir::open(&config.state_dir)?;
         // With TLS the certificate says who the node is.
@@ -188,6 +199,7 @@ impl Node {
             credentials: Some(Arc::new(SmsCredentials::new(
                 Arc::clone(&status),
                 config.tls.clone(),
+                config.join_token.clone(),
             ))),
             egress: Some((egress, guarded)),
             ..SessionOptions::default()
@@ -262,6 +274,7 @@ impl Node {
                 sms: config.sms.clone(),
                 node_id: node_id.clone(),
                 tls: config.tls.clone(),
+                join_token: config.join_token.clone(),
                 silence_timeout: Duration::from_secs(20),
                 connect_timeout: Duration::from_secs(5),
             },
@@ -288,6 +301,7 @@ impl Node {
             heartbeat: tokio::spawn(crate::heartbeat::run(
                 node_id.clone(),
                 config.tls.clone(),
+                config.join_token.clone(),
                 advert,
                 registry.clone(),
                 Arc::clone(&status),

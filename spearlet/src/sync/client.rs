@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{SyncState, WatchRequest};
 use tokio::sync::watch;
@@ -30,6 +30,8 @@ pub struct SyncConfig {
     pub node_id: String,
     /// The node's TLS identity; SMS must present `spiffe://<domain>/sms`.
     pub tls: Option<TlsIdentity>,
+    /// Presented to SMS on plaintext, where no certificate says who we are.
+    pub join_token: JoinToken,
     /// A stream silent this long is dead (SMS sends progress every ~5 s).
     pub silence_timeout: Duration,
     pub connect_timeout: Duration,
@@ -157,7 +159,8 @@ impl Syncer {
                 return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {why}"));
             }
         };
-        let mut client = RegistryClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let mut client = RegistryClient::with_interceptor(channel, self.config.join_token.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
         let (epoch, revision) = if want_snapshot {
             (0, 0)
         } else {

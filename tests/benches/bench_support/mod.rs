@@ -82,6 +82,7 @@ pub async fn start_sms_with(
         mcp_dir: None,
         store,
         admin_token: Default::default(),
+        join_token: Default::default(),
         tls,
         insecure: false,
         max_watches_per_node: 10,
