@@ -1,15 +1,24 @@
 //! Who gets a connection slot: the bounds [`crate::incoming`] keeps on
-//! handshakes in progress and on connections without an identity, in total
-//! and per source address.
+//! connections before and during their handshake, and on connections
+//! without an identity, in total and per source address.
 //!
-//! A handshake in progress costs the attacker nothing (a silent TCP
-//! connection), so a full table must never lock newcomers out: when a source
-//! or the whole table is at its bound, the oldest handshake of that source
-//! (when the whole table is full: of the source holding the most) is
-//! dropped to make room — the oldest **silent** one first: a real client
-//! speaks at once (its ClientHello) and finishes in milliseconds, so silent
-//! connections, however fast they are reopened, only ever push out each
-//! other.
+//! A new connection is **silent** until it sends its first bytes, and
+//! **speaking** (its TLS handshake in progress) after. Both are bounded,
+//! each its own way:
+//!
+//! - Silent connections cost the attacker nothing, so a full table must
+//!   never lock newcomers out: at a source's bound (or the port's, then at
+//!   the source holding the most) the oldest silent connection is dropped
+//!   for the newcomer. The bounds are wide (256 per source, 4,096 in all),
+//!   because every drop is churn: a flooder reopens at once, and each
+//!   reopened connection is an accept, a task and a timer here. Within the
+//!   bounds a silent connection just waits out its deadline, costing a
+//!   descriptor and no CPU.
+//! - Speaking connections cost a TLS handshake each, so they are bounded
+//!   tighter (64 per source, 512 in all), the oldest of the source (or of
+//!   the source holding the most) making room. Silent ones never push them
+//!   out: a real client speaks at once (its ClientHello) and finishes in
+//!   milliseconds.
 //!
 //! Connections that finished their handshake without an identity (a client
 //! without a certificate, which may still carry the admin token; every
@@ -27,8 +36,13 @@ use tokio::sync::oneshot;
 /// How many of each kind one port admits.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
+    /// Connections that have not spoken yet.
+    pub silent: usize,
+    pub silent_per_source: usize,
+    /// Handshakes in progress (the client has spoken).
     pub handshakes: usize,
     pub handshakes_per_source: usize,
+    /// Connections without an identity, after their handshake.
     pub anonymous: usize,
     pub anonymous_per_source: usize,
 }
@@ -36,6 +50,8 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Self {
         Self {
+            silent: 4096,
+            silent_per_source: 256,
             handshakes: 512,
             handshakes_per_source: 64,
             anonymous: 4096,
@@ -51,31 +67,80 @@ pub struct Admission {
     inner: Arc<Mutex<Table>>,
 }
 
-/// One source's handshakes in progress, each by age (its id), apart by
-/// whether the client has spoken; dropping a sender ends that handshake.
-#[derive(Default)]
-struct Source {
-    silent: BTreeMap<u64, oneshot::Sender<()>>,
-    speaking: BTreeMap<u64, oneshot::Sender<()>>,
+/// Which stage a connection is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Silent,
+    Speaking,
 }
 
-impl Source {
-    fn len(&self) -> usize {
-        self.silent.len() + self.speaking.len()
+/// One stage's connections: each source's by age (the id), dropping a
+/// sender ends that connection; and how many there are in all.
+#[derive(Default)]
+struct Slots {
+    by_source: HashMap<IpAddr, BTreeMap<u64, oneshot::Sender<()>>>,
+    total: usize,
+}
+
+impl Slots {
+    fn count(&self, source: IpAddr) -> usize {
+        self.by_source.get(&source).map_or(0, BTreeMap::len)
     }
 
-    /// Drops the oldest silent handshake, else the oldest.
-    fn evict_one(&mut self) -> bool {
-        self.silent.pop_first().is_some() || self.speaking.pop_first().is_some()
+    fn insert(&mut self, source: IpAddr, id: u64, sender: oneshot::Sender<()>) {
+        self.by_source.entry(source).or_default().insert(id, sender);
+        self.total += 1;
+    }
+
+    fn remove(&mut self, source: IpAddr, id: u64) -> Option<oneshot::Sender<()>> {
+        let entries = self.by_source.get_mut(&source)?;
+        let sender = entries.remove(&id)?;
+        if entries.is_empty() {
+            self.by_source.remove(&source);
+        }
+        self.total -= 1;
+        Some(sender)
+    }
+
+    /// Drops the oldest connection of `source`; every step is a map
+    /// operation, so a flood costs little each.
+    fn evict_oldest(&mut self, source: IpAddr) {
+        let Some(entries) = self.by_source.get_mut(&source) else {
+            return;
+        };
+        if entries.pop_first().is_some() {
+            self.total -= 1;
+        }
+        if entries.is_empty() {
+            self.by_source.remove(&source);
+        }
+    }
+
+    /// Makes room for one more from `source` within `per_source` and
+    /// `total`: at the source's bound its oldest goes; at the port's, the
+    /// oldest of the source holding the most (a flood, not a bystander).
+    fn make_room(&mut self, source: IpAddr, per_source: usize, total: usize) {
+        if self.count(source) >= per_source {
+            self.evict_oldest(source);
+        }
+        if self.total >= total {
+            let heaviest = self
+                .by_source
+                .iter()
+                .max_by_key(|(_, entries)| entries.len())
+                .map(|(ip, _)| *ip);
+            if let Some(ip) = heaviest {
+                self.evict_oldest(ip);
+            }
+        }
     }
 }
 
 #[derive(Default)]
 struct Table {
     next: u64,
-    /// Handshakes in progress.
-    pending: usize,
-    by_source: HashMap<IpAddr, Source>,
+    silent: Slots,
+    speaking: Slots,
     anonymous: usize,
     anonymous_per_source: HashMap<IpAddr, usize>,
 }
@@ -89,39 +154,12 @@ fn decrement(counts: &mut HashMap<IpAddr, usize>, source: IpAddr) {
     }
 }
 
-impl Table {
-    /// Drops one handshake of `source` for room; every step is a map
-    /// operation, so a flood of connections costs little each.
-    fn evict_from(&mut self, source: IpAddr) {
-        let Some(entry) = self.by_source.get_mut(&source) else {
-            return;
-        };
-        if entry.evict_one() {
-            self.pending -= 1;
-        }
-        if entry.len() == 0 {
-            self.by_source.remove(&source);
-        }
-    }
-
-    /// The slot `id` of `source` is done.
-    fn release(&mut self, source: IpAddr, id: u64) {
-        let Some(entry) = self.by_source.get_mut(&source) else {
-            return;
-        };
-        if entry.silent.remove(&id).is_some() || entry.speaking.remove(&id).is_some() {
-            self.pending -= 1;
-        }
-        if entry.len() == 0 {
-            self.by_source.remove(&source);
-        }
-    }
-}
-
-/// A handshake's slot; dropping it frees it.
+/// A connection's slot until its handshake ends; dropping it frees it.
 pub struct HandshakeSlot {
     id: u64,
     source: IpAddr,
+    bounds: Bounds,
+    stage: Stage,
     table: Arc<Mutex<Table>>,
 }
 
@@ -129,21 +167,34 @@ pub struct HandshakeSlot {
 pub type Evicted = oneshot::Receiver<()>;
 
 impl HandshakeSlot {
-    /// The client sent its first bytes: it is evicted only after every
-    /// silent handshake of its source.
-    pub fn speaking(&self) {
-        let mut table = self.table.lock();
-        if let Some(entry) = table.by_source.get_mut(&self.source) {
-            if let Some(sender) = entry.silent.remove(&self.id) {
-                entry.speaking.insert(self.id, sender);
-            }
+    /// The client sent its first bytes: its handshake now counts against
+    /// the tighter bounds, and silent connections can no longer push it out.
+    pub fn speaking(&mut self) {
+        if self.stage == Stage::Speaking {
+            return;
         }
+        let mut table = self.table.lock();
+        let Some(sender) = table.silent.remove(self.source, self.id) else {
+            return;
+        };
+        let bounds = self.bounds;
+        table.speaking.make_room(
+            self.source,
+            bounds.handshakes_per_source,
+            bounds.handshakes,
+        );
+        table.speaking.insert(self.source, self.id, sender);
+        self.stage = Stage::Speaking;
     }
 }
 
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
-        self.table.lock().release(self.source, self.id);
+        let mut table = self.table.lock();
+        match self.stage {
+            Stage::Silent => table.silent.remove(self.source, self.id),
+            Stage::Speaking => table.speaking.remove(self.source, self.id),
+        };
     }
 }
 
@@ -169,45 +220,29 @@ impl Admission {
         }
     }
 
-    /// A slot for a new connection's handshake, evicting the oldest one of
-    /// its source, or of all, when either is at its bound.
+    /// A slot for a new (silent) connection, evicting the oldest silent one
+    /// of its source, or of the source holding the most, when either is at
+    /// its bound.
     pub fn handshake(&self, source: IpAddr) -> (HandshakeSlot, Evicted) {
         let mut table = self.inner.lock();
-        let from_source = table.by_source.get(&source).map_or(0, Source::len);
-        if from_source >= self.bounds.handshakes_per_source {
-            table.evict_from(source);
-        }
-        if table.pending >= self.bounds.handshakes {
-            // From the source holding the most: a flood, not a bystander
-            // whose ClientHello is merely not read yet.
-            let heaviest = table
-                .by_source
-                .iter()
-                .max_by_key(|(_, entry)| entry.len())
-                .map(|(ip, _)| *ip);
-            if let Some(ip) = heaviest {
-                table.evict_from(ip);
-            }
-        }
+        table
+            .silent
+            .make_room(source, self.bounds.silent_per_source, self.bounds.silent);
         let id = table.next;
         table.next += 1;
         let (tx, rx) = oneshot::channel();
-        table
-            .by_source
-            .entry(source)
-            .or_default()
-            .silent
-            .insert(id, tx);
-        table.pending += 1;
+        table.silent.insert(source, id, tx);
         let slot = HandshakeSlot {
             id,
             source,
+            bounds: self.bounds,
+            stage: Stage::Silent,
             table: Arc::clone(&self.inner),
         };
         (slot, rx)
     }
 
-    /// A slot for a connection without an identity, or `None` when its
+/// A slot for a connection without an identity, or `None` when its
     /// source or the port is at its bound.
     pub fn anonymous(&self, source: IpAddr) -> Option<AnonymousSlot> {
         let mut table = self.inner.lock();
@@ -241,6 +276,8 @@ mod tests {
 
     fn small() -> Admission {
         Admission::new(Bounds {
+            silent: 4,
+            silent_per_source: 2,
             handshakes: 4,
             handshakes_per_source: 2,
             anonymous: 3,
@@ -249,7 +286,7 @@ mod tests {
     }
 
     #[test]
-    fn a_flooding_source_evicts_its_own_oldest_handshake_not_others() {
+    fn a_flooding_source_evicts_its_own_oldest_silent_connection_not_others() {
         let admission = small();
         let (_o, mut other) = admission.handshake(ip(2));
         let (_f, mut first) = admission.handshake(ip(1));
@@ -275,9 +312,9 @@ mod tests {
     }
 
     #[test]
-    fn silent_handshakes_go_before_one_that_speaks() {
+    fn silent_connections_never_push_out_one_that_speaks() {
         let admission = small();
-        let (admin, mut evicted) = admission.handshake(ip(1));
+        let (mut admin, mut evicted) = admission.handshake(ip(1));
         admin.speaking();
         // A flood of silent connections, from the same source and others,
         // reopened as fast as they are dropped.
@@ -289,13 +326,43 @@ mod tests {
     }
 
     #[test]
+    fn handshakes_in_progress_are_bounded_per_source_oldest_first() {
+        let admission = small();
+        let mut speaking = Vec::new();
+        for _ in 0..3 {
+            let (mut slot, evicted) = admission.handshake(ip(1));
+            slot.speaking();
+            speaking.push((slot, evicted));
+        }
+        let states: Vec<_> = speaking.iter_mut().map(|(_, e)| e.try_recv()).collect();
+        assert_eq!(states, [Err(Closed), Err(Empty), Err(Empty)]);
+        assert_eq!(admission.inner.lock().speaking.total, 2);
+    }
+
+    /// The flood of the benchmark: 100 silent connections from each of ten
+    /// sources fit the default bounds, so none is dropped (and reopened).
+    #[test]
+    fn silent_connections_within_the_bounds_are_left_to_their_deadline() {
+        let admission = Admission::new(Bounds::default());
+        let mut held = Vec::new();
+        for i in 0..1000usize {
+            held.push(admission.handshake(ip((i % 10) as u8)));
+        }
+        assert!(held.iter_mut().all(|(_, e)| e.try_recv() == Err(Empty)));
+    }
+
+    #[test]
     fn finished_handshakes_free_their_slot() {
         let admission = small();
-        for _ in 0..100 {
-            let _slot = admission.handshake(ip(1));
+        for i in 0..100 {
+            let (mut slot, _) = admission.handshake(ip(1));
+            if i % 2 == 0 {
+                slot.speaking();
+            }
         }
-        assert_eq!(admission.inner.lock().pending, 0);
-        assert!(admission.inner.lock().by_source.is_empty());
+        let table = admission.inner.lock();
+        assert_eq!((table.silent.total, table.speaking.total), (0, 0));
+        assert!(table.silent.by_source.is_empty() && table.speaking.by_source.is_empty());
     }
 
     #[test]

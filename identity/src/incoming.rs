@@ -156,7 +156,7 @@ pub fn incoming_within(
                 }
                 continue;
             };
-            let (slot, mut evicted) = admission.handshake(addr.ip());
+            let (mut slot, mut evicted) = admission.handshake(addr.ip());
             let admission = admission.clone();
             tokio::spawn(async move {
                 let conn = tokio::select! {
