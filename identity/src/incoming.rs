@@ -161,9 +161,11 @@ pub fn incoming_within(
             tokio::spawn(async move {
                 let conn = tokio::select! {
                     conn = async {
-                        // Silent until it speaks: first in line for eviction.
-                        match tokio::time::timeout(HANDSHAKE_WITHIN, tcp.readable()).await {
-                            Ok(Ok(())) => slot.speaking(),
+                        // Silent until its first byte is here (peeked, not
+                        // read: `readable` alone wakes spuriously).
+                        let mut first = [0u8; 1];
+                        match tokio::time::timeout(HANDSHAKE_WITHIN, tcp.peek(&mut first)).await {
+                            Ok(Ok(n)) if n > 0 => slot.speaking(),
                             _ => return None,
                         }
                         handshake(tcp, addr, &tls, protocol).await
