@@ -167,6 +167,11 @@ pub struct HandshakeSlot {
 pub type Evicted = oneshot::Receiver<()>;
 
 impl HandshakeSlot {
+    /// The connection's number on its port, in order of arrival.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The client sent its first bytes: its handshake now counts against
     /// the tighter bounds, and silent connections can no longer push it out.
     pub fn speaking(&mut self) {

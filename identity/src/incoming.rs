@@ -31,6 +31,18 @@ use crate::tls::TlsIdentity;
 /// milliseconds, a client across the world well under a second.
 const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
 
+/// A connection that has not spoken is dropped after [`HANDSHAKE_WITHIN`]
+/// plus up to this much, spread by its slot: silent connections opened in
+/// one burst then end (and are reopened) spread out, not all at once.
+const SILENT_SPREAD: Duration = Duration::from_millis(2500);
+
+/// How long connection number `id` may stay silent.
+fn silent_for(id: u64) -> Duration {
+    // Fibonacci hashing: consecutive ids land far apart in 0..1024.
+    let step = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+    HANDSHAKE_WITHIN + SILENT_SPREAD.mul_f64(step as f64 / 1024.0)
+}
+
 /// Streams one client may have open on one connection: a node needs one
 /// watch and a few unary calls; SMS sends a node at most its run slots.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
@@ -38,12 +50,16 @@ pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
 /// bytes; an admin token is at most a few KiB).
 pub const MAX_HEADER_BYTES: u32 = 16 * 1024;
 
-/// A tonic server with the HTTP/2 limits every Spear port shares: bounded
-/// streams per connection and header size, the rapid-reset guard, and
-/// keepalives that find dead peers. Message sizes are set per service, to
-/// what each RPC needs.
+/// A tonic server with the HTTP/2 limits every Spear port shares: small
+/// windows that grow for real transfers, bounded streams per connection
+/// and header size, the rapid-reset guard, and keepalives that find dead
+/// peers. Message sizes are set per service, to what each RPC needs.
 pub fn server() -> tonic::transport::Server {
     tonic::transport::Server::builder()
+        // Flow-control windows start at HTTP/2's 64 KiB and grow with the
+        // measured bandwidth-delay product of a transfer that goes on, so
+        // a request refused from its headers has sent little of its body.
+        .http2_adaptive_window(Some(true))
         .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .http2_max_header_list_size(MAX_HEADER_BYTES)
         .http2_max_pending_accept_reset_streams(Some(64))
@@ -164,7 +180,8 @@ pub fn incoming_within(
                         // Silent until its first byte is here (peeked, not
                         // read: `readable` alone wakes spuriously).
                         let mut first = [0u8; 1];
-                        match tokio::time::timeout(HANDSHAKE_WITHIN, tcp.peek(&mut first)).await {
+                        let wait = silent_for(slot.id());
+                        match tokio::time::timeout(wait, tcp.peek(&mut first)).await {
                             Ok(Ok(n)) if n > 0 => slot.speaking(),
                             _ => return None,
                         }
@@ -302,5 +319,26 @@ impl AsyncWrite for Conn {
             Io::Plain(s) => s.is_write_vectored(),
             Io::Tls(s) => s.is_write_vectored(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_deadlines_spread_a_burst_over_the_spread() {
+        let waits: Vec<Duration> = (0..1000).map(silent_for).collect();
+        assert!(waits
+            .iter()
+            .all(|w| *w >= HANDSHAKE_WITHIN && *w < HANDSHAKE_WITHIN + SILENT_SPREAD));
+        // A burst of consecutive connections ends across the whole spread,
+        // in every tenth of it.
+        let mut tenths = [0usize; 10];
+        for w in &waits {
+            let into = (*w - HANDSHAKE_WITHIN).as_secs_f64() / SILENT_SPREAD.as_secs_f64();
+            tenths[(into * 10.0) as usize] += 1;
+        }
+        assert!(tenths.iter().all(|n| *n > 50), "{tenths:?}");
     }
 }
