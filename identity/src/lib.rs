@@ -30,7 +30,7 @@ mod token;
 pub use access::{Access, Caller};
 pub use admission::Bounds;
 pub use connector::{dial, BadAddress, Dialer};
-pub use gate::{Gate, Gated};
+pub use gate::{Deadlines, Gate, Gated};
 pub use https::{reads_reports, HttpListener};
 pub use incoming::{
     incoming, incoming_within, server, Conn, Peer, Protocol, MAX_HEADER_BYTES,

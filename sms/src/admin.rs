@@ -10,6 +10,7 @@ use spear_proto::v1::{source, AdminSource, ServerRecord, Source};
 
 use crate::files::record_file;
 use crate::registry::{check_server_id, parse_server_json, Problem};
+use crate::sealed::Sealer;
 use crate::store::{Change, Revision, StoreError};
 use crate::writer::{RegistryWriter, WriteError};
 
@@ -45,16 +46,21 @@ fn admin_source() -> Source {
 /// The admin write operations.
 pub struct Admin {
     writer: Arc<RegistryWriter>,
+    sealer: Sealer,
 }
 
 impl Admin {
-    pub fn new(writer: Arc<RegistryWriter>) -> Self {
-        Self { writer }
+    pub fn new(writer: Arc<RegistryWriter>, sealer: Sealer) -> Self {
+        Self { writer, sealer }
     }
 
     /// Creates or replaces one server given in the native file shape.
     pub async fn upsert(&self, spec_json: &str) -> Result<Revision, AdminError> {
-        let spec = parse_server_json("admin request", spec_json).map_err(AdminError::Invalid)?;
+        let mut spec =
+            parse_server_json("admin request", spec_json).map_err(AdminError::Invalid)?;
+        self.sealer
+            .seal("admin request", &mut spec)
+            .map_err(AdminError::Invalid)?;
         let result = self
             .writer
             .apply(|view| {

@@ -14,9 +14,12 @@
 //! **Nodes and tasks.** [`nodes`] tracks heartbeats (who is alive, what
 //! each applied); [`tasks`] stores tasks and routes an invocation to a node.
 //!
-//! **OAuth.** [`oauth`] holds one credential per server behind OAuth for
-//! the whole cluster (sealed in the store), renews it once across
-//! replicas, and gives nodes access tokens; `sms oauth` is its CLI.
+//! **OAuth and sealed values.** [`oauth`] holds one credential per server
+//! behind OAuth for the whole cluster (sealed in the store), renews it once
+//! across replicas, and gives nodes access tokens; `sms oauth` is its CLI.
+//! [`sealed`] takes server files' literal `env`/`headers` values out of
+//! the registry, sealed, and opens them for the nodes a server is for;
+//! both seal with [`seal`]'s key.
 //!
 //! **Who calls.** Every port is mutual TLS with SPIFFE identities (or
 //! plaintext on loopback / `--insecure`); `spear_identity` decides who may
@@ -39,6 +42,8 @@ pub mod nodes;
 pub mod oauth;
 pub mod registry;
 pub mod revocations;
+pub mod seal;
+pub mod sealed;
 pub mod server;
 pub mod store;
 pub mod tasks;

@@ -5,8 +5,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use spear_identity::{incoming, server, Access, AdminToken, Identity, JoinToken, TlsIdentity};
+use spear_identity::{
+    incoming, server, Access, AdminToken, Deadlines, Identity, JoinToken, TlsIdentity,
+};
 use spear_proto::defaults;
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
@@ -27,6 +30,7 @@ use crate::grpc::{
 use crate::metrics::Metrics;
 use crate::nodes::{NodeTable, SharedNodes};
 use crate::oauth::{Broker, EtcdVault, KeyError, MemoryVault, SealingKey, Vault};
+use crate::sealed::Sealer;
 use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore, Revocations};
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
@@ -94,6 +98,8 @@ pub enum StartError {
     NotSms(Identity),
     #[error(transparent)]
     OAuthKey(#[from] KeyError),
+    #[error("this machine gave no randomness for SMS's sealing key; try again")]
+    NoRandomness,
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -157,7 +163,17 @@ impl Sms {
             .oauth_key_file
             .as_deref()
             .map(SealingKey::from_file)
-            .transpose()?;
+            .transpose()?
+            .map(Arc::new);
+        // Literal values of server files are sealed with the same key; a
+        // registry in memory may have one of its own (see `sealed`).
+        let sealer = Sealer::new(match (&oauth_key, &config.store) {
+            (Some(key), _) => Some(Arc::clone(key)),
+            (None, StoreConfig::Memory) => Some(Arc::new(
+                SealingKey::ephemeral().map_err(|_| StartError::NoRandomness)?,
+            )),
+            (None, StoreConfig::Etcd(_)) => None,
+        });
         type Stores = (
             Arc<dyn RegistryStore>,
             Arc<dyn TaskStore>,
@@ -203,6 +219,7 @@ impl Sms {
                     Arc::clone(&hub),
                     Arc::clone(&writer),
                     Arc::clone(&problems),
+                    sealer.clone(),
                 );
                 let task = watch_dir(dir, reconciler, hub.subscribe()).map_err(|cause| {
                     StartError::WatchDir {
@@ -277,7 +294,10 @@ impl Sms {
                 access.clone(),
                 config.max_watches_per_node,
             ),
-            admin: AdminService::new(Arc::new(Admin::new(writer)), access.clone()),
+            admin: AdminService::new(
+                Arc::new(Admin::new(writer, sealer.clone())),
+                access.clone(),
+            ),
             tasks: TasksService::new(
                 tasks,
                 Arc::new(
@@ -289,6 +309,7 @@ impl Sms {
             nodes: NodesService::new(Arc::clone(&nodes), shared, Arc::clone(&hub), access.clone()),
             credentials: CredentialsService::new(
                 Arc::new(Broker::new(vault, oauth_key, Arc::clone(&hub))),
+                sealer,
                 access.clone(),
             ),
             revocations: RevocationsService::new(revocations, access.clone()),
@@ -336,8 +357,17 @@ impl Sms {
             hub.close();
         };
         // Each service decodes what its calls need and no more.
+        // Every call has a deadline; the long ones theirs.
+        let deadlines = Deadlines::new(
+            Duration::from_secs(30),
+            &[
+                ("/spear.v1.Tasks/InvokeTask", defaults::RUN_ANSWER_WITHIN),
+                ("/spear.v1.Tasks/RegisterTask", defaults::REGISTER_TASK_WITHIN),
+                ("/spear.v1.Credentials/GetAccessToken", defaults::ACCESS_TOKEN_WITHIN),
+            ],
+        );
         let result = server()
-            .layer(self.access.gate())
+            .layer(self.access.gate().with_deadlines(deadlines))
             .add_service(health_service)
             .add_service(RegistryServer::new(registry).max_decoding_message_size(64 * KIB))
             .add_service(AdminServer::new(admin).max_decoding_message_size(2 * MIB))

@@ -4,7 +4,9 @@
 //! a node asks SMS (over its mutual-TLS channel, as a node) for a current
 //! access token, keeps it until it is due, and when its server refuses one
 //! tells SMS which (by digest) so SMS renews it instead of handing it back.
-//! The node never sees a refresh token and never logs in.
+//! The node never sees a refresh token and never logs in. The same link
+//! asks SMS to open a server's sealed values (the literal `env` and
+//! `headers` values of its file) when the node connects it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::credentials_client::CredentialsClient;
-use spear_proto::v1::AccessTokenRequest;
+use spear_proto::v1::{AccessTokenRequest, OpenSealedRequest, SealedValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -54,6 +56,7 @@ impl SmsCredentials {
     }
 }
 
+#[async_trait::async_trait]
 impl Credentials for SmsCredentials {
     fn tokens(&self, server_id: &str) -> Arc<dyn TokenSource> {
         Arc::new(SmsTokens {
@@ -62,13 +65,46 @@ impl Credentials for SmsCredentials {
             held: Mutex::default(),
         })
     }
+
+    /// SMS opens them if the server is for this node and they are its
+    /// current values; they are never kept beyond the connection.
+    async fn open_sealed(
+        &self,
+        server_id: &str,
+        sealed: &[SealedValue],
+    ) -> Result<Vec<String>, TokenError> {
+        let mut client = self.sms.client()?;
+        let request = OpenSealedRequest {
+            server_id: server_id.to_string(),
+            values: sealed.to_vec(),
+        };
+        let answer = tokio::time::timeout(ASK_TIMEOUT, client.open_sealed(request))
+            .await
+            .map_err(|_| TokenError(format!("SMS did not answer within {ASK_TIMEOUT:?}")))?
+            .map_err(|status| from_sms(status, "its sealed values"))?;
+        Ok(answer.into_inner().values)
+    }
+}
+
+/// SMS's refusal as a sentence: its own, or why it was not reached.
+fn from_sms(status: tonic::Status, what: &str) -> TokenError {
+    use std::error::Error;
+    if status.source().is_some() {
+        TokenError(format!(
+            "cannot reach SMS for {what}: {}",
+            status.message()
+        ))
+    } else {
+        // SMS's own sentence (not logged in, not for this node, ...).
+        TokenError(status.message().to_string())
+    }
 }
 
 impl SmsLink {
     fn client(&self) -> Result<CredentialsClient<InterceptedService<Channel, JoinToken>>, TokenError> {
         let addr = self.status.status.lock().sms.clone().ok_or_else(|| {
             TokenError(
-                "this node has not reached SMS yet, which holds the server's OAuth credential"
+                "this node has not reached SMS yet, which holds the server's OAuth credential and sealed values"
                     .into(),
             )
         })?;
@@ -114,18 +150,7 @@ impl SmsTokens {
         let answer = tokio::time::timeout(ASK_TIMEOUT, client.get_access_token(request))
             .await
             .map_err(|_| TokenError(format!("SMS gave no OAuth token within {ASK_TIMEOUT:?}")))?
-            .map_err(|status| {
-                use std::error::Error;
-                if status.source().is_some() {
-                    TokenError(format!(
-                        "cannot reach SMS for an OAuth token: {}",
-                        status.message()
-                    ))
-                } else {
-                    // SMS's own sentence (not logged in, needs login, ...).
-                    TokenError(status.message().to_string())
-                }
-            })?
+            .map_err(|status| from_sms(status, "an OAuth token"))?
             .into_inner();
         let fetched = SystemTime::now();
         let due = (answer.expires_at_ms > 0).then(|| {

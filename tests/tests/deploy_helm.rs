@@ -200,6 +200,8 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
         "--tls-ca=/etc/spearlet/tls/ca.crt",
         "--admin-token-file=/etc/spear/admin/token",
         "secretName: spear-admin-token",
+        "--oauth-key-file=/etc/spear/oauth/oauth.key",
+        "secretName: spear-oauth-key",
         "secretName: spear-sms-tls",
         "- spiffe://spear.local/sms",
         "selfSigned: {}",
@@ -222,6 +224,14 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     let again = String::from_utf8(helm(&["template", "spear", &chart_dir]).stdout).unwrap();
     assert!(token(&rendered).is_some_and(|t| t.len() >= 64));
     assert_ne!(token(&rendered), token(&again));
+    // So is the sealing key: 32 bytes, base64 in the Secret's base64.
+    let key = |r: &str| {
+        r.lines()
+            .skip_while(|l| !l.contains("name: spear-oauth-key"))
+            .find_map(|l| l.trim().strip_prefix("oauth.key: ").map(str::to_string))
+    };
+    assert_eq!(key(&rendered).map(|k| k.len()), Some(60), "{rendered}");
+    assert_ne!(key(&rendered), key(&again));
 
     let out = helm(&[
         "template",

@@ -320,8 +320,9 @@ fn sms_validate_exit_codes() {
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("warning"), "{out}");
 
-    // Literal secrets are accepted, with a warning naming file and JSON
-    // path and what to write instead; the value itself is never printed.
+    // Literal secrets are accepted, with a note naming file and JSON path,
+    // saying SMS seals them and what to write instead; the value itself is
+    // never printed.
     let literal = serde_json::json!({"mcpServers": {"vault": {
         "url": "https://h/mcp",
         "headers": {"X-Api-Key": "sk-literal-123", "Authorization": "Bearer ${TOKEN}"},
@@ -334,15 +335,16 @@ fn sms_validate_exit_codes() {
     );
     let (code, out) = run(&["validate", &good.path().to_string_lossy()]);
     assert_eq!(code, 0, "{out}");
-    let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning")).collect();
-    assert_eq!(warnings.len(), 2, "{out}");
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("sealed")).collect();
+    assert_eq!(notes.len(), 2, "{out}");
     assert!(
-        warnings[0].contains("b.json $.mcpServers.vault.headers.X-Api-Key")
-            && warnings[0].contains("${X_API_KEY}"),
+        notes[0].contains("b.json $.mcpServers.vault.headers.X-Api-Key")
+            && notes[0].contains("SMS seals")
+            && notes[0].contains("${X_API_KEY}"),
         "{out}"
     );
     assert!(
-        warnings[1].contains("c.json $.env.API_TOKEN") && warnings[1].contains("${API_TOKEN}"),
+        notes[1].contains("c.json $.env.API_TOKEN") && notes[1].contains("${API_TOKEN}"),
         "{out}"
     );
     assert!(

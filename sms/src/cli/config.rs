@@ -70,8 +70,9 @@ pub struct ServeArgs {
     /// SMS's PEM private key.
     #[arg(long, env = "SMS_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
-    /// File holding the key OAuth credentials are sealed with at rest (make
-    /// one with `sms oauth keygen FILE`); every replica needs the same key.
+    /// File holding the key OAuth credentials and server files' literal
+    /// values are sealed with (make one with `sms oauth keygen FILE`);
+    /// every replica needs the same key.
     #[arg(long, env = "SMS_OAUTH_KEY_FILE")]
     pub oauth_key_file: Option<PathBuf>,
     /// Serve plaintext on a non-loopback address (a network you trust).

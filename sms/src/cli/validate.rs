@@ -1,5 +1,5 @@
-//! `sms validate DIR`: the directory rules, offline, and a warning for
-//! every literal value where a secret usually goes.
+//! `sms validate DIR`: the directory rules, offline, and a note for every
+//! literal value where a secret usually goes, saying what SMS does with it.
 
 use std::path::Path;
 
@@ -59,9 +59,11 @@ fn is_shared_shape(path: &Path) -> bool {
         .is_some_and(|json| json.get("mcpServers").is_some())
 }
 
-/// One warning per `env` or `headers` value written literally instead of
-/// as a `${NAME}` reference: accepted, but the secret then sits in the file
-/// and travels with the registry. The value itself is never printed.
+/// One note per `env` or `headers` value written literally instead of as a
+/// `${NAME}` reference: SMS seals it (the registry carries it sealed, and
+/// SMS opens it only for the nodes the server is for; an SMS on etcd needs
+/// `--oauth-key-file` for that), but it still sits in the file and in
+/// SMS's hands. The value itself is never printed.
 fn literal_secrets(file: &str, shared: bool, spec: &ServerSpec) -> Vec<String> {
     let at = |section: &str, key: &str| {
         if shared {
@@ -76,7 +78,7 @@ fn literal_secrets(file: &str, shared: bool, spec: &ServerSpec) -> Vec<String> {
     env.sort();
     for (key, _) in env {
         out.push(format!(
-            "warning {file} {}: a literal value; write \"${{{key}}}\" and set {key} on the nodes (their policy.env must allow it)",
+            "sealed {file} {}: a literal value, which SMS seals and opens only for the nodes the server is for; to keep it off SMS as well, write \"${{{key}}}\" and set {key} on the nodes (their policy.env must allow it)",
             at("env", key)
         ));
     }
@@ -85,7 +87,7 @@ fn literal_secrets(file: &str, shared: bool, spec: &ServerSpec) -> Vec<String> {
     for (name, _) in headers {
         let var = name.to_ascii_uppercase().replace('-', "_");
         out.push(format!(
-            "warning {file} {}: a literal value; write it with a reference such as \"${{{var}}}\" and set {var} on the nodes (their policy.env must allow it)",
+            "sealed {file} {}: a literal value, which SMS seals and opens only for the nodes the server is for; to keep it off SMS as well, write it with a reference such as \"${{{var}}}\" and set {var} on the nodes (their policy.env must allow it)",
             at("headers", name)
         ));
     }

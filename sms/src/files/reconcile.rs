@@ -17,6 +17,7 @@ use super::problems::FileProblems;
 use crate::registry::{scan_dir, FileOutcome, Problem};
 use crate::store::{Change, Revision};
 use crate::watch::{Hub, ServersView};
+use crate::sealed::Sealer;
 use crate::writer::{RegistryWriter, WriteError};
 
 /// The source recorded for servers declared by `file`.
@@ -40,6 +41,8 @@ pub struct Reconciler {
     hub: Arc<Hub>,
     writer: Arc<RegistryWriter>,
     problems: Arc<FileProblems>,
+    /// Takes literal values out of the specs before they are written.
+    sealer: Sealer,
     /// Digest of each file as last applied (or last rejected for its content).
     applied: HashMap<String, [u8; 32]>,
 }
@@ -50,12 +53,14 @@ impl Reconciler {
         hub: Arc<Hub>,
         writer: Arc<RegistryWriter>,
         problems: Arc<FileProblems>,
+        sealer: Sealer,
     ) -> Self {
         Self {
             dir,
             hub,
             writer,
             problems,
+            sealer,
             applied: HashMap::new(),
         }
     }
@@ -89,7 +94,17 @@ impl Reconciler {
             }
             match file.outcome {
                 FileOutcome::Invalid(problems) => self.reject(&file.name, problems),
-                FileOutcome::Servers(specs) => {
+                FileOutcome::Servers(mut specs) => {
+                    let sealed: Vec<Problem> = specs
+                        .iter_mut()
+                        .filter_map(|spec| self.sealer.seal(&file.name, spec).err())
+                        .flatten()
+                        .collect();
+                    if !sealed.is_empty() {
+                        self.reject(&file.name, sealed);
+                        self.applied.insert(file.name, file.digest);
+                        continue;
+                    }
                     let name = file.name.clone();
                     let result = self
                         .writer

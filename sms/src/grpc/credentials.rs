@@ -4,23 +4,48 @@ use spear_identity::{Access, Caller};
 use spear_proto::v1::credentials_server::Credentials as CredentialsApi;
 use spear_proto::v1::{
     AccessTokenRequest, AccessTokenResponse, DeleteCredentialRequest, DeleteCredentialResponse,
-    ListCredentialsRequest, ListCredentialsResponse, PutCredentialRequest, PutCredentialResponse,
+    ListCredentialsRequest, ListCredentialsResponse, OpenSealedRequest, OpenSealedResponse,
+    PutCredentialRequest, PutCredentialResponse, ServerSpec,
 };
 use tonic::{Request, Response, Status};
 use tracing::info;
 
 use crate::oauth::{Broker, BrokerError, VaultError};
+use crate::sealed::{OpenError, Sealer};
 
 /// `spear.v1.Credentials`: admins put and inspect the cluster's OAuth
-/// credentials; nodes get access tokens from them.
+/// credentials; nodes get access tokens from them, and the sealed values
+/// of the servers they run.
 pub struct CredentialsService {
     broker: Arc<Broker>,
+    sealer: Sealer,
     access: Access,
 }
 
 impl CredentialsService {
-    pub fn new(broker: Arc<Broker>, access: Access) -> Self {
-        Self { broker, access }
+    pub fn new(broker: Arc<Broker>, sealer: Sealer, access: Access) -> Self {
+        Self {
+            broker,
+            sealer,
+            access,
+        }
+    }
+
+    /// The registered server `id` when `caller` is a node it is for (a
+    /// caller without an identity, on plaintext, cannot be told apart).
+    fn for_caller(&self, caller: &Caller, id: &str, what: &str) -> Result<ServerSpec, Status> {
+        let spec = self
+            .broker
+            .spec(id)
+            .ok_or_else(|| Status::not_found(format!("server '{id}' is not in the registry")))?;
+        if let Caller::Node(node_id) = caller {
+            if !spear_proto::scope::in_scope(&spec, node_id) {
+                return Err(Status::permission_denied(format!(
+                    "server '{id}' is not for node '{node_id}' (its \"nodes\" do not name it); {what}"
+                )));
+            }
+        }
+        Ok(spec)
     }
 }
 
@@ -103,18 +128,7 @@ impl CredentialsApi for CredentialsService {
         let caller = self.access.any_node(&request, "get_access_token")?;
         let request = request.into_inner();
         // A token only for a node the server is for (its "nodes").
-        if let Caller::Node(node_id) = &caller {
-            let scoped_out = self
-                .broker
-                .spec(&request.server_id)
-                .is_some_and(|spec| !spear_proto::scope::in_scope(&spec, node_id));
-            if scoped_out {
-                return Err(Status::permission_denied(format!(
-                    "server '{}' is not for node '{node_id}' (its \"nodes\" do not name it); no token is given",
-                    request.server_id
-                )));
-            }
-        }
+        self.for_caller(&caller, &request.server_id, "no token is given")?;
         let refused = Some(request.refused_sha256.as_str()).filter(|s| !s.is_empty());
         let issued = self
             .broker
@@ -125,5 +139,20 @@ impl CredentialsApi for CredentialsService {
             access_token: issued.access_token,
             expires_at_ms: issued.expires_at.map_or(0, crate::oauth::millis),
         }))
+    }
+
+    async fn open_sealed(
+        &self,
+        request: Request<OpenSealedRequest>,
+    ) -> Result<Response<OpenSealedResponse>, Status> {
+        let caller = self.access.any_node(&request, "open_sealed")?;
+        let request = request.into_inner();
+        let spec = self.for_caller(&caller, &request.server_id, "its sealed values are not opened")?;
+        let values = self.sealer.open(&spec, &request.values).map_err(|e| match e {
+            OpenError::NotCurrent { .. } => Status::failed_precondition(e.to_string()),
+            OpenError::WrongKey(_) => Status::internal(e.to_string()),
+        })?;
+        info!(server = %request.server_id, %caller, values = values.len(), "opened sealed values for a node");
+        Ok(Response::new(OpenSealedResponse { values }))
     }
 }

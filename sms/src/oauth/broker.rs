@@ -43,7 +43,7 @@ impl std::fmt::Debug for Issued {
 
 pub struct Broker {
     vault: Arc<dyn Vault>,
-    key: Option<SealingKey>,
+    key: Option<Arc<SealingKey>>,
     hub: Arc<Hub>,
 }
 
@@ -65,17 +65,17 @@ fn grant_of(auth: &OAuth) -> OauthGrant {
 
 impl Broker {
     /// Without a key the broker holds nothing and says how to give it one.
-    pub fn new(vault: Arc<dyn Vault>, key: Option<SealingKey>, hub: Arc<Hub>) -> Broker {
+    pub fn new(vault: Arc<dyn Vault>, key: Option<Arc<SealingKey>>, hub: Arc<Hub>) -> Broker {
         Broker { vault, key, hub }
     }
 
     /// The id of SMS's key, if it has one.
     pub fn key_id(&self) -> Option<&str> {
-        self.key.as_ref().map(SealingKey::id)
+        self.key.as_deref().map(SealingKey::id)
     }
 
     fn key(&self) -> Result<&SealingKey, BrokerError> {
-        self.key.as_ref().ok_or(BrokerError::NoKey)
+        self.key.as_deref().ok_or(BrokerError::NoKey)
     }
 
     /// The registered server `id`, if there is one.

@@ -11,12 +11,11 @@
 //! [`vault`]; refresh tokens never leave SMS, access tokens only to nodes.
 
 mod broker;
-mod seal;
 mod state;
 pub mod vault;
 
 pub use broker::{Broker, Issued};
-pub use seal::{KeyError, SealingKey};
+pub use crate::seal::{KeyError, SealingKey};
 pub use state::millis;
 pub use vault::{EtcdVault, MemoryVault, Vault, VaultError};
 

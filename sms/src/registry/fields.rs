@@ -143,43 +143,12 @@ pub fn parse_entry(
     check_transport_fields(problems, path, entry, &spec);
     spec.auth = super::auth::auth(problems, path, entry, &spec);
     spec.nodes = patterns(problems, path, entry, "nodes").unwrap_or_default();
-    scoped_secrets(problems, path, &spec);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());
         }
     }
     (problems.list.len() == before).then_some(spec)
-}
-
-/// A server scoped to some nodes (`"nodes"`) carries no literal secret: its
-/// `env` and `headers` values are `${NAME}` references, resolved on the
-/// nodes it is for, so the registry every node receives holds none of them.
-fn scoped_secrets(problems: &mut Problems, path: &str, spec: &ServerSpec) {
-    if spec.nodes.is_empty() {
-        return;
-    }
-    let literal = |value: &String| spear_proto::refs::is_literal(value);
-    let mut found: Vec<(&str, &String)> = spec
-        .env
-        .iter()
-        .filter(|(_, v)| literal(v))
-        .map(|(k, _)| ("env", k))
-        .chain(
-            spec.headers
-                .iter()
-                .filter(|(_, v)| literal(v))
-                .map(|(k, _)| ("headers", k)),
-        )
-        .collect();
-    found.sort();
-    for (section, key) in found {
-        let var = key.to_ascii_uppercase().replace('-', "_");
-        problems.push(
-            &format!("{path}.{section}.{key}"),
-            format!("is a literal value, and the server is scoped to some nodes (\"nodes\"): write a reference such as \"${{{var}}}\" and set {var} on those nodes, so no other node receives it"),
-        );
-    }
 }
 
 fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Timeouts> {

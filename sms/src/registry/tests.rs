@@ -477,25 +477,13 @@ fn enterprise_managed_auth_names_its_identity_provider() {
 }
 
 #[test]
-fn a_server_scoped_to_nodes_takes_no_literal_secret() {
+fn a_server_is_scoped_to_nodes_by_globs() {
     let ok = parse_file(
         "a.json",
         br#"{"id": "a", "url": "https://h/mcp", "nodes": ["gpu-*", "node-a"], "headers": {"Authorization": "Bearer ${TOKEN}"}}"#,
     )
     .unwrap();
     assert_eq!(ok[0].nodes, vec!["gpu-*".to_string(), "node-a".to_string()]);
-    let found = problems(
-        "a.json",
-        r#"{"id": "a", "command": "x", "nodes": ["node-a"], "env": {"API_KEY": "sk-live-123", "MODE": "${MODE}"}}"#,
-    );
-    let text = joined(&found);
-    assert_eq!(found.len(), 1, "{text}");
-    assert!(
-        text.contains("$.env.API_KEY: is a literal value, and the server is scoped")
-            && text.contains("\"${API_KEY}\""),
-        "{text}"
-    );
-    assert!(!text.contains("sk-live-123"), "the value is never echoed");
     let found = problems(
         "a.json",
         r#"{"id": "a", "command": "x", "nodes": ["", "a b"]}"#,

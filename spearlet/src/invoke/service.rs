@@ -94,7 +94,13 @@ pub async fn serve(
     let service = InvocationServer::new(service)
         .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_REQUEST_BYTES)
         .max_encoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES);
-    let gate = access.gate();
+    let gate = access.gate().with_deadlines(spear_identity::Deadlines::new(
+        std::time::Duration::from_secs(30),
+        &[(
+            "/spear.v1.Invocation/Invoke",
+            spear_proto::defaults::RUN_ANSWER_WITHIN,
+        )],
+    ));
     let result = server()
         .layer(gate)
         .add_service(health_service)

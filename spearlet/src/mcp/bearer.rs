@@ -19,6 +19,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
+use spear_proto::v1::SealedValue;
 use rmcp::transport::auth::AuthError;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -58,9 +59,23 @@ pub trait TokenSource: Send + Sync {
 }
 
 /// Where each OAuth server's tokens come from on this node (SMS for a
-/// cluster; a login on the terminal for `spearlet mcp`).
+/// cluster; a login on the terminal for `spearlet mcp`), and who opens the
+/// values SMS sealed in a server's spec (SMS, for its nodes only).
+#[async_trait::async_trait]
 pub trait Credentials: Send + Sync {
     fn tokens(&self, server_id: &str) -> Arc<dyn TokenSource>;
+
+    /// `sealed`, the sealed values of `server_id`, opened, in order.
+    async fn open_sealed(
+        &self,
+        server_id: &str,
+        sealed: &[SealedValue],
+    ) -> Result<Vec<String>, TokenError> {
+        let _ = (server_id, sealed);
+        Err(TokenError(
+            "SMS sealed its file's literal env or headers values and opens them only for its nodes; run it on a node, or write those values as ${NAME} references".into(),
+        ))
+    }
 }
 
 /// The node's pooled HTTP client, with tokens from `tokens` when the

@@ -68,6 +68,8 @@ pub enum McpError {
     Auth(String),
     #[error("the server's file declares \"auth\" and {0}")]
     NoCredentials(&'static str),
+    #[error("cannot open the server's sealed values: {0}")]
+    Sealed(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
     Restarting {
         last_error: String,
@@ -195,6 +197,8 @@ pub struct McpClient {
     service: RunningService<RoleClient, ClientSide>,
     child: Option<StdioChild>,
     tools_changed: watch::Receiver<u64>,
+    /// The sealed values SMS opened for it, kept out of the log meanwhile.
+    _sealed: Option<Arc<crate::env_refs::Redactor>>,
 }
 
 /// Resolves a stdio server's command line and env on this node.
@@ -255,6 +259,11 @@ impl McpClient {
         lookup: &crate::env_refs::LookupFn<'_>,
         options: SessionOptions,
     ) -> Result<McpClient, McpError> {
+        let opened = super::sealed::open(spec, &options).await?;
+        let (spec, opened_values, sealed_logs) = match &opened {
+            Some(o) => (&o.spec, o.values.as_slice(), Some(Arc::clone(&o.logs))),
+            None => (spec, &[][..], None),
+        };
         let (tx, tools_changed) = watch::channel(0);
         let side = ClientSide {
             server: Arc::from(spec.id.as_str()),
@@ -268,7 +277,9 @@ impl McpClient {
         let (service, child) = match Transport::try_from(spec.transport)
             .unwrap_or(Transport::Unspecified)
         {
-            Transport::Stdio => Self::connect_stdio(spec, lookup, side, startup).await?,
+            Transport::Stdio => {
+                Self::connect_stdio(spec, opened_values, lookup, side, startup).await?
+            }
             Transport::StreamableHttp => {
                 let mut target = super::http::resolve_target(spec, lookup)?;
                 guard(&mut target, &options).await?;
@@ -301,17 +312,21 @@ impl McpClient {
             service,
             child,
             tools_changed,
+            _sealed: sealed_logs,
         })
     }
 
     /// A local server as a supervised child process.
     async fn connect_stdio(
         spec: &ServerSpec,
+        opened: &[String],
         lookup: &crate::env_refs::LookupFn<'_>,
         side: ClientSide,
         startup: Duration,
     ) -> Result<(RunningService<RoleClient, ClientSide>, Option<StdioChild>), McpError> {
-        let (command, resolver) = stdio_command(spec, lookup)?;
+        let (command, mut resolver) = stdio_command(spec, lookup)?;
+        // The child's stderr never shows what SMS opened for it.
+        resolver.secrets.extend(opened.iter().cloned());
         let (child, stdout, stdin) =
             StdioChild::spawn(&spec.id, &command, Arc::new(resolver.redactor())).map_err(
                 |cause| McpError::Spawn {

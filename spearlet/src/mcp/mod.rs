@@ -10,6 +10,7 @@ mod input_required;
 mod lifecycle;
 mod render;
 mod schema;
+mod sealed;
 mod server_log;
 mod sse;
 mod standalone;

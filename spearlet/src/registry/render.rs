@@ -1,7 +1,7 @@
 //! The registry as people read it: a table, or JSON with secrets redacted.
 
 use serde_json::{json, Value};
-use spear_proto::v1::{Elicitation, OauthGrant, ServerRecord, Transport};
+use spear_proto::v1::{Elicitation, OauthGrant, SealedPlace, ServerRecord, Transport};
 
 use super::RegistryView;
 
@@ -34,6 +34,13 @@ fn record_json(record: &ServerRecord) -> Value {
             "denied_tools": spec.denied_tools,
             "timeouts_ms": spec.timeouts.map(|t| json!({"startup": t.startup_ms, "list_tools": t.list_tools_ms, "call": t.call_ms, "call_max": t.call_max_ms})),
             "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
+            // Which values SMS sealed, by place and name; their bytes
+            // open only at SMS.
+            "sealed": spec.sealed.iter().map(|v| format!(
+                "{}.{}",
+                if v.place == SealedPlace::Header as i32 { "headers" } else { "env" },
+                v.name
+            )).collect::<Vec<_>>(),
             "enabled": spec.enabled,
             "elicitation": Elicitation::of(spec.elicitation).label(),
             // Secrets here are ${NAME} references (SMS refuses anything

@@ -94,6 +94,10 @@ seccompProfile:
 {{- end -}}
 
 {{/* The admin token's Secret: the operator's, or the one the chart makes. */}}
+{{- define "spear.oauthKeySecret" -}}
+{{- .Values.sms.oauthKeySecret.name | default (printf "%s-oauth-key" (include "spear.fullname" .)) -}}
+{{- end -}}
+
 {{- define "spear.adminTokenSecret" -}}
 {{- .Values.sms.adminTokenSecret.name | default (printf "%s-admin-token" (include "spear.fullname" .)) -}}
 {{- end -}}

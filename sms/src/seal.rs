@@ -1,12 +1,19 @@
-//! Sealing credentials at rest: AES-256-GCM under a key given to SMS
-//! (`--oauth-key-file`), a fresh random nonce per seal, and the server id as
-//! associated data, so a record copied onto another server's key in the
-//! store does not open. The store (etcd, or memory) only ever sees sealed
-//! bytes; without the key they are noise.
+//! Sealing at rest: AES-256-GCM under SMS's key (`--oauth-key-file`), with
+//! what a sealed value belongs to as associated data, so bytes copied onto
+//! another record do not open. The store (etcd, or memory) only ever sees
+//! sealed bytes; without the key they are noise.
+//!
+//! Two uses: OAuth credentials ([`SealingKey::seal`], a fresh random nonce
+//! each time) and the literal values of server files
+//! ([`SealingKey::seal_fixed`], a nonce derived from the key, the
+//! associated data and the value, so a value seals the same way on every
+//! replica and the registry does not change when nothing did; equal values
+//! then seal equal, which says nothing about what they are).
 
 use std::path::{Path, PathBuf};
 
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use aws_lc_rs::hmac;
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use base64::Engine;
 use sha2::{Digest, Sha256};
@@ -34,12 +41,15 @@ pub enum KeyError {
 /// The record does not open with this key: sealed with another key, or
 /// altered.
 #[derive(Debug, thiserror::Error)]
-#[error("the sealed credential does not open with this key")]
+#[error("the sealed value does not open with this key")]
 pub struct Unsealable;
 
-/// SMS's key for credentials at rest. `Debug` shows only its id.
+/// SMS's key for what it keeps sealed. `Debug` shows only its id.
 pub struct SealingKey {
     key: LessSafeKey,
+    /// Derives [`SealingKey::seal_fixed`]'s nonces; never the sealing key
+    /// itself.
+    nonces: hmac::Key,
     id: String,
 }
 
@@ -85,10 +95,23 @@ impl SealingKey {
         }
         let key = UnboundKey::new(&AES_256_GCM, bytes).ok()?;
         let id = hex::encode(&Sha256::digest(bytes)[..8]);
+        let mut derived = Sha256::new();
+        derived.update(b"spear: nonces of fixed seals\0");
+        derived.update(bytes);
         Some(SealingKey {
             key: LessSafeKey::new(key),
+            nonces: hmac::Key::new(hmac::HMAC_SHA256, &derived.finalize()),
             id,
         })
+    }
+
+    /// A random key that lives as long as this process: for an SMS that
+    /// keeps its registry in memory and was given no key file, whose sealed
+    /// values need not outlive it.
+    pub fn ephemeral() -> Result<SealingKey, Unsealable> {
+        let mut bytes = [0u8; KEY_LEN];
+        SystemRandom::new().fill(&mut bytes).map_err(|_| Unsealable)?;
+        SealingKey::from_bytes(&bytes).ok_or(Unsealable)
     }
 
     /// Names the key in records and status without revealing it.
@@ -96,17 +119,40 @@ impl SealingKey {
         &self.id
     }
 
-    /// `plain` sealed for `server_id`: nonce, then ciphertext and tag.
-    pub fn seal(&self, server_id: &str, plain: &[u8]) -> Result<Vec<u8>, Unsealable> {
+    /// `plain` sealed for `owner` (the associated data) under a random
+    /// nonce: nonce, then ciphertext and tag.
+    pub fn seal(&self, owner: &str, plain: &[u8]) -> Result<Vec<u8>, Unsealable> {
         let mut nonce = [0u8; NONCE_LEN];
         SystemRandom::new()
             .fill(&mut nonce)
             .map_err(|_| Unsealable)?;
+        self.seal_with(nonce, owner, plain)
+    }
+
+    /// `plain` sealed for `owner` the same way every time (see the module
+    /// docs): for values that are sealed again whenever their file is read.
+    pub fn seal_fixed(&self, owner: &str, plain: &[u8]) -> Result<Vec<u8>, Unsealable> {
+        let mut context = hmac::Context::with_key(&self.nonces);
+        context.update(&(owner.len() as u64).to_be_bytes());
+        context.update(owner.as_bytes());
+        context.update(plain);
+        let tag = context.sign();
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&tag.as_ref()[..NONCE_LEN]);
+        self.seal_with(nonce, owner, plain)
+    }
+
+    fn seal_with(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        owner: &str,
+        plain: &[u8],
+    ) -> Result<Vec<u8>, Unsealable> {
         let mut data = plain.to_vec();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(server_id.as_bytes()),
+                Aad::from(owner.as_bytes()),
                 &mut data,
             )
             .map_err(|_| Unsealable)?;
@@ -115,8 +161,9 @@ impl SealingKey {
         Ok(out)
     }
 
-    /// What [`SealingKey::seal`] sealed for `server_id`.
-    pub fn open(&self, server_id: &str, sealed: &[u8]) -> Result<Vec<u8>, Unsealable> {
+    /// What [`SealingKey::seal`] or [`SealingKey::seal_fixed`] sealed for
+    /// `owner`.
+    pub fn open(&self, owner: &str, sealed: &[u8]) -> Result<Vec<u8>, Unsealable> {
         if sealed.len() < NONCE_LEN {
             return Err(Unsealable);
         }
@@ -125,7 +172,7 @@ impl SealingKey {
         let mut data = data.to_vec();
         let plain = self
             .key
-            .open_in_place(nonce, Aad::from(server_id.as_bytes()), &mut data)
+            .open_in_place(nonce, Aad::from(owner.as_bytes()), &mut data)
             .map_err(|_| Unsealable)?;
         Ok(plain.to_vec())
     }
@@ -178,6 +225,20 @@ mod tests {
     fn two_seals_of_one_value_differ() {
         let key = key();
         assert_ne!(key.seal("a", b"x").unwrap(), key.seal("a", b"x").unwrap());
+    }
+
+    #[test]
+    fn fixed_seals_are_the_same_for_the_same_value_owner_and_key_only() {
+        let key = key();
+        let once = key.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap();
+        assert_eq!(once, key.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap());
+        assert_ne!(once, key.seal_fixed("docs/env/API_KEY", b"sk-live-2").unwrap());
+        assert_ne!(once, key.seal_fixed("docs/env/OTHER", b"sk-live-1").unwrap());
+        let other = SealingKey::from_bytes(&[8u8; KEY_LEN]).unwrap();
+        assert_ne!(once, other.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap());
+        assert_eq!(key.open("docs/env/API_KEY", &once).unwrap(), b"sk-live-1");
+        assert!(key.open("docs/env/OTHER", &once).is_err(), "moved to another name");
+        assert!(!once.windows(9).any(|w| w == b"sk-live-1"));
     }
 
     #[test]
