@@ -10,6 +10,8 @@
 //! - [`Access`]: the authorization matrix, one method per kind of call, and
 //!   its [`Gate`], which refuses callers without a credential before their
 //!   request body is read; [`DenyList`]: revoked certificates.
+//! - [`ServiceTls`]: TLS to a service that is not Spear's (etcd), its
+//!   material re-read when it changes.
 //! - [`AdminToken`]: the admin token file, an alternative admin credential;
 //!   [`JoinToken`]: the node join token, a node's credential on plaintext.
 
@@ -23,6 +25,7 @@ mod incoming;
 mod material;
 pub mod reload;
 pub mod revoked;
+mod service_tls;
 pub mod spiffe;
 mod tls;
 mod token;
@@ -38,6 +41,7 @@ pub use incoming::{
 };
 pub use material::{Material, TlsError, TlsFiles};
 pub use revoked::{DenyList, Revoked};
+pub use service_tls::{ServiceTls, ServiceTlsFiles};
 pub use spiffe::{Identity, IdentityError, TrustDomain};
 pub use tls::{FlagsError, TlsFlags, TlsIdentity};
 pub use token::{

@@ -77,11 +77,7 @@ impl TlsFiles {
     pub fn load(&self) -> Result<Material, TlsError> {
         let roots = load_roots(&self.ca)?;
         let chain = load_certs(&self.cert, "certificate")?;
-        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| TlsError::Read {
-            what: "key",
-            path: self.key.clone(),
-            cause: pem_error(e),
-        })?;
+        let key = load_key(&self.key)?;
         let (domain, identity) = identity_of(&chain[0]).map_err(|e| match e {
             PeerIdentityError::None => TlsError::NoIdentity {
                 path: self.cert.clone(),
@@ -118,6 +114,15 @@ impl TlsFiles {
     }
 }
 
+/// A private key, in PEM.
+pub(crate) fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| TlsError::Read {
+        what: "key",
+        path: path.to_path_buf(),
+        cause: pem_error(e),
+    })
+}
+
 /// PEM errors name what was wrong, never the bytes.
 fn pem_error(error: rustls::pki_types::pem::Error) -> String {
     match error {
@@ -127,7 +132,10 @@ fn pem_error(error: rustls::pki_types::pem::Error) -> String {
     }
 }
 
-fn load_certs(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn load_certs(
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|iter| iter.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsError::Read {

@@ -141,6 +141,14 @@ impl EtcdServer {
         self.spawn();
     }
 
+    /// Restarts etcd on the same data and ports with other certificates
+    /// (a rotation to a new CA).
+    pub fn restart_with_tls(&mut self, server: TlsSet, client: TlsSet) {
+        self.kill();
+        self.tls = Some((server, client));
+        self.spawn();
+    }
+
     /// Stops etcd (SIGKILL) until [`EtcdServer::resume`].
     pub fn stop(&mut self) {
         self.kill();

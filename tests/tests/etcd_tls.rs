@@ -1,7 +1,8 @@
 //! SMS on an etcd that requires TLS, client certificates and a user with a
 //! password (issue 11): certificates from `sms certs`, the password from a
 //! file. SMS serves the registry from it; a wrong password or a missing
-//! client certificate stops SMS at start with a sentence, not a hang.
+//! client certificate stops SMS at start with a sentence, not a hang; and
+//! rotated TLS material for etcd is followed without a restart.
 
 use std::net::IpAddr;
 use std::process::Command;
@@ -11,6 +12,8 @@ use spear_tests::etcd::EtcdServer;
 use spear_tests::fixtures::{stdio_server, write_file};
 use spear_tests::history::converged;
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::wait::eventually;
+use std::time::Duration;
 
 const PASSWORD: &str = "etcd-password-for-spear";
 
@@ -132,4 +135,62 @@ fn sms_uses_an_etcd_with_tls_client_certificates_and_a_password() {
             "{text}"
         );
     }
+}
+
+/// etcd moves to certificates from a new CA; SMS's `--etcd-ca`,
+/// `--etcd-cert` and `--etcd-key` files are rewritten with the new CA's,
+/// as cert-manager would, and SMS goes on writing the registry to etcd
+/// without a restart.
+#[test]
+fn sms_follows_rotated_etcd_tls_material_without_a_restart() {
+    let loopback: IpAddr = [127, 0, 0, 1].into();
+    let old = Certs::new("spear.test");
+    let mut etcd = EtcdServer::start_tls(old.host("etcd", &[loopback]), old.host("etcdctl", &[]));
+    let work = tempfile::tempdir().unwrap();
+    // SMS's own copies of the files, replaced in place on rotation.
+    let (ca, cert, key) = (
+        work.path().join("etcd-ca.pem"),
+        work.path().join("etcd-client.pem"),
+        work.path().join("etcd-client.key"),
+    );
+    let install = |from: &spear_tests::certs::TlsSet| {
+        for (src, dst) in [(&from.ca, &ca), (&from.cert, &cert), (&from.key, &key)] {
+            let next = dst.with_extension("next");
+            std::fs::copy(src, &next).unwrap();
+            std::fs::rename(&next, dst).unwrap();
+        }
+    };
+    install(&old.sms());
+    let mcp = work.path().join("mcp.d");
+    std::fs::create_dir_all(&mcp).unwrap();
+    write_file(&mcp, "a.json", &stdio_server("a", "before"));
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(mcp.clone()),
+        etcd: Some(etcd.endpoint()),
+        extra: [("--etcd-ca", &ca), ("--etcd-cert", &cert), ("--etcd-key", &key)]
+            .iter()
+            .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+            .collect(),
+        ..Default::default()
+    });
+    let node = SpearletProc::start("node-1", &sms.grpc, &work.path().join("node-1"));
+    converged(&sms, &node);
+
+    let new = Certs::new("spear.test");
+    etcd.restart_with_tls(new.host("etcd", &[loopback]), new.host("etcdctl", &[]));
+    install(&new.sms());
+    write_file(&mcp, "b.json", &stdio_server("b", "after the rotation"));
+    eventually(
+        "the node to get a server SMS wrote to etcd after the rotation",
+        Duration::from_secs(60),
+        || {
+            let registry = node.registry()?.to_string();
+            registry.contains("after the rotation").then_some(()).ok_or(registry)
+        },
+    );
+    assert!(
+        sms.proc.log().contains("TLS material for etcd changed on disk and was reloaded"),
+        "{}",
+        sms.proc.log()
+    );
 }

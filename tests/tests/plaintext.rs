@@ -36,7 +36,34 @@ fn join_file(dir: &Path) -> PathBuf {
     path
 }
 
-/// A plaintext channel, with `join` in every request's metadata if given.
+/// A bridge for network namespaces: "beyond loopback" on this machine.
+fn bridge() -> Bridge {
+    if !netns::available() {
+        panic!("this test needs root and iproute2 for network namespaces (scripts/setup.sh installs iproute2)");
+    }
+    Bridge::new()
+}
+
+/// SMS in plaintext at `place`, with the admin token and the join token.
+fn insecure_sms(place: &spear_tests::netns::Place, join: &Path) -> SmsProc {
+    SmsProc::start(SmsOptions {
+        admin_token: Some(TOKEN.into()),
+        place: Some(place.clone()),
+        extra: insecure_with(join),
+        ..Default::default()
+    })
+}
+
+/// `--insecure` with the join token file, as SMS and nodes take them.
+fn insecure_with(join: &Path) -> Vec<String> {
+    vec![
+        "--insecure".into(),
+        "--join-token-file".into(),
+        join.display().to_string(),
+    ]
+}
+
+/// A plaintext channel to `addr`.
 async fn channel(addr: &str) -> Channel {
     Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -100,23 +127,11 @@ async fn as_a_node(sms: &str, node: &str, join: Option<&str>) -> Vec<(&'static s
 
 #[test]
 fn plaintext_beyond_loopback_is_loud_and_carries_no_token_unless_asked() {
-    if !netns::available() {
-        panic!("this test needs root and iproute2 for network namespaces (scripts/setup.sh installs iproute2)");
-    }
-    let mut bridge = Bridge::new();
+    let mut bridge = bridge();
     let ns = bridge.netns();
     let dir = tempfile::tempdir().unwrap();
     let join = join_file(dir.path());
-    let sms = SmsProc::start(SmsOptions {
-        admin_token: Some(TOKEN.into()),
-        place: Some(ns.place()),
-        extra: vec![
-            "--insecure".into(),
-            "--join-token-file".into(),
-            join.display().to_string(),
-        ],
-        ..Default::default()
-    });
+    let sms = insecure_sms(&ns.place(), &join);
     assert!(
         sms.proc.log().contains("INSECURE: SMS serves plaintext"),
         "{}",
@@ -173,11 +188,7 @@ fn plaintext_beyond_loopback_is_loud_and_carries_no_token_unless_asked() {
         "loud",
         &sms.grpc,
         &state.path().join("n"),
-        &[
-            "--insecure".into(),
-            "--join-token-file".into(),
-            join.display().to_string(),
-        ],
+        &insecure_with(&join),
     );
     let status: serde_json::Value =
         serde_json::from_str(&spear_tests::http::get(&node.http, "/status").unwrap()).unwrap();
@@ -231,23 +242,11 @@ fn insecure_without_the_tokens_does_not_start() {
 /// carry the token the node asks for.
 #[test]
 fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
-    if !netns::available() {
-        panic!("this test needs root and iproute2 for network namespaces (scripts/setup.sh installs iproute2)");
-    }
-    let mut bridge = Bridge::new();
+    let mut bridge = bridge();
     let ns = bridge.netns();
     let dir = tempfile::tempdir().unwrap();
     let join = join_file(dir.path());
-    let sms = SmsProc::start(SmsOptions {
-        admin_token: Some(TOKEN.into()),
-        place: Some(ns.place()),
-        extra: vec![
-            "--insecure".into(),
-            "--join-token-file".into(),
-            join.display().to_string(),
-        ],
-        ..Default::default()
-    });
+    let sms = insecure_sms(&ns.place(), &join);
     let rt = runtime();
     for guess in [None, Some("join-guess-guess-guess-guess")] {
         for (what, status) in rt.block_on(as_a_node(&sms.grpc, "victim", guess)) {
@@ -273,11 +272,7 @@ fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
         "holder",
         &sms.grpc,
         &state.path().join("n"),
-        &[
-            "--insecure".into(),
-            "--join-token-file".into(),
-            join.display().to_string(),
-        ],
+        &insecure_with(&join),
     );
     eventually("SMS to list the node", Duration::from_secs(30), || {
         let (_, out, err) = sms.client_with_token(&["status", "--insecure"], Some(TOKEN));

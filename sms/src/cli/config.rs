@@ -225,12 +225,15 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
     Ok((config, log_format))
 }
 
-fn read_pem(flag: &str, path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("{flag} {}: cannot read it", path.display()))
+/// `path`, once it is seen to be readable now (SMS re-reads it later).
+fn readable(flag: &str, path: PathBuf) -> Result<PathBuf> {
+    std::fs::File::open(&path)
+        .with_context(|| format!("{flag} {}: cannot read it", path.display()))?;
+    Ok(path)
 }
 
 /// TLS to etcd from `--etcd-ca` and, for client certificates, both
-/// `--etcd-cert` and `--etcd-key`.
+/// `--etcd-cert` and `--etcd-key`; the files are re-read when they change.
 fn etcd_tls(
     ca: Option<PathBuf>,
     cert: Option<PathBuf>,
@@ -239,14 +242,14 @@ fn etcd_tls(
     let identity = match (cert, key) {
         (None, None) => None,
         (Some(cert), Some(key)) => Some((
-            read_pem("--etcd-cert", &cert)?,
-            read_pem("--etcd-key", &key)?,
+            readable("--etcd-cert", cert)?,
+            readable("--etcd-key", key)?,
         )),
         _ => bail!("--etcd-cert and --etcd-key go together"),
     };
     match ca {
         Some(ca) => Ok(Some(EtcdTls {
-            ca: read_pem("--etcd-ca", &ca)?,
+            ca: readable("--etcd-ca", ca)?,
             identity,
         })),
         None if identity.is_some() => {

@@ -12,6 +12,7 @@
 //! each change carries the exact revision it followed, which lets readers
 //! prove they missed nothing. The epoch is the etcd cluster id.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,6 +22,7 @@ use etcd_client::{
 };
 use prost::Message;
 use spear_proto::v1::ServerRecord;
+use spear_identity::{ServiceTls, ServiceTlsFiles};
 use tracing::debug;
 
 use super::{
@@ -46,20 +48,13 @@ pub struct EtcdStoreConfig {
     pub user: Option<EtcdUser>,
 }
 
-/// PEM material for TLS to etcd, read at start.
-#[derive(Clone)]
+/// The PEM files for TLS to etcd, re-read when they change (a rotated
+/// certificate is used from the next connection on).
+#[derive(Clone, Debug)]
 pub struct EtcdTls {
-    pub ca: Vec<u8>,
+    pub ca: PathBuf,
     /// Certificate and key, when etcd asks for client certificates.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for EtcdTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdTls")
-            .field("client_certificate", &self.identity.is_some())
-            .finish_non_exhaustive()
-    }
+    pub identity: Option<(PathBuf, PathBuf)>,
 }
 
 /// An etcd user; Debug never shows the password.
@@ -150,20 +145,26 @@ impl EtcdStore {
         let mut options = ConnectOptions::new()
             .with_connect_timeout(config.connect_timeout)
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
-        if let Some(tls) = &config.tls {
-            let mut tls_options = etcd_client::TlsOptions::new()
-                .ca_certificate(etcd_client::Certificate::from_pem(&tls.ca));
-            if let Some((cert, key)) = &tls.identity {
-                tls_options = tls_options.identity(etcd_client::Identity::from_pem(cert, key));
-            }
-            options = options.with_tls(tls_options);
-        }
         if let Some(user) = &config.user {
             options = options.with_user(user.name.clone(), user.password.clone());
         }
         let no_client_cert = config.tls.as_ref().is_some_and(|t| t.identity.is_none());
-        let client = Client::connect(&config.endpoints, Some(options))
-            .await
+        let connected = match &config.tls {
+            // Our own TLS, so the files can change under a running SMS.
+            Some(tls) => {
+                let tls = ServiceTls::load(ServiceTlsFiles {
+                    ca: tls.ca.clone(),
+                    identity: tls.identity.clone(),
+                })
+                .map_err(|e| StoreError::Unavailable(format!("TLS to etcd: {e}")))?;
+                let channel = tls
+                    .channel(&config.endpoints, config.connect_timeout)
+                    .map_err(|e| StoreError::Unavailable(format!("--etcd-endpoints: {e}")))?;
+                Client::from_channel(etcd_client::Channel::Tonic(channel), Some(options)).await
+            }
+            None => Client::connect(&config.endpoints, Some(options)).await,
+        };
+        let client = connected
             .map_err(|e| {
                 // The transport error's reason is in its Debug form only.
                 let text = format!("{e}: {e:?}");
