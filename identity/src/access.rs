@@ -393,11 +393,25 @@ mod tests {
     #[test]
     fn a_wrong_join_token_is_refused_before_reading_and_never_shown() {
         let refused = plaintext()
-            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(b"join-guess-guess-guess"))
+            .admit(
+                "/spear.v1.Nodes/Heartbeat",
+                None,
+                None,
+                Some(b"join-guess-guess-guess"),
+            )
             .unwrap_err();
-        assert!(!refused.message().contains("join-guess"), "{}", refused.message());
+        assert!(
+            !refused.message().contains("join-guess"),
+            "{}",
+            refused.message()
+        );
         assert!(plaintext()
-            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(JOIN.as_bytes()))
+            .admit(
+                "/spear.v1.Nodes/Heartbeat",
+                None,
+                None,
+                Some(JOIN.as_bytes())
+            )
             .is_ok());
     }
 

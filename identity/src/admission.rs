@@ -183,11 +183,9 @@ impl HandshakeSlot {
             return;
         };
         let bounds = self.bounds;
-        table.speaking.make_room(
-            self.source,
-            bounds.handshakes_per_source,
-            bounds.handshakes,
-        );
+        table
+            .speaking
+            .make_room(self.source, bounds.handshakes_per_source, bounds.handshakes);
         table.speaking.insert(self.source, self.id, sender);
         self.stage = Stage::Speaking;
     }
@@ -247,7 +245,7 @@ impl Admission {
         (slot, rx)
     }
 
-/// A slot for a connection without an identity, or `None` when its
+    /// A slot for a connection without an identity, or `None` when its
     /// source or the port is at its bound.
     pub fn anonymous(&self, source: IpAddr) -> Option<AnonymousSlot> {
         let mut table = self.inner.lock();

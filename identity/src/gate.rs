@@ -198,21 +198,27 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_call_past_its_deadline_is_answered_deadline_exceeded() {
-        let gate = Access::new(false, AdminToken::none()).gate().with_deadlines(
-            Deadlines::new(
+        let gate = Access::new(false, AdminToken::none())
+            .gate()
+            .with_deadlines(Deadlines::new(
                 Duration::from_secs(30),
                 &[("/spear.v1.Tasks/InvokeTask", Duration::from_secs(3600))],
-            ),
-        );
+            ));
         let mut gated = gate.layer(Stuck);
         let started = tokio::time::Instant::now();
-        let answer = gated.call(request("/spear.v1.Status/GetStatus")).await.unwrap();
+        let answer = gated
+            .call(request("/spear.v1.Status/GetStatus"))
+            .await
+            .unwrap();
         assert_eq!(started.elapsed(), Duration::from_secs(30));
         // DEADLINE_EXCEEDED is gRPC code 4.
         assert_eq!(grpc_status(&answer), Some("4"));
 
         let started = tokio::time::Instant::now();
-        let answer = gated.call(request("/spear.v1.Tasks/InvokeTask")).await.unwrap();
+        let answer = gated
+            .call(request("/spear.v1.Tasks/InvokeTask"))
+            .await
+            .unwrap();
         assert_eq!(started.elapsed(), Duration::from_secs(3600));
         assert_eq!(grpc_status(&answer), Some("4"));
     }

@@ -99,25 +99,37 @@ impl ServiceTls {
     /// A channel to the first of `endpoints` (`host:port`, with or without
     /// `https://`) that answers, over TLS with the material current when
     /// each connection is made, connecting on first use.
-    pub fn channel(&self, endpoints: &[String], connect_timeout: Duration) -> Result<Channel, BadAddress> {
+    pub fn channel(
+        &self,
+        endpoints: &[String],
+        connect_timeout: Duration,
+    ) -> Result<Channel, BadAddress> {
         let mut targets = Vec::with_capacity(endpoints.len());
         for endpoint in endpoints {
             let uri: Uri = spear_proto::grpc_url(endpoint)
                 .parse()
-                .map_err(|_| BadAddress { addr: endpoint.clone() })?;
+                .map_err(|_| BadAddress {
+                    addr: endpoint.clone(),
+                })?;
             let host = uri
                 .host()
-                .ok_or_else(|| BadAddress { addr: endpoint.clone() })?
+                .ok_or_else(|| BadAddress {
+                    addr: endpoint.clone(),
+                })?
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_string();
             targets.push((host, uri.port_u16().unwrap_or(2379)));
         }
-        let first = targets.first().ok_or_else(|| BadAddress { addr: String::new() })?;
+        let first = targets.first().ok_or_else(|| BadAddress {
+            addr: String::new(),
+        })?;
         // The TLS is ours, so tonic sees an http:// URL (its host is only
         // the :authority; the dialer picks the endpoint).
         let endpoint = Endpoint::from_shared(format!("http://{}:{}", first.0, first.1))
-            .map_err(|_| BadAddress { addr: first.0.clone() })?
+            .map_err(|_| BadAddress {
+                addr: first.0.clone(),
+            })?
             .connect_timeout(connect_timeout)
             // Finds a service that went away without closing.
             .http2_keep_alive_interval(Duration::from_secs(10))
@@ -139,7 +151,8 @@ struct ServiceDialer {
     config: Watched<Arc<ClientConfig>>,
 }
 
-type Connecting = Pin<Box<dyn Future<Output = Result<TokioIo<TlsStream<TcpStream>>, io::Error>> + Send>>;
+type Connecting =
+    Pin<Box<dyn Future<Output = Result<TokioIo<TlsStream<TcpStream>>, io::Error>> + Send>>;
 
 impl tower_service::Service<Uri> for ServiceDialer {
     type Response = TokioIo<TlsStream<TcpStream>>;
@@ -172,10 +185,20 @@ impl tower_service::Service<Uri> for ServiceDialer {
     }
 }
 
-async fn connect(host: &str, port: u16, config: Arc<ClientConfig>) -> io::Result<TlsStream<TcpStream>> {
+async fn connect(
+    host: &str,
+    port: u16,
+    config: Arc<ClientConfig>,
+) -> io::Result<TlsStream<TcpStream>> {
     let tcp = TcpStream::connect((host, port)).await?;
     tcp.set_nodelay(true)?;
-    let name = ServerName::try_from(host.to_string())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("'{host}' is not a host name or address")))?;
-    tokio_rustls::TlsConnector::from(config).connect(name, tcp).await
+    let name = ServerName::try_from(host.to_string()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("'{host}' is not a host name or address"),
+        )
+    })?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
 }

@@ -135,7 +135,9 @@ impl TokenFile {
             Ok::<_, std::convert::Infallible>(match read_token(kind, &file) {
                 Ok(token) => Some(token),
                 Err(error) => {
-                    tracing::warn!("{error}; no {kind} is accepted until the file holds a good one");
+                    tracing::warn!(
+                        "{error}; no {kind} is accepted until the file holds a good one"
+                    );
                     None
                 }
             })

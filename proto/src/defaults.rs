@@ -20,9 +20,8 @@ pub const RUN_QUEUE_WAIT: Duration = Duration::from_secs(10);
 /// The longest a run may take from an invocation's arrival to its answer:
 /// the longest wall limit a task may set, the queue, and a minute to fetch
 /// and compile the module. The invocation calls' deadline at SMS and nodes.
-pub const RUN_ANSWER_WITHIN: Duration = Duration::from_millis(
-    crate::task::MAX_WALL_MS + RUN_QUEUE_WAIT.as_millis() as u64 + 60_000,
-);
+pub const RUN_ANSWER_WITHIN: Duration =
+    Duration::from_millis(crate::task::MAX_WALL_MS + RUN_QUEUE_WAIT.as_millis() as u64 + 60_000);
 
 /// How long an upload of a task (its module, up to
 /// [`MAX_INVOKE_REQUEST_BYTES`]) may take on a slow link.

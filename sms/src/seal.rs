@@ -110,7 +110,9 @@ impl SealingKey {
     /// values need not outlive it.
     pub fn ephemeral() -> Result<SealingKey, Unsealable> {
         let mut bytes = [0u8; KEY_LEN];
-        SystemRandom::new().fill(&mut bytes).map_err(|_| Unsealable)?;
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .map_err(|_| Unsealable)?;
         SealingKey::from_bytes(&bytes).ok_or(Unsealable)
     }
 
@@ -231,13 +233,28 @@ mod tests {
     fn fixed_seals_are_the_same_for_the_same_value_owner_and_key_only() {
         let key = key();
         let once = key.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap();
-        assert_eq!(once, key.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap());
-        assert_ne!(once, key.seal_fixed("docs/env/API_KEY", b"sk-live-2").unwrap());
-        assert_ne!(once, key.seal_fixed("docs/env/OTHER", b"sk-live-1").unwrap());
+        assert_eq!(
+            once,
+            key.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap()
+        );
+        assert_ne!(
+            once,
+            key.seal_fixed("docs/env/API_KEY", b"sk-live-2").unwrap()
+        );
+        assert_ne!(
+            once,
+            key.seal_fixed("docs/env/OTHER", b"sk-live-1").unwrap()
+        );
         let other = SealingKey::from_bytes(&[8u8; KEY_LEN]).unwrap();
-        assert_ne!(once, other.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap());
+        assert_ne!(
+            once,
+            other.seal_fixed("docs/env/API_KEY", b"sk-live-1").unwrap()
+        );
         assert_eq!(key.open("docs/env/API_KEY", &once).unwrap(), b"sk-live-1");
-        assert!(key.open("docs/env/OTHER", &once).is_err(), "moved to another name");
+        assert!(
+            key.open("docs/env/OTHER", &once).is_err(),
+            "moved to another name"
+        );
         assert!(!once.windows(9).any(|w| w == b"sk-live-1"));
     }
 

@@ -113,7 +113,8 @@ impl Sealer {
                     vec![Problem {
                         file: file.to_string(),
                         path: format!("server '{}' {}.{name}", spec.id, place_name(place)),
-                        message: "could not be sealed: this machine gave no randomness; try again".into(),
+                        message: "could not be sealed: this machine gave no randomness; try again"
+                            .into(),
                     }]
                 })?;
             sealed.push(SealedValue {
@@ -171,7 +172,10 @@ mod tests {
             ]
             .into(),
             headers: [
-                ("Authorization".to_string(), "Bearer abc-def-ghi".to_string()),
+                (
+                    "Authorization".to_string(),
+                    "Bearer abc-def-ghi".to_string(),
+                ),
                 ("X-Trace".to_string(), "on-${TRACE}".to_string()),
             ]
             .into(),
@@ -193,7 +197,10 @@ mod tests {
         let names: Vec<_> = sealed.sealed.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(names, ["API_KEY", "Authorization"]);
         let text = format!("{sealed:?}");
-        assert!(!text.contains("sk-live-123") && !text.contains("abc-def-ghi"), "{text}");
+        assert!(
+            !text.contains("sk-live-123") && !text.contains("abc-def-ghi"),
+            "{text}"
+        );
 
         // Sealed again, the spec is the same: the registry does not change.
         let mut again = spec();
@@ -234,8 +241,13 @@ mod tests {
         let problems = Sealer::new(None).seal("docs.json", &mut spec).unwrap_err();
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         assert_eq!(text.len(), 2, "{text:?}");
-        assert!(text[0].contains("server 'docs' env.API_KEY") && text[0].contains("--oauth-key-file"), "{text:?}");
-        assert!(text.iter().all(|t| !t.contains("sk-live") && !t.contains("abc-def")));
+        assert!(
+            text[0].contains("server 'docs' env.API_KEY") && text[0].contains("--oauth-key-file"),
+            "{text:?}"
+        );
+        assert!(text
+            .iter()
+            .all(|t| !t.contains("sk-live") && !t.contains("abc-def")));
         assert_eq!(spec.env.len(), 2, "left as it was");
     }
 }

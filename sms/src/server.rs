@@ -30,8 +30,8 @@ use crate::grpc::{
 use crate::metrics::Metrics;
 use crate::nodes::{NodeTable, SharedNodes};
 use crate::oauth::{Broker, EtcdVault, KeyError, MemoryVault, SealingKey, Vault};
-use crate::sealed::Sealer;
 use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore, Revocations};
+use crate::sealed::Sealer;
 use crate::store::{EtcdStore, EtcdStoreConfig, MemoryStore, RegistryStore, StoreError};
 use crate::tasks::{EtcdTaskStore, Invoker, MemoryTaskStore, TaskStore};
 use crate::watch::{Hub, HubConfig};
@@ -294,10 +294,7 @@ impl Sms {
                 access.clone(),
                 config.max_watches_per_node,
             ),
-            admin: AdminService::new(
-                Arc::new(Admin::new(writer, sealer.clone())),
-                access.clone(),
-            ),
+            admin: AdminService::new(Arc::new(Admin::new(writer, sealer.clone())), access.clone()),
             tasks: TasksService::new(
                 tasks,
                 Arc::new(
@@ -362,8 +359,14 @@ impl Sms {
             Duration::from_secs(30),
             &[
                 ("/spear.v1.Tasks/InvokeTask", defaults::RUN_ANSWER_WITHIN),
-                ("/spear.v1.Tasks/RegisterTask", defaults::REGISTER_TASK_WITHIN),
-                ("/spear.v1.Credentials/GetAccessToken", defaults::ACCESS_TOKEN_WITHIN),
+                (
+                    "/spear.v1.Tasks/RegisterTask",
+                    defaults::REGISTER_TASK_WITHIN,
+                ),
+                (
+                    "/spear.v1.Credentials/GetAccessToken",
+                    defaults::ACCESS_TOKEN_WITHIN,
+                ),
             ],
         );
         let result = server()

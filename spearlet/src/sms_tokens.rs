@@ -90,10 +90,7 @@ impl Credentials for SmsCredentials {
 fn from_sms(status: tonic::Status, what: &str) -> TokenError {
     use std::error::Error;
     if status.source().is_some() {
-        TokenError(format!(
-            "cannot reach SMS for {what}: {}",
-            status.message()
-        ))
+        TokenError(format!("cannot reach SMS for {what}: {}", status.message()))
     } else {
         // SMS's own sentence (not logged in, not for this node, ...).
         TokenError(status.message().to_string())
@@ -101,7 +98,9 @@ fn from_sms(status: tonic::Status, what: &str) -> TokenError {
 }
 
 impl SmsLink {
-    fn client(&self) -> Result<CredentialsClient<InterceptedService<Channel, JoinToken>>, TokenError> {
+    fn client(
+        &self,
+    ) -> Result<CredentialsClient<InterceptedService<Channel, JoinToken>>, TokenError> {
         let addr = self.status.status.lock().sms.clone().ok_or_else(|| {
             TokenError(
                 "this node has not reached SMS yet, which holds the server's OAuth credential and sealed values"
@@ -122,7 +121,10 @@ impl SmsLink {
         })?;
         let channel = dialer.connect_lazy(endpoint.connect_timeout(Duration::from_secs(5)));
         *cached = Some((addr, channel.clone()));
-        Ok(CredentialsClient::with_interceptor(channel, self.join.clone()))
+        Ok(CredentialsClient::with_interceptor(
+            channel,
+            self.join.clone(),
+        ))
     }
 }
 

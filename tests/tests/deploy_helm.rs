@@ -262,9 +262,7 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     // Plaintext is never anonymous: SMS and nodes share a join token.
     assert!(plaintext.contains("name: spear-join-token"), "{plaintext}");
     assert_eq!(
-        plaintext
-            .matches("secretName: spear-join-token")
-            .count(),
+        plaintext.matches("secretName: spear-join-token").count(),
         2,
         "{plaintext}"
     );

@@ -167,10 +167,14 @@ fn sms_follows_rotated_etcd_tls_material_without_a_restart() {
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(mcp.clone()),
         etcd: Some(etcd.endpoint()),
-        extra: [("--etcd-ca", &ca), ("--etcd-cert", &cert), ("--etcd-key", &key)]
-            .iter()
-            .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
-            .collect(),
+        extra: [
+            ("--etcd-ca", &ca),
+            ("--etcd-cert", &cert),
+            ("--etcd-key", &key),
+        ]
+        .iter()
+        .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+        .collect(),
         ..Default::default()
     });
     let node = SpearletProc::start("node-1", &sms.grpc, &work.path().join("node-1"));
@@ -185,11 +189,16 @@ fn sms_follows_rotated_etcd_tls_material_without_a_restart() {
         Duration::from_secs(60),
         || {
             let registry = node.registry()?.to_string();
-            registry.contains("after the rotation").then_some(()).ok_or(registry)
+            registry
+                .contains("after the rotation")
+                .then_some(())
+                .ok_or(registry)
         },
     );
     assert!(
-        sms.proc.log().contains("TLS material for etcd changed on disk and was reloaded"),
+        sms.proc
+            .log()
+            .contains("TLS material for etcd changed on disk and was reloaded"),
         "{}",
         sms.proc.log()
     );

@@ -84,7 +84,11 @@ fn with_join<T>(message: T, join: Option<&str>) -> tonic::Request<T> {
 
 /// What a caller without the join token (or with `join`, a guess) gets
 /// for each thing a node does; every answer must be a refusal.
-async fn as_a_node(sms: &str, node: &str, join: Option<&str>) -> Vec<(&'static str, tonic::Status)> {
+async fn as_a_node(
+    sms: &str,
+    node: &str,
+    join: Option<&str>,
+) -> Vec<(&'static str, tonic::Status)> {
     let channel = channel(sms).await;
     let mut refused = Vec::new();
     let heartbeat = NodesClient::new(channel.clone())
@@ -175,7 +179,14 @@ fn plaintext_beyond_loopback_is_loud_and_carries_no_token_unless_asked() {
     );
     // Nor without the join token that tells it from a stranger.
     let out = Command::new(bin("spearlet"))
-        .args(["run", "--sms", &sms.grpc, "--metrics-listen", "off", "--insecure"])
+        .args([
+            "run",
+            "--sms",
+            &sms.grpc,
+            "--metrics-listen",
+            "off",
+            "--insecure",
+        ])
         .arg("--state-dir")
         .arg(state.path())
         .env_remove("SPEARLET_JOIN_TOKEN_FILE")
@@ -213,7 +224,14 @@ fn insecure_without_the_tokens_does_not_start() {
     let join = join_file(dir.path());
     let serve = |extra: &[&str]| {
         let out = Command::new(bin("sms"))
-            .args(["serve", "--listen", "0.0.0.0:0", "--metrics-listen", "off", "--insecure"])
+            .args([
+                "serve",
+                "--listen",
+                "0.0.0.0:0",
+                "--metrics-listen",
+                "off",
+                "--insecure",
+            ])
             .args(extra)
             .env_remove("SMS_ADMIN_TOKEN_FILE")
             .env_remove("SMS_JOIN_TOKEN_FILE")
@@ -250,13 +268,21 @@ fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
     let rt = runtime();
     for guess in [None, Some("join-guess-guess-guess-guess")] {
         for (what, status) in rt.block_on(as_a_node(&sms.grpc, "victim", guess)) {
-            assert_eq!(status.code(), tonic::Code::Unauthenticated, "{what}: {status:?}");
+            assert_eq!(
+                status.code(),
+                tonic::Code::Unauthenticated,
+                "{what}: {status:?}"
+            );
             assert!(
                 status.message().contains("join token"),
                 "{what}: {}",
                 status.message()
             );
-            assert!(!status.message().contains("guess"), "{what}: {}", status.message());
+            assert!(
+                !status.message().contains("guess"),
+                "{what}: {}",
+                status.message()
+            );
         }
     }
     let (code, out, err) = sms.client_with_token(&["status", "--insecure"], Some(TOKEN));
@@ -314,7 +340,11 @@ fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
             .unwrap_err()
     });
     assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
-    assert!(refused.message().contains("join token"), "{}", refused.message());
+    assert!(
+        refused.message().contains("join token"),
+        "{}",
+        refused.message()
+    );
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("plain.json");
     std::fs::write(&config, r#"{"limits": {"wall_ms": 10000}}"#).unwrap();
@@ -322,7 +352,14 @@ fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
     let config = config.display().to_string();
     let (code, _, err) = sms.client_with_token(
         &[
-            "tasks", "register", "--id", "plain", "--module", &module, "--config", &config,
+            "tasks",
+            "register",
+            "--id",
+            "plain",
+            "--module",
+            &module,
+            "--config",
+            &config,
             "--insecure",
         ],
         Some(TOKEN),

@@ -73,10 +73,14 @@ fn a_server_for_one_node_is_nothing_to_another() {
 
     let on_a = listed(&c.node, "only-a").to_string();
     let on_b = listed(&node_b, "only-a").to_string();
-    assert!(on_a.contains("ONLY_A_TOKEN"), "{on_a}");
     assert!(
-        !on_b.contains("ONLY_A_TOKEN"),
-        "node-b keeps no env of it: {on_b}"
+        on_a.contains("ONLY_A_TOKEN") && on_a.contains("/bin/true"),
+        "{on_a}"
+    );
+    // node-b receives its id and scope only: nothing of how to run it.
+    assert!(
+        !on_b.contains("ONLY_A_TOKEN") && !on_b.contains("/bin/true"),
+        "node-b keeps nothing of it: {on_b}"
     );
     assert!(on_b.contains("\"enabled\":false"), "{on_b}");
 
@@ -143,12 +147,41 @@ fn a_server_for_one_node_is_nothing_to_another() {
                       "limits": {"wall_ms": 30000}});
     let (code, _, err) = register(&c, "vault-agent", &guest("approval-agent"), &task, &[]);
     assert_eq!(code, 0, "{err}");
-    let _ = c.sms.client(&["invoke", "vault-agent", "--node", "node-a", "--input", "hello"]);
-    let holders = eventually("the server to run with its value", Duration::from_secs(60), || {
-        let found = processes_with_env(&format!("API_KEY={SECRET}"));
-        (!found.is_empty()).then_some(found).ok_or("no process has it yet".to_string())
-    });
+    let _ = c.sms.client(&[
+        "invoke",
+        "vault-agent",
+        "--node",
+        "node-a",
+        "--input",
+        "hello",
+    ]);
+    let holders = eventually(
+        "the server to run with its value",
+        Duration::from_secs(60),
+        || {
+            let found = processes_with_env(&format!("API_KEY={SECRET}"));
+            (!found.is_empty())
+                .then_some(found)
+                .ok_or("no process has it yet".to_string())
+        },
+    );
     assert_eq!(holders.len(), 1, "one server process: {holders:?}");
+
+    // node-b never had even its command (sent as a change), nor does a
+    // node that joins later (sent a snapshot).
+    let everything = npm_bin("mcp-server-everything").display().to_string();
+    assert!(files_text(&c.node.state_dir).contains(&everything));
+    let node_c = SpearletProc::start_with(
+        "node-c",
+        &c.sms.grpc,
+        &state.path().join("node-c"),
+        &certs.node("node-c").args(),
+    );
+    listed(&node_c, "fs-rw");
+    for node in [&node_b, &node_c] {
+        assert!(!files_text(&node.state_dir).contains(&everything));
+        assert!(!node.registry().unwrap().to_string().contains(&everything));
+    }
 
     // And nowhere else: not in what SMS lists, not in either node's state
     // or log, not in SMS's log.

@@ -241,10 +241,9 @@ fn etcd_tls(
 ) -> Result<Option<EtcdTls>> {
     let identity = match (cert, key) {
         (None, None) => None,
-        (Some(cert), Some(key)) => Some((
-            readable("--etcd-cert", cert)?,
-            readable("--etcd-key", key)?,
-        )),
+        (Some(cert), Some(key)) => {
+            Some((readable("--etcd-cert", cert)?, readable("--etcd-key", key)?))
+        }
         _ => bail!("--etcd-cert and --etcd-key go together"),
     };
     match ca {

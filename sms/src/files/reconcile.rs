@@ -15,9 +15,9 @@ use tracing::{info, warn};
 
 use super::problems::FileProblems;
 use crate::registry::{scan_dir, FileOutcome, Problem};
+use crate::sealed::Sealer;
 use crate::store::{Change, Revision};
 use crate::watch::{Hub, ServersView};
-use crate::sealed::Sealer;
 use crate::writer::{RegistryWriter, WriteError};
 
 /// The source recorded for servers declared by `file`.

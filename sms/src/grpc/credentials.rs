@@ -147,11 +147,18 @@ impl CredentialsApi for CredentialsService {
     ) -> Result<Response<OpenSealedResponse>, Status> {
         let caller = self.access.any_node(&request, "open_sealed")?;
         let request = request.into_inner();
-        let spec = self.for_caller(&caller, &request.server_id, "its sealed values are not opened")?;
-        let values = self.sealer.open(&spec, &request.values).map_err(|e| match e {
-            OpenError::NotCurrent { .. } => Status::failed_precondition(e.to_string()),
-            OpenError::WrongKey(_) => Status::internal(e.to_string()),
-        })?;
+        let spec = self.for_caller(
+            &caller,
+            &request.server_id,
+            "its sealed values are not opened",
+        )?;
+        let values = self
+            .sealer
+            .open(&spec, &request.values)
+            .map_err(|e| match e {
+                OpenError::NotCurrent { .. } => Status::failed_precondition(e.to_string()),
+                OpenError::WrongKey(_) => Status::internal(e.to_string()),
+            })?;
         info!(server = %request.server_id, %caller, values = values.len(), "opened sealed values for a node");
         Ok(Response::new(OpenSealedResponse { values }))
     }

@@ -14,8 +14,8 @@ mod broker;
 mod state;
 pub mod vault;
 
-pub use broker::{Broker, Issued};
 pub use crate::seal::{KeyError, SealingKey};
+pub use broker::{Broker, Issued};
 pub use state::millis;
 pub use vault::{EtcdVault, MemoryVault, Vault, VaultError};
 

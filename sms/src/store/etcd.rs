@@ -21,8 +21,8 @@ use etcd_client::{
     WatchOptions,
 };
 use prost::Message;
-use spear_proto::v1::ServerRecord;
 use spear_identity::{ServiceTls, ServiceTlsFiles};
+use spear_proto::v1::ServerRecord;
 use tracing::debug;
 
 use super::{
@@ -164,14 +164,13 @@ impl EtcdStore {
             }
             None => Client::connect(&config.endpoints, Some(options)).await,
         };
-        let client = connected
-            .map_err(|e| {
-                // The transport error's reason is in its Debug form only.
-                let text = format!("{e}: {e:?}");
-                let hint = hint(&text, no_client_cert);
-                let endpoints = config.endpoints.join(",");
-                StoreError::Unavailable(format!("etcd connect to {endpoints} failed: {e}{hint}"))
-            })?;
+        let client = connected.map_err(|e| {
+            // The transport error's reason is in its Debug form only.
+            let text = format!("{e}: {e:?}");
+            let hint = hint(&text, no_client_cert);
+            let endpoints = config.endpoints.join(",");
+            StoreError::Unavailable(format!("etcd connect to {endpoints} failed: {e}{hint}"))
+        })?;
         let keys = Keys::new(&config.prefix);
         let mut store = EtcdStore {
             client,

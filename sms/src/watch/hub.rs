@@ -14,6 +14,7 @@ use spear_proto::v1::ServerRecord;
 use tokio::sync::watch;
 
 use super::encode;
+use super::scoped::is_scoped;
 use crate::store::{Committed, Epoch, RegistryStore, Revision, Snapshot};
 
 /// Tuning of the hub.
@@ -47,6 +48,9 @@ impl Default for HubConfig {
 pub(super) struct DeltaFrame {
     pub revision: Revision,
     pub event: EncodedEvent,
+    /// The change itself when it upserts a server scoped to some nodes:
+    /// the others get it with that server as a stub, encoded for them.
+    pub scoped: Option<Committed>,
 }
 
 /// The snapshot of one revision, encoded once, shared by every stream.
@@ -58,9 +62,11 @@ pub(super) struct SnapshotFrames {
 }
 
 #[derive(Debug)]
-struct Entry {
-    record: ServerRecord,
-    encoded: Bytes,
+pub(super) struct Entry {
+    pub record: ServerRecord,
+    pub encoded: Bytes,
+    /// For a server scoped to some nodes: its stub, encoded, for the rest.
+    pub stub: Option<Bytes>,
 }
 
 #[derive(Debug, Default)]
@@ -251,6 +257,28 @@ impl Hub {
 
     /// The snapshot of the current revision, encoding it only if no stream
     /// asked for this revision before.
+    /// The current snapshot as `node_id` receives it: the shared one,
+    /// unless some server is scoped to some nodes.
+    pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
+        {
+            let state = self.state.read();
+            if state.servers.values().any(|e| e.stub.is_some()) {
+                let frames = encode::snapshot_frames(
+                    state.epoch,
+                    state.revision,
+                    state.servers.values().map(|e| e.for_node(node_id)),
+                );
+                self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
+                return Arc::new(SnapshotFrames {
+                    epoch: state.epoch,
+                    revision: state.revision,
+                    frames,
+                });
+            }
+        }
+        self.current_snapshot()
+    }
+
     pub(super) fn current_snapshot(&self) -> Arc<SnapshotFrames> {
         let mut cache = self.snapshot_cache.lock();
         let state = self.state.read();
@@ -281,10 +309,7 @@ impl Hub {
         let servers = snapshot
             .servers
             .into_iter()
-            .map(|(id, record)| {
-                let encoded = encode::encode_record(&record);
-                (id, Entry { record, encoded })
-            })
+            .map(|(id, record)| (id, Entry::new(record)))
             .collect();
         *state = State {
             epoch: snapshot.epoch,
@@ -333,7 +358,7 @@ impl Hub {
             state.ring_base = committed.prev_revision;
         }
         let frame = encode::delta_frame(state.epoch, committed);
-        self.push_delta(&mut state, committed.revision, frame);
+        self.push_delta(&mut state, committed, frame);
         true
     }
 
@@ -351,15 +376,13 @@ impl Hub {
             let Some(spec) = record.spec.as_ref() else {
                 continue;
             };
-            let entry = Entry {
-                record: record.clone(),
-                encoded: encode::encode_record(record),
-            };
-            state.servers.insert(spec.id.clone(), entry);
+            state
+                .servers
+                .insert(spec.id.clone(), Entry::new(record.clone()));
         }
         state.revision = committed.revision;
         let frame = encode::delta_frame(state.epoch, committed);
-        self.push_delta(&mut state, committed.revision, frame);
+        self.push_delta(&mut state, committed, frame);
         let position = (state.epoch, state.revision);
         drop(state);
         {
@@ -373,11 +396,13 @@ impl Hub {
         true
     }
 
-    fn push_delta(&self, state: &mut State, revision: Revision, event: EncodedEvent) {
+    fn push_delta(&self, state: &mut State, committed: &Committed, event: EncodedEvent) {
         state.ring_bytes += event.len();
-        state
-            .ring
-            .push_back(Arc::new(DeltaFrame { revision, event }));
+        state.ring.push_back(Arc::new(DeltaFrame {
+            revision: committed.revision,
+            event,
+            scoped: is_scoped(committed).then(|| committed.clone()),
+        }));
         while state.ring.len() > self.config.history_len
             || (state.ring_bytes > self.config.history_bytes && state.ring.len() > 1)
         {

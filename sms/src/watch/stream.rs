@@ -118,14 +118,16 @@ impl Cursor {
                         .stats
                         .deltas_sent
                         .fetch_add(deltas.len() as u64, Ordering::Relaxed);
-                    self.pending.extend(deltas.iter().map(|d| d.event.clone()));
+                    let node_id = &self.node_id;
+                    self.pending
+                        .extend(deltas.iter().map(|d| d.for_node(epoch, node_id)));
                     self.next_progress = Instant::now() + self.hub.config.progress_interval;
                     return;
                 }
             }
         }
         drop(state);
-        let snapshot = self.hub.current_snapshot();
+        let snapshot = self.hub.snapshot_for(&self.node_id);
         debug!(
             node_id = %self.node_id,
             epoch = snapshot.epoch,

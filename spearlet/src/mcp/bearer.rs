@@ -19,12 +19,12 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
-use spear_proto::v1::SealedValue;
 use rmcp::transport::auth::AuthError;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
+use spear_proto::v1::SealedValue;
 use sse_stream::{Error as SseError, Sse};
 
 use super::standalone::StandaloneFirst;

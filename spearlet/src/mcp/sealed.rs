@@ -31,9 +31,7 @@ pub async fn open(spec: &ServerSpec, options: &SessionOptions) -> Result<Option<
         return Ok(None);
     }
     let credentials = options.credentials.as_ref().ok_or_else(|| {
-        McpError::Sealed(
-            "this process has no link to SMS, which opens them for its nodes".into(),
-        )
+        McpError::Sealed("this process has no link to SMS, which opens them for its nodes".into())
     })?;
     let values = credentials
         .open_sealed(&spec.id, &spec.sealed)
