@@ -74,6 +74,9 @@ pub(super) struct State {
     pub epoch: Epoch,
     pub revision: Revision,
     servers: BTreeMap<String, Entry>,
+    /// How many of them are scoped to some nodes (snapshots are then
+    /// encoded per node).
+    scoped: usize,
     ring: VecDeque<Arc<DeltaFrame>>,
     ring_bytes: usize,
     /// Every change after `ring_base` is in the ring.
@@ -262,7 +265,7 @@ impl Hub {
     pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
         {
             let state = self.state.read();
-            if state.servers.values().any(|e| e.stub.is_some()) {
+            if state.scoped > 0 {
                 let frames = encode::snapshot_frames(
                     state.epoch,
                     state.revision,
@@ -306,7 +309,7 @@ impl Hub {
     /// Streams wait until `ready` (or [`Hub::mark_loaded`]).
     pub(super) fn install(&self, snapshot: Snapshot, ready: bool) {
         let mut state = self.state.write();
-        let servers = snapshot
+        let servers: BTreeMap<String, Entry> = snapshot
             .servers
             .into_iter()
             .map(|(id, record)| (id, Entry::new(record)))
@@ -314,6 +317,7 @@ impl Hub {
         *state = State {
             epoch: snapshot.epoch,
             revision: snapshot.revision,
+            scoped: servers.values().filter(|e| e.stub.is_some()).count(),
             servers,
             ring: VecDeque::new(),
             ring_bytes: 0,
@@ -369,16 +373,19 @@ impl Hub {
         if committed.prev_revision != state.revision || committed.revision <= state.revision {
             return false;
         }
+        let scoped = |entry: Option<Entry>| usize::from(entry.is_some_and(|e| e.stub.is_some()));
         for id in &committed.deletes {
-            state.servers.remove(id);
+            let gone = state.servers.remove(id);
+            state.scoped -= scoped(gone);
         }
         for record in &committed.upserts {
             let Some(spec) = record.spec.as_ref() else {
                 continue;
             };
-            state
-                .servers
-                .insert(spec.id.clone(), Entry::new(record.clone()));
+            let entry = Entry::new(record.clone());
+            let added = usize::from(entry.stub.is_some());
+            let replaced = state.servers.insert(spec.id.clone(), entry);
+            state.scoped = state.scoped + added - scoped(replaced);
         }
         state.revision = committed.revision;
         let frame = encode::delta_frame(state.epoch, committed);
