@@ -7,7 +7,7 @@
 
 FROM rust:1.88-bookworm AS build
 RUN apt-get update \
- && apt-get install -y --no-install-recommends protobuf-compiler cmake clang \
+ && apt-get install -y --no-install-recommends cmake clang \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

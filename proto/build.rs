@@ -1,6 +1,9 @@
 //! Generates the tonic/prost code for Spear's contracts, plus one hand-described
 //! service: the server side of `Registry` whose `Watch` stream sends frames that
 //! SMS encoded once and shares between every stream (see `src/frame.rs`).
+//!
+//! The `.proto` files are parsed by `protox`, a protobuf compiler in Rust,
+//! so the workspace builds with cargo alone (no `protoc` to install).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
@@ -13,9 +16,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");
     }
+    let descriptors = protox::compile(protos, ["proto"])?;
     tonic_prost_build::configure()
         .bytes(".")
-        .compile_protos(&protos, &["proto"])?;
+        .compile_fds(descriptors)?;
 
     let shared = tonic_build::manual::Service::builder()
         .name("Registry")

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs what Spear's build, demo and tests need on a fresh Debian machine:
-# protoc (for the gRPC code), etcd (for the etcd store tests), iproute2 (network
+# Installs what Spear's demo and tests need on a fresh Debian machine (the
+# build needs cargo alone: protobuf is compiled by protox, see
+# .cargo/config.toml): etcd (for the etcd store tests), iproute2 (network
 # namespaces), systemd (to verify the units in deploy/systemd) and the wasm
 # target. Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 missing=()
-command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 # Network namespaces for the cluster test (tests/tests/netns_cluster.rs).
