@@ -127,35 +127,85 @@ pub fn sole_reference(text: &str) -> Option<&str> {
     }
 }
 
-/// Why [`substitute`] could not resolve a text.
+/// Why [`evaluate`] could not resolve a text; `E` is why a lookup refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubstituteError {
+pub enum EvalError<E> {
     #[error(transparent)]
-    Malformed(#[from] RefError),
+    Malformed(RefError),
+    /// The variable may not be read here.
+    #[error("${{{name}}} may not be read")]
+    Refused { name: String, why: E },
     #[error("${{{0}}} is not set")]
     Unset(String),
 }
 
-/// `text` with each reference replaced by `lookup(name)`, or its default
-/// when unset: for the few values SMS itself must resolve (an OAuth
-/// server's URL and client secret, which it renews tokens with).
-pub fn substitute(
+/// `text` with each reference replaced: the one evaluator SMS and nodes
+/// share. `${NAME}` is `lookup(NAME)`, and an error when unset;
+/// `${NAME:-default}` is the default when `NAME` is unset **or empty**, as
+/// in a shell. `on_value` sees each value that came from `lookup` (not a
+/// default): the node keeps them as secrets.
+pub fn evaluate<E>(
     text: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, SubstituteError> {
+    lookup: &dyn Fn(&str) -> Result<Option<String>, E>,
+    on_value: &mut dyn FnMut(&str),
+) -> Result<String, EvalError<E>> {
     let mut out = String::with_capacity(text.len());
     for piece in pieces(text) {
-        match piece? {
-            Piece::Text(text) => out.push_str(text),
-            Piece::Ref { name, default } => match (lookup(name), default) {
-                (Some(value), _) => out.push_str(&value),
-                (None, Some(default)) => out.push_str(default),
-                (None, None) => return Err(SubstituteError::Unset(name.to_string())),
-            },
+        let (name, default) = match piece.map_err(EvalError::Malformed)? {
+            Piece::Text(text) => {
+                out.push_str(text);
+                continue;
+            }
+            Piece::Ref { name, default } => (name, default),
+        };
+        let found = lookup(name)
+            .map_err(|why| EvalError::Refused {
+                name: name.to_string(),
+                why,
+            })?
+            .filter(|value| !value.is_empty() || default.is_none());
+        match (found, default) {
+            (Some(value), _) => {
+                on_value(&value);
+                out.push_str(&value);
+            }
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => return Err(EvalError::Unset(name.to_string())),
         }
     }
     Ok(out)
 }
+
+/// Why [`substitute`] could not resolve a text.
+pub type SubstituteError = EvalError<std::convert::Infallible>;
+
+/// `text` resolved with [`evaluate`] against `lookup`: for the few values
+/// SMS itself must resolve (an OAuth server's URL and client secret, which
+/// it renews tokens with).
+pub fn substitute(
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, SubstituteError> {
+    evaluate(text, &|name| Ok(lookup(name)), &mut |_| {})
+}
+
+/// How references evaluate, as a table: `(text, the environment, the
+/// result or the unset name)`. SMS's [`substitute`] and the node's resolver
+/// are both tested against it, so they cannot disagree.
+#[doc(hidden)]
+pub const EVALUATION_TABLE: &[(&str, &[(&str, &str)], Result<&str, &str>)] = &[
+    ("plain", &[], Ok("plain")),
+    ("${X}", &[("X", "v")], Ok("v")),
+    ("${X}", &[("X", "")], Ok("")),
+    ("${X}", &[], Err("X")),
+    ("${X:-d}", &[("X", "v")], Ok("v")),
+    ("${X:-d}", &[("X", "")], Ok("d")),
+    ("${X:-d}", &[], Ok("d")),
+    ("${X:-}", &[], Ok("")),
+    ("a${X}b${Y:-c}", &[("X", "1")], Ok("a1bc")),
+    ("$${X} $5", &[("X", "v")], Ok("${X} $5")),
+    ("Bearer ${TOKEN}", &[("TOKEN", "t")], Ok("Bearer t")),
+];
 
 /// True when `text` starts with a reference (a URL given entirely by one).
 pub fn starts_with_reference(text: &str) -> bool {
@@ -165,16 +215,23 @@ pub fn starts_with_reference(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn substitute_resolves_defaults_and_names_the_unset() {
-        let lookup = |name: &str| (name == "HOST").then(|| "mcp.example".to_string());
-        assert_eq!(
-            super::substitute("https://${HOST}:${PORT:-443}/mcp", &lookup),
-            Ok("https://mcp.example:443/mcp".to_string())
-        );
-        assert_eq!(
-            super::substitute("${SECRET}", &lookup),
-            Err(super::SubstituteError::Unset("SECRET".into()))
-        );
+    fn substitute_follows_the_evaluation_table() {
+        for (text, env, want) in super::EVALUATION_TABLE {
+            let lookup = |name: &str| {
+                env.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            };
+            let got = super::substitute(text, &lookup);
+            match want {
+                Ok(value) => assert_eq!(got, Ok(value.to_string()), "{text} with {env:?}"),
+                Err(name) => assert_eq!(
+                    got,
+                    Err(super::SubstituteError::Unset(name.to_string())),
+                    "{text} with {env:?}"
+                ),
+            }
+        }
     }
 
     use super::*;

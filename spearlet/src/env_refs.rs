@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
-use spear_proto::refs::{pieces, Piece, RefError};
+use spear_proto::refs::{evaluate, EvalError, RefError};
 use spear_proto::v1::ServerSpec;
 
 pub use crate::node_policy::Refused;
@@ -41,52 +41,37 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// Resolves every reference in `text` with `lookup`.
+    /// Resolves every reference in `text` with `lookup`
+    /// ([`spear_proto::refs::evaluate`], the evaluator SMS uses too),
+    /// keeping each value read as a secret. Errors name `field` and the
+    /// variable, never a value.
     pub fn resolve(
         &mut self,
         field: &str,
         text: &str,
         lookup: &LookupFn<'_>,
     ) -> Result<String, ResolveError> {
-        let mut out = String::with_capacity(text.len());
-        for piece in pieces(text) {
-            let piece = piece.map_err(|why| ResolveError::Malformed {
+        let secrets = &mut self.secrets;
+        evaluate(text, lookup, &mut |value| {
+            if !value.is_empty() {
+                secrets.push(value.to_string());
+            }
+        })
+        .map_err(|error| match error {
+            EvalError::Malformed(why) => ResolveError::Malformed {
                 field: field.to_string(),
                 why,
-            })?;
-            let (name, default) = match piece {
-                Piece::Text(text) => {
-                    out.push_str(text);
-                    continue;
-                }
-                Piece::Ref { name, default } => (name, default),
-            };
-            // `${NAME:-default}` also covers a set-but-empty NAME, as in a shell.
-            let found = lookup(name)
-                .map_err(|refused| ResolveError::Refused {
-                    field: field.to_string(),
-                    name: name.to_string(),
-                    why: refused.0,
-                })?
-                .filter(|v| !v.is_empty() || default.is_none());
-            let value = match (found, default) {
-                (Some(value), _) => {
-                    if !value.is_empty() {
-                        self.secrets.push(value.clone());
-                    }
-                    value
-                }
-                (None, Some(default)) => default.to_string(),
-                (None, None) => {
-                    return Err(ResolveError::Unset {
-                        field: field.to_string(),
-                        name: name.to_string(),
-                    })
-                }
-            };
-            out.push_str(&value);
-        }
-        Ok(out)
+            },
+            EvalError::Refused { name, why } => ResolveError::Refused {
+                field: field.to_string(),
+                name,
+                why: why.0,
+            },
+            EvalError::Unset(name) => ResolveError::Unset {
+                field: field.to_string(),
+                name,
+            },
+        })
     }
 
     /// Every secret `spec` substitutes on this node (its command, args,
@@ -204,6 +189,30 @@ fn url_forms(secret: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_follows_the_evaluation_table() {
+        for (text, env, want) in spear_proto::refs::EVALUATION_TABLE {
+            let lookup = |name: &str| -> Result<Option<String>, Refused> {
+                Ok(env
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string()))
+            };
+            let got = Resolver::default().resolve("env.X", text, &lookup);
+            match want {
+                Ok(value) => assert_eq!(got, Ok(value.to_string()), "{text} with {env:?}"),
+                Err(name) => assert_eq!(
+                    got,
+                    Err(ResolveError::Unset {
+                        field: "env.X".into(),
+                        name: name.to_string()
+                    }),
+                    "{text} with {env:?}"
+                ),
+            }
+        }
+    }
 
     fn env(name: &str) -> Result<Option<String>, Refused> {
         Ok(match name {
