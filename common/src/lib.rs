@@ -16,6 +16,7 @@
 //!   variables ask for them, and the W3C trace context passed on.
 //!
 //! Wire contracts between SMS and nodes live in `spear-proto`, not here.
+#![forbid(unsafe_code)]
 
 pub mod backoff;
 pub mod insecure;

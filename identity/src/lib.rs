@@ -14,6 +14,7 @@
 //!   material re-read when it changes.
 //! - [`AdminToken`]: the admin token file, an alternative admin credential;
 //!   [`JoinToken`]: the node join token, a node's credential on plaintext.
+#![forbid(unsafe_code)]
 
 mod access;
 mod admission;

@@ -19,6 +19,7 @@
 //!
 //! Secrets (client secrets, keys, codes, verifiers, tokens) are held in
 //! [`Secret`]s or inside rmcp's types and never formatted into an error.
+#![forbid(unsafe_code)]
 
 mod authorize;
 mod browser;

@@ -2,6 +2,7 @@
 //! spearlets. The `.proto` files under `proto/` are the source of truth; this
 //! crate only compiles them and adds the one piece codegen cannot express,
 //! pre-encoded watch frames.
+#![forbid(unsafe_code)]
 
 pub mod defaults;
 pub mod frame;

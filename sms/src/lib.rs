@@ -30,6 +30,7 @@
 //! [`server`] builds it all; [`metrics`] serves Prometheus and, from
 //! [`health`], the `/livez` and `/readyz` probes; [`cli`] is the
 //! command line (`sms serve` and the client commands); `main.rs` only calls it.
+#![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod certs;

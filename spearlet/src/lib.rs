@@ -29,6 +29,8 @@
 //! [`node`] builds every subsystem and shuts them down in order; [`cli`]
 //! parses the command line (`main.rs` only calls it); [`config`] is the
 //! node's TOML file.
+// Unsafe only where a comment says why it holds (three places).
+#![deny(unsafe_code)]
 
 pub mod cchat;
 pub mod cli;

@@ -1,4 +1,5 @@
 //! The `spearlet` binary: argument parsing only; the logic is in the library.
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests and benchmarks: starting the real
 //! `sms` and `spearlet` binaries and a real etcd, and waiting for what they
 //! should eventually show.
+#![forbid(unsafe_code)]
 
 pub mod certs;
 pub mod etcd;

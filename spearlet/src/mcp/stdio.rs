@@ -131,6 +131,7 @@ impl StdioChild {
         if let Some(pgid) = self.pgid {
             // SAFETY: kill(2) with a negative pid signals that process group;
             // the group id is our own child's pid, so no unrelated process.
+            #[allow(unsafe_code)]
             unsafe {
                 libc::kill(-pgid, signal);
             }

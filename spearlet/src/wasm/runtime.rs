@@ -208,6 +208,7 @@ impl GuestRuntime {
             // SAFETY: the artifact carries this node's MAC over the module's
             // digest and the artifact (see `cache`), so it is what this node
             // serialized; wasmtime checks it matches this engine's config.
+            #[allow(unsafe_code)]
             match unsafe { Module::deserialize(&self.engine, &artifact) } {
                 Ok(module) => return Ok(module),
                 Err(error) => warn!(%error, "stale compiled module; compiling again"),

@@ -69,6 +69,7 @@ fn lower_priority() {
     // SAFETY: setpriority on the calling thread (a tid on Linux) with
     // plain integer arguments; failure only leaves the priority as it was.
     #[cfg(target_os = "linux")]
+    #[allow(unsafe_code)]
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
         if libc::setpriority(libc::PRIO_PROCESS, tid, GUEST_NICE) != 0 {

@@ -16,6 +16,7 @@
 //! ids matching, tools well formed. A request that breaks a rule gets the
 //! provider's 400 and is kept in [`ScriptedModel::violations`], so a test
 //! can also assert that none happened.
+#![forbid(unsafe_code)]
 
 mod anthropic;
 mod openai;
