@@ -39,7 +39,11 @@ fn scripts_protoc_answers_prost_builds_call_like_protoc() {
         );
     }
     // And a proto that does not parse is a failure, not an empty set.
-    std::fs::write(dir.path().join("bad.proto"), "syntax = \"proto3\"; message {").unwrap();
+    std::fs::write(
+        dir.path().join("bad.proto"),
+        "syntax = \"proto3\"; message {",
+    )
+    .unwrap();
     let status = Command::new(repo_file("scripts/protoc"))
         .arg("-o")
         .arg(dir.path().join("bad.bin"))

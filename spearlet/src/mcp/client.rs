@@ -22,60 +22,13 @@ use tokio::sync::watch;
 
 use super::bearer::Credentials;
 use super::elicitation::ElicitationPolicy;
+use super::error::McpError;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
 use super::server_log::ServerLog;
 use super::stdio::{StdioChild, StdioCommand};
 use crate::env_refs::{ResolveError, Resolver};
 use crate::node_policy::Egress;
-
-/// Why talking to a server failed. Messages never carry env or header values.
-#[derive(Debug, thiserror::Error)]
-pub enum McpError {
-    #[error(transparent)]
-    Resolve(#[from] ResolveError),
-    #[error("{0}")]
-    Egress(String),
-    #[error("cannot start '{program}': {cause}")]
-    Spawn {
-        program: String,
-        cause: std::io::Error,
-    },
-    #[error("the server did not complete the MCP handshake: {0}")]
-    Initialize(String),
-    #[error("{what} timed out after {after:?}")]
-    Timeout { what: &'static str, after: Duration },
-    #[error("the server connection is closed: the server exited or hung up (its stderr is in the node's log)")]
-    Closed,
-    #[error("the server answered with an error: {0}")]
-    Server(String),
-    #[error(
-        "the server declares no transport; give it a \"command\" (stdio) or a \"url\" (remote)"
-    )]
-    NoTransport,
-    #[error("tools/list returned more than {0} pages; the rest were ignored")]
-    TooManyPages(usize),
-    #[error("{0}")]
-    InvalidHeader(String),
-    #[error("server '{0}' is not in this node's registry")]
-    UnknownServer(String),
-    /// An error whose text held a value resolved from a `${NAME}`
-    /// reference, with the value replaced by `<redacted>`.
-    #[error("{0}")]
-    Redacted(String),
-    /// The server refused the request's credentials, or none could be had.
-    #[error("{0}")]
-    Auth(String),
-    #[error("the server's file declares \"auth\" and {0}")]
-    NoCredentials(&'static str),
-    #[error("cannot open the server's sealed values: {0}")]
-    Sealed(String),
-    #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
-    Restarting {
-        last_error: String,
-        retry_in: Duration,
-    },
-}
 
 /// The node's side of one session: answers what the server asks (pings,
 /// elicitation) and takes what it tells (tool list changes, log lines).

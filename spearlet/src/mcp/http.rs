@@ -13,7 +13,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use spear_proto::v1::ServerSpec;
 
 use super::bearer::{BearerClient, TokenSource};
-use super::client::McpError;
+use super::error::McpError;
 use crate::env_refs::Resolver;
 use crate::http_client::http_client;
 

@@ -9,8 +9,8 @@
 use rmcp::model::{InputRequest, InputRequiredResult, InputResponses, ListRootsResult};
 use serde_json::Value;
 
-use super::client::McpError;
 use super::elicitation::ElicitationPolicy;
+use super::error::McpError;
 
 /// Rounds of `input_required` a call may take before it is given up: a
 /// server that keeps asking must not hold a call (and a slot) forever.

@@ -22,7 +22,7 @@ use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::time::Instant;
 
-use super::client::McpError;
+use super::error::McpError;
 use super::http::{streamable_transport, HttpTarget};
 
 /// How a session starts.

@@ -5,6 +5,7 @@
 mod bearer;
 mod client;
 mod elicitation;
+mod error;
 mod http;
 mod input_required;
 mod lifecycle;
@@ -18,8 +19,9 @@ mod stdio;
 
 pub(crate) use bearer::insufficient_scope;
 pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
-pub use client::{stdio_command, McpClient, McpError, SessionOptions, Timeouts, ToolList};
+pub use client::{stdio_command, McpClient, SessionOptions, Timeouts, ToolList};
 pub use elicitation::ElicitationPolicy;
+pub use error::McpError;
 pub use render::{render_result, RenderedResult};
 pub use schema::{check_input_schema, SchemaError};
 pub use stdio::{StdioChild, StdioCommand};

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::{debug, warn};
 
-use super::client::McpError;
+use super::error::McpError;
 use super::http::HttpTarget;
 use crate::http_client::describe;
 

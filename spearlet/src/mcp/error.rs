@@ -1,0 +1,55 @@
+//! [`McpError`]: why talking to an MCP server failed, one sentence each.
+//! Its own file so that the transports (`http`, `sse`, `lifecycle`, ...)
+//! depend on it and not on the client that uses them.
+
+use std::time::Duration;
+
+use crate::env_refs::ResolveError;
+
+/// Why talking to a server failed. Messages never carry env or header values.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("{0}")]
+    Egress(String),
+    #[error("cannot start '{program}': {cause}")]
+    Spawn {
+        program: String,
+        cause: std::io::Error,
+    },
+    #[error("the server did not complete the MCP handshake: {0}")]
+    Initialize(String),
+    #[error("{what} timed out after {after:?}")]
+    Timeout { what: &'static str, after: Duration },
+    #[error("the server connection is closed: the server exited or hung up (its stderr is in the node's log)")]
+    Closed,
+    #[error("the server answered with an error: {0}")]
+    Server(String),
+    #[error(
+        "the server declares no transport; give it a \"command\" (stdio) or a \"url\" (remote)"
+    )]
+    NoTransport,
+    #[error("tools/list returned more than {0} pages; the rest were ignored")]
+    TooManyPages(usize),
+    #[error("{0}")]
+    InvalidHeader(String),
+    #[error("server '{0}' is not in this node's registry")]
+    UnknownServer(String),
+    /// An error whose text held a value resolved from a `${NAME}`
+    /// reference, with the value replaced by `<redacted>`.
+    #[error("{0}")]
+    Redacted(String),
+    /// The server refused the request's credentials, or none could be had.
+    #[error("{0}")]
+    Auth(String),
+    #[error("the server's file declares \"auth\" and {0}")]
+    NoCredentials(&'static str),
+    #[error("cannot open the server's sealed values: {0}")]
+    Sealed(String),
+    #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]
+    Restarting {
+        last_error: String,
+        retry_in: Duration,
+    },
+}
