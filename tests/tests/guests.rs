@@ -263,6 +263,26 @@ fn abi_cases() -> Vec<Case> {
             Expect::Stopped("memory"),
         ),
         case(
+            "growth past the limits is -1, as WebAssembly says, and the guest goes on",
+            format!(
+                r#"(module {EXIT}
+                (memory (export "memory") 1)
+                (table 1 funcref)
+                (func (export "_start")
+                  ;; 128 MiB of memory (past the run's 64 MiB) and 100,000
+                  ;; table elements (past 10,000): each refused with -1.
+                  (if (i32.ne (memory.grow (i32.const 2048)) (i32.const -1))
+                    (then (call $exit (i32.const 1))))
+                  (if (i32.ne (table.grow (ref.null func) (i32.const 100000)) (i32.const -1))
+                    (then (call $exit (i32.const 2))))
+                  ;; Growth within the limits still works.
+                  (if (i32.ne (memory.grow (i32.const 1)) (i32.const 1))
+                    (then (call $exit (i32.const 3))))
+                  (call $exit (i32.const 42))))"#
+            ),
+            Expect::Exit(42),
+        ),
+        case(
             "unbounded recursion is stopped by the stack limit",
             r#"(module (memory (export "memory") 1) (func $f (call $f)) (func (export "_start") (call $f)))"#,
             Expect::Stopped("stack"),

@@ -215,7 +215,7 @@ fn hostile_tasks_end_with_a_reason_while_the_node_serves_a_normal_one() {
         (
             "bomb",
             r#"(module (memory (export "memory") 1) (func (export "_start") (loop (drop (memory.grow (i32.const 256))) (br 0))))"#,
-            "memory past its limit",
+            "memory past its limit of 16 MiB (limits.memory_mb)",
         ),
         (
             "recurse",

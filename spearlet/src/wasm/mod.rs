@@ -8,6 +8,7 @@
 mod cache;
 mod cpu;
 pub(crate) mod guest_memory;
+mod limiter;
 mod outcome;
 mod runtime;
 mod state;

@@ -12,13 +12,14 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Store, StoreLimitsBuilder,
+    PoolingAllocationConfig, Store,
 };
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
+use super::limiter::GuestLimiter;
 use super::outcome::{describe, GuestOutcome};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
@@ -263,12 +264,7 @@ impl GuestRuntime {
         let cpu = Arc::new(CpuClock::default());
         let state = GuestState {
             wasi,
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .table_elements(limits.table_elements)
-                .instances(1)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: GuestLimiter::new(limits.memory_bytes, limits.table_elements),
             cchat: Sessions::new(SessionDeps {
                 task: context.task,
                 router: context.router,
@@ -348,6 +344,11 @@ impl GuestRuntime {
             Ok(Err(error)) => describe(&error),
         };
         let state = store.data_mut();
+        // A run that ended badly after a growth was refused says so.
+        let error = match (error, state.limits.refused()) {
+            (Some(why), Some(refused)) => Some(format!("{why}; {refused}")),
+            (error, _) => error,
+        };
         GuestOutcome {
             exit_code,
             error,

@@ -3,16 +3,16 @@
 
 use std::sync::Arc;
 
-use wasmtime::StoreLimits;
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::cpu::CpuClock;
+use super::limiter::GuestLimiter;
 use crate::cchat::Sessions;
 
 /// Everything a guest's store holds.
 pub struct GuestState {
     pub wasi: WasiP1Ctx,
-    pub limits: StoreLimits,
+    pub limits: GuestLimiter,
     pub cchat: Sessions,
     /// Guest CPU used so far, shared with the epoch callback.
     pub cpu: Arc<CpuClock>,

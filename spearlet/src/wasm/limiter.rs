@@ -1,0 +1,105 @@
+//! A guest's memory and table limits, as WebAssembly means them:
+//! [`GuestLimiter`] refuses a `memory.grow` or `table.grow` past the run's
+//! limit, and the instruction returns -1 to the guest (its allocator can
+//! then fail gracefully) instead of trapping. It remembers the refusal, so
+//! a run that then ends badly (an allocator that aborts, a loop that spins
+//! into its CPU budget) says why in its sentence.
+
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
+
+/// What was refused: the first refusal of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Linear memory past `limit_bytes` (`limits.memory_mb`).
+    Memory { limit_bytes: usize },
+    /// A table past `limit_elements`.
+    Table { limit_elements: usize },
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Memory { limit_bytes } => write!(
+                f,
+                "it tried to grow its memory past its limit of {} MiB (limits.memory_mb), and was refused",
+                limit_bytes >> 20
+            ),
+            Refusal::Table { limit_elements } => write!(
+                f,
+                "it tried to grow a table past its limit of {limit_elements} elements, and was refused"
+            ),
+        }
+    }
+}
+
+/// The store's limiter.
+pub struct GuestLimiter {
+    limits: StoreLimits,
+    memory_bytes: usize,
+    table_elements: usize,
+    refused: Option<Refusal>,
+}
+
+impl GuestLimiter {
+    pub fn new(memory_bytes: usize, table_elements: usize) -> Self {
+        Self {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .table_elements(table_elements)
+                .instances(1)
+                .build(),
+            memory_bytes,
+            table_elements,
+            refused: None,
+        }
+    }
+
+    /// The run's first refused growth, if any.
+    pub fn refused(&self) -> Option<Refusal> {
+        self.refused
+    }
+}
+
+impl ResourceLimiter for GuestLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if !allowed {
+            self.refused.get_or_insert(Refusal::Memory {
+                limit_bytes: self.memory_bytes,
+            });
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = self.limits.table_growing(current, desired, maximum)?;
+        if !allowed {
+            self.refused.get_or_insert(Refusal::Table {
+                limit_elements: self.table_elements,
+            });
+        }
+        Ok(allowed)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
+}
