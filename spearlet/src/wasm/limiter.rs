@@ -10,8 +10,12 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 /// What was refused: the first refusal of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// Linear memory past `limit_bytes` (`limits.memory_mb`).
-    Memory { limit_bytes: usize },
+    /// Linear memory of `desired_bytes`, past `limit_bytes`
+    /// (`limits.memory_mb`); a module's initial memory too.
+    Memory {
+        limit_bytes: usize,
+        desired_bytes: usize,
+    },
     /// A table past `limit_elements`.
     Table { limit_elements: usize },
 }
@@ -19,10 +23,14 @@ pub enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Memory { limit_bytes } => write!(
+            Refusal::Memory {
+                limit_bytes,
+                desired_bytes,
+            } => write!(
                 f,
-                "it tried to grow its memory past its limit of {} MiB (limits.memory_mb), and was refused",
-                limit_bytes >> 20
+                "it tried to grow its memory past its limit of {} MiB (limits.memory_mb), to {} MiB, and was refused",
+                limit_bytes >> 20,
+                desired_bytes.div_ceil(1 << 20)
             ),
             Refusal::Table { limit_elements } => write!(
                 f,
@@ -71,6 +79,7 @@ impl ResourceLimiter for GuestLimiter {
         if !allowed {
             self.refused.get_or_insert(Refusal::Memory {
                 limit_bytes: self.memory_bytes,
+                desired_bytes: desired,
             });
         }
         Ok(allowed)

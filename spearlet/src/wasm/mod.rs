@@ -10,6 +10,7 @@ mod cpu;
 pub(crate) mod guest_memory;
 mod limiter;
 mod outcome;
+mod resources;
 mod runtime;
 mod state;
 mod stop;

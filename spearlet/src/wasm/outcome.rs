@@ -35,6 +35,14 @@ impl GuestOutcome {
     }
 }
 
+/// Whether `error` ended a guest that was running (an exit, a stop, a
+/// trap), rather than one that never started.
+pub(crate) fn ran(error: &wasmtime::Error) -> bool {
+    error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some()
+        || error.downcast_ref::<StopReason>().is_some()
+        || error.downcast_ref::<wasmtime::Trap>().is_some()
+}
+
 /// An exit code, or one sentence on why the guest was stopped.
 pub(crate) fn describe(error: &wasmtime::Error) -> (Option<i32>, Option<String>) {
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {

@@ -20,7 +20,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
 use super::limiter::GuestLimiter;
-use super::outcome::{describe, GuestOutcome};
+use super::outcome::{describe, ran, GuestOutcome};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
 use super::GuestState;
@@ -88,6 +88,8 @@ pub enum LoadError {
     Compile(String),
     #[error("the module needs imports this node does not provide: {0}")]
     Link(String),
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// What a run needs from the node.
@@ -216,8 +218,11 @@ impl GuestRuntime {
             }
         }
         let started = Instant::now();
+        // The text format too (tests and hand-written guests).
+        let wasm = wat::parse_bytes(wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        super::resources::check(&wasm).map_err(LoadError::TooLarge)?;
         let module =
-            Module::new(&self.engine, wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+            Module::new(&self.engine, &wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
         if let (Some(artifacts), Ok(bytes)) = (&self.artifacts, module.serialize()) {
             if let Err(error) = artifacts.write(digest, &bytes) {
@@ -338,17 +343,30 @@ impl GuestRuntime {
                 return GuestOutcome::stopped(format!("the guest run failed: {error}"), started)
             }
         };
+        // A refused growth is part of why a run ended badly; refused at
+        // start (its initial memory or table), it is the whole story.
+        let refused = store.data().limits.refused();
+        let with_refusal = |why: String| match refused {
+            Some(refused) => format!("{why}; {refused}"),
+            None => why,
+        };
         let (exit_code, error) = match result {
-            Err(_) => (None, Some(StopReason::Wall(limits.wall).to_string())),
+            Err(_) => (
+                None,
+                Some(with_refusal(StopReason::Wall(limits.wall).to_string())),
+            ),
             Ok(Ok(())) => (Some(0), None),
-            Ok(Err(error)) => describe(&error),
+            Ok(Err(error)) => match refused {
+                Some(refused) if !ran(&error) => {
+                    (None, Some(format!("the module could not start: {refused}")))
+                }
+                _ => {
+                    let (code, why) = describe(&error);
+                    (code, why.map(with_refusal))
+                }
+            },
         };
         let state = store.data_mut();
-        // A run that ended badly after a growth was refused says so.
-        let error = match (error, state.limits.refused()) {
-            (Some(why), Some(refused)) => Some(format!("{why}; {refused}")),
-            (error, _) => error,
-        };
         GuestOutcome {
             exit_code,
             error,
