@@ -28,5 +28,5 @@ pub mod text;
 
 pub use backoff::Backoff;
 pub use process::{
-    init_logging, init_logging_redacted, shutdown_signal, Listen, LogFormat, Redact,
+    init_logging, init_logging_redacted, shutdown_signal, Listen, LogFormat, Redact, Verbosity,
 };

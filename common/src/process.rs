@@ -37,10 +37,31 @@ pub struct LoggingError(String);
 /// OAuth client logs authorization codes at `debug`.
 const CAPPED: &[&str] = &["rmcp::transport::auth=info"];
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`), with the capped
-/// targets held at `info`.
-pub fn init_logging(format: LogFormat) -> Result<(), LoggingError> {
-    init_logging_redacted(format, |line| line.to_string())
+/// How much is logged when `RUST_LOG` does not say: a daemon's `info`,
+/// or, for an operator command, only its own errors (its answer is on
+/// stdout and a failure is its one sentence on stderr; libraries' lines
+/// about the same failure would only repeat it in their own terms), and
+/// `-v` for info, `-vv` for debug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    Daemon,
+    Command { verbose: u8 },
+}
+
+impl Verbosity {
+    fn default_filter(self) -> &'static str {
+        match self {
+            Verbosity::Daemon | Verbosity::Command { verbose: 1 } => "info",
+            Verbosity::Command { verbose: 0 } => "error,rmcp=off",
+            Verbosity::Command { .. } => "debug",
+        }
+    }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default by `verbosity`), with
+/// the capped targets held at `info`; in colour only on a terminal.
+pub fn init_logging(format: LogFormat, verbosity: Verbosity) -> Result<(), LoggingError> {
+    init_logging_redacted(format, verbosity, |line| line.to_string())
 }
 
 /// `requested` with the [`CAPPED`] directives last, so they win; a
@@ -65,13 +86,22 @@ pub type Redact = fn(&str) -> String;
 
 /// [`init_logging`], passing every line through `redact` first: the node
 /// removes the secrets it resolved, whichever crate logged them.
-pub fn init_logging_redacted(format: LogFormat, redact: Redact) -> Result<(), LoggingError> {
+pub fn init_logging_redacted(
+    format: LogFormat,
+    verbosity: Verbosity,
+    redact: Redact,
+) -> Result<(), LoggingError> {
+    use std::io::IsTerminal;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
-    let requested = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_string());
+    let requested =
+        std::env::var("RUST_LOG").unwrap_or_else(|_| verbosity.default_filter().to_string());
     let filter = capped_filter(&requested);
-    let lines = tracing_subscriber::fmt::layer().with_writer(move || RedactingStderr(redact));
+    // Escape codes only where a terminal reads them, never in a file or pipe.
+    let lines = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(move || RedactingStderr(redact));
     let lines = match format {
         LogFormat::Human => lines.boxed(),
         LogFormat::Json => lines.json().boxed(),

@@ -92,11 +92,16 @@ fn venv_python(variable: &str, dir: &str, holding: &str) -> PathBuf {
     python
 }
 
-/// Runs `spearlet mcp ARGS` with `env` and `RUST_LOG=log`: exit code,
-/// stdout, stderr.
+/// Runs `spearlet mcp ARGS` with `env` and `RUST_LOG=log` (unset when
+/// `log` is empty: the command's own default): exit code, stdout, stderr.
 pub fn spearlet_mcp(args: &[&str], env: &[(&str, &str)], log: &str) -> (i32, String, String) {
     let mut cmd = std::process::Command::new(crate::procs::bin("spearlet"));
-    cmd.arg("mcp").args(args).env("RUST_LOG", log);
+    cmd.arg("mcp").args(args);
+    if log.is_empty() {
+        cmd.env_remove("RUST_LOG");
+    } else {
+        cmd.env("RUST_LOG", log);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

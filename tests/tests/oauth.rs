@@ -156,10 +156,15 @@ fn a_protected_server_without_auth_says_what_to_declare() {
     let auth = AuthServer::start();
     let dir = tempfile::tempdir().unwrap();
     let server = oauth_protected_server(&auth.issuer, &dir.path().join("tokens"));
-    let (code, _, err) = spearlet_mcp(&["list-tools", "--url", &server.url("/mcp")], &[], "warn");
+    let (code, _, err) = spearlet_mcp(&["list-tools", "--url", &server.url("/mcp")], &[], "");
     assert_ne!(code, 0);
     assert!(
-        err.contains("the server answered 401 Unauthorized: it needs an OAuth token this node does not hold (declare \"auth\" in its server file)"),
+        err.contains(
+            "the server answered 401 Unauthorized: it needs an OAuth token, and none was given"
+        ) && err.contains("declare \"auth\" in its server file")
+            && err.contains("pass --oauth"),
         "{err}"
     );
+    // One sentence: no log line around it at the default level.
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -282,7 +282,7 @@ fn etcd_user(name: Option<String>, password_file: Option<PathBuf>) -> Result<Opt
 /// Runs SMS until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let (config, log_format) = resolve(&args)?;
-    init_logging(log_format)?;
+    init_logging(log_format, spear_common::Verbosity::Daemon)?;
     if config.tls.is_none() && !config.admin_token.is_set() && !config.listen.ip().is_loopback() {
         warn!(listen = %config.listen, "plaintext and no admin token: anyone who reaches this port can change the registry");
     }

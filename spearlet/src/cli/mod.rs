@@ -11,13 +11,16 @@ use clap::{Args, Parser, Subcommand};
 use spear_identity::{dial, Identity, TlsFlags};
 use tracing::info;
 
-use spear_common::{init_logging_redacted, shutdown_signal, Listen, LogFormat};
+use spear_common::{init_logging_redacted, shutdown_signal, Listen, LogFormat, Verbosity};
 
 use crate::env_refs::redact_logged;
 
 /// The node's logging: every line passes the live servers' redactors.
-fn init_logging(format: LogFormat) -> Result<(), spear_common::process::LoggingError> {
-    init_logging_redacted(format, redact_logged)
+fn init_logging(
+    format: LogFormat,
+    verbosity: Verbosity,
+) -> Result<(), spear_common::process::LoggingError> {
+    init_logging_redacted(format, verbosity, redact_logged)
 }
 
 use crate::config::NodeFile;
@@ -29,6 +32,10 @@ use crate::registry::{redacted_json, table};
 #[derive(Debug, Parser)]
 #[command(name = "spearlet", version)]
 pub struct Cli {
+    /// More log lines from `explain` and `mcp` (-v: info, -vv: debug);
+    /// `RUST_LOG` overrides. `run` logs at info.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -153,6 +160,9 @@ impl TlsArgs {
 
 /// Runs the command line; returns the exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
+    let command_logs = Verbosity::Command {
+        verbose: cli.verbose,
+    };
     match cli.command {
         Command::Explain {
             task,
@@ -164,7 +174,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             no_connect,
             json,
         } => {
-            init_logging(LogFormat::Human)?;
+            init_logging(LogFormat::Human, command_logs)?;
             let join = join_token_file
                 .map(spear_identity::JoinToken::from_file)
                 .transpose()?
@@ -173,7 +183,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             explain(&task, &set, &state_dir, no_connect, json).await
         }
         Command::Mcp(command) => {
-            init_logging(LogFormat::Human)?;
+            init_logging(LogFormat::Human, command_logs)?;
             mcp::run(*command).await
         }
         Command::Registry { state_dir, json } => {
@@ -206,7 +216,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             stale_after_secs,
             drain_secs,
         } => {
-            init_logging(log_format)?;
+            init_logging(log_format, Verbosity::Daemon)?;
             let tls = tls
                 .flags()
                 .files()?

@@ -150,7 +150,7 @@ pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String>
                 StreamableHttpError::Auth(other) => return Some(spear_oauth::describe(other)),
                 StreamableHttpError::AuthRequired(_) => {
                     return Some(
-                        "the server answered 401 Unauthorized: it needs an OAuth token this node does not hold (declare \"auth\" in its server file)".into(),
+                        "the server answered 401 Unauthorized: it needs an OAuth token, and none was given: declare \"auth\" in its server file, or, for an ad-hoc `spearlet mcp --url`, pass --oauth".into(),
                     )
                 }
                 StreamableHttpError::InsufficientScope(e) => {

@@ -1,0 +1,61 @@
+//! What an operator's command prints (issue 26): `spearlet mcp` answers
+//! on stdout, says nothing else on stderr at the default level (its one
+//! protocol line aside), says a failure in one sentence, takes `-v` for
+//! the log, and never writes colour codes to a file or a pipe.
+
+use std::process::Command;
+
+use spear_tests::peers::npm_bin;
+use spear_tests::procs::bin;
+
+/// `spearlet ARGS` with no `RUST_LOG`: exit code, stdout, stderr.
+fn spearlet(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin("spearlet"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn mcp_commands_answer_without_log_lines_unless_asked() {
+    let everything = npm_bin("mcp-server-everything").display().to_string();
+    let (code, out, err) = spearlet(&["mcp", "list-tools", "--", &everything]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("get-sum"), "{out}");
+    assert!(
+        !err.contains("INFO") && !err.contains("peer_info") && !err.contains('\x1b'),
+        "{err}"
+    );
+
+    // A failed call: one sentence, naming what is there.
+    let (code, _, err) = spearlet(&["mcp", "call", "--tool", "nope", "--", &everything]);
+    assert_ne!(code, 0);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("has no tool of that name") && err.contains("get-sum"),
+        "{err}"
+    );
+    assert!(!err.contains("ERROR") && !err.contains("WARN"), "{err}");
+
+    // -v asks for the log, still without colour in a pipe.
+    let (code, _, err) = spearlet(&["-v", "mcp", "list-tools", "--", &everything]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(" INFO "), "{err}");
+    assert!(!err.contains('\x1b'), "{err}");
+}
+
+/// A daemon logging to a file (as under systemd or in a pod) writes plain
+/// lines, without colour codes.
+#[test]
+fn daemons_write_no_colour_codes_to_a_file() {
+    let sms = spear_tests::procs::SmsProc::start(Default::default());
+    let log = sms.proc.log();
+    assert!(log.contains(" INFO "), "{log}");
+    assert!(!log.contains('\x1b'), "{log}");
+}
