@@ -9,7 +9,10 @@ async fn main() {
     let code = match spearlet::cli::run(cli).await {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("spearlet: {error:#}");
+            // Each cause once: a sentence that already says its cause
+            // (thiserror's "{0}") is not followed by it again.
+            let error: &(dyn std::error::Error + 'static) = error.as_ref();
+            eprintln!("spearlet: {}", spear_common::text::causes(error));
             1
         }
     };

@@ -59,3 +59,34 @@ fn daemons_write_no_colour_codes_to_a_file() {
     assert!(log.contains(" INFO "), "{log}");
     assert!(!log.contains('\x1b'), "{log}");
 }
+
+/// A refused setting is said once, not once more as its own cause.
+#[test]
+fn a_policy_error_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(&config, "[policy]\nmodules = [\"file:///proc/\"]\n").unwrap();
+    let state = dir.path().join("state").display().to_string();
+    let config = config.display().to_string();
+    let (code, _, err) = spearlet(&[
+        "run",
+        "--sms",
+        "127.0.0.1:1",
+        "--state-dir",
+        &state,
+        "--config",
+        &config,
+        "--metrics-listen",
+        "off",
+    ]);
+    assert_ne!(code, 0);
+    assert_eq!(
+        err.matches("name a directory of modules").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("policy.modules: file:///proc/ overlaps"),
+        "{err}"
+    );
+}
