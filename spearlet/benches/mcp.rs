@@ -23,10 +23,11 @@ use spearlet::tools::Router;
 fn everything() -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     let path = format!("{home}/.cache/spear/npm/node_modules/.bin/mcp-server-everything");
-    assert!(
-        std::path::Path::new(&path).exists(),
-        "{path} missing: run scripts/setup.sh"
-    );
+    if !std::path::Path::new(&path).exists() {
+        // One line, not a panic: this is what to run.
+        eprintln!("{path} is missing: run scripts/setup.sh (it installs the npm MCP servers)");
+        std::process::exit(2);
+    }
     path
 }
 
@@ -269,6 +270,8 @@ async fn toolset_and_memory() {
 }
 
 fn main() {
+    // What every suite here needs, said in one line when it is missing.
+    everything();
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

@@ -191,6 +191,7 @@ fn node_reconnects(node: &SpearletProc) -> u64 {
 }
 
 fn main() {
+    spear_tests::procs::require_bins(&["sms", "spearlet"]);
     println!("# flood benchmarks, {}", machine());
     let certs = Certs::new("spear.bench");
     let sms = SmsProc::start(SmsOptions {

@@ -12,6 +12,7 @@ mod bench_support;
 use bench_support::*;
 
 fn main() {
+    spear_tests::procs::require_bins(&["sms", "spearlet"]);
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

@@ -11,6 +11,26 @@ use std::time::Duration;
 use crate::wait::{eventually, free_port};
 
 /// The path of a workspace binary, next to the test executable's `deps/`.
+/// For a benchmark: when one of `names` is not built next to it, says in
+/// one line what to run and exits (no panic, no backtrace).
+pub fn require_bins(names: &[&str]) {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let release = exe.components().any(|c| c.as_os_str() == "release");
+    for name in names {
+        let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+        if dir.ends_with("deps") {
+            dir.pop();
+        }
+        if !dir.join(name).exists() {
+            let profile = if release { " --release" } else { "" };
+            eprintln!(
+                "{name} is not built for this benchmark: run `cargo build{profile} --workspace --bins` first"
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
     let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
