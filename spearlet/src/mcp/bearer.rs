@@ -203,53 +203,24 @@ fn add_traceparent(headers: &mut HashMap<HeaderName, HeaderValue>, message: &Cli
 impl StreamableHttpClient for BearerClient {
     type Error = reqwest::Error;
 
+    /// rmcp calls the variants with limits; this one, required by the
+    /// trait, takes the default limits.
     async fn post_message(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth: Option<String>,
-        mut headers: HashMap<HeaderName, HeaderValue>,
+        auth: Option<String>,
+        headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        add_traceparent(&mut headers, &message);
-        self.standalone
-            .before_post(&message, session_id.as_deref())
-            .await;
-        self.with_token(|token| {
-            self.http.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                token,
-                headers.clone(),
-            )
-        })
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        _auth: Option<String>,
-        mut headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, HttpError> {
-        add_traceparent(&mut headers, &message);
-        self.standalone
-            .before_post(&message, session_id.as_deref())
-            .await;
-        self.with_token(|token| {
-            self.http.post_message_with_max_sse_event_size(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                token,
-                headers.clone(),
-                max_sse_event_size,
-            )
-        })
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth,
+            headers,
+            StreamableHttpResponseLimits::default(),
+        )
         .await
     }
 
@@ -293,28 +264,25 @@ impl StreamableHttpClient for BearerClient {
         .await
     }
 
+    /// rmcp calls the variant with the event size bound; this one,
+    /// required by the trait, takes the default bound.
     async fn get_stream(
         &self,
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth: Option<String>,
+        auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        let stream = self
-            .with_token(|token| {
-                self.http.get_stream(
-                    uri.clone(),
-                    session_id.clone(),
-                    last_event_id.clone(),
-                    token,
-                    headers.clone(),
-                )
-            })
-            .await;
-        self.standalone
-            .answered(session_id.as_deref(), last_event_id.as_deref());
-        stream
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth,
+            headers,
+            StreamableHttpResponseLimits::default().max_sse_event_size,
+        )
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(
