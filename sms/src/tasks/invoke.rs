@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
+use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
@@ -155,14 +155,13 @@ impl Invoker {
         Ok(nodes)
     }
 
-    fn channel(&self, node: &Invocable) -> Result<Channel, String> {
+    fn channel(&self, node: &Invocable) -> Result<Channel, BadAddress> {
         let key = (node.node_id.clone(), node.addr.clone());
         if let Some(channel) = self.channels.lock().get(&key) {
             return Ok(channel.clone());
         }
         let expect = Identity::Node(node.node_id.clone());
-        let (endpoint, dialer) =
-            dial(&node.addr, self.tls.as_ref(), expect).map_err(|e| e.to_string())?;
+        let (endpoint, dialer) = dial(&node.addr, self.tls.as_ref(), expect)?;
         let channel = dialer.connect_lazy(endpoint.connect_timeout(Duration::from_secs(3)));
         self.channels.lock().insert(key, channel.clone());
         Ok(channel)

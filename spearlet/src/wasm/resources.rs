@@ -42,38 +42,44 @@ fn declared(wasm: &[u8]) -> Option<Declared> {
     Some(found)
 }
 
+/// A declaration past what a guest may have, said in the operator's units.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Oversized {
+    #[error("the module declares {0} memories; a guest may have one")]
+    Memories(u32),
+    #[error("the module declares {declared_mib} MiB of memory at start; this node gives a guest at most {max_mib} MiB (the most limits.memory_mb may be)")]
+    Memory { declared_mib: u64, max_mib: u64 },
+    #[error("the module declares {0} tables; a guest may have one")]
+    Tables(u32),
+    #[error("the module declares a table of {declared} elements at start; a guest may have at most {max}")]
+    Table { declared: u64, max: u64 },
+}
+
 /// Why `wasm` (a binary module) does not fit any run on this node, if so.
 /// A module that does not parse passes: compiling it says why.
-pub fn check(wasm: &[u8]) -> Result<(), String> {
+pub fn check(wasm: &[u8]) -> Result<(), Oversized> {
     let Some(needs) = declared(wasm) else {
         return Ok(());
     };
     if needs.memories > 1 {
-        return Err(format!(
-            "the module declares {} memories; a guest may have one",
-            needs.memories
-        ));
+        return Err(Oversized::Memories(needs.memories));
     }
     let bytes = needs.memory_pages.saturating_mul(PAGE);
     if bytes > MAX_GUEST_MEMORY as u64 {
-        return Err(format!(
-            "the module declares {} MiB of memory at start; this node gives a guest at most {} MiB (the most limits.memory_mb may be)",
-            bytes >> 20,
-            MAX_GUEST_MEMORY >> 20
-        ));
+        return Err(Oversized::Memory {
+            declared_mib: bytes >> 20,
+            max_mib: (MAX_GUEST_MEMORY >> 20) as u64,
+        });
     }
     if needs.tables > 1 {
-        return Err(format!(
-            "the module declares {} tables; a guest may have one",
-            needs.tables
-        ));
+        return Err(Oversized::Tables(needs.tables));
     }
-    let table_elements = GuestLimits::default().table_elements as u64;
-    if needs.table_elements > table_elements {
-        return Err(format!(
-            "the module declares a table of {} elements at start; a guest may have at most {table_elements}",
-            needs.table_elements
-        ));
+    let max = GuestLimits::default().table_elements as u64;
+    if needs.table_elements > max {
+        return Err(Oversized::Table {
+            declared: needs.table_elements,
+            max,
+        });
     }
     Ok(())
 }
@@ -83,7 +89,7 @@ mod tests {
     use super::*;
 
     fn checked(text: &str) -> Result<(), String> {
-        check(&wat::parse_str(text).unwrap())
+        check(&wat::parse_str(text).unwrap()).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -88,8 +88,8 @@ pub enum LoadError {
     Compile(String),
     #[error("the module needs imports this node does not provide: {0}")]
     Link(String),
-    #[error("{0}")]
-    TooLarge(String),
+    #[error(transparent)]
+    TooLarge(#[from] super::resources::Oversized),
 }
 
 /// What a run needs from the node.
@@ -220,7 +220,7 @@ impl GuestRuntime {
         let started = Instant::now();
         // The text format too (tests and hand-written guests).
         let wasm = wat::parse_bytes(wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        super::resources::check(&wasm).map_err(LoadError::TooLarge)?;
+        super::resources::check(&wasm)?;
         let module =
             Module::new(&self.engine, &wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
         info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
