@@ -111,12 +111,6 @@ impl Access {
         self
     }
 
-    /// Whether a plaintext port has a credential for each kind of caller:
-    /// the join token, and the admin token where there are admin calls.
-    pub fn has_tokens(&self, admin_calls: bool) -> bool {
-        self.join.is_set() && (!admin_calls || self.token.is_set())
-    }
-
     /// Refuses the certificates `deny` lists (shared: later changes to it
     /// apply at once).
     pub fn with_deny_list(mut self, deny: DenyList) -> Self {
@@ -420,7 +414,5 @@ mod tests {
         let access = Access::new(false, AdminToken::none());
         assert!(access.node(&request(None), "n1", "heartbeat").is_ok());
         assert!(access.reader(&request(None), "watch").is_ok());
-        assert!(!access.has_tokens(false));
-        assert!(plaintext().has_tokens(true));
     }
 }

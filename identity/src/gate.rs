@@ -128,14 +128,15 @@ where
         );
         match admitted {
             Ok(()) => {
-                let path = request.uri().path().to_string();
-                let deadline = self.deadlines.for_path(&path);
+                let deadline = self.deadlines.for_path(request.uri().path());
+                // A cheap clone (shared bytes), read only if the call is late.
+                let uri = request.uri().clone();
                 let answer = self.inner.call(request);
                 Box::pin(async move {
                     match tokio::time::timeout(deadline, answer).await {
                         Ok(answered) => answered,
                         Err(_) => {
-                            let call = path.trim_start_matches('/');
+                            let call = uri.path().trim_start_matches('/');
                             tracing::debug!(call, ?deadline, "call past its deadline");
                             Ok(refusal(Status::deadline_exceeded(format!(
                                 "{call} did not finish within {deadline:?}, this port's deadline for it"

@@ -113,7 +113,7 @@ impl Sealer {
                     vec![Problem {
                         file: file.to_string(),
                         path: format!("server '{}' {}.{name}", spec.id, place_name(place)),
-                        message: "could not be sealed: this machine gave no randomness; try again"
+                        message: "could not be sealed with SMS's key; check that --oauth-key-file holds a key made by `sms oauth keygen`"
                             .into(),
                     }]
                 })?;

@@ -1,7 +1,7 @@
 //! The hub's shared state: the current registry, the ring of recent encoded
 //! deltas and the cached snapshot of the current revision.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use spear_proto::v1::ServerRecord;
 use tokio::sync::watch;
 
 use super::encode;
-use super::scoped::is_scoped;
+use super::scoped::{is_scoped, ScopedSnapshots};
 use crate::store::{Committed, Epoch, RegistryStore, Revision, Snapshot};
 
 /// Tuning of the hub.
@@ -49,8 +49,10 @@ pub(super) struct DeltaFrame {
     pub revision: Revision,
     pub event: EncodedEvent,
     /// The change itself when it upserts a server scoped to some nodes:
-    /// the others get it with that server as a stub, encoded for them.
+    /// the others get it with that server as a stub, encoded once for
+    /// each combination of scopes they are outside of.
     pub scoped: Option<Committed>,
+    pub masked: Mutex<HashMap<Vec<bool>, EncodedEvent>>,
 }
 
 /// The snapshot of one revision, encoded once, shared by every stream.
@@ -73,10 +75,10 @@ pub(super) struct Entry {
 pub(super) struct State {
     pub epoch: Epoch,
     pub revision: Revision,
-    servers: BTreeMap<String, Entry>,
+    pub(super) servers: BTreeMap<String, Entry>,
     /// How many of them are scoped to some nodes (snapshots are then
     /// encoded per node).
-    scoped: usize,
+    pub(super) scoped: usize,
     ring: VecDeque<Arc<DeltaFrame>>,
     ring_bytes: usize,
     /// Every change after `ring_base` is in the ring.
@@ -139,6 +141,8 @@ pub struct Hub {
     pub(super) config: HubConfig,
     pub(super) state: RwLock<State>,
     snapshot_cache: Mutex<Option<Arc<SnapshotFrames>>>,
+    /// Snapshots for nodes outside some server's scope, by which scopes.
+    pub(super) scoped_snapshots: Mutex<ScopedSnapshots>,
     pub(super) changed: watch::Sender<(Epoch, Revision)>,
     /// Set when SMS shuts down: every watch stream ends.
     pub(super) closing: watch::Sender<bool>,
@@ -165,6 +169,7 @@ impl Hub {
             config,
             state: RwLock::new(State::default()),
             snapshot_cache: Mutex::new(None),
+            scoped_snapshots: Mutex::default(),
             changed,
             closing,
             stats: HubStats::default(),
@@ -260,28 +265,6 @@ impl Hub {
 
     /// The snapshot of the current revision, encoding it only if no stream
     /// asked for this revision before.
-    /// The current snapshot as `node_id` receives it: the shared one,
-    /// unless some server is scoped to some nodes.
-    pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
-        {
-            let state = self.state.read();
-            if state.scoped > 0 {
-                let frames = encode::snapshot_frames(
-                    state.epoch,
-                    state.revision,
-                    state.servers.values().map(|e| e.for_node(node_id)),
-                );
-                self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
-                return Arc::new(SnapshotFrames {
-                    epoch: state.epoch,
-                    revision: state.revision,
-                    frames,
-                });
-            }
-        }
-        self.current_snapshot()
-    }
-
     pub(super) fn current_snapshot(&self) -> Arc<SnapshotFrames> {
         let mut cache = self.snapshot_cache.lock();
         let state = self.state.read();
@@ -409,6 +392,7 @@ impl Hub {
             revision: committed.revision,
             event,
             scoped: is_scoped(committed).then(|| committed.clone()),
+            masked: Mutex::default(),
         }));
         while state.ring.len() > self.config.history_len
             || (state.ring_bytes > self.config.history_bytes && state.ring.len() > 1)

@@ -1,8 +1,13 @@
 //! Servers scoped to some nodes (`"nodes"`), as the watch sends them: a
 //! node they are not for receives each as a stub (its id and scope, nothing
-//! of how to run it). Frames stay encoded once for every node; only a
-//! change that upserts a scoped server, and a snapshot while one exists,
-//! are encoded again for a node outside a scope.
+//! of how to run it). Frames stay encoded once for every node; a change
+//! that upserts a scoped server, and a snapshot while one exists, are
+//! encoded once more for each combination of scopes nodes are outside of
+//! (usually one: "not a GPU node"), and shared by the nodes in it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use spear_proto::frame::EncodedEvent;
@@ -10,8 +15,20 @@ use spear_proto::scope::{in_scope, stub};
 use spear_proto::v1::ServerRecord;
 
 use super::encode;
-use super::hub::{DeltaFrame, Entry};
-use crate::store::{Committed, Epoch};
+use super::hub::{DeltaFrame, Entry, Hub, SnapshotFrames};
+use crate::store::{Committed, Epoch, Revision};
+
+/// Combinations of scopes whose snapshots are kept for a revision: a fleet
+/// with more distinct ones gets the rest encoded per stream, not kept.
+const KEPT_SCOPE_SNAPSHOTS: usize = 16;
+
+/// Snapshots of one revision for nodes outside some scopes, keyed by which
+/// of the scoped servers (in registry order) each node is for.
+#[derive(Default)]
+pub(super) struct ScopedSnapshots {
+    at: (Epoch, Revision),
+    by_scope: HashMap<Vec<bool>, Arc<SnapshotFrames>>,
+}
 
 impl DeltaFrame {
     /// The frame as `node_id` receives it.
@@ -19,21 +36,77 @@ impl DeltaFrame {
         let Some(committed) = &self.scoped else {
             return self.event.clone();
         };
-        let all_for_it = committed
+        let scope: Vec<bool> = committed
             .upserts
             .iter()
             .filter_map(|r| r.spec.as_ref())
-            .all(|spec| in_scope(spec, node_id));
-        if all_for_it {
+            .filter(|spec| !spec.nodes.is_empty())
+            .map(|spec| in_scope(spec, node_id))
+            .collect();
+        if scope.iter().all(|&for_it| for_it) {
             return self.event.clone();
         }
-        let mut masked = committed.clone();
-        for record in &mut masked.upserts {
+        let mut masked = self.masked.lock();
+        if let Some(event) = masked.get(&scope) {
+            return event.clone();
+        }
+        let mut change = committed.clone();
+        for record in &mut change.upserts {
             if let Some(spec) = record.spec.as_mut().filter(|s| !in_scope(s, node_id)) {
                 *spec = stub(spec);
             }
         }
-        encode::delta_frame(epoch, &masked)
+        let event = encode::delta_frame(epoch, &change);
+        masked.insert(scope, event.clone());
+        event
+    }
+}
+
+impl Hub {
+    /// The current snapshot as `node_id` receives it: the shared one,
+    /// unless some server is scoped away from it.
+    pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
+        let state = self.state.read();
+        if state.scoped == 0 {
+            drop(state);
+            return self.current_snapshot();
+        }
+        let scope: Vec<bool> = state
+            .servers
+            .values()
+            .filter_map(|e| e.stub.as_ref().and(e.record.spec.as_ref()))
+            .map(|spec| in_scope(spec, node_id))
+            .collect();
+        if scope.iter().all(|&for_it| for_it) {
+            drop(state);
+            return self.current_snapshot();
+        }
+        let at = (state.epoch, state.revision);
+        let mut kept = self.scoped_snapshots.lock();
+        if kept.at != at {
+            *kept = ScopedSnapshots {
+                at,
+                by_scope: HashMap::new(),
+            };
+        }
+        if let Some(snapshot) = kept.by_scope.get(&scope) {
+            return Arc::clone(snapshot);
+        }
+        let frames = encode::snapshot_frames(
+            state.epoch,
+            state.revision,
+            state.servers.values().map(|e| e.for_node(node_id)),
+        );
+        self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
+        let snapshot = Arc::new(SnapshotFrames {
+            epoch: at.0,
+            revision: at.1,
+            frames,
+        });
+        if kept.by_scope.len() < KEPT_SCOPE_SNAPSHOTS {
+            kept.by_scope.insert(scope, Arc::clone(&snapshot));
+        }
+        snapshot
     }
 }
 
@@ -122,11 +195,15 @@ mod tests {
             revision: 2,
             event: encode::delta_frame(7, &committed),
             scoped: is_scoped(&committed).then(|| committed.clone()),
+            masked: Default::default(),
         };
         let text = |event: EncodedEvent| format!("{:?}", event);
         assert_eq!(text(frame.for_node(7, "gpu-1")), text(frame.event.clone()));
         let other = frame.for_node(7, "cpu-1");
         assert_ne!(text(other.clone()), text(frame.event.clone()));
         assert!(other.len() < frame.event.len());
+        // Encoded once for every node outside the same scopes.
+        assert_eq!(text(frame.for_node(7, "cpu-2")), text(other));
+        assert_eq!(frame.masked.lock().len(), 1);
     }
 }
