@@ -184,6 +184,15 @@ fn workloads_are_hardened_and_probed() {
     assert!(embedded.contains("checksum/config: "));
 }
 
+/// The (base64) value of `key` in the rendered Secret `name`.
+fn secret_value(rendered: &str, name: &str, key: &str) -> Option<String> {
+    let field = format!("{key}: ");
+    rendered
+        .lines()
+        .skip_while(|l| !l.contains(&format!("name: {name}")))
+        .find_map(|l| l.trim().strip_prefix(field.as_str()).map(str::to_string))
+}
+
 /// What a flagless `helm install` runs: TLS from the chart's own CA
 /// (cert-manager), SMS's certificate naming its SPIFFE identity, a random
 /// admin token, HTTPS probes, and no `--insecure`. Plaintext takes two
@@ -216,20 +225,12 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
         );
     }
     // The token is random, and not the same twice.
-    let token = |r: &str| {
-        r.lines()
-            .skip_while(|l| !l.contains("name: spear-admin-token"))
-            .find_map(|l| l.trim().strip_prefix("token: ").map(str::to_string))
-    };
+    let token = |r: &str| secret_value(r, "spear-admin-token", "token");
     let again = String::from_utf8(helm(&["template", "spear", &chart_dir]).stdout).unwrap();
     assert!(token(&rendered).is_some_and(|t| t.len() >= 64));
     assert_ne!(token(&rendered), token(&again));
     // So is the sealing key: 32 bytes, base64 in the Secret's base64.
-    let key = |r: &str| {
-        r.lines()
-            .skip_while(|l| !l.contains("name: spear-oauth-key"))
-            .find_map(|l| l.trim().strip_prefix("oauth.key: ").map(str::to_string))
-    };
+    let key = |r: &str| secret_value(r, "spear-oauth-key", "oauth.key");
     assert_eq!(key(&rendered).map(|k| k.len()), Some(60), "{rendered}");
     assert_ne!(key(&rendered), key(&again));
 
