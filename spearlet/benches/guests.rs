@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use spearlet::cchat::Models;
 use spearlet::connections::Connections;
+use spearlet::invoke::{RunContext, RunLimits};
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tools::Router;
-use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 const EMPTY: &str = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;
 
@@ -70,7 +70,7 @@ fn main() {
         }));
         let task = TaskPolicy { enabled: true, allowed_server_ids: vec!["fs".into()], default_server_ids: vec!["fs".into()], ..Default::default() };
         let context = || RunContext { task: task.clone(), router: router.clone(), models: Models::fixed("bench", backend.clone()), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() };
-        let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
+        let guests = spearlet::invoke::runtime(None, None).unwrap_or_else(|e| panic!("{e}"));
 
         if want("start") {
         let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
@@ -78,7 +78,7 @@ fn main() {
         for i in 0..2200 {
             let started = Instant::now();
             let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-            let outcome = guests.run(&pre, context(), GuestLimits::default()).await;
+            let outcome = spearlet::invoke::run(&guests, &pre, context(), RunLimits::default()).await;
             if i >= 200 {
                 samples.push(started.elapsed());
             }
@@ -92,7 +92,7 @@ fn main() {
         let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         let mut samples = Vec::new();
         for i in 0..2200 {
-            let took = guests.instantiate_only(&pre, context(), GuestLimits::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            let took = spearlet::invoke::instantiate_only(&guests, &pre, context(), RunLimits::default()).await.unwrap_or_else(|e| panic!("{e}"));
             if i >= 200 {
                 samples.push(took);
             }
@@ -107,11 +107,11 @@ fn main() {
         let baseline = guests.load(get_param_loop(1).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         let looped = guests.load(get_param_loop(N).as_bytes()).unwrap_or_else(|e| panic!("{e}"));
         let started = Instant::now();
-        let outcome = guests.run(&baseline, context(), GuestLimits::default()).await;
+        let outcome = spearlet::invoke::run(&guests, &baseline, context(), RunLimits::default()).await;
         let one = started.elapsed();
         assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
         let started = Instant::now();
-        let outcome = guests.run(&looped, context(), GuestLimits::default()).await;
+        let outcome = spearlet::invoke::run(&guests, &looped, context(), RunLimits::default()).await;
         let many = started.elapsed();
         assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
         println!("\n## cchat_ctl_get_param round trip (guest -> host -> JSON -> guest memory), {N} calls in one run");

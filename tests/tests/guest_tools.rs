@@ -17,10 +17,11 @@ use spear_scripted_model::{ScriptedModel, Turn};
 use spear_tests::fs_node::FsNode;
 use spearlet::cchat::Models;
 use spearlet::connections::Connections;
+use spearlet::invoke::{ChatRuntime, RunContext, RunLimits, RunOutcome};
 use spearlet::llm::{Backends, LlmSection};
 use spearlet::policy::TaskPolicy;
 use spearlet::tools::{offered_name, Router};
-use spearlet::wasm::{GuestLimits, GuestOutcome, GuestRuntime, RunContext};
+use spearlet::wasm::GuestLimits;
 
 fn guest(name: &str) -> Vec<u8> {
     let path: PathBuf = spear_tests::tasks::guest(name);
@@ -28,7 +29,7 @@ fn guest(name: &str) -> Vec<u8> {
 }
 
 struct Node {
-    runtime: GuestRuntime,
+    runtime: ChatRuntime,
     router: Router,
     connections: Connections,
     notes: String,
@@ -38,7 +39,7 @@ struct Node {
 fn node() -> Node {
     let fs = FsNode::new("nothing to see");
     Node {
-        runtime: GuestRuntime::new(None).unwrap(),
+        runtime: spearlet::invoke::runtime(None, None).unwrap(),
         router: fs.router.clone(),
         connections: fs.connections.clone(),
         notes: fs.notes(),
@@ -56,7 +57,7 @@ fn models(model: &ScriptedModel) -> Models {
     Models::of_task(backends, &LlmChoice::default()).unwrap()
 }
 
-async fn run(node: &Node, wasm: &[u8], model: &ScriptedModel, stdin: &str) -> GuestOutcome {
+async fn run(node: &Node, wasm: &[u8], model: &ScriptedModel, stdin: &str) -> RunOutcome {
     let pre = node.runtime.load(wasm).unwrap();
     let context = RunContext {
         task: TaskPolicy {
@@ -72,12 +73,15 @@ async fn run(node: &Node, wasm: &[u8], model: &ScriptedModel, stdin: &str) -> Gu
         name: "hostile".into(),
         wasi: Default::default(),
     };
-    let limits = GuestLimits {
-        cpu: Duration::from_millis(500),
-        wall: Duration::from_secs(20),
-        ..GuestLimits::default()
+    let limits = RunLimits {
+        guest: GuestLimits {
+            cpu: Duration::from_millis(500),
+            wall: Duration::from_secs(20),
+            ..GuestLimits::default()
+        },
+        ..RunLimits::default()
     };
-    node.runtime.run(&pre, context, limits).await
+    spearlet::invoke::run(&node.runtime, &pre, context, limits).await
 }
 
 /// The text of the tool result the model was shown last.
@@ -102,7 +106,7 @@ async fn hostile_guest_tools_end_with_a_reason_and_the_node_keeps_serving() {
     let read = offered_name("fs", "read_text_file");
     let read_call = || Turn::calls(&[("call_fs", &read, json!({"path": node.notes}))]);
     let mut failures = Vec::new();
-    let mut check = |case: &str, held: bool, outcome: &GuestOutcome| {
+    let mut check = |case: &str, held: bool, outcome: &RunOutcome| {
         if !held {
             failures.push(format!(
                 "{case}: exit {:?}, error {:?}\nstdout: {}\nstderr: {}",
@@ -113,8 +117,8 @@ async fn hostile_guest_tools_end_with_a_reason_and_the_node_keeps_serving() {
             ));
         }
     };
-    let stdout = |o: &GuestOutcome| String::from_utf8_lossy(&o.stdout).into_owned();
-    let error = |o: &GuestOutcome| o.error.clone().unwrap_or_default();
+    let stdout = |o: &RunOutcome| String::from_utf8_lossy(&o.stdout).into_owned();
+    let error = |o: &RunOutcome| o.error.clone().unwrap_or_default();
 
     // Traps and limits inside a callback end the run, naming the tool.
     let model = ScriptedModel::script(vec![probe()]).await;

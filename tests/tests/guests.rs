@@ -12,11 +12,12 @@ use spear_scripted_model::{Recording, ScriptedModel, Source};
 use spear_tests::fs_node::FsNode;
 use spearlet::cchat::Models;
 use spearlet::connections::Connections;
+use spearlet::invoke::{ChatRuntime, RunContext, RunLimits};
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
 use spearlet::policy::TaskPolicy;
 use spearlet::tools::offered_name;
 use spearlet::tools::{Router, ToolRef};
-use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
+use spearlet::wasm::GuestLimits;
 
 fn guest(name: &str) -> Vec<u8> {
     let target = std::env::var("CARGO_TARGET_DIR")
@@ -54,7 +55,7 @@ async fn model(notes: String) -> ScriptedModel {
 }
 
 struct Node {
-    runtime: GuestRuntime,
+    runtime: ChatRuntime,
     router: Router,
     connections: Connections,
     backend: Arc<OpenAiBackend>,
@@ -73,7 +74,7 @@ async fn node() -> Node {
         max_retries: 0,
         stream: false,
     }));
-    let runtime = GuestRuntime::new(None).unwrap();
+    let runtime = spearlet::invoke::runtime(None, None).unwrap();
     Node {
         runtime,
         router: fs.router.clone(),
@@ -105,11 +106,14 @@ fn context(node: &Node, stdin: &str) -> RunContext {
     }
 }
 
-fn limits() -> GuestLimits {
-    GuestLimits {
-        cpu: Duration::from_millis(500),
-        wall: Duration::from_secs(20),
-        ..GuestLimits::default()
+fn limits() -> RunLimits {
+    RunLimits {
+        guest: GuestLimits {
+            cpu: Duration::from_millis(500),
+            wall: Duration::from_secs(20),
+            ..GuestLimits::default()
+        },
+        ..RunLimits::default()
     }
 }
 
@@ -117,10 +121,13 @@ fn limits() -> GuestLimits {
 async fn the_fs_agent_answers_with_what_the_filesystem_server_returned() {
     let node = node().await;
     let pre = node.runtime.load(&guest("fs-agent")).unwrap();
-    let outcome = node
-        .runtime
-        .run(&pre, context(&node, "What does notes.txt say?"), limits())
-        .await;
+    let outcome = spearlet::invoke::run(
+        &node.runtime,
+        &pre,
+        context(&node, "What does notes.txt say?"),
+        limits(),
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&outcome.stdout);
     assert_eq!(
         outcome.exit_code,
@@ -146,7 +153,7 @@ async fn the_fs_agent_answers_with_what_the_filesystem_server_returned() {
 async fn the_escalation_guest_is_refused_every_time() {
     let node = node().await;
     let pre = node.runtime.load(&guest("escalation")).unwrap();
-    let outcome = node.runtime.run(&pre, context(&node, ""), limits()).await;
+    let outcome = spearlet::invoke::run(&node.runtime, &pre, context(&node, ""), limits()).await;
     let stdout = String::from_utf8_lossy(&outcome.stdout);
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
     assert_eq!(stdout.matches("refused (EACCES): ").count(), 3, "{stdout}");
@@ -450,7 +457,7 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
             task: case.task,
             ..context(&node, "")
         };
-        let outcome = node.runtime.run(&pre, context, limits()).await;
+        let outcome = spearlet::invoke::run(&node.runtime, &pre, context, limits()).await;
         let stdout = String::from_utf8_lossy(&outcome.stdout);
         let held = match case.expect {
             Expect::Exit(code) => outcome.exit_code == Some(code),
@@ -476,10 +483,8 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
 
     // After all that, a normal guest still runs.
     let pre = node.runtime.load(&guest("fs-agent")).unwrap();
-    let outcome = node
-        .runtime
-        .run(&pre, context(&node, "again"), limits())
-        .await;
+    let outcome =
+        spearlet::invoke::run(&node.runtime, &pre, context(&node, "again"), limits()).await;
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
     node.connections.shutdown().await;
 }

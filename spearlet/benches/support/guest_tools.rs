@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spearlet::cchat::Models;
+use spearlet::invoke::{RunContext, RunLimits, RunOutcome};
 use spearlet::policy::TaskPolicy;
 use spearlet::tools::offered_name;
-use spearlet::wasm::{GuestLimits, GuestOutcome, GuestRuntime, RunContext};
+use spearlet::wasm::GuestLimits;
 
 use super::load::{hundred_tools, InstantModel};
 
@@ -61,14 +62,19 @@ fn tool_guest(tools: usize) -> String {
     )
 }
 
-fn limits() -> GuestLimits {
-    GuestLimits {
-        cpu: Duration::from_secs(60),
-        wall: Duration::from_secs(60),
-        max_iterations: 100,
-        max_total_tool_calls: 10_000,
-        budget: spearlet::cchat::BudgetLimits::UNLIMITED,
-        ..GuestLimits::default()
+fn limits() -> RunLimits {
+    RunLimits {
+        guest: GuestLimits {
+            cpu: Duration::from_secs(60),
+            wall: Duration::from_secs(60),
+            ..GuestLimits::default()
+        },
+        chat: spearlet::cchat::ChatLimits {
+            max_iterations: 100,
+            max_total_tool_calls: 10_000,
+            budget: spearlet::cchat::BudgetLimits::UNLIMITED,
+            ..spearlet::cchat::ChatLimits::default()
+        },
     }
 }
 
@@ -82,7 +88,7 @@ fn us(d: Duration) -> f64 {
 }
 
 pub async fn guest_tools() {
-    let guests = GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}"));
+    let guests = spearlet::invoke::runtime(None, None).unwrap_or_else(|e| panic!("{e}"));
     let (ids, router, connections) = hundred_tools();
     let run =
         |wasm: String, model: InstantModel, servers: Vec<String>, allow: Option<Vec<String>>| {
@@ -106,7 +112,8 @@ pub async fn guest_tools() {
                     name: "bench".into(),
                     wasi: Default::default(),
                 };
-                let outcome: GuestOutcome = guests.run(&pre, context, limits()).await;
+                let outcome: RunOutcome =
+                    spearlet::invoke::run(&guests, &pre, context, limits()).await;
                 assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
                 assert!(
                     outcome.trace.iter().all(|t| !t.is_error),
@@ -135,7 +142,7 @@ pub async fn guest_tools() {
     // tool and (with guest tools) a guest tool; tool time subtracted.
     const TURNS: usize = 10;
     let mcp_tool = offered_name("s0", "tool_0");
-    let per_iteration = |outcome: &GuestOutcome| {
+    let per_iteration = |outcome: &RunOutcome| {
         let tool_time: Duration = outcome.trace.iter().map(|t| t.duration).sum();
         outcome.duration.saturating_sub(tool_time) / outcome.iterations
     };

@@ -10,6 +10,7 @@ use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{Recording, ScriptedModel, Source};
 use spearlet::cchat::{run_tool_loop, LoopLimits, Models, RunBudget};
 use spearlet::connections::Connections;
+use spearlet::invoke::{RunContext, RunLimits};
 use spearlet::llm::{
     ChatMessage, ChatRequest, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role,
     ToolCall, Usage,
@@ -18,7 +19,6 @@ use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tools::offered_name;
 use spearlet::tools::Router;
-use spearlet::wasm::{GuestLimits, GuestRuntime, RunContext};
 
 fn percentile(samples: &mut [Duration], q: f64) -> Duration {
     samples.sort();
@@ -247,7 +247,7 @@ pub async fn concurrent() {
         max_retries: 0,
         stream: false,
     }));
-    let guests = Arc::new(GuestRuntime::new(None).unwrap_or_else(|e| panic!("{e}")));
+    let guests = Arc::new(spearlet::invoke::runtime(None, None).unwrap_or_else(|e| panic!("{e}")));
     let pre = guests
         .load(CHAT_GUEST.as_bytes())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -270,7 +270,8 @@ pub async fn concurrent() {
                     name: "bench".into(),
                     wasi: Default::default(),
                 };
-                let outcome = guests.run(&pre, context, GuestLimits::default()).await;
+                let outcome =
+                    spearlet::invoke::run(&guests, &pre, context, RunLimits::default()).await;
                 assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
                 submitted.elapsed()
             }

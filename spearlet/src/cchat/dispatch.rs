@@ -19,14 +19,16 @@ use tracing::Instrument;
 use wasmtime::{Caller, Extern, TypedFunc};
 
 use super::guest_tools::{GuestCallbacks, GuestResult, GuestStopped, GuestTool, MAX_RESULT_BYTES};
-use crate::wasm::{describe, GuestState, StopReason};
+use super::host_api::ChatState;
+use super::sessions::ChatStop;
+use crate::wasm::describe;
 
 type Alloc = TypedFunc<u32, u32>;
 type ToolCall = TypedFunc<(i32, u32, u32, u32), i32>;
 
 /// The module's `spear_alloc` and `spear_tool_call`, when it exports both
 /// with the signatures the node calls them with.
-pub fn dispatcher_exports(caller: &mut Caller<'_, GuestState>) -> Option<(Alloc, ToolCall)> {
+pub fn dispatcher_exports(caller: &mut Caller<'_, ChatState>) -> Option<(Alloc, ToolCall)> {
     let alloc = caller.get_export(exports::ALLOC)?.into_func()?;
     let call = caller.get_export(exports::TOOL_CALL)?.into_func()?;
     Some((alloc.typed(&*caller).ok()?, call.typed(&*caller).ok()?))
@@ -43,14 +45,14 @@ pub fn missing_exports() -> String {
 
 /// Guest tool calls through one guest's store.
 pub struct Dispatcher<'a, 'b> {
-    pub caller: &'a mut Caller<'b, GuestState>,
+    pub caller: &'a mut Caller<'b, ChatState>,
     /// Why the run must end, once a callback failed.
     pub stopped: Option<wasmtime::Error>,
 }
 
 impl Dispatcher<'_, '_> {
     /// Ends the run: `error` as the guest raised it when it exited, else
-    /// a [`StopReason::GuestTool`] naming the tool.
+    /// a [`ChatStop::GuestTool`] naming the tool.
     fn stop(&mut self, tool: &str, error: wasmtime::Error) -> GuestStopped {
         match describe(&error) {
             (Some(code), _) => {
@@ -64,12 +66,15 @@ impl Dispatcher<'_, '_> {
         }
     }
 
-    /// Ends the run with a [`StopReason::GuestTool`] saying `why`.
+    /// Ends the run with a [`ChatStop::GuestTool`] saying `why`.
     fn broken(&mut self, tool: &str, why: String) -> GuestStopped {
-        self.stopped = Some(wasmtime::Error::new(StopReason::GuestTool {
-            tool: tool.to_string(),
-            why: why.clone(),
-        }));
+        self.stopped = Some(wasmtime::Error::new(
+            ChatStop::GuestTool {
+                tool: tool.to_string(),
+                why: why.clone(),
+            }
+            .into_stop(),
+        ));
         GuestStopped {
             tool: tool.to_string(),
             why,

@@ -12,14 +12,34 @@ use wasmtime::{Caller, Linker};
 use spear_guest::errno::EINVAL;
 
 use super::dispatch::{dispatcher_exports, missing_exports, Dispatcher};
-use super::sessions::{CallError, Sessions};
+use super::sessions::{CallError, SessionDeps, Sessions};
 use crate::wasm::guest_memory::{read, read_str, write_out, MemoryError};
 use crate::wasm::GuestState;
 
 /// Longest sentence kept for `cchat_last_error`.
 const MAX_SENTENCE: usize = 1024;
 
-type C<'a> = Caller<'a, GuestState>;
+/// What a run's store holds for the cchat API: its sessions and the
+/// sentence of the last refused call.
+pub struct ChatHost {
+    pub sessions: Sessions,
+    /// The sentence of the last refused cchat call, for `cchat_last_error`.
+    last_error: Option<String>,
+}
+
+impl ChatHost {
+    pub fn new(deps: SessionDeps) -> Self {
+        ChatHost {
+            sessions: Sessions::new(deps),
+            last_error: None,
+        }
+    }
+}
+
+/// A guest's store, as the cchat functions see it.
+pub type ChatState = GuestState<ChatHost>;
+
+type C<'a> = Caller<'a, ChatState>;
 
 impl From<MemoryError> for CallError {
     fn from(error: MemoryError) -> Self {
@@ -33,7 +53,7 @@ fn code(caller: &mut C<'_>, result: Result<i32, CallError>) -> wasmtime::Result<
         Ok(value) => Ok(value),
         Err(CallError::Refused { errno, sentence }) => {
             let kept = spear_common::text::prefix(&sentence, MAX_SENTENCE).to_string();
-            caller.data_mut().last_error = Some(kept);
+            caller.data_mut().host.last_error = Some(kept);
             Ok(-errno)
         }
         Err(CallError::Stop(reason)) => Err(wasmtime::Error::new(reason)),
@@ -42,7 +62,7 @@ fn code(caller: &mut C<'_>, result: Result<i32, CallError>) -> wasmtime::Result<
 }
 
 fn sessions<'a>(caller: &'a mut C<'_>) -> &'a mut Sessions {
-    &mut caller.data_mut().cchat
+    &mut caller.data_mut().host.sessions
 }
 
 /// Refuses every call but `cchat_last_error` from a guest tool callback.
@@ -142,13 +162,13 @@ fn recv(c: &mut C<'_>, handle: i32, out: (u32, u32)) -> Result<i32, CallError> {
 }
 
 fn last_error(c: &mut C<'_>, out: (u32, u32)) -> Result<i32, CallError> {
-    let sentence = c.data().last_error.clone().unwrap_or_default();
+    let sentence = c.data().host.last_error.clone().unwrap_or_default();
     write_out(c, out.0, out.1, sentence.as_bytes())?;
     Ok(0)
 }
 
 /// Adds the cchat functions to `linker`.
-pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+pub fn add_to_linker(linker: &mut Linker<ChatState>) -> wasmtime::Result<()> {
     linker.func_wrap("spear", "cchat_create", |mut c: C<'_>| {
         let result = ready(&mut c, "cchat_create").and_then(Sessions::create);
         code(&mut c, result)

@@ -33,10 +33,10 @@ pub use budget::{BudgetError, BudgetKind, BudgetLimits, RunBudget, Strike};
 pub use guest_tools::{
     GuestCallbacks, GuestResult, GuestStopped, GuestTool, GuestTools, NoCallbacks,
 };
-pub use host_api::add_to_linker;
+pub use host_api::{add_to_linker, ChatHost, ChatState};
 pub use models::{Chosen, ModelRefused, Models};
 pub use send::SendJob;
-pub use sessions::{CallError, SessionDeps, Sessions};
+pub use sessions::{CallError, ChatLimits, ChatStop, SessionDeps, Sessions};
 pub use tool_loop::{
     run_send, run_tool_loop, CallTrace, LoopError, LoopLimits, LoopOutcome, SendMode, SendSetup,
 };

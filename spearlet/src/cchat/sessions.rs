@@ -27,11 +27,11 @@ use super::guest_tools::{GuestToolError, GuestTools};
 use super::history::{self, HistoryError};
 use super::models::{Chosen, ModelRefused, Models};
 use super::request_params::{self, Ceilings};
-use super::{BudgetError, BudgetKind, CallTrace, RunBudget, Strike};
+use super::{BudgetError, BudgetKind, BudgetLimits, CallTrace, RunBudget, Strike};
 use crate::llm::ChatMessage;
 use crate::policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolSet};
-use crate::wasm::{GuestLimits, StopReason};
+use crate::wasm::StopReason;
 
 /// Messages kept per session at most.
 pub(super) const MAX_MESSAGES: usize = 1024;
@@ -49,6 +49,53 @@ pub enum CallError {
     /// The run is over with the guest's own error (a trap, a limit or an
     /// exit inside a guest tool callback), unwound as it is.
     Unwind(wasmtime::Error),
+}
+
+/// Why the cchat API ends a run, in the sentence the caller reads.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ChatStop {
+    #[error("the guest was stopped: {0}, and it kept asking after being refused")]
+    Budget(BudgetError),
+    /// A guest tool callback trapped, hit a limit or broke the dispatcher
+    /// contract; `why` is what ended it.
+    #[error("guest tool '{tool}' ended the run: {why}")]
+    GuestTool { tool: String, why: String },
+}
+
+impl ChatStop {
+    /// The runtime's stop, carrying this sentence.
+    pub fn into_stop(self) -> StopReason {
+        StopReason::Host(self.to_string())
+    }
+}
+
+/// What one run's chat may use, beyond its wall clock: sessions, the
+/// auto loop's defaults and the run's budgets.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatLimits {
+    pub max_sessions: usize,
+    /// Per `cchat_send`.
+    pub max_iterations: u32,
+    /// Per `cchat_send`.
+    pub max_total_tool_calls: u32,
+    /// The run's budgets over every session and send.
+    pub budget: BudgetLimits,
+}
+
+impl Default for ChatLimits {
+    fn default() -> Self {
+        ChatLimits {
+            max_sessions: 64,
+            max_iterations: 8,
+            max_total_tool_calls: 32,
+            budget: BudgetLimits {
+                host_memory_bytes: 16 << 20,
+                model_requests: 64,
+                tokens: 1_000_000,
+                tool_calls: 256,
+            },
+        }
+    }
 }
 
 impl CallError {
@@ -121,9 +168,34 @@ pub struct SessionDeps {
     pub task: TaskPolicy,
     pub router: Router,
     pub models: Models,
+    /// When the run ends, and how long it was given (the default of the
+    /// `timeout_ms` param).
     pub deadline: Instant,
-    pub limits: GuestLimits,
+    pub wall: std::time::Duration,
+    pub limits: ChatLimits,
     pub budget: RunBudget,
+}
+
+impl SessionDeps {
+    /// A run's deps, its budget drawn from `limits`.
+    pub fn new(
+        task: TaskPolicy,
+        router: Router,
+        models: Models,
+        deadline: Instant,
+        wall: std::time::Duration,
+        limits: ChatLimits,
+    ) -> Self {
+        SessionDeps {
+            task,
+            router,
+            models,
+            deadline,
+            wall,
+            limits,
+            budget: RunBudget::new(limits.budget),
+        }
+    }
 }
 
 /// The run's chat sessions and what they may use.
@@ -181,7 +253,7 @@ impl Sessions {
         };
         match self.deps.budget.strike(error) {
             Strike::Told(error) => CallError::refused(errno, error.to_string()),
-            Strike::Stop(error) => CallError::Stop(StopReason::Budget(error)),
+            Strike::Stop(error) => CallError::Stop(ChatStop::Budget(error).into_stop()),
         }
     }
 
@@ -236,7 +308,7 @@ impl Sessions {
         Ceilings {
             max_iterations: limits.max_iterations,
             max_total_tool_calls: limits.max_total_tool_calls,
-            wall: limits.wall,
+            wall: self.deps.wall,
         }
     }
 
@@ -298,7 +370,7 @@ impl Sessions {
             Param::Model => json!(session.chosen.backend.model()),
             Param::MaxIterations => json!(limits.max_iterations),
             Param::MaxTotalToolCalls => json!(limits.max_total_tool_calls),
-            Param::TimeoutMs => json!(limits.wall.as_millis() as u64),
+            Param::TimeoutMs => json!(self.deps.wall.as_millis() as u64),
             _ => set,
         };
         Ok(value.to_string())

@@ -345,7 +345,7 @@ async fn explain(
         std::sync::Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     let connections = crate::connections::Connections::new(registry, lookup);
     let explanation =
-        crate::policy::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
+        crate::tools::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
     if json {
         println!("{}", serde_json::to_string_pretty(&explanation.to_json())?);

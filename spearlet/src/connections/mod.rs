@@ -5,8 +5,10 @@
 //! Each server has a `slot.rs`: its connection (if any), its tool catalog, a
 //! semaphore for `max_concurrency`, its visible state and a backoff that
 //! gates reconnection after a failure. A dead server fails calls at once and
-//! is reconnected on the next use once its backoff allows.
+//! is reconnected on the next use once its backoff allows. `names.rs` gives
+//! each listed tool the name a model sees for it.
 
+pub(crate) mod names;
 mod slot;
 
 use std::collections::{BTreeMap, HashMap};

@@ -10,13 +10,13 @@ use spear_proto::v1::ServerSpec;
 use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn, Instrument};
 
+use super::names::offered_name;
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
 use crate::mcp::{
     check_input_schema, render_result, McpClient, McpError, RenderedResult, SessionOptions,
     Timeouts,
 };
-use crate::tools::offered_name;
 use spear_common::Backoff;
 
 /// `tools/list` pages read at most per refresh.

@@ -4,23 +4,12 @@
 //! says so). Directories are handed to the runtime open: the ones checked
 //! here, whatever happens to their paths before the run starts.
 
-use std::collections::BTreeMap;
-
 use spear_proto::task::WasiGrants;
 
 use super::InvokeError;
 use crate::env_refs::Resolver;
-use crate::node_policy::{GrantedDir, NodePolicy};
-
-/// A task's grants as the runtime takes them.
-#[derive(Debug, Clone, Default)]
-pub struct Granted {
-    pub args: Vec<String>,
-    /// References resolved.
-    pub env: BTreeMap<String, String>,
-    /// Checked and opened.
-    pub dirs: Vec<GrantedDir>,
-}
+use crate::node_policy::NodePolicy;
+use crate::wasm::Granted;
 
 /// The grants with references resolved and directories checked and open.
 pub fn resolve(

@@ -9,9 +9,9 @@
 //! invocations of hostile modules waits in the same bounded queue as runs.
 
 mod grants;
-pub use grants::Granted;
 mod limits;
 mod modules;
+mod run;
 pub mod service;
 mod stats;
 
@@ -26,8 +26,9 @@ use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, T
 use tokio::sync::Semaphore;
 use tracing::{info, info_span, Instrument};
 
-pub use limits::{LimitPolicy, LimitRefused};
+pub use limits::{LimitPolicy, LimitRefused, RunLimits};
 pub use modules::{FetchLimits, ModuleError, ModuleStore};
+pub use run::{instantiate_only, run, runtime, ChatRuntime, Linked, RunContext, RunOutcome};
 pub use stats::RunStats;
 
 use crate::cchat::Models;
@@ -36,7 +37,7 @@ use crate::node_policy::{ModuleSource, PolicyCell};
 use crate::policy::TaskPolicy;
 use crate::sync::SyncStatusCell;
 use crate::tools::Router;
-use crate::wasm::{GuestRuntime, LoadError, RunContext};
+use crate::wasm::LoadError;
 
 // An invocation waits this long for a free run slot before the node says
 // it is busy (SMS then tries another node).
@@ -89,7 +90,7 @@ pub enum Refusal {
 /// Everything the invoker needs from the node.
 pub struct InvokerDeps {
     pub node_id: String,
-    pub runtime: Arc<GuestRuntime>,
+    pub runtime: Arc<ChatRuntime>,
     pub router: Router,
     pub backends: Arc<Backends>,
     pub modules: ModuleStore,
@@ -214,7 +215,7 @@ impl Invoker {
             name: task.id.clone(),
             wasi,
         };
-        let outcome = self.deps.runtime.run(&pre, context, limits).await;
+        let outcome = run(&self.deps.runtime, &pre, context, limits).await;
         self.stats.record(&outcome);
         info!(
             exit_code = ?outcome.exit_code,
@@ -256,11 +257,7 @@ impl Invoker {
 
     /// The linked module: from the runtime's cache, else fetched, checked
     /// and compiled (off the async threads).
-    async fn load(
-        &self,
-        task: &TaskSpec,
-        source: &ModuleSource,
-    ) -> Result<wasmtime::InstancePre<crate::wasm::GuestState>, InvokeError> {
+    async fn load(&self, task: &TaskSpec, source: &ModuleSource) -> Result<Linked, InvokeError> {
         let digest = modules::digest_bytes(&task.module_sha256)
             .ok_or_else(|| spear_proto::task::TaskError::ModuleSha.in_task(&task.id))?;
         if let Some(pre) = self.deps.runtime.cached(&digest) {
@@ -281,7 +278,7 @@ impl Invoker {
         &self,
         task: &TaskSpec,
         source: &ModuleSource,
-    ) -> Result<wasmtime::InstancePre<crate::wasm::GuestState>, InvokeError> {
+    ) -> Result<Linked, InvokeError> {
         let bytes = self
             .deps
             .modules

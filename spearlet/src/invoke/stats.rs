@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use spear_common::metrics::Histogram;
 use tokio::sync::{watch, Notify};
 
-use crate::wasm::GuestOutcome;
+use super::RunOutcome;
 
 /// What the node's guest runs have done since it started.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ impl Default for RunStats {
 }
 
 impl RunStats {
-    pub fn record(&self, outcome: &GuestOutcome) {
+    pub fn record(&self, outcome: &RunOutcome) {
         let counter = match outcome.exit_code {
             Some(0) => &self.ok,
             Some(_) => &self.failed,

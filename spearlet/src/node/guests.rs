@@ -21,7 +21,6 @@ use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
 use crate::sync::SyncStatusCell;
 use crate::tools::Router;
-use crate::wasm::GuestRuntime;
 
 /// What the guest side is built from.
 pub struct GuestsDeps<'a> {
@@ -68,10 +67,7 @@ pub async fn build(
     })?);
     let guests = &config.file.guests;
     let compiled = Some(config.state_dir.join("compiled"));
-    let threads = guests
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let runtime = GuestRuntime::with_threads(compiled, threads)
+    let runtime = crate::invoke::runtime(compiled, guests.threads)
         .map_err(|e| NodeError::Runtime(format!("{e:#}")))?;
     let fetch = FetchLimits {
         max_bytes: guests.max_module_mb << 20,

@@ -1,11 +1,15 @@
-//! The tools a model is offered and how its calls come back: `names.rs` gives
-//! each MCP tool the name a model sees (DESIGN §3.4) and resolves a name the
-//! model sends back to the one tool it stands for; the [`Router`] builds the
-//! tool list of one model request under policy and executes the calls the
-//! model makes against it, on the right server.
+//! The tools a model is offered and how its calls come back: the [`Router`]
+//! builds the tool list of one model request under policy and executes the
+//! calls the model makes against it, on the right server; [`explain`] shows
+//! an operator why a session sees each server and tool. The name a model
+//! sees for each MCP tool (DESIGN §3.4) is given when a connection lists
+//! its tools (`connections::names`).
 
-mod names;
+mod explain;
 mod router;
 
-pub use names::{offered_name, valid_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN};
+pub use crate::connections::names::{
+    offered_name, valid_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN,
+};
+pub use explain::{explain, Explanation, ServerExplanation};
 pub use router::{CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};

@@ -18,8 +18,6 @@ use sha2::Sha256;
 use tracing::warn;
 use wasmtime::InstancePre;
 
-use super::GuestState;
-
 /// Linked modules kept in memory; older ones are dropped (the compiled
 /// form stays on disk, so they come back quickly).
 pub const MAX_CACHED_MODULES: usize = 128;
@@ -31,14 +29,22 @@ const MAC_LEN: usize = 32;
 
 /// Linked modules by sha256, dropping the least recently used past
 /// [`MAX_CACHED_MODULES`].
-#[derive(Default)]
-pub struct ModuleCache {
-    modules: HashMap<[u8; 32], (InstancePre<GuestState>, u64)>,
+pub struct ModuleCache<T> {
+    modules: HashMap<[u8; 32], (InstancePre<T>, u64)>,
     clock: u64,
 }
 
-impl ModuleCache {
-    pub fn get(&mut self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
+impl<T> Default for ModuleCache<T> {
+    fn default() -> Self {
+        ModuleCache {
+            modules: HashMap::new(),
+            clock: 0,
+        }
+    }
+}
+
+impl<T> ModuleCache<T> {
+    pub fn get(&mut self, digest: &[u8; 32]) -> Option<InstancePre<T>> {
         self.clock += 1;
         let clock = self.clock;
         self.modules.get_mut(digest).map(|(pre, used)| {
@@ -47,7 +53,7 @@ impl ModuleCache {
         })
     }
 
-    pub fn insert(&mut self, digest: [u8; 32], pre: InstancePre<GuestState>) {
+    pub fn insert(&mut self, digest: [u8; 32], pre: InstancePre<T>) {
         if self.modules.len() >= MAX_CACHED_MODULES && !self.modules.contains_key(&digest) {
             let oldest = self
                 .modules

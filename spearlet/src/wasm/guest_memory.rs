@@ -4,7 +4,6 @@
 
 use wasmtime::{Caller, Extern};
 
-use super::GuestState;
 use spear_guest::errno::{EFAULT, EINVAL, ENOSPC};
 
 /// Largest key, value or message the host accepts from a guest.
@@ -36,7 +35,7 @@ impl MemoryError {
 }
 
 /// The guest's exported memory.
-fn memory(caller: &mut Caller<'_, GuestState>) -> Result<wasmtime::Memory, MemoryError> {
+fn memory<T>(caller: &mut Caller<'_, T>) -> Result<wasmtime::Memory, MemoryError> {
     match caller.get_export("memory") {
         Some(Extern::Memory(memory)) => Ok(memory),
         _ => Err(MemoryError::OutOfBounds),
@@ -44,11 +43,7 @@ fn memory(caller: &mut Caller<'_, GuestState>) -> Result<wasmtime::Memory, Memor
 }
 
 /// Copies `len` bytes at `ptr` out of guest memory, refusing sizes over the cap.
-pub fn read(
-    caller: &mut Caller<'_, GuestState>,
-    ptr: u32,
-    len: u32,
-) -> Result<Vec<u8>, MemoryError> {
+pub fn read<T>(caller: &mut Caller<'_, T>, ptr: u32, len: u32) -> Result<Vec<u8>, MemoryError> {
     if len > MAX_INPUT {
         return Err(MemoryError::TooLarge);
     }
@@ -64,18 +59,14 @@ pub fn read(
         .ok_or(MemoryError::OutOfBounds)
 }
 
-pub fn read_str(
-    caller: &mut Caller<'_, GuestState>,
-    ptr: u32,
-    len: u32,
-) -> Result<String, MemoryError> {
+pub fn read_str<T>(caller: &mut Caller<'_, T>, ptr: u32, len: u32) -> Result<String, MemoryError> {
     String::from_utf8(read(caller, ptr, len)?).map_err(|_| MemoryError::NotUtf8)
 }
 
 /// Writes `bytes` to the guest buffer `out` whose capacity is at `out_len`;
 /// on a short buffer writes the needed size there and fails with ENOSPC.
-pub fn write_out(
-    caller: &mut Caller<'_, GuestState>,
+pub fn write_out<T>(
+    caller: &mut Caller<'_, T>,
     out: u32,
     out_len: u32,
     bytes: &[u8],

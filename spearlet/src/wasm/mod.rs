@@ -2,8 +2,12 @@
 //! per run; the entry point is [`GuestRuntime::run`]), what a store holds
 //! (`state.rs`), the compiled-module `cache.rs`, the guests' own `threads.rs`,
 //! guest `cpu.rs` accounting, how a run ended (`outcome.rs`, `stop.rs`), and
-//! `guest_memory.rs`, the only way host calls (`crate::cchat::host_api`)
-//! reach a guest's memory.
+//! `guest_memory.rs`, the only way host calls reach a guest's memory.
+//!
+//! The runtime is generic over its host state `H` and never names a host
+//! API: the embedder links one in ([`LinkHost`]; Spear's is `cchat`) and
+//! gets its state back in the [`GuestOutcome`]. `invoke` puts the two
+//! together.
 
 mod cache;
 mod cpu;
@@ -19,7 +23,7 @@ mod threads;
 pub(crate) use outcome::describe;
 pub use outcome::GuestOutcome;
 pub use runtime::{
-    hex, GuestLimits, GuestRuntime, LoadError, RunContext, MAX_GUEST_MEMORY, POOL_SLOTS,
+    hex, GuestLimits, GuestRun, GuestRuntime, LinkHost, LoadError, MAX_GUEST_MEMORY, POOL_SLOTS,
 };
-pub use state::GuestState;
+pub use state::{Granted, GuestState};
 pub use stop::StopReason;

@@ -4,33 +4,34 @@
 use std::time::{Duration, Instant};
 
 use super::stop::StopReason;
-use crate::cchat::CallTrace;
 
-/// How a run ended.
-#[derive(Debug, Default)]
-pub struct GuestOutcome {
+/// How a run ended, with the host state back from its store.
+#[derive(Debug)]
+pub struct GuestOutcome<H> {
     /// The guest's exit code (0 when `main` returned).
     pub exit_code: Option<i32>,
     /// Why the run was ended, when it did not exit by itself.
     pub error: Option<String>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
-    pub trace: Vec<CallTrace>,
-    /// Auto tool-call loop iterations across the run's sends.
-    pub iterations: u32,
-    /// How long each of the run's model requests took.
-    pub model_latency: Vec<Duration>,
     pub duration: Duration,
     /// Guest CPU the run used.
     pub cpu: Duration,
+    /// The host state as the run left it; `None` only when the guest's
+    /// thread failed and took the store with it.
+    pub host: Option<H>,
 }
 
-impl GuestOutcome {
-    pub(super) fn stopped(error: String, started: Instant) -> Self {
+impl<H> GuestOutcome<H> {
+    pub(super) fn stopped(error: String, started: Instant, host: Option<H>) -> Self {
         GuestOutcome {
+            exit_code: None,
             error: Some(error),
+            stdout: Vec::new(),
+            stderr: Vec::new(),
             duration: started.elapsed(),
-            ..GuestOutcome::default()
+            cpu: Duration::ZERO,
+            host,
         }
     }
 }

@@ -21,13 +21,9 @@ use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
 use super::limiter::GuestLimiter;
 use super::outcome::{describe, ran, GuestOutcome};
+use super::state::{Granted, GuestState};
 use super::stop::StopReason;
 use super::threads::GuestThreads;
-use super::GuestState;
-use crate::cchat::{BudgetLimits, Models, RunBudget, SessionDeps, Sessions};
-use crate::invoke::Granted;
-use crate::policy::TaskPolicy;
-use crate::tools::Router;
 
 /// Guests that can run at once with the pooling allocator (address space is
 /// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
@@ -39,7 +35,7 @@ pub const MAX_GUEST_MEMORY: usize = (spear_proto::task::MAX_MEMORY_MB as usize) 
 /// that held its thread this long yields, at this granularity.
 const TICK: Duration = Duration::from_millis(10);
 
-/// Limits of one guest run.
+/// Limits of one guest run, as the runtime enforces them.
 #[derive(Debug, Clone, Copy)]
 pub struct GuestLimits {
     pub memory_bytes: usize,
@@ -51,13 +47,6 @@ pub struct GuestLimits {
     pub wall: Duration,
     /// Captured stdout, and stderr, each.
     pub output_bytes: usize,
-    pub max_sessions: usize,
-    /// Per `cchat_send`.
-    pub max_iterations: u32,
-    /// Per `cchat_send`.
-    pub max_total_tool_calls: u32,
-    /// The run's budgets over every session and send.
-    pub budget: BudgetLimits,
 }
 
 impl Default for GuestLimits {
@@ -68,15 +57,6 @@ impl Default for GuestLimits {
             cpu: Duration::from_secs(5),
             wall: Duration::from_millis(spear_proto::defaults::DEFAULT_WALL_MS),
             output_bytes: 1024 * 1024,
-            max_sessions: 64,
-            max_iterations: 8,
-            max_total_tool_calls: 32,
-            budget: BudgetLimits {
-                host_memory_bytes: 16 << 20,
-                model_requests: 64,
-                tokens: 1_000_000,
-                tool_calls: 256,
-            },
         }
     }
 }
@@ -92,31 +72,32 @@ pub enum LoadError {
     TooLarge(#[from] super::resources::Oversized),
 }
 
-/// What a run needs from the node.
-pub struct RunContext {
-    pub task: TaskPolicy,
-    pub router: Router,
-    /// The backends its sessions may talk to (the task's by default).
-    pub models: Models,
+/// One run: its input, what it is granted, and the host state the linked
+/// host API works on.
+pub struct GuestRun<H> {
     pub stdin: Vec<u8>,
     /// `argv[0]`, the task id.
     pub name: String,
     /// What the task grants beyond stdio (nothing by default).
-    pub wasi: Granted,
+    pub granted: Granted,
+    /// When the run must end: its start plus `limits.wall`, fixed by the
+    /// caller so the host state can hold the same instant.
+    pub deadline: Instant,
+    pub host: H,
 }
 
 /// The node's guest runtime.
-pub struct GuestRuntime {
+pub struct GuestRuntime<H> {
     engine: Engine,
-    linker: Linker<GuestState>,
-    modules: Mutex<ModuleCache>,
+    linker: Linker<GuestState<H>>,
+    modules: Mutex<ModuleCache<GuestState<H>>>,
     artifacts: Option<ArtifactDir>,
     threads: GuestThreads,
     /// Tells the epoch ticker thread to stop when the runtime is dropped.
     stop_ticker: Arc<AtomicBool>,
 }
 
-impl Drop for GuestRuntime {
+impl<H> Drop for GuestRuntime<H> {
     fn drop(&mut self) {
         self.stop_ticker.store(true, Ordering::Relaxed);
     }
@@ -139,20 +120,26 @@ fn config(pooling: bool) -> Config {
     config
 }
 
-impl GuestRuntime {
+/// Links a host API into the runtime's linker (for Spear's guests,
+/// `cchat::add_to_linker`).
+pub type LinkHost<H> = fn(&mut Linker<GuestState<H>>) -> wasmtime::Result<()>;
+
+impl<H: Send + 'static> GuestRuntime<H> {
     /// [`GuestRuntime::with_threads`] with a guest thread per core.
-    pub fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<GuestRuntime> {
+    pub fn new(cache_dir: Option<PathBuf>, link: LinkHost<H>) -> wasmtime::Result<Self> {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        Self::with_threads(cache_dir, cores)
+        Self::with_threads(cache_dir, cores, link)
     }
 
     /// Builds the engine (with the pooling allocator where the machine
-    /// allows it), the linker and the guests' own `threads`, and starts the
-    /// epoch ticker. Compiled modules are cached in `cache_dir`.
+    /// allows it), the linker with WASI and `link`'s host API, and the
+    /// guests' own `threads`, and starts the epoch ticker. Compiled modules
+    /// are cached in `cache_dir`.
     pub fn with_threads(
         cache_dir: Option<PathBuf>,
         threads: usize,
-    ) -> wasmtime::Result<GuestRuntime> {
+        link: LinkHost<H>,
+    ) -> wasmtime::Result<Self> {
         let engine = match Engine::new(&config(true)) {
             Ok(engine) => engine,
             Err(error) => {
@@ -160,9 +147,9 @@ impl GuestRuntime {
                 Engine::new(&config(false))?
             }
         };
-        let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)?;
-        crate::cchat::add_to_linker(&mut linker)?;
+        let mut linker: Linker<GuestState<H>> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState<H>| &mut s.wasi)?;
+        link(&mut linker)?;
         let ticking = engine.clone();
         let stop_ticker = Arc::new(AtomicBool::new(false));
         let stop = Arc::clone(&stop_ticker);
@@ -187,12 +174,12 @@ impl GuestRuntime {
     }
 
     /// The linked module with this sha256, when this runtime has loaded it.
-    pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState>> {
+    pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState<H>>> {
         self.modules.lock().get(digest)
     }
 
     /// Compiles (or takes from the caches) and links `wasm`.
-    pub fn load(&self, wasm: &[u8]) -> Result<InstancePre<GuestState>, LoadError> {
+    pub fn load(&self, wasm: &[u8]) -> Result<InstancePre<GuestState<H>>, LoadError> {
         let digest: [u8; 32] = Sha256::digest(wasm).into();
         if let Some(pre) = self.modules.lock().get(&digest) {
             return Ok(pre);
@@ -232,80 +219,71 @@ impl GuestRuntime {
         Ok(module)
     }
 
-    /// A fresh store for one run, with its limits and output pipes.
-    fn store(
-        &self,
-        context: RunContext,
-        limits: GuestLimits,
-        deadline: Instant,
-    ) -> Result<(Store<GuestState>, MemoryOutputPipe, MemoryOutputPipe), String> {
+    /// A fresh store for one run, with its limits and output pipes; on a
+    /// grant that cannot be opened, the sentence and the host state back.
+    fn store(&self, run: GuestRun<H>, limits: GuestLimits) -> Result<Prepared<H>, (String, H)> {
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdin(MemoryInputPipe::new(context.stdin))
+        wasi.stdin(MemoryInputPipe::new(run.stdin))
             .stdout(stdout.clone())
             .stderr(stderr.clone())
-            .arg(&context.name)
-            .args(&context.wasi.args);
-        for (key, value) in &context.wasi.env {
+            .arg(&run.name)
+            .args(&run.granted.args);
+        for (key, value) in &run.granted.env {
             wasi.env(key, value);
         }
-        for dir in &context.wasi.dirs {
+        for dir in &run.granted.dirs {
             let perms = if dir.writable {
                 FsPerms::ReadWrite
             } else {
                 FsPerms::ReadOnly
             };
             // The directory opened when it was granted, not the path again.
-            wasi.preopened_dir(dir.open_path(), &dir.guest, perms)
-                .map_err(|e| {
-                    format!(
-                        "cannot open the directory {} the task grants: {e}",
-                        dir.host.display()
-                    )
-                })?;
+            if let Err(e) = wasi.preopened_dir(dir.open_path(), &dir.guest, perms) {
+                let why = format!(
+                    "cannot open the directory {} the task grants: {e}",
+                    dir.host.display()
+                );
+                return Err((why, run.host));
+            }
         }
-        let wasi = wasi.build_p1();
         let cpu = Arc::new(CpuClock::default());
         let state = GuestState {
-            wasi,
+            wasi: wasi.build_p1(),
             limits: GuestLimiter::new(limits.memory_bytes, limits.table_elements),
-            cchat: Sessions::new(SessionDeps {
-                task: context.task,
-                router: context.router,
-                models: context.models,
-                deadline,
-                limits,
-                budget: RunBudget::new(limits.budget),
-            }),
             cpu: Arc::clone(&cpu),
-            last_error: None,
+            host: run.host,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         // Checked at every tick the guest sees, host calls or not.
         store.set_epoch_deadline(1);
-        let (budget, wall) = (limits.cpu, limits.wall);
+        let (budget, wall, deadline) = (limits.cpu, limits.wall, run.deadline);
         store.epoch_deadline_callback(move |_| {
             cpu.check(budget, wall, deadline)
                 .map_err(wasmtime::Error::new)
         });
-        Ok((store, stdout, stderr))
+        Ok(Prepared {
+            store,
+            stdout,
+            stderr,
+        })
     }
 
     /// Instantiates `pre` in `store` without running it; returns how long
     /// instantiation alone took. The guest benchmarks measure it this way.
     pub async fn instantiate_only(
         &self,
-        pre: &InstancePre<GuestState>,
-        context: RunContext,
+        pre: &InstancePre<GuestState<H>>,
+        run: GuestRun<H>,
         limits: GuestLimits,
     ) -> wasmtime::Result<Duration> {
-        let (mut store, _, _) = self
-            .store(context, limits, Instant::now() + limits.wall)
-            .map_err(wasmtime::Error::msg)?;
+        let mut prepared = self
+            .store(run, limits)
+            .map_err(|(why, _)| wasmtime::Error::msg(why))?;
         let started = Instant::now();
-        pre.instantiate_async(&mut store).await?;
+        pre.instantiate_async(&mut prepared.store).await?;
         Ok(started.elapsed())
     }
 
@@ -314,15 +292,19 @@ impl GuestRuntime {
     /// invocation) stops the guest at its next tick.
     pub async fn run(
         &self,
-        pre: &InstancePre<GuestState>,
-        context: RunContext,
+        pre: &InstancePre<GuestState<H>>,
+        run: GuestRun<H>,
         limits: GuestLimits,
-    ) -> GuestOutcome {
+    ) -> GuestOutcome<H> {
         let started = Instant::now();
-        let deadline = started + limits.wall;
-        let (mut store, stdout, stderr) = match self.store(context, limits, deadline) {
-            Ok(parts) => parts,
-            Err(error) => return GuestOutcome::stopped(error, started),
+        let deadline = run.deadline;
+        let Prepared {
+            mut store,
+            stdout,
+            stderr,
+        } = match self.store(run, limits) {
+            Ok(prepared) => prepared,
+            Err((why, host)) => return GuestOutcome::stopped(why, started, Some(host)),
         };
         let pre = pre.clone();
         let clock = Arc::clone(&store.data().cpu);
@@ -334,50 +316,62 @@ impl GuestRuntime {
             };
             // The epoch callback stops a guest at its deadline; this stops
             // one waiting in a host call (the model, a tool).
-            let result = tokio::time::timeout(limits.wall, call).await;
+            let result = tokio::time::timeout_at(deadline.into(), call).await;
             (result, store)
         };
-        let (result, mut store) = match self.threads.spawn(Metered::new(run, clock)).await {
+        let (result, store) = match self.threads.spawn(Metered::new(run, clock)).await {
             Ok(ended) => ended,
             Err(error) => {
-                return GuestOutcome::stopped(format!("the guest run failed: {error}"), started)
+                let why = format!("the guest run failed: {error}");
+                return GuestOutcome::stopped(why, started, None);
             }
         };
-        // A refused growth is part of why a run ended badly; refused at
-        // start (its initial memory or table), it is the whole story.
-        let refused = store.data().limits.refused();
-        let with_refusal = |why: String| match refused {
-            Some(refused) => format!("{why}; {refused}"),
-            None => why,
-        };
-        let (exit_code, error) = match result {
-            Err(_) => (
-                None,
-                Some(with_refusal(StopReason::Wall(limits.wall).to_string())),
-            ),
-            Ok(Ok(())) => (Some(0), None),
-            Ok(Err(error)) => match refused {
-                Some(refused) if !ran(&error) => {
-                    (None, Some(format!("the module could not start: {refused}")))
-                }
-                _ => {
-                    let (code, why) = describe(&error);
-                    (code, why.map(with_refusal))
-                }
-            },
-        };
-        let state = store.data_mut();
+        let (exit_code, error) = ending(result.map_err(|_| limits.wall), &store);
+        let cpu = store.data().cpu.used();
         GuestOutcome {
             exit_code,
             error,
             stdout: stdout.contents().to_vec(),
             stderr: stderr.contents().to_vec(),
-            trace: std::mem::take(&mut state.cchat.trace),
-            iterations: state.cchat.iterations,
-            model_latency: std::mem::take(&mut state.cchat.model_latency),
             duration: started.elapsed(),
-            cpu: state.cpu.used(),
+            cpu,
+            host: Some(store.into_data().host),
         }
+    }
+}
+
+/// A store ready to run, with the pipes its output goes to.
+struct Prepared<H: 'static> {
+    store: Store<GuestState<H>>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+/// The exit code, or the sentence on why the run ended: `result` is the
+/// guest's own, or `Err(wall)` when the run's deadline cut it off. A
+/// refused growth is part of why a run ended badly; refused at start (its
+/// initial memory or table), it is the whole story.
+fn ending<H: 'static>(
+    result: Result<wasmtime::Result<()>, Duration>,
+    store: &Store<GuestState<H>>,
+) -> (Option<i32>, Option<String>) {
+    let refused = store.data().limits.refused();
+    let with_refusal = |why: String| match refused {
+        Some(refused) => format!("{why}; {refused}"),
+        None => why,
+    };
+    match result {
+        Err(wall) => (None, Some(with_refusal(StopReason::Wall(wall).to_string()))),
+        Ok(Ok(())) => (Some(0), None),
+        Ok(Err(error)) => match refused {
+            Some(refused) if !ran(&error) => {
+                (None, Some(format!("the module could not start: {refused}")))
+            }
+            _ => {
+                let (code, why) = describe(&error);
+                (code, why.map(with_refusal))
+            }
+        },
     }
 }
 
@@ -394,7 +388,8 @@ mod tests {
 
     #[test]
     fn the_module_cache_keeps_the_recently_used_ones() {
-        let runtime = GuestRuntime::new(None).unwrap();
+        let link: LinkHost<()> = |_| Ok(());
+        let runtime = GuestRuntime::new(None, link).unwrap();
         let module = |i: usize| {
             format!(
                 r#"(module (memory (export "memory") 1) (func (export "_start")) (global i32 (i32.const {i})))"#

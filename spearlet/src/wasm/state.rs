@@ -1,21 +1,33 @@
-//! What a guest's store holds: its WASI context, its store limits, its
-//! chat sessions and its CPU clock. One per run, dropped with the run.
+//! What a guest's store holds: its WASI context, its store limits, its CPU
+//! clock, and the host state `H` of whatever API the embedder linked in
+//! (the runtime never names it). One per run, dropped with the run.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::cpu::CpuClock;
 use super::limiter::GuestLimiter;
-use crate::cchat::Sessions;
+use crate::node_policy::GrantedDir;
 
 /// Everything a guest's store holds.
-pub struct GuestState {
+pub struct GuestState<H> {
     pub wasi: WasiP1Ctx,
     pub limits: GuestLimiter,
-    pub cchat: Sessions,
     /// Guest CPU used so far, shared with the epoch callback.
     pub cpu: Arc<CpuClock>,
-    /// The sentence of the last refused cchat call, for `cchat_last_error`.
-    pub last_error: Option<String>,
+    /// The embedder's host state (the chat sessions, for Spear's guests).
+    pub host: H,
+}
+
+/// What a run is granted beyond stdio (nothing by default): checked by the
+/// caller against the node's policy before it reaches the runtime.
+#[derive(Debug, Clone, Default)]
+pub struct Granted {
+    pub args: Vec<String>,
+    /// References resolved.
+    pub env: BTreeMap<String, String>,
+    /// Checked and opened.
+    pub dirs: Vec<GrantedDir>,
 }

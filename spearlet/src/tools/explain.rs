@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::{server_verdict, set_param, tool_verdict, SessionPolicy, TaskPolicy, Verdict};
 use crate::connections::Connections;
+use crate::policy::{server_verdict, set_param, tool_verdict, SessionPolicy, TaskPolicy, Verdict};
 use crate::registry::RegistryView;
 
 /// One server's verdict, with its tools' when they could be listed.

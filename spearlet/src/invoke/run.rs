@@ -1,0 +1,128 @@
+//! One guest run, put together: the WASM runtime (which knows nothing of
+//! chat) with the cchat host API linked in, a store whose host state is the
+//! run's chat sessions, and the report read back out of both. Entry point:
+//! [`run`]; [`runtime`] builds the node's runtime.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use wasmtime::InstancePre;
+
+use super::limits::RunLimits;
+use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
+use crate::policy::TaskPolicy;
+use crate::tools::Router;
+use crate::wasm::{Granted, GuestRun, GuestRuntime};
+
+/// The node's guest runtime, its guests linked against cchat.
+pub type ChatRuntime = GuestRuntime<ChatHost>;
+
+/// A linked module, ready to run.
+pub type Linked = InstancePre<ChatState>;
+
+/// The runtime with `threads` guest threads (one per core when `None`),
+/// compiled modules cached in `cache_dir`.
+pub fn runtime(
+    cache_dir: Option<PathBuf>,
+    threads: Option<usize>,
+) -> wasmtime::Result<ChatRuntime> {
+    match threads {
+        Some(threads) => GuestRuntime::with_threads(cache_dir, threads, cchat::add_to_linker),
+        None => GuestRuntime::new(cache_dir, cchat::add_to_linker),
+    }
+}
+
+/// What a run needs from the node.
+pub struct RunContext {
+    pub task: TaskPolicy,
+    pub router: Router,
+    /// The backends its sessions may talk to (the task's by default).
+    pub models: Models,
+    pub stdin: Vec<u8>,
+    /// `argv[0]`, the task id.
+    pub name: String,
+    /// What the task grants beyond stdio (nothing by default).
+    pub wasi: Granted,
+}
+
+/// How a run ended: the guest's side and its chat's side.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    /// The guest's exit code (0 when `main` returned).
+    pub exit_code: Option<i32>,
+    /// Why the run was ended, when it did not exit by itself.
+    pub error: Option<String>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Every tool call of the run.
+    pub trace: Vec<CallTrace>,
+    /// Auto tool-call loop iterations across the run's sends.
+    pub iterations: u32,
+    /// How long each of the run's model requests took.
+    pub model_latency: Vec<Duration>,
+    pub duration: Duration,
+    /// Guest CPU the run used.
+    pub cpu: Duration,
+}
+
+/// The guest run `context` asks for, with its chat sessions as host state.
+fn guest_run(context: RunContext, limits: RunLimits) -> GuestRun<ChatHost> {
+    let deadline = Instant::now() + limits.guest.wall;
+    let deps = SessionDeps::new(
+        context.task,
+        context.router,
+        context.models,
+        deadline,
+        limits.guest.wall,
+        limits.chat,
+    );
+    GuestRun {
+        stdin: context.stdin,
+        name: context.name,
+        granted: context.wasi,
+        deadline,
+        host: ChatHost::new(deps),
+    }
+}
+
+/// Runs `pre`'s `_start` once with `limits`; dropping the future (a
+/// cancelled invocation) stops the guest at its next tick.
+pub async fn run(
+    runtime: &ChatRuntime,
+    pre: &Linked,
+    context: RunContext,
+    limits: RunLimits,
+) -> RunOutcome {
+    let ended = runtime
+        .run(pre, guest_run(context, limits), limits.guest)
+        .await;
+    let mut outcome = RunOutcome {
+        exit_code: ended.exit_code,
+        error: ended.error,
+        stdout: ended.stdout,
+        stderr: ended.stderr,
+        duration: ended.duration,
+        cpu: ended.cpu,
+        ..RunOutcome::default()
+    };
+    if let Some(host) = ended.host {
+        let sessions = host.sessions;
+        outcome.trace = sessions.trace;
+        outcome.iterations = sessions.iterations;
+        outcome.model_latency = sessions.model_latency;
+    }
+    outcome
+}
+
+/// Instantiates `pre` without running it and returns how long that alone
+/// took (the guest start benchmark).
+pub async fn instantiate_only(
+    runtime: &ChatRuntime,
+    pre: &Linked,
+    context: RunContext,
+    limits: RunLimits,
+) -> wasmtime::Result<Duration> {
+    runtime
+        .instantiate_only(pre, guest_run(context, limits), limits.guest)
+        .await
+}
