@@ -12,7 +12,7 @@
 //! - `guest_tools.rs`: tools the guest implements, and `dispatch.rs`, which
 //!   calls them back through the guest's exported dispatcher;
 //! - `tool_loop.rs`: one send against the model, the automatic tool-call
-//!   loop included; `run_calls.rs` runs the tool calls of one answer;
+//!   loop included, as a state machine (`ask.rs`, `calls.rs` its branches);
 //! - [`budget`]: what the whole run may cost, drawn on by every session and
 //!   every send.
 
@@ -24,7 +24,6 @@ mod history;
 mod host_api;
 mod models;
 pub mod request_params;
-mod run_calls;
 mod send;
 mod sessions;
 mod tool_loop;

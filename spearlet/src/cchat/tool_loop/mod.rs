@@ -27,18 +27,37 @@
 //! tool call of an assistant message is answered (in `Once` mode, by the
 //! guest before its next send). Every model request, token, tool call and
 //! byte of history is counted in the run's [`RunBudget`].
+//!
+//! ## The state machine
+//! [`run_send`] prepares a [`ToolLoop`] (the tools offered, the first
+//! request's params) and drives it one [`Step`] at a time until `Done`:
+//!
+//! ```text
+//!   Ask ──(answer with calls, Auto)──▶ RunCalls ──(all answered)──▶ Ask
+//!    │                                    │
+//!    ├─(text answer; Once/NoTools)──▶ Done ◀─(a budget or limit refused
+//!    └─(limit, deadline, budget,           a call; the guest stopped)
+//!       provider error, cut call)──▶ Done
+//! ```
+//!
+//! `ask.rs` is the `Ask` branch (one model request and what its answer
+//! leads to), `calls.rs` the `RunCalls` branch. Each takes the loop's
+//! state and returns the next step, so a new branch (an approval to wait
+//! for, an audit record to write) is one more variant and one method.
+//! Time is tokio's: the tests run the transitions with the clock paused.
+
+mod ask;
+mod calls;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
 
 use super::budget::{BudgetError, RunBudget};
 use super::guest_tools::{GuestCallbacks, GuestStopped, GuestTools, NoCallbacks};
-use super::run_calls::run_calls;
-use crate::llm::{
-    ChatMessage, ChatRequest, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Usage,
-};
+use crate::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Usage};
 use crate::policy::{SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolRef, ToolSet};
 
@@ -152,6 +171,38 @@ pub async fn run_tool_loop(
     run_send(&setup, messages, budget, &mut NoCallbacks).await
 }
 
+/// What the loop does next.
+#[derive(Debug)]
+pub(super) enum Step {
+    /// Ask the model, with the history as it stands.
+    Ask,
+    /// Run the tool calls of the answer just kept, and answer each.
+    RunCalls(Vec<ToolCall>),
+    /// The send is over: the model's final text, or why there is none.
+    Done(Result<String, LoopError>),
+}
+
+/// One send in progress: what it offers, what it has used, and what it has
+/// produced so far.
+pub(super) struct ToolLoop<'s, 'm> {
+    setup: &'s SendSetup<'s>,
+    /// The MCP tools offered, under the session's policy.
+    set: ToolSet,
+    /// Every tool the model sees (guest tools first).
+    tools: Vec<ToolSpec>,
+    /// The first request's params; `later` lets the model choose.
+    first: RequestParams,
+    later: RequestParams,
+    /// Requests this send may make (1 unless `Auto`).
+    max_iterations: u32,
+    /// Tool calls run in this send so far.
+    calls_made: u32,
+    messages: &'m mut Vec<ChatMessage>,
+    budget: &'m mut RunBudget,
+    guest: &'m mut dyn GuestCallbacks,
+    outcome: LoopOutcome,
+}
+
 /// Runs one send; see the module docs. Every assistant and tool message is
 /// appended to `messages`, each charged to `budget` before it is kept.
 pub async fn run_send(
@@ -165,152 +216,96 @@ pub async fn run_send(
     } else {
         setup.router.tool_set(setup.task, setup.policy).await
     };
-    let mut outcome = LoopOutcome {
-        result: Err(LoopError::Deadline),
-        usage: Usage::default(),
-        trace: Vec::new(),
-        iterations: 0,
-        model_latency: Vec::new(),
-        stop: StopReason::default(),
-        offered: ToolSet::default(),
-        pending: Vec::new(),
+    let mut send = match ToolLoop::new(setup, set, messages, budget, guest) {
+        Ok(send) => send,
+        Err(refused) => return refused,
     };
-    let mut tools: Vec<ToolSpec> = Vec::new();
-    if setup.mode != SendMode::NoTools {
-        tools.extend(setup.guest_tools.specs());
-        tools.extend(set.tools.iter().map(|t| ToolSpec {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            parameters: serde_json::Value::Object((*t.input_schema).clone()),
-        }));
-    }
-    let first = match first_params(setup.params, &set, setup.guest_tools, &tools) {
-        Ok(params) => params,
-        Err(why) => {
-            outcome.result = Err(LoopError::Params(why));
-            return outcome;
-        }
-    };
-    if let Err(unsupported) = setup.backend.check(&first) {
-        outcome.result = Err(LoopError::Params(unsupported.to_string()));
-        return outcome;
-    }
-    // Later requests of the loop let the model choose.
-    let mut later = first.clone();
-    if matches!(
-        later.tool_choice,
-        Some(ToolChoice::Named { .. } | ToolChoice::Mode(ToolMode::Required))
-    ) {
-        later.tool_choice = None;
-    }
-    let limits = setup.limits;
-    let max_iterations = match setup.mode {
-        SendMode::Auto => limits.max_iterations,
-        SendMode::Once | SendMode::NoTools => 1,
-    };
-    let mut calls_made: u32 = 0;
+    let mut step = Step::Ask;
     loop {
-        if outcome.iterations >= max_iterations {
-            outcome.result = Err(LoopError::MaxIterations(max_iterations));
-            break;
-        }
-        let Some(left) = limits.deadline.checked_duration_since(Instant::now()) else {
-            outcome.result = Err(LoopError::Deadline);
-            break;
+        step = match step {
+            Step::Ask => send.ask().await,
+            Step::RunCalls(calls) => send.run_calls(calls).await,
+            Step::Done(result) => return send.finish(result),
         };
-        if let Err(spent) = budget.take_request() {
-            outcome.result = Err(spent.into());
-            break;
+    }
+}
+
+impl<'s, 'm> ToolLoop<'s, 'm> {
+    /// The send ready for its first request, or its outcome when its
+    /// params cannot be honoured (no request is made then).
+    fn new(
+        setup: &'s SendSetup<'s>,
+        set: ToolSet,
+        messages: &'m mut Vec<ChatMessage>,
+        budget: &'m mut RunBudget,
+        guest: &'m mut dyn GuestCallbacks,
+    ) -> Result<Self, LoopOutcome> {
+        let mut tools: Vec<ToolSpec> = Vec::new();
+        if setup.mode != SendMode::NoTools {
+            tools.extend(setup.guest_tools.specs());
+            tools.extend(set.tools.iter().map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: serde_json::Value::Object((*t.input_schema).clone()),
+            }));
         }
-        let params = if outcome.iterations == 0 {
-            &first
-        } else {
-            &later
+        let first = first_params(setup.params, &set, setup.guest_tools, &tools)
+            .map_err(LoopError::Params)
+            .and_then(|first| match setup.backend.check(&first) {
+                Ok(()) => Ok(first),
+                Err(unsupported) => Err(LoopError::Params(unsupported.to_string())),
+            });
+        let first = match first {
+            Ok(first) => first,
+            Err(refused) => return Err(LoopOutcome::ended(Err(refused), ToolSet::default())),
         };
-        outcome.iterations += 1;
-        let request = ChatRequest {
-            messages,
-            tools: &tools,
-            params,
+        let mut later = first.clone();
+        if matches!(
+            later.tool_choice,
+            Some(ToolChoice::Named { .. } | ToolChoice::Mode(ToolMode::Required))
+        ) {
+            later.tool_choice = None;
+        }
+        let max_iterations = match setup.mode {
+            SendMode::Auto => setup.limits.max_iterations,
+            SendMode::Once | SendMode::NoTools => 1,
         };
-        let asked = std::time::Instant::now();
-        // OpenTelemetry GenAI conventions: `chat {model}`, a client span.
-        let model = setup.backend.model();
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format!("chat {model}"),
-            otel.kind = "client",
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = setup.backend.provider(),
-            gen_ai.request.model = model,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-        );
-        let answered = tokio::time::timeout(left, setup.backend.complete(request))
-            .instrument(span.clone())
-            .await;
-        outcome.model_latency.push(asked.elapsed());
-        if let Ok(Ok(reply)) = &answered {
-            span.record("gen_ai.usage.input_tokens", reply.usage.prompt_tokens);
-            span.record("gen_ai.usage.output_tokens", reply.usage.completion_tokens);
-        }
-        let reply = match answered {
-            Err(_) => {
-                outcome.result = Err(LoopError::Deadline);
-                break;
-            }
-            Ok(Err(error)) => {
-                outcome.result = Err(LoopError::Llm(error));
-                break;
-            }
-            Ok(Ok(reply)) => reply,
-        };
-        outcome.usage += reply.usage;
-        outcome.stop = reply.stop;
-        budget.add_tokens(reply.usage.prompt_tokens + reply.usage.completion_tokens);
-        if reply.stop == StopReason::MaxTokens && !reply.message.tool_calls.is_empty() {
-            outcome.result = Err(LoopError::CutToolCall);
-            break;
-        }
-        // Not kept when it does not fit: the history stays valid without it.
-        if let Err(full) = budget.charge_memory(reply.message.footprint()) {
-            outcome.result = Err(full.into());
-            break;
-        }
-        let calls = reply.message.tool_calls.clone();
-        let text = reply.message.content.clone().unwrap_or_default();
-        messages.push(reply.message);
-        if calls.is_empty() {
-            outcome.result = Ok(text);
-            break;
-        }
-        if setup.mode != SendMode::Auto {
-            outcome.pending = calls;
-            outcome.result = Ok(text);
-            break;
-        }
-        let per_send = limits.max_total_tool_calls.saturating_sub(calls_made);
-        match run_calls(
+        Ok(ToolLoop {
             setup,
-            &set,
-            &calls,
-            per_send,
+            set,
+            tools,
+            first,
+            later,
+            max_iterations,
+            calls_made: 0,
             messages,
             budget,
             guest,
-            &mut outcome.trace,
-        )
-        .await
-        {
-            Ok(ran) => calls_made += ran,
-            Err(error) => {
-                outcome.result = Err(error);
-                break;
-            }
+            outcome: LoopOutcome::ended(Err(LoopError::Deadline), ToolSet::default()),
+        })
+    }
+
+    /// The outcome, with `result` and the tools that were offered.
+    fn finish(mut self, result: Result<String, LoopError>) -> LoopOutcome {
+        self.outcome.result = result;
+        self.outcome.offered = self.set;
+        self.outcome
+    }
+}
+
+impl LoopOutcome {
+    fn ended(result: Result<String, LoopError>, offered: ToolSet) -> Self {
+        LoopOutcome {
+            result,
+            usage: Usage::default(),
+            trace: Vec::new(),
+            iterations: 0,
+            model_latency: Vec::new(),
+            stop: StopReason::default(),
+            offered,
+            pending: Vec::new(),
         }
     }
-    outcome.offered = set;
-    outcome
 }
 
 /// The params of a send's first request: `tool_choice` checked against

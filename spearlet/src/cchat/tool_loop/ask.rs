@@ -1,0 +1,91 @@
+//! The `Ask` branch: one model request with the history as it stands, and
+//! what its answer leads to. Before asking: the send's iteration limit, the
+//! deadline and the run's request budget. After: the answer is counted,
+//! kept in the history when it fits the run's memory budget, and becomes
+//! the final text, the guest's pending calls (`Once`), or calls to run.
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::{LoopError, SendMode, Step, ToolLoop};
+use crate::llm::{ChatRequest, Reply, StopReason};
+
+impl ToolLoop<'_, '_> {
+    /// Asks the model once; see the module docs.
+    pub(super) async fn ask(&mut self) -> Step {
+        if self.outcome.iterations >= self.max_iterations {
+            return Step::Done(Err(LoopError::MaxIterations(self.max_iterations)));
+        }
+        let deadline = Instant::from_std(self.setup.limits.deadline);
+        if Instant::now() >= deadline {
+            return Step::Done(Err(LoopError::Deadline));
+        }
+        if let Err(spent) = self.budget.take_request() {
+            return Step::Done(Err(spent.into()));
+        }
+        let params = if self.outcome.iterations == 0 {
+            &self.first
+        } else {
+            &self.later
+        };
+        self.outcome.iterations += 1;
+        let request = ChatRequest {
+            messages: self.messages,
+            tools: &self.tools,
+            params,
+        };
+        let backend = self.setup.backend;
+        // OpenTelemetry GenAI conventions: `chat {model}`, a client span.
+        let model = backend.model();
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {model}"),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = backend.provider(),
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+        );
+        let asked = Instant::now();
+        let answered = tokio::time::timeout_at(deadline, backend.complete(request))
+            .instrument(span.clone())
+            .await;
+        self.outcome.model_latency.push(asked.elapsed());
+        match answered {
+            Err(_) => Step::Done(Err(LoopError::Deadline)),
+            Ok(Err(error)) => Step::Done(Err(LoopError::Llm(error))),
+            Ok(Ok(reply)) => {
+                span.record("gen_ai.usage.input_tokens", reply.usage.prompt_tokens);
+                span.record("gen_ai.usage.output_tokens", reply.usage.completion_tokens);
+                self.answered(reply)
+            }
+        }
+    }
+
+    /// Counts and keeps the model's answer; says what comes next.
+    fn answered(&mut self, reply: Reply) -> Step {
+        self.outcome.usage += reply.usage;
+        self.outcome.stop = reply.stop;
+        self.budget
+            .add_tokens(reply.usage.prompt_tokens + reply.usage.completion_tokens);
+        if reply.stop == StopReason::MaxTokens && !reply.message.tool_calls.is_empty() {
+            return Step::Done(Err(LoopError::CutToolCall));
+        }
+        // Not kept when it does not fit: the history stays valid without it.
+        if let Err(full) = self.budget.charge_memory(reply.message.footprint()) {
+            return Step::Done(Err(full.into()));
+        }
+        let calls = reply.message.tool_calls.clone();
+        let text = reply.message.content.clone().unwrap_or_default();
+        self.messages.push(reply.message);
+        if calls.is_empty() {
+            return Step::Done(Ok(text));
+        }
+        if self.setup.mode != SendMode::Auto {
+            self.outcome.pending = calls;
+            return Step::Done(Ok(text));
+        }
+        Step::RunCalls(calls)
+    }
+}

@@ -1,0 +1,170 @@
+//! The `RunCalls` branch: the tool calls of one answer, as many as the
+//! run's and the send's budgets allow, MCP calls concurrently (the router
+//! re-checks policy and each server's limits), guest tools one at a time
+//! through the guest's dispatcher. Every call is answered with one `tool`
+//! message, the refused ones too, so the history stays valid for the
+//! provider; then the loop asks again, or ends on what refused a call.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{CallTrace, LoopError, SendSetup, Step, ToolLoop};
+use crate::cchat::guest_tools::{GuestTool, MAX_RESULT_BYTES};
+use crate::llm::{ChatMessage, ToolCall};
+use crate::tools::{ToolRef, ToolSet};
+
+/// One call's answer before it is kept.
+struct Answer {
+    text: String,
+    is_error: bool,
+    executed: Option<ToolRef>,
+    guest_tool: Option<String>,
+    duration: Duration,
+}
+
+impl Answer {
+    fn error(text: String) -> Answer {
+        Answer {
+            text,
+            is_error: true,
+            executed: None,
+            guest_tool: None,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
+impl ToolLoop<'_, '_> {
+    /// Runs and answers `calls`; see the module docs.
+    pub(super) async fn run_calls(&mut self, calls: Vec<ToolCall>) -> Step {
+        let limit = self.setup.limits.max_total_tool_calls;
+        let wanted = calls
+            .len()
+            .min(limit.saturating_sub(self.calls_made) as usize);
+        let allowed = self.budget.take_tool_calls(wanted);
+        let (run, refused) = calls.split_at(allowed);
+        let refusal = if allowed < wanted {
+            LoopError::Budget(self.budget.tool_calls_spent())
+        } else {
+            LoopError::MaxToolCalls(limit)
+        };
+        let mut mcp = run_mcp(self.setup, &self.set, run).await.into_iter();
+        let mut out_of_memory = None;
+        for call in run {
+            let answer = match self.setup.guest_tools.find(&call.name) {
+                Some(tool) => match self.run_guest(call, tool).await {
+                    Ok(answer) => answer,
+                    Err(stopped) => return Step::Done(Err(stopped)),
+                },
+                None => mcp
+                    .next()
+                    .unwrap_or_else(|| Answer::error("the tool call was lost".into())),
+            };
+            if let Err(full) = self.keep(call, answer) {
+                out_of_memory = Some(full);
+            }
+        }
+        for call in refused {
+            self.keep(call, Answer::error(format!("not executed: {refusal}")))
+                .ok();
+        }
+        self.calls_made += run.len() as u32;
+        match (out_of_memory, refused.is_empty()) {
+            (Some(full), _) => Step::Done(Err(full)),
+            (None, false) => Step::Done(Err(refusal)),
+            (None, true) => Step::Ask,
+        }
+    }
+
+    /// A guest tool's call through the guest's dispatcher; the run is over
+    /// when the guest broke it.
+    async fn run_guest(&mut self, call: &ToolCall, tool: &GuestTool) -> Result<Answer, LoopError> {
+        let started = Instant::now();
+        let result = self.guest.call(tool, &call.arguments).await?;
+        let duration = started.elapsed();
+        if result.text.len() > MAX_RESULT_BYTES {
+            return Ok(Answer {
+                duration,
+                ..Answer::error(format!(
+                    "guest tool '{}' returned {} bytes, over the {MAX_RESULT_BYTES} a tool result may be",
+                    call.name,
+                    result.text.len()
+                ))
+            });
+        }
+        Ok(Answer {
+            text: result.text,
+            is_error: result.is_error,
+            executed: None,
+            guest_tool: Some(call.name.clone()),
+            duration,
+        })
+    }
+
+    /// Answers `call` in the history and the trace. A result the run's
+    /// memory budget cannot hold is answered with a short note instead
+    /// (charged past the budget: its size is bounded), and the loop ends.
+    fn keep(&mut self, call: &ToolCall, answer: Answer) -> Result<(), LoopError> {
+        let Answer {
+            mut text,
+            mut is_error,
+            executed,
+            guest_tool,
+            duration,
+        } = answer;
+        let message = ChatMessage::tool(&call.id, String::new());
+        let mut kept = Ok(());
+        if let Err(full) = self.budget.charge_memory(message.footprint() + text.len()) {
+            text = format!("result not kept: {full}");
+            is_error = true;
+            kept = Err(full.into());
+        }
+        self.outcome.trace.push(CallTrace {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            executed,
+            guest_tool,
+            is_error,
+            duration,
+            bytes: text.len(),
+        });
+        self.messages.push(ChatMessage::tool(&call.id, text));
+        kept
+    }
+}
+
+/// The MCP calls among `run`, at once, each cut at the deadline; in
+/// the order of `run`. (A function of the setup alone: the guest's
+/// callbacks, which are not `Sync`, stay out of the futures.)
+async fn run_mcp(setup: &SendSetup<'_>, set: &ToolSet, run: &[ToolCall]) -> Vec<Answer> {
+    let deadline = Instant::from_std(setup.limits.deadline);
+    let mcp = run
+        .iter()
+        .filter(|call| setup.guest_tools.find(&call.name).is_none());
+    futures::future::join_all(mcp.map(|call| async move {
+        let started = Instant::now();
+        let executed = tokio::time::timeout_at(
+            deadline,
+            setup
+                .router
+                .execute(setup.task, setup.policy, set, &call.name, &call.arguments),
+        )
+        .await;
+        let answer = match executed {
+            Ok(o) => Answer {
+                text: o.text,
+                is_error: o.is_error,
+                executed: o.executed,
+                guest_tool: None,
+                duration: Duration::ZERO,
+            },
+            Err(_) => Answer::error("the tool call was cut short by the session deadline".into()),
+        };
+        Answer {
+            duration: started.elapsed(),
+            ..answer
+        }
+    }))
+    .await
+}
