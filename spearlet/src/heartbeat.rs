@@ -5,17 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
-use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::{HeartbeatRequest, ServerProblem};
 use tokio::sync::watch;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tracing::debug;
 
 use crate::connections::{Connections, ServerState};
 use crate::invoke::RunStats;
 use crate::registry::RegistryHandle;
+use crate::sms_link::SmsLink;
 use crate::sync::SyncStatusCell;
 
 use spear_proto::defaults::{HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_TEXT};
@@ -29,11 +26,10 @@ pub struct Advert {
     pub runs: Arc<RunStats>,
 }
 
-/// Sends heartbeats to the SMS the sync loop is connected to.
+/// Sends heartbeats to the SMS the node follows.
 pub async fn run(
     node_id: String,
-    tls: Option<TlsIdentity>,
-    join: JoinToken,
+    link: SmsLink,
     advert: Advert,
     registry: RegistryHandle,
     status: Arc<SyncStatusCell>,
@@ -42,42 +38,24 @@ pub async fn run(
 ) {
     let mut changes = registry.subscribe();
     let mut draining = advert.runs.draining.subscribe();
-    let mut client: Option<(String, NodesClient<InterceptedService<Channel, JoinToken>>)> = None;
     loop {
-        let sms = status.status.lock().sms.clone();
-        if let Some(addr) = sms {
-            if client.as_ref().is_none_or(|(a, _)| *a != addr) {
-                client = dial(&addr, tls.as_ref(), Identity::Sms)
-                    .ok()
-                    .map(|(e, dialer)| {
-                        dialer.connect_lazy(e.connect_timeout(Duration::from_secs(5)))
-                    })
-                    .map(|channel| {
-                        (
-                            addr.clone(),
-                            NodesClient::with_interceptor(channel, join.clone()),
-                        )
-                    });
-            }
-            if let Some((_, nodes)) = client.as_mut() {
-                let view = registry.current();
-                let state = status.status.lock().state;
-                let request = HeartbeatRequest {
-                    node_id: node_id.clone(),
-                    version: env!("CARGO_PKG_VERSION").to_string(),
-                    applied_epoch: view.epoch,
-                    applied_revision: view.revision,
-                    sync_state: state as i32,
-                    problems: problems(&connections),
-                    invoke_addr: advert.invoke_addr.clone(),
-                    running: advert.runs.running.load(Ordering::Relaxed),
-                    draining: advert.runs.is_draining(),
-                };
-                let sent =
-                    tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
-                if let Ok(Err(status)) = sent {
-                    debug!(message = %status.message(), "heartbeat refused");
-                }
+        if let Ok(mut nodes) = link.nodes() {
+            let view = registry.current();
+            let state = status.status.lock().state;
+            let request = HeartbeatRequest {
+                node_id: node_id.clone(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                applied_epoch: view.epoch,
+                applied_revision: view.revision,
+                sync_state: state as i32,
+                problems: problems(&connections),
+                invoke_addr: advert.invoke_addr.clone(),
+                running: advert.runs.running.load(Ordering::Relaxed),
+                draining: advert.runs.is_draining(),
+            };
+            let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
+            if let Ok(Err(status)) = sent {
+                debug!(message = %status.message(), "heartbeat refused");
             }
         }
         tokio::select! {

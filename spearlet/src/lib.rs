@@ -49,6 +49,7 @@ pub mod persist;
 pub mod policy;
 pub mod registry;
 pub mod revocations;
+pub mod sms_link;
 pub mod sms_tokens;
 pub mod sync;
 pub mod tools;

@@ -12,47 +12,25 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::{AccessTokenRequest, OpenSealedRequest, SealedValue};
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 
 use crate::mcp::{Challenge, Credentials, TokenError, TokenSource};
-use crate::sync::SyncStatusCell;
+use crate::sms_link::{Joined, LinkError, SmsLink};
 
 /// A renewal at SMS may wait for another replica's; beyond this the
 /// request fails and the connection retries later.
 const ASK_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Tokens for every protected server, from the SMS the node syncs with.
+/// Tokens for every protected server, from the SMS the node follows.
 #[derive(Clone)]
 pub struct SmsCredentials {
-    sms: Arc<SmsLink>,
-}
-
-/// The channel to SMS, redialled when the sync loop moves to another one.
-struct SmsLink {
-    status: Arc<SyncStatusCell>,
-    tls: Option<TlsIdentity>,
-    join: JoinToken,
-    channel: Mutex<Option<(String, Channel)>>,
+    sms: SmsLink,
 }
 
 impl SmsCredentials {
-    pub fn new(
-        status: Arc<SyncStatusCell>,
-        tls: Option<TlsIdentity>,
-        join: JoinToken,
-    ) -> SmsCredentials {
-        SmsCredentials {
-            sms: Arc::new(SmsLink {
-                status,
-                tls,
-                join,
-                channel: Mutex::default(),
-            }),
-        }
+    pub fn new(sms: SmsLink) -> SmsCredentials {
+        SmsCredentials { sms }
     }
 }
 
@@ -61,7 +39,7 @@ impl Credentials for SmsCredentials {
     fn tokens(&self, server_id: &str) -> Arc<dyn TokenSource> {
         Arc::new(SmsTokens {
             server_id: server_id.to_string(),
-            sms: Arc::clone(&self.sms),
+            sms: self.sms.clone(),
             held: Mutex::default(),
         })
     }
@@ -73,7 +51,7 @@ impl Credentials for SmsCredentials {
         server_id: &str,
         sealed: &[SealedValue],
     ) -> Result<Vec<String>, TokenError> {
-        let mut client = self.sms.client()?;
+        let mut client = credentials(&self.sms)?;
         let request = OpenSealedRequest {
             server_id: server_id.to_string(),
             values: sealed.to_vec(),
@@ -97,35 +75,15 @@ fn from_sms(status: tonic::Status, what: &str) -> TokenError {
     }
 }
 
-impl SmsLink {
-    fn client(
-        &self,
-    ) -> Result<CredentialsClient<InterceptedService<Channel, JoinToken>>, TokenError> {
-        let addr = self.status.status.lock().sms.clone().ok_or_else(|| {
-            TokenError(
-                "this node has not reached SMS yet, which holds the server's OAuth credential and sealed values"
-                    .into(),
-            )
-        })?;
-        let mut cached = self.channel.lock();
-        if let Some((at, channel)) = cached.as_ref() {
-            if *at == addr {
-                return Ok(CredentialsClient::with_interceptor(
-                    channel.clone(),
-                    self.join.clone(),
-                ));
-            }
-        }
-        let (endpoint, dialer) = dial(&addr, self.tls.as_ref(), Identity::Sms).map_err(|e| {
-            TokenError(format!("cannot dial SMS at {addr} for an OAuth token: {e}"))
-        })?;
-        let channel = dialer.connect_lazy(endpoint.connect_timeout(Duration::from_secs(5)));
-        *cached = Some((addr, channel.clone()));
-        Ok(CredentialsClient::with_interceptor(
-            channel,
-            self.join.clone(),
-        ))
-    }
+/// The credentials client of the SMS the node follows, or why not.
+fn credentials(sms: &SmsLink) -> Result<CredentialsClient<Joined>, TokenError> {
+    sms.credentials().map_err(|e| match e {
+        LinkError::NotConnected => TokenError(
+            "this node has not reached SMS yet, which holds the server's OAuth credential and sealed values"
+                .into(),
+        ),
+        other => TokenError(format!("cannot reach SMS for an OAuth token: {other}")),
+    })
 }
 
 /// A token as SMS gave it, and when to ask again.
@@ -137,14 +95,14 @@ struct Held {
 /// One server's tokens on this node.
 struct SmsTokens {
     server_id: String,
-    sms: Arc<SmsLink>,
+    sms: SmsLink,
     held: Mutex<Option<Held>>,
 }
 
 impl SmsTokens {
     /// A token from SMS; `refused` is one the server would not take.
     async fn ask(&self, refused: Option<&str>) -> Result<String, TokenError> {
-        let mut client = self.sms.client()?;
+        let mut client = credentials(&self.sms)?;
         let request = AccessTokenRequest {
             server_id: self.server_id.clone(),
             refused_sha256: refused.map(spear_oauth::token_digest).unwrap_or_default(),

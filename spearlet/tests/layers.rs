@@ -11,6 +11,7 @@ const LAYERS: &[&str] = &[
     "node_policy",
     "registry",
     "persist",
+    "sms_link",
     "sync",
     "revocations",
     "env_refs",

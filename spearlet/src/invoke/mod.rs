@@ -19,9 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
 use spear_proto::task::check_task_spec;
-use spear_proto::v1::tasks_client::TasksClient;
 use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
 use tokio::sync::Semaphore;
 use tracing::{info, info_span, Instrument};
@@ -35,13 +33,16 @@ use crate::cchat::Models;
 use crate::llm::{BackendError, Backends};
 use crate::node_policy::{ModuleSource, PolicyCell};
 use crate::policy::TaskPolicy;
-use crate::sync::SyncStatusCell;
+use crate::sms_link::SmsLink;
 use crate::tools::Router;
 use crate::wasm::LoadError;
 
 // An invocation waits this long for a free run slot before the node says
 // it is busy (SMS then tries another node).
 use spear_proto::defaults::RUN_QUEUE_WAIT as QUEUE_WAIT;
+
+/// How long SMS has to answer for a task's spec.
+const FETCH_TASK_WITHIN: Duration = Duration::from_secs(10);
 
 /// Why a task could not be run (a run that started always returns a
 /// response, with the guest's exit code or why it was stopped).
@@ -97,12 +98,8 @@ pub struct InvokerDeps {
     /// The node's policy, as it stands at each run's start.
     pub policy: PolicyCell,
     pub limits: LimitPolicy,
-    pub sync_status: Arc<SyncStatusCell>,
-    pub sms: Vec<String>,
-    /// The node's TLS identity, to ask SMS for tasks.
-    pub tls: Option<TlsIdentity>,
-    /// Presented to SMS on plaintext.
-    pub join_token: JoinToken,
+    /// Where tasks are fetched from.
+    pub sms: SmsLink,
     pub max_running: usize,
     pub compile_timeout: Duration,
 }
@@ -304,37 +301,25 @@ impl Invoker {
 
     /// Asks SMS (the one the node syncs from, else each configured one).
     async fn fetch_task(&self, task_id: &str) -> Result<TaskSpec, InvokeError> {
-        let current = self.deps.sync_status.status.lock().sms.clone();
-        let addrs: Vec<String> = current
-            .into_iter()
-            .chain(self.deps.sms.iter().cloned())
-            .collect();
         let mut why = String::from("no SMS address");
-        for addr in addrs {
-            let Ok((endpoint, dialer)) = dial(&addr, self.deps.tls.as_ref(), Identity::Sms) else {
-                continue;
-            };
-            let endpoint = endpoint
-                .connect_timeout(Duration::from_secs(3))
-                .timeout(Duration::from_secs(10));
-            let channel = match dialer.connect(endpoint).await {
-                Ok(channel) => channel,
+        for addr in self.deps.sms.candidates() {
+            let mut tasks = match self.deps.sms.tasks(&addr).await {
+                Ok(tasks) => tasks,
                 Err(e) => {
-                    why = format!("{addr}: {}", spear_common::text::causes(&e));
+                    why = e.to_string();
                     continue;
                 }
             };
-            match TasksClient::with_interceptor(channel, self.deps.join_token.clone())
-                .get_task(GetTaskRequest {
-                    id: task_id.to_string(),
-                })
-                .await
-            {
-                Ok(task) => return Ok(task.into_inner()),
-                Err(status) if status.code() == tonic::Code::NotFound => {
+            let request = GetTaskRequest {
+                id: task_id.to_string(),
+            };
+            match tokio::time::timeout(FETCH_TASK_WITHIN, tasks.get_task(request)).await {
+                Ok(Ok(task)) => return Ok(task.into_inner()),
+                Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
                     return Err(InvokeError::TaskNotFound(task_id.to_string()))
                 }
-                Err(status) => why = format!("{addr}: {}", status.message()),
+                Ok(Err(status)) => why = format!("{addr}: {}", status.message()),
+                Err(_) => why = format!("{addr} did not answer within {FETCH_TASK_WITHIN:?}"),
             }
         }
         Err(InvokeError::TaskUnavailable {

@@ -19,7 +19,7 @@ use crate::invoke::{
 use crate::llm::Backends;
 use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
-use crate::sync::SyncStatusCell;
+use crate::sms_link::SmsLink;
 use crate::tools::Router;
 
 /// What the guest side is built from.
@@ -30,7 +30,8 @@ pub struct GuestsDeps<'a> {
     pub registry: &'a RegistryHandle,
     pub connections: &'a Connections,
     pub policy: &'a PolicyCell,
-    pub status: &'a Arc<SyncStatusCell>,
+    /// Where tasks are fetched from.
+    pub sms: &'a SmsLink,
     /// Certificates SMS revoked: the Invocation port refuses them.
     pub revoked: &'a spear_identity::DenyList,
 }
@@ -59,7 +60,7 @@ pub async fn build(
         registry,
         connections,
         policy,
-        status,
+        sms,
         revoked,
     } = deps;
     let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
@@ -83,10 +84,7 @@ pub async fn build(
         modules,
         policy: policy.clone(),
         limits: LimitPolicy::new(guests.limits.clone()),
-        sync_status: Arc::clone(status),
-        sms: config.sms.clone(),
-        tls: config.tls.clone(),
-        join_token: config.join_token.clone(),
+        sms: sms.clone(),
         max_running: guests.max_running,
         compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
     }));

@@ -1,11 +1,17 @@
-//! The node's composition root: [`Node::start`] builds each subsystem (the
-//! registry and its persister, MCP connections, the guest side in
-//! `guests.rs`, the HTTP endpoint, sync and heartbeats) and keeps a named
-//! handle for each; [`Node::shutdown`] stops them in a stated order.
+//! The node's composition root: [`Node::start`] checks what the node may
+//! do (`checks.rs`), restores its registry (`restore.rs`), opens its one
+//! link to SMS, builds its MCP connections (`connections.rs`) and guest
+//! side (`guests.rs`) and its HTTP endpoint, then starts sync, the
+//! persister, heartbeats and the revocation list (`Background::spawn`),
+//! keeping a named handle for each; [`Node::shutdown`] stops them in a
+//! stated order.
 
+mod checks;
+mod connections;
 mod guests;
 mod persister;
 mod reload;
+mod restore;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,7 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use spear_identity::{Identity, JoinToken, TlsIdentity};
+use spear_identity::{DenyList, Identity, JoinToken, TlsIdentity};
 
 use crate::config::NodeFile;
 use crate::connections::Connections;
@@ -24,11 +30,10 @@ use crate::heartbeat::Advert;
 use crate::http_endpoint::NodeView;
 use crate::invoke::Invoker;
 use crate::llm::Backends;
-use crate::mcp::SessionOptions;
 use crate::node_policy::{NodePolicy, PolicyCell, PolicyError};
-use crate::persist::{Applied, AppliedLog, PersistError, StateDir};
+use crate::persist::{PersistError, StateDir};
 use crate::registry::RegistryHandle;
-use crate::sms_tokens::SmsCredentials;
+use crate::sms_link::SmsLink;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
 pub use reload::{ReloadError, Reloader};
 
@@ -124,56 +129,14 @@ struct Handles {
 }
 
 impl Node {
+    /// Checks what the node may do, then builds each subsystem from what
+    /// the ones before it handed back, and starts the background tasks.
     pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
-        if config.sms.is_empty() {
-            return Err(NodeError::NoSms);
-        }
-        let plaintext_sms = config
-            .sms
-            .iter()
-            .find(|addr| !spear_common::insecure::is_loopback(addr));
-        if let (None, Some(addr), false) = (&config.tls, plaintext_sms, config.insecure) {
-            return Err(NodeError::InsecureSms(addr.clone()));
-        }
-        if config.tls.is_none() && plaintext_sms.is_some() && !config.join_token.is_set() {
-            return Err(NodeError::InsecureWithoutJoinToken(
-                "follow SMS",
-                "this node",
-            ));
-        }
+        let plaintext_sms = checks::transport(&config)?;
         let state = StateDir::open(&config.state_dir)?;
-        // With TLS the certificate says who the node is.
-        let cert_id = match config.tls.as_ref().and_then(TlsIdentity::identity) {
-            Some((_, Identity::Node(id))) => Some(id),
-            Some((_, other)) => return Err(NodeError::NotNode(other)),
-            None => None,
-        };
-        let node_id = match (config.node_id.clone(), cert_id) {
-            (Some(given), Some(cert)) if given != cert => {
-                return Err(NodeError::IdMismatch { given, cert })
-            }
-            (_, Some(cert)) => cert,
-            (Some(id), None) => id,
-            (None, None) => state.node_id(default_node_id)?,
-        };
-        let initial = state.load_registry();
-        // What is on disk now; the persister compares against this, not
-        // against whatever the sync task may already have applied.
-        let on_disk = initial.position();
-        if initial.epoch != 0 {
-            info!(
-                epoch = initial.epoch,
-                revision = initial.revision,
-                servers = initial.servers.len(),
-                "serving the persisted registry until SMS answers"
-            );
-        }
-        // Every start says what it took up (`restored 0 0`: nothing), so
-        // the log stays checkable across a crash that lost recent changes.
-        let mut applied_log = AppliedLog::open(state.applied_log_file());
-        let (epoch, revision) = on_disk;
-        applied_log.append(&Applied::Restored { epoch, revision });
-        let registry = RegistryHandle::new(initial);
+        let node_id = checks::node_id(&config, &state)?;
+        let restored = restore::restore(&state);
+        let registry = restored.registry.clone();
         let status = Arc::new(SyncStatusCell::default());
         let (shutdown, shutdown_rx) = watch::channel(false);
         let policy = PolicyCell::new(NodePolicy::build(
@@ -187,130 +150,70 @@ impl Node {
             policy.clone(),
             config.file.clone(),
         );
-        // Server files read only the variables the node policy allows.
-        let env = policy.clone();
-        let lookup: crate::connections::Lookup =
-            Arc::new(move |name: &str| env.current().env.lookup(name));
-        // Servers behind OAuth get their tokens from SMS.
-        // HTTP servers only where the node policy lets them be reached.
-        let egress = policy.egress();
-        let guarded = crate::http_client::guarded_http_client(&egress);
-        let options = SessionOptions {
-            credentials: Some(Arc::new(SmsCredentials::new(
-                Arc::clone(&status),
-                config.tls.clone(),
-                config.join_token.clone(),
-            ))),
-            egress: Some((egress, guarded)),
-            ..SessionOptions::default()
-        };
-        let connections = Connections::with_options(registry.clone(), lookup, options);
-
+        let sms = SmsLink::new(
+            config.sms.clone(),
+            config.tls.clone(),
+            config.join_token.clone(),
+        );
+        let connections = connections::build(&registry, &policy, &sms);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
-            Some(listen) => Some(
-                guests::build(
-                    guests::GuestsDeps {
-                        config: &config,
-                        listen,
-                        node_id: &node_id,
-                        registry: &registry,
-                        connections: &connections,
-                        policy: &policy,
-                        status: &status,
-                        revoked: &revoked,
-                    },
-                    shutdown_rx.clone(),
-                )
-                .await?,
-            ),
-            None => None,
-        };
-        let (invoker, invoke_addr, invocation, advert) = match guests {
-            Some(g) => (Some(g.invoker), Some(g.addr), Some(g.server), g.advert),
-            None => (None, None, None, Advert::default()),
-        };
-
-        // Allowed (--insecure), but never quietly.
-        let plaintext_invoke = invoke_addr.filter(|addr| !addr.ip().is_loopback());
-        let insecure_because = match (&config.tls, plaintext_sms, plaintext_invoke) {
-            (Some(_), ..) => None,
-            (None, Some(sms), _) => Some(format!(
-                "the node follows SMS at {sms} in plaintext (--insecure)"
-            )),
-            (None, None, Some(addr)) => Some(format!(
-                "the node serves invocations in plaintext on {addr} (--insecure)"
-            )),
-            (None, None, None) => None,
-        };
-        let insecure = insecure_because.is_some();
-        if let Some(what) = insecure_because {
-            spear_common::insecure::warn_loudly(what);
-        }
-        let http = match config.http_listen {
-            Some(addr) => {
-                let view = NodeView {
-                    insecure,
-                    revoked: revoked.clone(),
-                    node_id: node_id.clone(),
-                    registry: registry.clone(),
-                    status: Arc::clone(&status),
-                    connections: connections.clone(),
-                    advert: advert.clone(),
-                    stale_after: config.stale_after,
+            Some(listen) => {
+                let deps = guests::GuestsDeps {
+                    config: &config,
+                    listen,
+                    node_id: &node_id,
+                    registry: &registry,
+                    connections: &connections,
+                    policy: &policy,
+                    sms: &sms,
+                    revoked: &revoked,
                 };
-                Some(
-                    view.serve(addr, config.tls.clone(), shutdown_rx.clone())
-                        .await
-                        .map_err(|cause| NodeError::Listen { addr, cause })?,
-                )
+                Some(guests::build(deps, shutdown_rx.clone()).await?)
             }
             None => None,
         };
-        let (http_addr, http_task) = http.unzip();
-
-        let sync = Syncer::new(
-            SyncConfig {
-                sms: config.sms.clone(),
-                node_id: node_id.clone(),
-                tls: config.tls.clone(),
-                join_token: config.join_token.clone(),
-                silence_timeout: Duration::from_secs(20),
-                connect_timeout: Duration::from_secs(5),
-            },
-            registry.clone(),
-            Arc::clone(&status),
-            applied_log,
-        );
-        let handles = Handles {
-            sync: tokio::spawn(sync.run(shutdown_rx.clone())),
-            persister: tokio::spawn(persister::run(
-                state,
-                registry.clone(),
-                on_disk,
-                shutdown_rx.clone(),
-            )),
-            revocations: config.tls.clone().map(|tls| {
-                tokio::spawn(crate::revocations::follow(
-                    Arc::clone(&status),
-                    tls,
-                    revoked,
-                    shutdown_rx.clone(),
-                ))
-            }),
-            heartbeat: tokio::spawn(crate::heartbeat::run(
-                node_id.clone(),
-                config.tls.clone(),
-                config.join_token.clone(),
-                advert,
-                registry.clone(),
-                Arc::clone(&status),
-                connections.clone(),
-                shutdown_rx,
-            )),
-            invocation,
-            http: http_task,
+        let invoke_addr = guests.as_ref().map(|g| g.addr);
+        let insecure = checks::warn_if_insecure(&config, plaintext_sms.as_deref(), invoke_addr);
+        let advert = guests
+            .as_ref()
+            .map(|g| g.advert.clone())
+            .unwrap_or_default();
+        let view = NodeView {
+            insecure,
+            revoked: revoked.clone(),
+            node_id: node_id.clone(),
+            registry: registry.clone(),
+            status: Arc::clone(&status),
+            connections: connections.clone(),
+            advert: advert.clone(),
+            stale_after: config.stale_after,
         };
+        let http = match config.http_listen {
+            Some(addr) => Some(
+                view.serve(addr, config.tls.clone(), shutdown_rx.clone())
+                    .await
+                    .map_err(|cause| NodeError::Listen { addr, cause })?,
+            ),
+            None => None,
+        };
+        let (http_addr, http_task) = http.unzip();
+        let background = Background {
+            node_id: &node_id,
+            sms: &sms,
+            tls: config.tls.is_some(),
+            restored,
+            state,
+            status: &status,
+            connections: &connections,
+            advert,
+            revoked,
+        };
+        let (invoker, invocation) = match guests {
+            Some(g) => (Some(g.invoker), Some(g.server)),
+            None => (None, None),
+        };
+        let handles = background.spawn(invocation, http_task, shutdown_rx);
         Ok(Node {
             node_id,
             registry,
@@ -389,19 +292,69 @@ impl Node {
         }
     }
 }
-fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let host: String = host
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-        .take(40)
-        .collect();
-    let host = if host.is_empty() {
-        "node".to_string()
-    } else {
-        host
-    };
-    format!("{host}-{:06x}", rand::random::<u32>() & 0xff_ffff)
+
+/// What the node's background tasks are started with.
+struct Background<'a> {
+    node_id: &'a str,
+    sms: &'a SmsLink,
+    /// Revocations are followed only with TLS (on plaintext nobody has a
+    /// certificate to revoke).
+    tls: bool,
+    restored: restore::Restored,
+    state: StateDir,
+    status: &'a Arc<SyncStatusCell>,
+    connections: &'a Connections,
+    advert: Advert,
+    revoked: DenyList,
+}
+
+impl Background<'_> {
+    /// Starts sync, the persister, heartbeats and the revocation list;
+    /// the handles, with the guest side's and the HTTP endpoint's.
+    fn spawn(
+        self,
+        invocation: Option<JoinHandle<()>>,
+        http: Option<JoinHandle<()>>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Handles {
+        let registry = self.restored.registry;
+        let sync = Syncer::new(
+            SyncConfig {
+                link: self.sms.clone(),
+                node_id: self.node_id.to_string(),
+                silence_timeout: Duration::from_secs(20),
+            },
+            registry.clone(),
+            Arc::clone(self.status),
+            self.restored.applied_log,
+        );
+        let persister = persister::run(
+            self.state,
+            registry.clone(),
+            self.restored.on_disk,
+            shutdown.clone(),
+        );
+        let heartbeat = crate::heartbeat::run(
+            self.node_id.to_string(),
+            self.sms.clone(),
+            self.advert,
+            registry,
+            Arc::clone(self.status),
+            self.connections.clone(),
+            shutdown.clone(),
+        );
+        let revocations = self.tls.then(|| {
+            let follow =
+                crate::revocations::follow(self.sms.clone(), self.revoked, shutdown.clone());
+            tokio::spawn(follow)
+        });
+        Handles {
+            sync: tokio::spawn(sync.run(shutdown)),
+            persister: tokio::spawn(persister),
+            heartbeat: tokio::spawn(heartbeat),
+            revocations,
+            invocation,
+            http,
+        }
+    }
 }

@@ -7,8 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_identity::{dial, Identity, JoinToken, TlsIdentity};
-use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{SyncState, WatchRequest};
 use tokio::sync::watch;
 use tracing::{debug, info, info_span, warn, Instrument};
@@ -17,24 +15,21 @@ use super::apply::{Applier, Step};
 use super::status::SyncStatusCell;
 use crate::persist::{Applied, AppliedLog};
 use crate::registry::RegistryHandle;
+use crate::sms_link::SmsLink;
 use spear_common::Backoff;
 
 /// Largest watch message accepted (snapshot frames are about 1 MiB).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
-/// How the node reaches SMS.
-#[derive(Debug, Clone)]
+/// How the node follows SMS.
+#[derive(Clone)]
 pub struct SyncConfig {
-    /// SMS addresses, `host:port` or `http://host:port`; tried in turn.
-    pub sms: Vec<String>,
+    /// The link to SMS: its addresses (tried in turn), TLS and join token.
+    /// The sync loop decides which SMS the node follows, for every client.
+    pub link: SmsLink,
     pub node_id: String,
-    /// The node's TLS identity; SMS must present `spiffe://<domain>/sms`.
-    pub tls: Option<TlsIdentity>,
-    /// Presented to SMS on plaintext, where no certificate says who we are.
-    pub join_token: JoinToken,
     /// A stream silent this long is dead (SMS sends progress every ~5 s).
     pub silence_timeout: Duration,
-    pub connect_timeout: Duration,
 }
 
 /// The sync loop.
@@ -88,12 +83,8 @@ impl Syncer {
                 if *shutdown.borrow() {
                     return;
                 }
-                let Some(addr) = self
-                    .config
-                    .sms
-                    .get(next_addr % self.config.sms.len().max(1))
-                    .cloned()
-                else {
+                let addrs = self.config.link.addrs();
+                let Some(addr) = addrs.get(next_addr % addrs.len().max(1)).cloned() else {
                     warn!("no SMS address configured");
                     return;
                 };
@@ -147,19 +138,13 @@ impl Syncer {
         backoff: &mut Backoff,
         shutdown: &mut watch::Receiver<bool>,
     ) -> StreamEnd {
-        let (endpoint, dialer) = match dial(addr, self.config.tls.as_ref(), Identity::Sms) {
-            Ok(pair) => pair,
-            Err(e) => return StreamEnd::Broken(format!("SMS address: {e}")),
-        };
-        let endpoint = endpoint.connect_timeout(self.config.connect_timeout);
-        let channel = match dialer.connect(endpoint).await {
+        let link = &self.config.link;
+        let channel = match link.connect(addr).await {
             Ok(channel) => channel,
-            Err(e) => {
-                let why = spear_common::text::causes(&e);
-                return StreamEnd::Broken(format!("cannot connect to SMS at {addr}: {why}"));
-            }
+            Err(e) => return StreamEnd::Broken(e.to_string()),
         };
-        let mut client = RegistryClient::with_interceptor(channel, self.config.join_token.clone())
+        let mut client = link
+            .registry(channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES);
         let (epoch, revision) = if want_snapshot {
             (0, 0)
@@ -181,6 +166,8 @@ impl Syncer {
             }
         };
         info!(sms = %addr, epoch, revision, "watching the registry");
+        // Every client of the node follows this SMS now, on this connection.
+        link.follow(addr, channel);
         self.status.status.lock().sms = Some(addr.to_string());
         let mut applier = Applier::default();
         loop {

@@ -1,0 +1,174 @@
+//! The node's one link to SMS, cloned into everything that talks to it
+//! (registry sync, heartbeats, task fetches, OAuth tokens and sealed
+//! values, the revocation list), as kube's one `Client` is cloned into
+//! every `Api`. It owns the configured addresses, which of them the node
+//! follows now (the sync loop moves it), one channel to that address
+//! shared by every client, the node's TLS identity and join token, and
+//! the connect timeout; it hands out typed clients.
+//!
+//! Channels are lazy: a broken connection is dialled again on the next
+//! request, and a move to another SMS replaces the shared channel at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
+use spear_proto::v1::credentials_client::CredentialsClient;
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::registry_client::RegistryClient;
+use spear_proto::v1::revocations_client::RevocationsClient;
+use spear_proto::v1::tasks_client::TasksClient;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// How long a connection to SMS may take to open, TLS included.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A channel that presents the node's join token on every request.
+pub type Joined = InterceptedService<Channel, JoinToken>;
+
+/// Why no client could be had.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("this node has not reached SMS yet")]
+    NotConnected,
+    #[error(transparent)]
+    Address(#[from] BadAddress),
+    #[error("cannot connect to SMS at {addr}: {why}")]
+    Connect { addr: String, why: String },
+}
+
+/// The node's link to SMS; see the module docs.
+#[derive(Clone)]
+pub struct SmsLink {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    addrs: Vec<String>,
+    tls: Option<TlsIdentity>,
+    join: JoinToken,
+    /// The SMS followed now, and the channel every client shares to it.
+    current: Mutex<Option<(String, Channel)>>,
+}
+
+impl SmsLink {
+    pub fn new(addrs: Vec<String>, tls: Option<TlsIdentity>, join: JoinToken) -> SmsLink {
+        SmsLink {
+            inner: Arc::new(Inner {
+                addrs,
+                tls,
+                join,
+                current: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The configured SMS addresses, in the operator's order.
+    pub fn addrs(&self) -> &[String] {
+        &self.inner.addrs
+    }
+
+    /// The address the node follows now.
+    pub fn current(&self) -> Option<String> {
+        self.inner.current.lock().as_ref().map(|(a, _)| a.clone())
+    }
+
+    /// The current SMS first, then every configured one: where to ask
+    /// for something SMS has (a task).
+    pub fn candidates(&self) -> Vec<String> {
+        let current = self.current();
+        let others = self
+            .inner
+            .addrs
+            .iter()
+            .filter(|a| Some(*a) != current.as_ref());
+        current.iter().chain(others).cloned().collect()
+    }
+
+    /// Connects to `addr` now (the sync loop, which must know at once).
+    pub async fn connect(&self, addr: &str) -> Result<Channel, LinkError> {
+        let (endpoint, dialer) = dial(addr, self.inner.tls.as_ref(), Identity::Sms)?;
+        dialer
+            .connect(endpoint.connect_timeout(CONNECT_TIMEOUT))
+            .await
+            .map_err(|e| LinkError::Connect {
+                addr: addr.to_string(),
+                why: spear_common::text::causes(&e),
+            })
+    }
+
+    /// From now on the node follows `addr`, over `channel`, and every
+    /// client shares it.
+    pub fn follow(&self, addr: &str, channel: Channel) {
+        *self.inner.current.lock() = Some((addr.to_string(), channel));
+    }
+
+    /// The shared channel to the SMS followed now.
+    fn channel(&self) -> Result<Channel, LinkError> {
+        match self.inner.current.lock().as_ref() {
+            Some((_, channel)) => Ok(channel.clone()),
+            None => Err(LinkError::NotConnected),
+        }
+    }
+
+    fn joined(&self, channel: Channel) -> Joined {
+        InterceptedService::new(channel, self.inner.join.clone())
+    }
+
+    /// The registry watch over `channel` (the sync loop's own).
+    pub fn registry(&self, channel: Channel) -> RegistryClient<Joined> {
+        RegistryClient::new(self.joined(channel))
+    }
+
+    /// Heartbeats, to the SMS followed now.
+    pub fn nodes(&self) -> Result<NodesClient<Joined>, LinkError> {
+        Ok(NodesClient::new(self.joined(self.channel()?)))
+    }
+
+    /// OAuth tokens and sealed values, from the SMS followed now.
+    pub fn credentials(&self) -> Result<CredentialsClient<Joined>, LinkError> {
+        Ok(CredentialsClient::new(self.joined(self.channel()?)))
+    }
+
+    /// The revocation list, from the SMS followed now (TLS only: on
+    /// plaintext nobody has a certificate to revoke).
+    pub fn revocations(&self) -> Result<RevocationsClient<Channel>, LinkError> {
+        Ok(RevocationsClient::new(self.channel()?))
+    }
+
+    /// Tasks, from `addr`: the shared channel when it is the one followed,
+    /// else a connection made now.
+    pub async fn tasks(&self, addr: &str) -> Result<TasksClient<Joined>, LinkError> {
+        let shared = match self.inner.current.lock().as_ref() {
+            Some((at, channel)) if at == addr => Some(channel.clone()),
+            _ => None,
+        };
+        let channel = match shared {
+            Some(channel) => channel,
+            None => self.connect(addr).await?,
+        };
+        Ok(TasksClient::new(self.joined(channel)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_followed_sms_comes_first_and_its_channel_is_shared() {
+        let link = SmsLink::new(
+            vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+            None,
+            JoinToken::default(),
+        );
+        assert!(matches!(link.nodes(), Err(LinkError::NotConnected)));
+        assert_eq!(link.candidates(), ["127.0.0.1:1", "127.0.0.1:2"]);
+        let (endpoint, dialer) = dial("127.0.0.1:2", None, Identity::Sms).unwrap();
+        link.follow("127.0.0.1:2", dialer.connect_lazy(endpoint));
+        assert_eq!(link.candidates(), ["127.0.0.1:2", "127.0.0.1:1"]);
+        assert!(link.nodes().is_ok() && link.credentials().is_ok());
+    }
+}
