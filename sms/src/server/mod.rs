@@ -1,0 +1,228 @@
+//! SMS's composition root: [`Sms::start`] checks what SMS may do
+//! (`checks.rs`), loads its keys and connects its stores (`stores.rs`),
+//! starts the hub and the directory watcher, binds its ports and builds
+//! its gRPC services (`services.rs`); [`Sms::serve`] runs them until
+//! shutdown.
+
+mod checks;
+mod services;
+mod stores;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use spear_identity::{Access, AdminToken, Identity, JoinToken, TlsIdentity};
+use tokio::net::TcpListener;
+use tracing::info;
+
+use crate::files::{watch_dir, FileProblems, Reconciler};
+use crate::metrics::Metrics;
+use crate::nodes::NodeTable;
+use crate::oauth::KeyError;
+use crate::revocations::Revocations;
+use crate::store::{EtcdStoreConfig, StoreError};
+use crate::watch::{Hub, HubConfig};
+use crate::writer::RegistryWriter;
+use services::{Services, ServicesDeps};
+use stores::{Keys, Stores};
+
+/// Where SMS keeps the registry.
+#[derive(Debug, Clone)]
+pub enum StoreConfig {
+    /// In this process; a restart starts a new epoch.
+    Memory,
+    /// Shared by every SMS replica pointed at the same etcd cluster.
+    Etcd(EtcdStoreConfig),
+}
+
+/// Everything SMS needs to start, validated by the caller.
+#[derive(Debug, Clone)]
+pub struct SmsConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub mcp_dir: Option<PathBuf>,
+    pub store: StoreConfig,
+    /// Debug-printing it shows only whether one is set.
+    pub admin_token: AdminToken,
+    /// What nodes present on a plaintext port (`--join-token-file`), and
+    /// SMS to nodes.
+    pub join_token: JoinToken,
+    /// SMS's certificate (`spiffe://<domain>/sms`), key and CA bundle:
+    /// with it the port is mutual TLS and callers have identities.
+    pub tls: Option<TlsIdentity>,
+    /// Serve plaintext beyond loopback anyway (`--insecure`).
+    pub insecure: bool,
+    /// Watch streams one node identity may hold at once (TLS only).
+    pub max_watches_per_node: usize,
+    pub hub: HubConfig,
+    /// The key OAuth credentials are sealed with (`--oauth-key-file`);
+    /// without it SMS holds none.
+    pub oauth_key_file: Option<PathBuf>,
+}
+
+/// Why SMS could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {cause}")]
+    Listen {
+        addr: SocketAddr,
+        cause: std::io::Error,
+    },
+    #[error("cannot watch the MCP server directory {dir}: {cause}")]
+    WatchDir { dir: PathBuf, cause: notify::Error },
+    #[error(
+        "MCP server directory {0} does not exist or is not a directory; create it or fix --mcp-dir"
+    )]
+    NoDir(PathBuf),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("SMS would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
+    Insecure(SocketAddr),
+    #[error("SMS would serve plaintext beyond loopback on {0} without {1}: anyone who reaches the port could act as {2}; give {1} (see docs/security.md) or use TLS")]
+    InsecureWithoutToken(SocketAddr, &'static str, &'static str),
+    #[error("the certificate given to SMS is {0}, not spiffe://<domain>/sms; issue one with `sms certs issue DIR --sms NAME`")]
+    NotSms(Identity),
+    #[error(transparent)]
+    OAuthKey(#[from] KeyError),
+    #[error("this machine gave no randomness for SMS's sealing key; try again")]
+    NoRandomness,
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// A started SMS: its parts, for tests and benchmarks that drive it
+/// in-process, and the addresses it actually bound.
+pub struct Sms {
+    pub hub: Arc<Hub>,
+    pub nodes: Arc<NodeTable>,
+    pub problems: Arc<FileProblems>,
+    pub grpc_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    listener: TcpListener,
+    tls: Option<TlsIdentity>,
+    access: Access,
+    services: Services,
+    dir_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Sms {
+    /// Checks what SMS may do, connects the store, follows the directory,
+    /// binds the ports and builds the services. Serving starts with
+    /// [`Sms::serve`].
+    pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
+        checks::transport(&config)?;
+        let keys = Keys::load(&config)?;
+        let stores = Stores::connect(&config.store).await?;
+        let hub = Hub::start(Arc::clone(&stores.registry), config.hub.clone());
+        let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
+        let nodes = Arc::new(NodeTable::default());
+        let problems = Arc::new(FileProblems::default());
+        let dir_task = match &config.mcp_dir {
+            Some(dir) => {
+                let reconciler = Reconciler::new(
+                    dir.clone(),
+                    Arc::clone(&hub),
+                    Arc::clone(&writer),
+                    Arc::clone(&problems),
+                    keys.sealer.clone(),
+                );
+                Some(follow_dir(dir, reconciler, &hub)?)
+            }
+            None => {
+                // No directory: nothing to load.
+                problems.mark_loaded();
+                None
+            }
+        };
+        let listen_error = |cause| StartError::Listen {
+            addr: config.listen,
+            cause,
+        };
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(listen_error)?;
+        let grpc_addr = listener.local_addr().map_err(listen_error)?;
+        let insecure = checks::warn_if_insecure(&config, grpc_addr);
+        let metrics_addr = match config.metrics_listen {
+            Some(addr) => {
+                let metrics = Metrics::new(
+                    Arc::clone(&hub),
+                    Arc::clone(&nodes),
+                    Arc::clone(&problems),
+                    insecure,
+                );
+                let bound = metrics.serve(addr, config.tls.clone()).await;
+                Some(bound.map_err(|cause| StartError::Listen { addr, cause })?)
+            }
+            None => None,
+        };
+        let revocations = Revocations::start(Arc::clone(&stores.revoked)).await;
+        let access = Access::new(config.tls.is_some(), config.admin_token.clone())
+            .with_join_token(config.join_token.clone())
+            .with_deny_list(revocations.deny_list());
+        let services = Services::build(ServicesDeps {
+            hub: Arc::clone(&hub),
+            nodes: Arc::clone(&nodes),
+            problems: Arc::clone(&problems),
+            writer,
+            stores,
+            keys,
+            revocations,
+            access: access.clone(),
+            tls: config.tls.clone(),
+            join_token: config.join_token.clone(),
+            max_watches_per_node: config.max_watches_per_node,
+            insecure,
+        });
+        let tls = config.tls.is_some();
+        info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");
+        Ok(Sms {
+            hub,
+            nodes,
+            problems,
+            grpc_addr,
+            metrics_addr,
+            listener,
+            tls: config.tls,
+            access,
+            services,
+            dir_task,
+        })
+    }
+
+    /// Serves gRPC until `shutdown` completes.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), StartError> {
+        let hub = Arc::clone(&self.hub);
+        let shutdown = async move {
+            shutdown.await;
+            // Watch streams never end by themselves: end them, or the
+            // graceful shutdown would wait for them forever.
+            hub.close();
+        };
+        let result = self
+            .services
+            .serve(&self.access, self.listener, self.tls, shutdown)
+            .await;
+        if let Some(task) = self.dir_task {
+            task.abort();
+        }
+        result.map_err(StartError::from)
+    }
+}
+
+/// Follows the MCP server directory `dir` into the registry.
+fn follow_dir(
+    dir: &std::path::Path,
+    reconciler: Reconciler,
+    hub: &Hub,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    if !dir.is_dir() {
+        return Err(StartError::NoDir(dir.to_path_buf()));
+    }
+    watch_dir(dir, reconciler, hub.subscribe()).map_err(|cause| StartError::WatchDir {
+        dir: dir.to_path_buf(),
+        cause,
+    })
+}

@@ -1,0 +1,156 @@
+//! SMS's gRPC services, each a thin face over its domain core, built from
+//! the hub, the node table, the stores and the keys; and the server that
+//! serves them behind the gate, each decoding what its calls need and no
+//! more, every call with a deadline.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use spear_identity::{incoming, Access, Deadlines, JoinToken, TlsIdentity};
+use spear_proto::defaults;
+use spear_proto::shared_registry::registry_server::RegistryServer;
+use spear_proto::v1::admin_server::AdminServer;
+use spear_proto::v1::credentials_server::CredentialsServer;
+use spear_proto::v1::nodes_server::NodesServer;
+use spear_proto::v1::revocations_server::RevocationsServer;
+use spear_proto::v1::status_server::StatusServer;
+use spear_proto::v1::tasks_server::TasksServer;
+use tokio::net::TcpListener;
+
+use super::stores::{Keys, Stores};
+use crate::admin::Admin;
+use crate::files::FileProblems;
+use crate::grpc::{
+    AdminService, CredentialsService, NodesService, RegistryService, RevocationsService,
+    StatusService, TasksService,
+};
+use crate::nodes::NodeTable;
+use crate::oauth::Broker;
+use crate::revocations::Revocations;
+use crate::tasks::Invoker;
+use crate::watch::Hub;
+use crate::writer::RegistryWriter;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+/// What the services are built from.
+pub struct ServicesDeps {
+    pub hub: Arc<Hub>,
+    pub nodes: Arc<NodeTable>,
+    pub problems: Arc<FileProblems>,
+    pub writer: Arc<RegistryWriter>,
+    pub stores: Stores,
+    pub keys: Keys,
+    pub revocations: Arc<Revocations>,
+    pub access: Access,
+    pub tls: Option<TlsIdentity>,
+    pub join_token: JoinToken,
+    pub max_watches_per_node: usize,
+    pub insecure: bool,
+}
+
+pub struct Services {
+    registry: RegistryService,
+    admin: AdminService,
+    nodes: NodesService,
+    status: StatusService,
+    tasks: TasksService,
+    credentials: CredentialsService,
+    revocations: RevocationsService,
+}
+
+impl Services {
+    pub fn build(deps: ServicesDeps) -> Services {
+        let ServicesDeps {
+            hub,
+            nodes,
+            problems,
+            writer,
+            stores,
+            keys,
+            revocations,
+            access,
+            tls,
+            join_token,
+            max_watches_per_node,
+            insecure,
+        } = deps;
+        let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
+            .with_join_token(join_token);
+        let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
+        Services {
+            registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
+            admin: AdminService::new(
+                Arc::new(Admin::new(writer, keys.sealer.clone())),
+                access.clone(),
+            ),
+            tasks: TasksService::new(stores.tasks, Arc::new(invoker), access.clone()),
+            nodes: NodesService::new(
+                Arc::clone(&nodes),
+                stores.shared_nodes,
+                Arc::clone(&hub),
+                access.clone(),
+            ),
+            credentials: CredentialsService::new(Arc::new(broker), keys.sealer, access.clone()),
+            revocations: RevocationsService::new(revocations, access.clone()),
+            status: StatusService::new(hub, nodes, problems, access).insecure(insecure),
+        }
+    }
+
+    /// Serves every service behind `access`'s gate, with its message sizes
+    /// and deadlines and a health service, on `listener` until `shutdown`.
+    pub async fn serve(
+        self,
+        access: &Access,
+        listener: TcpListener,
+        tls: Option<TlsIdentity>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), tonic::transport::Error> {
+        let (health_reporter, health) = tonic_health::server::health_reporter();
+        health_reporter
+            .set_serving::<RegistryServer<RegistryService>>()
+            .await;
+        health_reporter
+            .set_serving::<AdminServer<AdminService>>()
+            .await;
+        let deadlines = Deadlines::new(
+            Duration::from_secs(30),
+            &[
+                ("/spear.v1.Tasks/InvokeTask", defaults::RUN_ANSWER_WITHIN),
+                (
+                    "/spear.v1.Tasks/RegisterTask",
+                    defaults::REGISTER_TASK_WITHIN,
+                ),
+                (
+                    "/spear.v1.Credentials/GetAccessToken",
+                    defaults::ACCESS_TOKEN_WITHIN,
+                ),
+            ],
+        );
+        spear_identity::server()
+            .layer(access.gate().with_deadlines(deadlines))
+            .add_service(health)
+            .add_service(RegistryServer::new(self.registry).max_decoding_message_size(64 * KIB))
+            .add_service(AdminServer::new(self.admin).max_decoding_message_size(2 * MIB))
+            .add_service(
+                NodesServer::new(self.nodes)
+                    .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
+            )
+            .add_service(StatusServer::new(self.status).max_decoding_message_size(4 * KIB))
+            .add_service(
+                CredentialsServer::new(self.credentials).max_decoding_message_size(128 * KIB),
+            )
+            .add_service(
+                RevocationsServer::new(self.revocations).max_decoding_message_size(4 * KIB),
+            )
+            .add_service(
+                TasksServer::new(self.tasks)
+                    .max_decoding_message_size(defaults::MAX_INVOKE_REQUEST_BYTES)
+                    .max_encoding_message_size(defaults::MAX_INVOKE_RESPONSE_BYTES),
+            )
+            .serve_with_incoming_shutdown(incoming(listener, tls), shutdown)
+            .await
+    }
+}

@@ -1,0 +1,76 @@
+//! Where SMS keeps what it must not lose, in memory or on etcd: the
+//! registry, tasks, the node table shared by replicas, OAuth credentials
+//! and revocations; and the key that seals credentials and literal values.
+
+use std::sync::Arc;
+
+use super::{SmsConfig, StartError, StoreConfig};
+use crate::nodes::SharedNodes;
+use crate::oauth::{EtcdVault, MemoryVault, SealingKey, Vault};
+use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore};
+use crate::sealed::Sealer;
+use crate::store::{EtcdStore, MemoryStore, RegistryStore};
+use crate::tasks::{EtcdTaskStore, MemoryTaskStore, TaskStore};
+
+/// SMS's stores, one per kind of record.
+pub struct Stores {
+    pub registry: Arc<dyn RegistryStore>,
+    pub tasks: Arc<dyn TaskStore>,
+    /// The node table replicas share; `None` in memory (one SMS).
+    pub shared_nodes: Option<Arc<SharedNodes>>,
+    pub vault: Arc<dyn Vault>,
+    pub revoked: Arc<dyn RevocationStore>,
+}
+
+impl Stores {
+    pub async fn connect(store: &StoreConfig) -> Result<Stores, StartError> {
+        Ok(match store {
+            StoreConfig::Memory => Stores {
+                registry: Arc::new(MemoryStore::new()),
+                tasks: Arc::new(MemoryTaskStore::default()),
+                shared_nodes: None,
+                vault: Arc::new(MemoryVault::default()),
+                revoked: Arc::new(MemoryRevocations::default()),
+            },
+            StoreConfig::Etcd(etcd) => {
+                let store = EtcdStore::connect(etcd.clone()).await?;
+                let client = store.client();
+                Stores {
+                    tasks: Arc::new(EtcdTaskStore::new(client.clone(), &etcd.prefix)),
+                    shared_nodes: Some(Arc::new(SharedNodes::new(client.clone(), &etcd.prefix))),
+                    vault: Arc::new(EtcdVault::new(client.clone(), &etcd.prefix)),
+                    revoked: Arc::new(EtcdRevocations::new(client, &etcd.prefix)),
+                    registry: Arc::new(store),
+                }
+            }
+        })
+    }
+}
+
+/// The sealing key (`--oauth-key-file`) and the sealer of literal values.
+pub struct Keys {
+    pub oauth: Option<Arc<SealingKey>>,
+    pub sealer: Sealer,
+}
+
+impl Keys {
+    /// Literal values of server files are sealed with the OAuth key; a
+    /// registry in memory may have one of its own (see `sealed`), one on
+    /// etcd may not (replicas must agree).
+    pub fn load(config: &SmsConfig) -> Result<Keys, StartError> {
+        let oauth = config
+            .oauth_key_file
+            .as_deref()
+            .map(SealingKey::from_file)
+            .transpose()?
+            .map(Arc::new);
+        let sealer = Sealer::new(match (&oauth, &config.store) {
+            (Some(key), _) => Some(Arc::clone(key)),
+            (None, StoreConfig::Memory) => Some(Arc::new(
+                SealingKey::ephemeral().map_err(|_| StartError::NoRandomness)?,
+            )),
+            (None, StoreConfig::Etcd(_)) => None,
+        });
+        Ok(Keys { oauth, sealer })
+    }
+}
