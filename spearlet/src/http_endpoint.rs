@@ -89,18 +89,16 @@ impl NodeView {
     }
 
     fn scrape(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
+        self.scrape_sync(m)?;
+        self.scrape_guests(m)?;
+        self.scrape_mcp(m)
+    }
+
+    /// The applied registry and how sync follows SMS.
+    fn scrape_sync(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
         let view = self.registry.current();
         let state = self.status.status.lock().state;
         let c = &self.status.counters;
-        let runs = &self.advert.runs;
-        let servers = self.connections.status();
-        let load = |n: &std::sync::atomic::AtomicU64| n.load(Ordering::Relaxed);
-        let per_server = |value: &dyn Fn(&ServerStatus) -> u64| {
-            servers
-                .iter()
-                .map(|(id, s)| (vec![("server", id.as_str())], value(s)))
-                .collect::<Vec<_>>()
-        };
         m.gauge(
             "spearlet_insecure",
             "1 when the node follows SMS or serves invocations in plaintext beyond loopback (--insecure).",
@@ -147,7 +145,12 @@ impl NodeView {
             [SyncState::Connecting, SyncState::Synced, SyncState::Stale]
                 .into_iter()
                 .map(|s| (vec![("state", s.label())], i64::from(s == state))),
-        )?;
+        )
+    }
+
+    /// Guest runs, their loops and their own tools.
+    fn scrape_guests(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
+        let runs = &self.advert.runs;
         m.gauge(
             "spearlet_guest_runs_in_progress",
             "Guest runs in progress.",
@@ -179,6 +182,27 @@ impl NodeView {
             .into_iter()
             .map(|(outcome, n)| (vec![("outcome", outcome)], load(n))),
         )?;
+        m.histogram(
+            "spearlet_guest_run_duration_seconds",
+            "How long guest runs took, whatever their outcome.",
+            &runs.run_seconds,
+        )?;
+        m.histogram(
+            "spearlet_llm_request_duration_seconds",
+            "How long model requests of guest runs took.",
+            &runs.model_seconds,
+        )
+    }
+
+    /// Each MCP server's connection and calls.
+    fn scrape_mcp(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
+        let servers = self.connections.status();
+        let per_server = |value: &dyn Fn(&ServerStatus) -> u64| {
+            servers
+                .iter()
+                .map(|(id, s)| (vec![("server", id.as_str())], value(s)))
+                .collect::<Vec<_>>()
+        };
         m.gauges(
             "spearlet_mcp_server_up",
             "1 when the server's connection is ready or degraded.",
@@ -213,16 +237,6 @@ impl NodeView {
             servers
                 .iter()
                 .map(|(id, s)| (vec![("server", id.as_str())], &s.call_latency)),
-        )?;
-        m.histogram(
-            "spearlet_guest_run_duration_seconds",
-            "How long guest runs took, whatever their outcome.",
-            &runs.run_seconds,
-        )?;
-        m.histogram(
-            "spearlet_llm_request_duration_seconds",
-            "How long model requests of guest runs took.",
-            &runs.model_seconds,
         )
     }
 
@@ -311,4 +325,9 @@ async fn operators_only(
         "this report is for the node's own machine and for admins: call it on loopback, or over TLS with an admin certificate from the installation's CA\n",
     )
         .into_response()
+}
+
+/// A counter's value as a scrape reads it.
+fn load(n: &std::sync::atomic::AtomicU64) -> u64 {
+    n.load(Ordering::Relaxed)
 }

@@ -94,57 +94,9 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
                 (.., Some(serial)) => Target::Serial(serial),
                 _ => anyhow::bail!("say what to revoke: --node, --admin, --sms or --serial"),
             };
-            let shown = match &target {
-                Target::Identity(identity) => identity.clone(),
-                Target::Serial(serial) => format!("serial {serial}"),
-            };
-            let mut sms = RevocationsClient::new(connect_sms(&client).await?);
-            let revocation = Revocation {
-                target: Some(target),
-                reason,
-                revoked_at_ms: 0,
-            };
-            let added = sms
-                .revoke(request(
-                    &client,
-                    RevokeRequest {
-                        revocation: Some(revocation),
-                    },
-                )?)
-                .await
-                .map_err(status_error)?
-                .into_inner()
-                .added;
-            if added {
-                println!("revoked {shown}: SMS and every node refuse it from now on");
-            } else {
-                println!("{shown} was already revoked");
-            }
+            revoke(&client, target, reason).await?;
         }
-        CertsCommand::Revoked(client) => {
-            let mut sms = RevocationsClient::new(connect_sms(&client).await?);
-            let list = sms
-                .list(request(&client, ListRevocationsRequest {})?)
-                .await
-                .map_err(status_error)?
-                .into_inner()
-                .revocations;
-            for r in &list {
-                let what = match &r.target {
-                    Some(Target::Identity(identity)) => identity.clone(),
-                    Some(Target::Serial(serial)) => format!("serial {serial}"),
-                    None => continue,
-                };
-                let reason = spear_common::text::printable(&r.reason);
-                println!(
-                    "{what}\trevoked {}\t{reason}",
-                    super::oauth::ago(r.revoked_at_ms)
-                );
-            }
-            if list.is_empty() {
-                println!("no certificate is revoked");
-            }
-        }
+        CertsCommand::Revoked(client) => list_revoked(&client).await?,
         CertsCommand::Init { dir, trust_domain } => {
             let ca = init(&dir, &trust_domain)?;
             println!("CA for {trust_domain}: {} (give it to every process as --tls-ca; keep ca.key in {})", ca.display(), dir.display());
@@ -168,15 +120,13 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
                     anyhow::bail!("say whom for: --sms, --node, --admin or --host")
                 }
             };
-            let issued = issue(
-                &dir,
-                &Request {
-                    subject,
-                    dns,
-                    ips: ip,
-                    days,
-                },
-            )?;
+            let request = Request {
+                subject,
+                dns,
+                ips: ip,
+                days,
+            };
+            let issued = issue(&dir, &request)?;
             println!(
                 "{}: certificate {} key {} serial {}",
                 issued
@@ -190,4 +140,63 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `sms certs revoke`: SMS and, through it, every node refuse `target`.
+async fn revoke(client: &ClientArgs, target: Target, reason: String) -> Result<()> {
+    let shown = match &target {
+        Target::Identity(identity) => identity.clone(),
+        Target::Serial(serial) => format!("serial {serial}"),
+    };
+    let mut sms = RevocationsClient::new(connect_sms(client).await?);
+    let revocation = Revocation {
+        target: Some(target),
+        reason,
+        revoked_at_ms: 0,
+    };
+    let request = request(
+        client,
+        RevokeRequest {
+            revocation: Some(revocation),
+        },
+    )?;
+    let added = sms
+        .revoke(request)
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .added;
+    if added {
+        println!("revoked {shown}: SMS and every node refuse it from now on");
+    } else {
+        println!("{shown} was already revoked");
+    }
+    Ok(())
+}
+
+/// `sms certs revoked`: what SMS refuses, when and why.
+async fn list_revoked(client: &ClientArgs) -> Result<()> {
+    let mut sms = RevocationsClient::new(connect_sms(client).await?);
+    let list = sms
+        .list(request(client, ListRevocationsRequest {})?)
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .revocations;
+    for r in &list {
+        let what = match &r.target {
+            Some(Target::Identity(identity)) => identity.clone(),
+            Some(Target::Serial(serial)) => format!("serial {serial}"),
+            None => continue,
+        };
+        let reason = spear_common::text::printable(&r.reason);
+        println!(
+            "{what}\trevoked {}\t{reason}",
+            super::oauth::ago(r.revoked_at_ms)
+        );
+    }
+    if list.is_empty() {
+        println!("no certificate is revoked");
+    }
+    Ok(())
 }

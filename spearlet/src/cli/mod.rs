@@ -40,60 +40,64 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `spearlet run`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// SMS addresses, comma separated; tried in turn.
+    #[arg(long, env = "SPEARLET_SMS", value_delimiter = ',', required = true)]
+    pub sms: Vec<String>,
+    /// Where the node keeps its state (last good registry, applied log, node id).
+    #[arg(long, env = "SPEARLET_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Node id [default: host name plus a random suffix, kept in the state dir].
+    #[arg(long, env = "SPEARLET_NODE_ID")]
+    pub node_id: Option<String>,
+    /// Address for /registry, /status, /metrics and the probes (HTTPS
+    /// with TLS; /registry and /status on loopback or to admins); "off"
+    /// disables it.
+    #[arg(
+        long,
+        env = "SPEARLET_METRICS_LISTEN",
+        default_value = "127.0.0.1:9400"
+    )]
+    pub metrics_listen: Listen,
+    /// Log format: human or json.
+    #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
+    pub log_format: LogFormat,
+    /// gRPC address of the Invocation service (tasks run here); "off" runs no guests.
+    #[arg(long, env = "SPEARLET_LISTEN", default_value = "127.0.0.1:7400")]
+    pub listen: Listen,
+    /// The host:port SMS should call for invocations [default: the bound --listen address].
+    #[arg(long, env = "SPEARLET_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// The node's TOML config: LLM backends (keys from the environment) and guest capacity.
+    #[arg(long, env = "SPEARLET_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
+    #[arg(long, env = "SPEARLET_INSECURE")]
+    pub insecure: bool,
+    /// File holding the node join token (the file SMS reads with
+    /// --join-token-file): presented to SMS on plaintext, and asked of
+    /// SMS on a plaintext Invocation port; re-read when it changes.
+    /// Needed with --insecure.
+    #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
+    pub join_token_file: Option<PathBuf>,
+    /// Seconds the node may serve its last good registry without SMS
+    /// and still answer ready on /readyz.
+    #[arg(long, env = "SPEARLET_STALE_AFTER_SECS", default_value_t = 60)]
+    pub stale_after_secs: u64,
+    /// On SIGTERM, seconds to let the runs in progress finish before
+    /// stopping them (the node takes no new runs meanwhile).
+    #[arg(long, env = "SPEARLET_DRAIN_SECS", default_value_t = 30)]
+    pub drain_secs: u64,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the node: keep the registry in sync with SMS.
-    Run {
-        /// SMS addresses, comma separated; tried in turn.
-        #[arg(long, env = "SPEARLET_SMS", value_delimiter = ',', required = true)]
-        sms: Vec<String>,
-        /// Where the node keeps its state (last good registry, applied log, node id).
-        #[arg(long, env = "SPEARLET_STATE_DIR")]
-        state_dir: PathBuf,
-        /// Node id [default: host name plus a random suffix, kept in the state dir].
-        #[arg(long, env = "SPEARLET_NODE_ID")]
-        node_id: Option<String>,
-        /// Address for /registry, /status, /metrics and the probes (HTTPS
-        /// with TLS; /registry and /status on loopback or to admins); "off"
-        /// disables it.
-        #[arg(
-            long,
-            env = "SPEARLET_METRICS_LISTEN",
-            default_value = "127.0.0.1:9400"
-        )]
-        metrics_listen: Listen,
-        /// Log format: human or json.
-        #[arg(long, env = "SPEARLET_LOG_FORMAT", default_value = "human")]
-        log_format: LogFormat,
-        /// gRPC address of the Invocation service (tasks run here); "off" runs no guests.
-        #[arg(long, env = "SPEARLET_LISTEN", default_value = "127.0.0.1:7400")]
-        listen: Listen,
-        /// The host:port SMS should call for invocations [default: the bound --listen address].
-        #[arg(long, env = "SPEARLET_ADVERTISE")]
-        advertise: Option<String>,
-        /// The node's TOML config: LLM backends (keys from the environment) and guest capacity.
-        #[arg(long, env = "SPEARLET_CONFIG")]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        tls: TlsArgs,
-        /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
-        #[arg(long, env = "SPEARLET_INSECURE")]
-        insecure: bool,
-        /// File holding the node join token (the file SMS reads with
-        /// --join-token-file): presented to SMS on plaintext, and asked of
-        /// SMS on a plaintext Invocation port; re-read when it changes.
-        /// Needed with --insecure.
-        #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
-        join_token_file: Option<PathBuf>,
-        /// Seconds the node may serve its last good registry without SMS
-        /// and still answer ready on /readyz.
-        #[arg(long, env = "SPEARLET_STALE_AFTER_SECS", default_value_t = 60)]
-        stale_after_secs: u64,
-        /// On SIGTERM, seconds to let the runs in progress finish before
-        /// stopping them (the node takes no new runs meanwhile).
-        #[arg(long, env = "SPEARLET_DRAIN_SECS", default_value_t = 30)]
-        drain_secs: u64,
-    },
+    Run(RunArgs),
     /// Why does (or doesn't) a session see a tool? Every server and tool with
     /// the layer and rule that decided.
     Explain {
@@ -201,63 +205,69 @@ pub async fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
-        Command::Run {
-            sms,
-            state_dir,
-            node_id,
-            metrics_listen,
-            log_format,
-            listen,
-            advertise,
-            config,
-            tls,
-            insecure,
-            join_token_file,
-            stale_after_secs,
-            drain_secs,
-        } => {
-            init_logging(log_format, Verbosity::Daemon)?;
-            let tls = tls
-                .flags()
-                .files()?
-                .map(spear_identity::TlsIdentity::load)
-                .transpose()?;
-            let file = match &config {
-                Some(path) => NodeFile::load(path)?,
-                None => NodeFile::default(),
-            };
-            let sms: Vec<String> = sms
-                .into_iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
-            let node = Node::start(NodeConfig {
-                sms,
-                state_dir,
-                node_id,
-                http_listen: metrics_listen.addr(),
-                invoke_listen: listen.addr(),
-                advertise,
-                file,
-                config_path: config.clone(),
-                tls,
-                insecure,
-                join_token: join_token_file
-                    .map(spear_identity::JoinToken::from_file)
-                    .transpose()?
-                    .unwrap_or_default(),
-                stale_after: std::time::Duration::from_secs(stale_after_secs),
-            })
-            .await?;
-            info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
-            wait_for_shutdown(&node).await;
-            node.drain(std::time::Duration::from_secs(drain_secs)).await;
-            info!("shutting down");
-            node.shutdown().await;
-            spear_common::telemetry::shutdown();
-            Ok(0)
-        }
+        Command::Run(args) => run_node(args).await,
     }
+}
+
+/// `spearlet run`: starts the node, serves until a signal, drains and
+/// stops it.
+async fn run_node(args: RunArgs) -> Result<i32> {
+    let RunArgs {
+        sms,
+        state_dir,
+        node_id,
+        metrics_listen,
+        log_format,
+        listen,
+        advertise,
+        config,
+        tls,
+        insecure,
+        join_token_file,
+        stale_after_secs,
+        drain_secs,
+    } = args;
+    init_logging(log_format, Verbosity::Daemon)?;
+    let tls = tls
+        .flags()
+        .files()?
+        .map(spear_identity::TlsIdentity::load)
+        .transpose()?;
+    let file = match &config {
+        Some(path) => NodeFile::load(path)?,
+        None => NodeFile::default(),
+    };
+    let sms: Vec<String> = sms
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let join_token = join_token_file
+        .map(spear_identity::JoinToken::from_file)
+        .transpose()?
+        .unwrap_or_default();
+    let node = Node::start(NodeConfig {
+        sms,
+        state_dir,
+        node_id,
+        http_listen: metrics_listen.addr(),
+        invoke_listen: listen.addr(),
+        advertise,
+        file,
+        config_path: config.clone(),
+        tls,
+        insecure,
+        join_token,
+        stale_after: std::time::Duration::from_secs(stale_after_secs),
+    })
+    .await?;
+    info!(node_id = %node.node_id, http = ?node.http_addr, invoke = ?node.invoke_addr, "spearlet running");
+    wait_for_shutdown(&node).await;
+    node.drain(std::time::Duration::from_secs(drain_secs)).await;
+    info!("shutting down");
+    node.shutdown().await;
+    spear_common::telemetry::shutdown();
+    Ok(0)
 }
 
 /// Serves until SIGINT or SIGTERM; each SIGHUP meanwhile reloads the node
