@@ -7,27 +7,37 @@
 //! Admission comes first: a task that cannot run here never takes a slot,
 //! and fetching and compiling happen inside the slot, so a flood of
 //! invocations of hostile modules waits in the same bounded queue as runs.
+//!
+//! The parts: `source.rs` (where a task comes from), `admission.rs` (run
+//! slots and draining), `loader.rs` (fetching and compiling modules),
+//! `run.rs` (one run, the runtime and cchat put together), with the
+//! checks of `grants.rs` and `limits.rs`.
 
+mod admission;
 mod grants;
 mod limits;
+mod loader;
 mod modules;
 mod run;
 pub mod service;
+mod source;
 mod stats;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use spear_proto::task::check_task_spec;
-use spear_proto::v1::{GetTaskRequest, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
-use tokio::sync::Semaphore;
+use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
 use tracing::{info, info_span, Instrument};
 
 pub use limits::{LimitPolicy, LimitRefused, RunLimits};
 pub use modules::{FetchLimits, ModuleError, ModuleStore};
 pub use run::{instantiate_only, run, runtime, ChatRuntime, Linked, RunContext, RunOutcome};
 pub use stats::RunStats;
+
+use admission::Admission;
+use loader::ModuleLoader;
+use source::TaskSource;
 
 use crate::cchat::Models;
 use crate::llm::{BackendError, Backends};
@@ -40,9 +50,6 @@ use crate::wasm::LoadError;
 // An invocation waits this long for a free run slot before the node says
 // it is busy (SMS then tries another node).
 use spear_proto::defaults::RUN_QUEUE_WAIT as QUEUE_WAIT;
-
-/// How long SMS has to answer for a task's spec.
-const FETCH_TASK_WITHIN: Duration = Duration::from_secs(10);
 
 /// Why a task could not be run (a run that started always returns a
 /// response, with the guest's exit code or why it was stopped).
@@ -104,38 +111,48 @@ pub struct InvokerDeps {
     pub compile_timeout: Duration,
 }
 
-/// Runs tasks; see the module docs.
+/// Runs tasks; see the module docs. Composed of where tasks come from
+/// ([`TaskSource`]), how runs are admitted ([`Admission`]) and how
+/// modules are loaded ([`ModuleLoader`]).
 pub struct Invoker {
-    deps: InvokerDeps,
-    slots: Arc<Semaphore>,
-    /// Compiles at once, held by the compiling thread itself so a compile
-    /// that outlived its timeout still counts until it ends.
-    compiles: Arc<Semaphore>,
-    stats: Arc<RunStats>,
-    /// One lock per module being loaded, so concurrent first invocations
-    /// fetch and compile it once.
-    loading: parking_lot::Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
+    node_id: String,
+    router: Router,
+    backends: Arc<Backends>,
+    policy: PolicyCell,
+    limits: LimitPolicy,
+    tasks: TaskSource,
+    admission: Admission,
+    loader: ModuleLoader,
+}
+
+/// What a task may use here, checked before it queues.
+struct Cleared {
+    source: ModuleSource,
+    limits: RunLimits,
+    context: RunContext,
 }
 
 impl Invoker {
     pub fn new(deps: InvokerDeps) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         Self {
-            slots: Arc::new(Semaphore::new(deps.max_running)),
-            compiles: Arc::new(Semaphore::new(cores)),
-            stats: Arc::default(),
-            loading: parking_lot::Mutex::default(),
-            deps,
+            node_id: deps.node_id,
+            router: deps.router,
+            backends: deps.backends,
+            policy: deps.policy,
+            limits: deps.limits,
+            tasks: TaskSource::new(deps.sms),
+            admission: Admission::new(deps.max_running),
+            loader: ModuleLoader::new(deps.runtime, deps.modules, deps.compile_timeout),
         }
     }
 
     pub fn node_id(&self) -> &str {
-        &self.deps.node_id
+        &self.node_id
     }
 
     /// Guest run counters, for heartbeats, status and metrics.
     pub fn stats(&self) -> Arc<RunStats> {
-        Arc::clone(&self.stats)
+        Arc::clone(self.admission.stats())
     }
 
     /// Runs the task once; see the module docs. `traceparent`, from the
@@ -151,69 +168,24 @@ impl Invoker {
             otel.name = %format!("invoke_agent {}", request.task_id),
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %request.task_id,
-            node_id = %self.deps.node_id,
+            node_id = %self.node_id,
             task_id = %request.task_id,
         );
         spear_common::telemetry::set_parent(&span, traceparent);
         self.invoke_inner(request).instrument(span).await
     }
 
-    async fn invoke_inner(&self, request: InvokeRequest) -> Result<InvokeResponse, InvokeError> {
-        if self.stats.is_draining() {
-            return Err(InvokeError::Draining);
-        }
-        let task = match request.task {
-            Some(task) if task.id != request.task_id => {
-                return Err(InvokeError::InvalidRequest(format!(
-                    "the request names task '{}' but carries task '{}'",
-                    request.task_id, task.id
-                )))
-            }
-            Some(task) => task,
-            None => self.fetch_task(&request.task_id).await?,
-        };
-        let config = check_task_spec(&task)?;
-        let refused = |why: Refusal| InvokeError::Refused {
-            task_id: task.id.clone(),
-            why,
-        };
-        let module_refused = |why: crate::node_policy::ModuleRefused| refused(why.into());
-        let limit_refused = |why: LimitRefused| refused(why.into());
-        // Everything the task asks of the node is checked before it queues.
-        let policy = self.deps.policy.current();
-        let source = policy
-            .modules
-            .check(&task.module_uri)
-            .map_err(module_refused)?;
-        let limits = self
-            .deps
-            .limits
-            .for_task(&config.limits)
-            .map_err(limit_refused)?;
-        let wasi = grants::resolve(&task.id, &config.wasi, &policy)?;
-        let models = Models::of_task(Arc::clone(&self.deps.backends), &config.llm)?;
-
-        let _slot = tokio::time::timeout(QUEUE_WAIT, Arc::clone(&self.slots).acquire_owned())
-            .await
-            .map_err(|_| InvokeError::Busy(self.deps.max_running))?
-            .map_err(|_| InvokeError::Busy(self.deps.max_running))?;
-        let _running = self.stats.start();
-        // Checked once counted, so a drain that starts now waits for it.
-        if self.stats.is_draining() {
-            return Err(InvokeError::Draining);
-        }
-        let pre = self.load(&task, &source).await?;
-
-        let context = RunContext {
-            task: TaskPolicy::from(&config.mcp),
-            router: self.deps.router.clone(),
-            models,
-            stdin: request.input.to_vec(),
-            name: task.id.clone(),
-            wasi,
-        };
-        let outcome = run(&self.deps.runtime, &pre, context, limits).await;
-        self.stats.record(&outcome);
+    async fn invoke_inner(
+        &self,
+        mut request: InvokeRequest,
+    ) -> Result<InvokeResponse, InvokeError> {
+        self.admission.open()?;
+        let task = self.tasks.task_of(&mut request).await?;
+        let cleared = self.clear(&task, request.input.to_vec())?;
+        let _admitted = self.admission.enter().await?;
+        let pre = self.loader.load(&task, &cleared.source).await?;
+        let outcome = run(self.loader.runtime(), &pre, cleared.context, cleared.limits).await;
+        self.admission.stats().record(&outcome);
         info!(
             exit_code = ?outcome.exit_code,
             error = outcome.error.as_deref().unwrap_or(""),
@@ -222,109 +194,71 @@ impl Invoker {
             took = ?outcome.duration,
             "task run ended"
         );
-        Ok(InvokeResponse {
-            node_id: self.deps.node_id.clone(),
-            task_id: task.id,
-            ok: outcome.exit_code == Some(0),
-            exit_code: outcome.exit_code,
-            error: outcome.error.unwrap_or_default(),
-            stdout: outcome.stdout.into(),
-            stderr: outcome.stderr.into(),
-            trace: outcome
-                .trace
-                .into_iter()
-                .map(|t| {
-                    // A guest tool has no server: its name is the tool.
-                    let ran = t.executed.unwrap_or_default();
-                    ToolCallTrace {
-                        tool_call_id: t.tool_call_id,
-                        name: t.name,
-                        server_id: ran.server,
-                        tool: t.guest_tool.unwrap_or(ran.tool),
-                        is_error: t.is_error,
-                        duration_us: t.duration.as_micros() as u64,
-                        bytes: t.bytes as u64,
-                    }
-                })
-                .collect(),
-            duration_ms: outcome.duration.as_millis() as u64,
-            cpu_ms: outcome.cpu.as_millis() as u64,
-        })
+        Ok(response(self.node_id.clone(), task.id, outcome))
     }
 
-    /// The linked module: from the runtime's cache, else fetched, checked
-    /// and compiled (off the async threads).
-    async fn load(&self, task: &TaskSpec, source: &ModuleSource) -> Result<Linked, InvokeError> {
-        let digest = modules::digest_bytes(&task.module_sha256)
-            .ok_or_else(|| spear_proto::task::TaskError::ModuleSha.in_task(&task.id))?;
-        if let Some(pre) = self.deps.runtime.cached(&digest) {
-            return Ok(pre);
-        }
-        let lock = Arc::clone(self.loading.lock().entry(digest).or_default());
-        let _loading = lock.lock().await;
-        // Whoever held the lock before may have loaded it.
-        if let Some(pre) = self.deps.runtime.cached(&digest) {
-            return Ok(pre);
-        }
-        let result = self.fetch_and_compile(task, source).await;
-        self.loading.lock().remove(&digest);
-        result
-    }
-
-    async fn fetch_and_compile(
-        &self,
-        task: &TaskSpec,
-        source: &ModuleSource,
-    ) -> Result<Linked, InvokeError> {
-        let bytes = self
-            .deps
-            .modules
-            .get(&task.module_uri, source, &task.module_sha256)
-            .await?;
-        let runtime = Arc::clone(&self.deps.runtime);
-        let compiles = Arc::clone(&self.compiles);
-        let compile = async move {
-            let permit = compiles.acquire_owned().await;
-            tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                runtime.load(&bytes)
-            })
-            .await
-        };
-        let timeout = self.deps.compile_timeout;
-        let pre = tokio::time::timeout(timeout, compile)
-            .await
-            .map_err(|_| InvokeError::CompileTimeout(timeout))?
-            .map_err(|e| LoadError::Compile(format!("the compiler task failed: {e}")))??;
-        Ok(pre)
-    }
-
-    /// Asks SMS (the one the node syncs from, else each configured one).
-    async fn fetch_task(&self, task_id: &str) -> Result<TaskSpec, InvokeError> {
-        let mut why = String::from("no SMS address");
-        for addr in self.deps.sms.candidates() {
-            let mut tasks = match self.deps.sms.tasks(&addr).await {
-                Ok(tasks) => tasks,
-                Err(e) => {
-                    why = e.to_string();
-                    continue;
-                }
-            };
-            let request = GetTaskRequest {
-                id: task_id.to_string(),
-            };
-            match tokio::time::timeout(FETCH_TASK_WITHIN, tasks.get_task(request)).await {
-                Ok(Ok(task)) => return Ok(task.into_inner()),
-                Ok(Err(status)) if status.code() == tonic::Code::NotFound => {
-                    return Err(InvokeError::TaskNotFound(task_id.to_string()))
-                }
-                Ok(Err(status)) => why = format!("{addr}: {}", status.message()),
-                Err(_) => why = format!("{addr} did not answer within {FETCH_TASK_WITHIN:?}"),
-            }
-        }
-        Err(InvokeError::TaskUnavailable {
-            task_id: task_id.to_string(),
+    /// Everything the task asks of the node, checked against its policy
+    /// and caps: the module's source, the limits, the WASI grants and the
+    /// backends.
+    fn clear(&self, task: &TaskSpec, stdin: Vec<u8>) -> Result<Cleared, InvokeError> {
+        let config = check_task_spec(task)?;
+        let refused = |why: Refusal| InvokeError::Refused {
+            task_id: task.id.clone(),
             why,
+        };
+        let policy = self.policy.current();
+        let source = policy
+            .modules
+            .check(&task.module_uri)
+            .map_err(|why| refused(why.into()))?;
+        let limits = self
+            .limits
+            .for_task(&config.limits)
+            .map_err(|why| refused(why.into()))?;
+        let context = RunContext {
+            task: TaskPolicy::from(&config.mcp),
+            router: self.router.clone(),
+            models: Models::of_task(Arc::clone(&self.backends), &config.llm)?,
+            stdin,
+            name: task.id.clone(),
+            wasi: grants::resolve(&task.id, &config.wasi, &policy)?,
+        };
+        Ok(Cleared {
+            source,
+            limits,
+            context,
         })
+    }
+}
+
+/// The answer to SMS: the run's output, exit and trace.
+fn response(node_id: String, task_id: String, outcome: RunOutcome) -> InvokeResponse {
+    InvokeResponse {
+        node_id,
+        task_id,
+        ok: outcome.exit_code == Some(0),
+        exit_code: outcome.exit_code,
+        error: outcome.error.unwrap_or_default(),
+        stdout: outcome.stdout.into(),
+        stderr: outcome.stderr.into(),
+        trace: outcome
+            .trace
+            .into_iter()
+            .map(|t| {
+                // A guest tool has no server: its name is the tool.
+                let ran = t.executed.unwrap_or_default();
+                ToolCallTrace {
+                    tool_call_id: t.tool_call_id,
+                    name: t.name,
+                    server_id: ran.server,
+                    tool: t.guest_tool.unwrap_or(ran.tool),
+                    is_error: t.is_error,
+                    duration_us: t.duration.as_micros() as u64,
+                    bytes: t.bytes as u64,
+                }
+            })
+            .collect(),
+        duration_ms: outcome.duration.as_millis() as u64,
+        cpu_ms: outcome.cpu.as_millis() as u64,
     }
 }
