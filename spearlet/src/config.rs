@@ -100,8 +100,21 @@ fn default_max_module_mb() -> u64 {
 pub enum ConfigError {
     #[error("cannot read the node config {path}: {cause}")]
     Read { path: String, cause: std::io::Error },
-    #[error("the node config {path} is invalid: {message}")]
-    Invalid { path: String, message: String },
+    #[error("the node config {path} is invalid: {why}")]
+    Invalid { path: String, why: Invalid },
+}
+
+/// What is wrong inside the node config.
+#[derive(Debug, thiserror::Error)]
+pub enum Invalid {
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("guests.max_running is {0}; use 1 to {max}", max = POOL_SLOTS)]
+    MaxRunning(usize),
+    #[error("guests.limits.{key} must be 1 to {max}")]
+    Limit { key: &'static str, max: u64 },
+    #[error("{0} is 0; give a positive value or leave it out")]
+    Zero(&'static str),
 }
 
 impl NodeFile {
@@ -112,24 +125,18 @@ impl NodeFile {
             path: shown.clone(),
             cause,
         })?;
-        Self::parse(&text).map_err(|message| ConfigError::Invalid {
-            path: shown,
-            message,
-        })
+        Self::parse(&text).map_err(|why| ConfigError::Invalid { path: shown, why })
     }
 
-    pub fn parse(text: &str) -> Result<NodeFile, String> {
-        let file: NodeFile = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<NodeFile, Invalid> {
+        let file: NodeFile = toml::from_str(text)?;
         let max = POOL_SLOTS as usize;
         if file.guests.max_running == 0 || file.guests.max_running > max {
-            return Err(format!(
-                "guests.max_running is {}; use 1 to {max}",
-                file.guests.max_running
-            ));
+            return Err(Invalid::MaxRunning(file.guests.max_running));
         }
         for (key, value, max) in file.guests.limits.entries() {
             if value.is_some_and(|v| v == 0 || v > max) {
-                return Err(format!("guests.limits.{key} must be 1 to {max}"));
+                return Err(Invalid::Limit { key, max });
             }
         }
         let g = &file.guests;
@@ -140,7 +147,7 @@ impl NodeFile {
             ("guests.max_module_mb", g.max_module_mb),
         ] {
             if value == 0 {
-                return Err(format!("{key} is 0; give a positive value or leave it out"));
+                return Err(Invalid::Zero(key));
             }
         }
         Ok(file)
@@ -155,9 +162,9 @@ mod tests {
     fn typos_and_bad_values_are_named() {
         assert!(NodeFile::parse("").is_ok());
         let error = NodeFile::parse("[guests]\nmax_runing = 3").unwrap_err();
-        assert!(error.contains("max_runing"), "{error}");
+        assert!(error.to_string().contains("max_runing"), "{error}");
         let error = NodeFile::parse("[guests]\nmax_running = 0").unwrap_err();
-        assert!(error.contains("guests.max_running"), "{error}");
+        assert!(error.to_string().contains("guests.max_running"), "{error}");
         let file = NodeFile::parse(
             "[llm.backends.local]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"llama\"\n",
         )

@@ -214,23 +214,29 @@ async fn connections_for(
     ))
 }
 
+/// Why a server's catalog offers no such tool to call.
+#[derive(Debug, thiserror::Error)]
+enum NotOffered {
+    #[error("the tool is quarantined: {0}")]
+    Quarantined(String),
+    #[error("the server has no tool of that name; it has: {0}")]
+    Unknown(String),
+}
+
 /// Whether `catalog` has `tool` to call, or why not.
-fn offered(catalog: &crate::connections::Catalog, tool: &str) -> Result<(), String> {
+fn offered(catalog: &crate::connections::Catalog, tool: &str) -> Result<(), NotOffered> {
     if catalog.tools.iter().any(|t| t.name == tool) {
         return Ok(());
     }
     if let Some(q) = catalog.quarantined.iter().find(|q| q.tool == tool) {
-        return Err(format!("the tool is quarantined: {}", q.why));
+        return Err(NotOffered::Quarantined(q.why.clone()));
     }
     let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_ref()).collect();
-    Err(format!(
-        "the server has no tool of that name; it has: {}",
-        if names.is_empty() {
-            "none".to_string()
-        } else {
-            names.join(", ")
-        }
-    ))
+    Err(NotOffered::Unknown(if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }))
 }
 
 /// Runs one `spearlet mcp` command; returns the exit code.

@@ -47,27 +47,49 @@ pub enum ModuleSource {
     Http(Url),
 }
 
-fn parse(entry: &str) -> Result<Source, String> {
+/// Why a module source entry is not one.
+#[derive(Debug, thiserror::Error)]
+enum BadSource {
+    #[error("a file source is file:///absolute/dir/ (ending in '/')")]
+    FileShape,
+    #[error("cannot resolve {path}: {cause}")]
+    Unresolved { path: String, cause: std::io::Error },
+    #[error("a source starts with https://, http:// or file://")]
+    Scheme,
+    #[error("a host source ends its host with '/' (https://host/ or https://host/dir/)")]
+    HostEnd,
+    #[error("a source's path ends in '/' so it names a directory")]
+    PathEnd,
+    #[error("bad port '{0}'")]
+    Port(String),
+    #[error("a source names a host")]
+    NoHost,
+}
+
+fn parse(entry: &str) -> Result<Source, BadSource> {
     if let Some(path) = entry.strip_prefix("file://") {
         if !path.starts_with('/') || !path.ends_with('/') {
-            return Err("a file source is file:///absolute/dir/ (ending in '/')".into());
+            return Err(BadSource::FileShape);
         }
-        let dir = std::fs::canonicalize(path).map_err(|e| format!("cannot resolve {path}: {e}"))?;
+        let dir = std::fs::canonicalize(path).map_err(|cause| BadSource::Unresolved {
+            path: path.to_string(),
+            cause,
+        })?;
         return Ok(Source::Dir(dir));
     }
     let (scheme, rest) = entry
         .split_once("://")
         .filter(|(s, _)| *s == "https" || *s == "http")
-        .ok_or("a source starts with https://, http:// or file://")?;
+        .ok_or(BadSource::Scheme)?;
     if rest.is_empty() {
         return Ok(Source::Scheme(scheme.to_string()));
     }
     let (authority, path) = rest
         .split_once('/')
         .map(|(a, p)| (a, format!("/{p}")))
-        .ok_or("a host source ends its host with '/' (https://host/ or https://host/dir/)")?;
+        .ok_or(BadSource::HostEnd)?;
     if !path.ends_with('/') {
-        return Err("a source's path ends in '/' so it names a directory".into());
+        return Err(BadSource::PathEnd);
     }
     let (host, port) = match authority.rsplit_once(':') {
         Some((host, "*")) => (host, None),
@@ -75,13 +97,13 @@ fn parse(entry: &str) -> Result<Source, String> {
             host,
             Some(
                 port.parse::<u16>()
-                    .map_err(|_| format!("bad port '{port}'"))?,
+                    .map_err(|_| BadSource::Port(port.to_string()))?,
             ),
         ),
         None => (authority, Some(if scheme == "https" { 443 } else { 80 })),
     };
     if host.is_empty() || host.contains('@') {
-        return Err("a source names a host".into());
+        return Err(BadSource::NoHost);
     }
     Ok(Source::Prefix {
         scheme: scheme.to_string(),

@@ -57,7 +57,9 @@ use spear_guest::request::{RequestParams, ToolChoice, ToolMode};
 
 use super::budget::{BudgetError, RunBudget};
 use super::guest_tools::{GuestCallbacks, GuestStopped, GuestTools, NoCallbacks};
-use crate::llm::{ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Usage};
+use crate::llm::{
+    ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Unsupported, Usage,
+};
 use crate::policy::{SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolRef, ToolSet};
 
@@ -97,14 +99,26 @@ pub enum LoopError {
     CutToolCall,
     /// A request param this send cannot honour (`EINVAL`), before any
     /// request was made.
-    #[error("{0}")]
-    Params(String),
+    #[error(transparent)]
+    Params(#[from] ParamsRefused),
     #[error(transparent)]
     Budget(#[from] BudgetError),
     #[error(transparent)]
     Llm(#[from] LlmError),
     #[error(transparent)]
     GuestStopped(#[from] GuestStopped),
+}
+
+/// Why a send's params cannot be honoured.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ParamsRefused {
+    #[error("tool_choice is required but this send offers no tools")]
+    RequiredWithoutTools,
+    #[error("tool_choice names '{0}', which this send does not offer")]
+    NotOffered(String),
+    /// The backend's provider cannot honour one.
+    #[error(transparent)]
+    Unsupported(#[from] Unsupported),
 }
 
 /// How a send treats the model's tool calls.
@@ -249,15 +263,16 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
                 parameters: serde_json::Value::Object((*t.input_schema).clone()),
             }));
         }
-        let first = first_params(setup.params, &set, setup.guest_tools, &tools)
-            .map_err(LoopError::Params)
-            .and_then(|first| match setup.backend.check(&first) {
-                Ok(()) => Ok(first),
-                Err(unsupported) => Err(LoopError::Params(unsupported.to_string())),
-            });
+        let first = first_params(setup.params, &set, setup.guest_tools, &tools).and_then(|first| {
+            setup.backend.check(&first)?;
+            Ok(first)
+        });
         let first = match first {
             Ok(first) => first,
-            Err(refused) => return Err(LoopOutcome::ended(Err(refused), ToolSet::default())),
+            Err(refused) => {
+                let refused = Err(LoopError::Params(refused));
+                return Err(LoopOutcome::ended(refused, ToolSet::default()));
+            }
         };
         let mut later = first.clone();
         if matches!(
@@ -315,11 +330,11 @@ fn first_params(
     set: &ToolSet,
     guest_tools: &GuestTools,
     tools: &[ToolSpec],
-) -> Result<RequestParams, String> {
+) -> Result<RequestParams, ParamsRefused> {
     let mut first = params.clone();
     match &params.tool_choice {
         Some(ToolChoice::Mode(ToolMode::Required)) if tools.is_empty() => {
-            return Err("tool_choice is required but this send offers no tools".into());
+            return Err(ParamsRefused::RequiredWithoutTools);
         }
         Some(ToolChoice::Named { name }) => {
             let offered = if guest_tools.find(name).is_some() && !tools.is_empty() {
@@ -334,9 +349,7 @@ fn first_params(
             };
             let Some(offered) = offered else {
                 let shown = spear_common::text::prefix(name, 64);
-                return Err(format!(
-                    "tool_choice names '{shown}', which this send does not offer"
-                ));
+                return Err(ParamsRefused::NotOffered(shown.to_string()));
             };
             first.tool_choice = Some(ToolChoice::Named { name: offered });
         }
