@@ -155,6 +155,13 @@ struct Parts {
     guest: Guest,
 }
 
+impl Parts {
+    /// The whole send, from its first step to `Done`.
+    async fn send(&mut self, setup: &SendSetup<'_>) -> LoopOutcome {
+        run_send(setup, &mut self.messages, &mut self.budget, &mut self.guest).await
+    }
+}
+
 fn parts(guest: Guest) -> Parts {
     Parts {
         messages: vec![ChatMessage::user("go")],
@@ -221,13 +228,7 @@ async fn a_model_slower_than_the_deadline_is_cut_at_the_deadline() {
     let setup = bench.setup(&model, SendMode::Auto, limits(Duration::from_secs(5)));
     let mut parts = parts(quick_guest());
     let started = Instant::now();
-    let outcome = run_send(
-        &setup,
-        &mut parts.messages,
-        &mut parts.budget,
-        &mut parts.guest,
-    )
-    .await;
+    let outcome = parts.send(&setup).await;
     assert!(
         matches!(outcome.result, Err(LoopError::Deadline)),
         "{:?}",
@@ -263,13 +264,7 @@ async fn the_iteration_limit_ends_a_model_that_keeps_calling() {
     within.max_iterations = 2;
     let setup = bench.setup(&model, SendMode::Auto, within);
     let mut parts = parts(quick_guest());
-    let outcome = run_send(
-        &setup,
-        &mut parts.messages,
-        &mut parts.budget,
-        &mut parts.guest,
-    )
-    .await;
+    let outcome = parts.send(&setup).await;
     assert!(
         matches!(outcome.result, Err(LoopError::MaxIterations(2))),
         "{:?}",
@@ -285,13 +280,7 @@ async fn once_mode_hands_the_calls_to_the_guest() {
     let model = Model::new(Duration::from_millis(1), vec![calls(&["a"])]);
     let setup = bench.setup(&model, SendMode::Once, limits(Duration::from_secs(60)));
     let mut parts = parts(quick_guest());
-    let outcome = run_send(
-        &setup,
-        &mut parts.messages,
-        &mut parts.budget,
-        &mut parts.guest,
-    )
-    .await;
+    let outcome = parts.send(&setup).await;
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     assert_eq!(outcome.pending.len(), 1);
     assert!(outcome.trace.is_empty(), "nothing ran on the node");
@@ -340,13 +329,7 @@ async fn a_guest_tool_that_stops_the_run_ends_the_send() {
         delay: Duration::from_millis(5),
         stop: true,
     });
-    let outcome = run_send(
-        &setup,
-        &mut parts.messages,
-        &mut parts.budget,
-        &mut parts.guest,
-    )
-    .await;
+    let outcome = parts.send(&setup).await;
     assert!(
         matches!(outcome.result, Err(LoopError::GuestStopped(_))),
         "{:?}",
