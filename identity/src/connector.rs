@@ -23,6 +23,8 @@ use crate::tls::TlsIdentity;
 pub struct Dialer {
     tls: Option<TlsIdentity>,
     expect: Identity,
+    /// The local address to connect from (the system's choice when `None`).
+    local: Option<std::net::IpAddr>,
 }
 
 /// Why an address cannot be dialled.
@@ -46,11 +48,20 @@ pub fn dial(
     let dialer = Dialer {
         tls: tls.cloned(),
         expect,
+        local: None,
     };
     Ok((endpoint, dialer))
 }
 
 impl Dialer {
+    /// Connects from `local` (a host with several addresses; the fleet
+    /// benchmark, whose nodes each have their own) instead of the
+    /// system's choice.
+    pub fn from_address(mut self, local: std::net::IpAddr) -> Dialer {
+        self.local = Some(local);
+        self
+    }
+
     /// Connects now.
     pub async fn connect(self, endpoint: Endpoint) -> Result<Channel, tonic::transport::Error> {
         endpoint.connect_with_connector(self).await
@@ -97,7 +108,10 @@ impl tower_service::Service<Uri> for Dialer {
                 .trim_end_matches(']')
                 .to_string();
             let port = uri.port_u16().unwrap_or(80);
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
+            let tcp = match this.local {
+                None => TcpStream::connect((host.as_str(), port)).await?,
+                Some(local) => connect_from(local, &host, port).await?,
+            };
             tcp.set_nodelay(true)?;
             let Some(tls) = &this.tls else {
                 return Ok(TokioIo::new(MaybeTls::Plain(tcp)));
@@ -116,6 +130,20 @@ impl tower_service::Service<Uri> for Dialer {
             Ok(TokioIo::new(MaybeTls::Tls(Box::new(stream))))
         })
     }
+}
+
+/// A TCP connection to `host:port` from the address `local`.
+async fn connect_from(local: std::net::IpAddr, host: &str, port: u16) -> io::Result<TcpStream> {
+    let peer = tokio::net::lookup_host((host, port))
+        .await?
+        .find(|peer| peer.is_ipv4() == local.is_ipv4())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address of that family"))?;
+    let socket = match local {
+        std::net::IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.bind(std::net::SocketAddr::new(local, 0))?;
+    socket.connect(peer).await
 }
 
 impl tokio::io::AsyncRead for MaybeTls {

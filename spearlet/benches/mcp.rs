@@ -3,6 +3,8 @@
 //! - `overhead`: a tool call through the node path (resolve the offered
 //!   name, re-check policy, pooled connection, render) against a direct rmcp
 //!   call to the same kind of stdio server, interleaved in one run;
+//! - `overhead-http`: the same over Streamable HTTP, the transport of
+//!   remote servers and of the gateways people compare with;
 //! - `throughput`: calls per second to one server at concurrency 8;
 //! - `toolset`: building the tool list of a request from 50 servers x 20 tools;
 //! - `memory`: resident memory of the node per idle connection.
@@ -87,8 +89,9 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The node path against a direct rmcp client, both to server-everything
+/// over stdio, interleaved in one run.
 async fn overhead() {
-    const CALLS: usize = 2000;
     // Direct: rmcp's client on a child process we spawn plainly.
     let mut child = tokio::process::Command::new(everything())
         .arg("stdio")
@@ -102,9 +105,63 @@ async fn overhead() {
         panic!("no pipes")
     };
     let direct = ().serve((stdout, stdin)).await.unwrap_or_else(|e| panic!("initialize: {e}"));
+    let node = spec("everything", &everything(), &["stdio"]);
+    compare("stdio", direct, node).await;
+}
 
+/// The same over Streamable HTTP: one server-everything in its HTTP mode,
+/// a direct rmcp HTTP client and the node's connection both calling it.
+async fn overhead_http() {
+    let port = free_port();
+    let _server = tokio::process::Command::new(everything())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "server-everything never listened on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone());
+    let direct = ().serve(transport).await.unwrap_or_else(|e| panic!("initialize: {e}"));
+    let node = ServerSpec {
+        id: "everything".into(),
+        transport: Transport::StreamableHttp as i32,
+        url,
+        enabled: true,
+        ..Default::default()
+    };
+    compare("Streamable HTTP", direct, node).await;
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("free port: {e}"))
+}
+
+/// `echo` CALLS times through `direct` and through the node path to
+/// `node`, interleaved; prints both and what the node adds.
+async fn compare(
+    transport: &str,
+    direct: rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    node: ServerSpec,
+) {
+    const CALLS: usize = 2000;
     // Node path: registry, connection manager, policy, router.
-    let registry = registry(vec![spec("everything", &everything(), &["stdio"])]);
+    let registry = registry(vec![node]);
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let router = Router::new(connections.clone(), registry);
     let (task, session) = policies(&["everything".to_string()]);
@@ -114,7 +171,7 @@ async fn overhead() {
         .iter()
         .find(|t| t.tool == "echo")
         .map(|t| t.name.clone())
-        .unwrap_or_default();
+        .unwrap_or_else(|| panic!("the node offers no echo over {transport}"));
 
     let args = serde_json::json!({"message": "benchmark"});
     let mut direct_samples = Vec::with_capacity(CALLS);
@@ -145,7 +202,7 @@ async fn overhead() {
         percentile(&mut node_samples, 0.5),
         percentile(&mut node_samples, 0.99),
     );
-    println!("\n## tool-call overhead, server-everything echo over stdio, {CALLS} calls each, interleaved");
+    println!("\n## tool-call overhead, server-everything echo over {transport}, {CALLS} calls each, interleaved");
     println!(
         "direct rmcp (baseline): p50 {:.1} us, p99 {:.1} us",
         us(d50),
@@ -283,6 +340,9 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"));
     if want("overhead") {
         runtime.block_on(overhead());
+    }
+    if want("overhead-http") {
+        runtime.block_on(overhead_http());
     }
     if want("throughput") {
         runtime.block_on(throughput());

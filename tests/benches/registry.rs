@@ -4,8 +4,9 @@
 //! real `sms` binary where process memory or restarts are measured) and
 //! prints medians and p99 with the baseline measured in the same run.
 //! Scenarios: `propagation`, `propagation-etcd`, `propagation-tls`,
-//! `memory`, `memory-tls`, `snapshot`, `reconnect`, `reconnect-tls`; no
-//! argument runs them all.
+//! `memory`, `memory-tls`, `snapshot`, `reconnect`, `reconnect-tls`, and
+//! `fleet` (10,000 TLS nodes: propagation, memory, heartbeat cost and
+//! reconnect at once); no argument runs them all.
 
 mod bench_support;
 
@@ -54,5 +55,15 @@ fn main() {
     }
     if want("reconnect-tls") {
         runtime.block_on(reconnect::run_tls());
+    }
+    if want("fleet") {
+        // The bench nodes on CPU 1; the fleet pins SMS to CPU 0.
+        let nodes = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .on_thread_start(|| pin_to(1))
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
+        nodes.block_on(fleet::run());
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod clients;
 pub mod cpu;
+pub mod fleet;
 pub mod memory;
 pub mod propagation;
 pub mod reconnect;

@@ -1,0 +1,351 @@
+//! Ten times the fleet: 10,000 nodes against the real `sms` binary over
+//! mutual TLS, with 10,000 servers registered, on a one-member etcd.
+//!
+//! Each bench node is what a node is to SMS: its own certificate
+//! (`bench-K`), its own loopback address (127.1.x.y, so SMS's per-source
+//! admission sees 10,000 sources, as it would see 10,000 hosts), and one
+//! HTTP/2 connection that carries both its watch stream and its
+//! heartbeats, as a node's one `SmsLink` does. What the bench shares that
+//! real nodes do not: one process and one core (CPU 1) for all of them,
+//! so client-side decryption and scheduling add to every latency measured
+//! here; SMS has CPU 0 to itself.
+//!
+//! In order, each against a baseline from the same run:
+//! 1. one change reaching every stream (baseline: one stream open);
+//! 2. SMS's resident memory per idle stream (baseline: SMS before the
+//!    streams opened);
+//! 3. SMS's CPU for heartbeats at the default interval (baseline: the
+//!    same streams, idle, for as long);
+//! 4. the time until every node has its stream back after SMS restarts
+//!    (full TLS handshakes; the history is in etcd, so they resume).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use spear_identity::{dial, Identity, TlsIdentity};
+use spear_proto::defaults::HEARTBEAT_EVERY;
+use spear_proto::v1::admin_client::AdminClient;
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::registry_client::RegistryClient;
+use spear_proto::v1::{HeartbeatRequest, UpsertServerRequest, WatchRequest};
+use spear_tests::etcd::EtcdServer;
+use spear_tests::history::sms_registry_async_as;
+use spear_tests::procs::{SmsOptions, SmsProc};
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use super::clients::Position;
+use super::cpu::pin_process;
+use super::stats::{rss_kib, Summary};
+use super::tls::BenchCerts;
+
+const NODES: usize = 10_000;
+const SERVERS: usize = 10_000;
+const CHANGES: usize = 20;
+/// How long each CPU window of the heartbeat measure lasts.
+const CPU_WINDOW: Duration = Duration::from_secs(20);
+
+/// What every bench node shares with the measuring task.
+struct Fleet {
+    sms: String,
+    certs: BenchCerts,
+    /// Where each node's stream stands.
+    positions: Vec<(AtomicU64, AtomicU64)>,
+    /// How many times each node's watch was accepted.
+    watches: Vec<AtomicU64>,
+    beating: AtomicBool,
+    /// Each applied delta's revision and when it arrived.
+    arrivals: mpsc::UnboundedSender<(u64, Instant)>,
+}
+
+/// Node `k`'s own loopback address.
+fn address_of(k: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 1, (k / 250) as u8, (k % 250 + 1) as u8))
+}
+
+async fn connect(sms: &str, tls: &TlsIdentity, from: IpAddr) -> Option<Channel> {
+    let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).ok()?;
+    let endpoint = endpoint.connect_timeout(Duration::from_secs(10));
+    dialer.from_address(from).connect(endpoint).await.ok()
+}
+
+/// One bench node: connect, watch from where it is, apply; heartbeat on
+/// the same connection while the fleet beats; after any end, the node's
+/// own backoff, then again.
+async fn node(fleet: Arc<Fleet>, k: usize) {
+    let mut backoff = spearlet::sync::reconnect_backoff();
+    let mut position = Position::default();
+    (position.epoch, position.revision) = (
+        fleet.positions[k].0.load(Ordering::Relaxed),
+        fleet.positions[k].1.load(Ordering::Relaxed),
+    );
+    loop {
+        if let Some(channel) = connect(&fleet.sms, fleet.certs.node(k), address_of(k)).await {
+            let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
+            let request = WatchRequest {
+                node_id: format!("bench-{k}"),
+                epoch: position.epoch,
+                revision: position.revision,
+            };
+            let mut registry = RegistryClient::new(channel).max_decoding_message_size(64 << 20);
+            if let Ok(response) = registry.watch(request).await {
+                fleet.watches[k].fetch_add(1, Ordering::Relaxed);
+                backoff.reset();
+                let mut stream = response.into_inner();
+                while let Some(Ok(event)) = stream.next().await {
+                    if let Some(revision) = position.apply(event) {
+                        let _ = fleet.arrivals.send((revision, Instant::now()));
+                        fleet.positions[k]
+                            .0
+                            .store(position.epoch, Ordering::Relaxed);
+                        fleet.positions[k]
+                            .1
+                            .store(position.revision, Ordering::Relaxed);
+                    }
+                }
+            }
+            beats.abort();
+        }
+        backoff.sleep().await;
+    }
+}
+
+/// A node's heartbeats, every HEARTBEAT_EVERY from a random start, while
+/// the fleet beats.
+async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
+    let mut nodes = NodesClient::new(channel);
+    let offset = HEARTBEAT_EVERY.mul_f64(rand::random::<f64>());
+    tokio::time::sleep(offset).await;
+    loop {
+        if fleet.beating.load(Ordering::Relaxed) {
+            let request = HeartbeatRequest {
+                node_id: format!("bench-{k}"),
+                version: "bench".into(),
+                applied_epoch: fleet.positions[k].0.load(Ordering::Relaxed),
+                applied_revision: fleet.positions[k].1.load(Ordering::Relaxed),
+                ..Default::default()
+            };
+            let _ = nodes.heartbeat(request).await;
+        }
+        tokio::time::sleep(HEARTBEAT_EVERY).await;
+    }
+}
+
+pub async fn run() {
+    println!("\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, real sms binary on etcd");
+    let etcd = EtcdServer::start();
+    let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    write_servers(mcp.path());
+    let certs = tokio::task::block_in_place(|| BenchCerts::new(NODES));
+    let admin = certs.admin.clone();
+    let options = SmsOptions {
+        mcp_dir: Some(mcp.path().to_path_buf()),
+        etcd: Some(etcd.endpoint()),
+        tls: Some(certs.sms.clone()),
+        client_tls: Some(admin.clone()),
+        ..Default::default()
+    };
+    let sms = tokio::task::block_in_place(|| SmsProc::start(options));
+    let pid = sms.proc.pid().unwrap_or(0);
+    pin_process(pid, 0);
+    let (epoch, revision) = wait_servers(&sms.grpc, &admin).await;
+    let (tx, mut arrivals) = mpsc::unbounded_channel();
+    let fleet = Arc::new(Fleet {
+        sms: sms.grpc.clone(),
+        certs,
+        positions: (0..NODES)
+            .map(|_| (AtomicU64::new(epoch), AtomicU64::new(revision)))
+            .collect(),
+        watches: (0..NODES).map(|_| AtomicU64::new(0)).collect(),
+        beating: AtomicBool::new(false),
+        arrivals: tx,
+    });
+    let mut admin_client = admin_client(&sms.grpc, &admin).await;
+
+    // 1. Propagation, baseline: one node.
+    let one = tokio::spawn(node(Arc::clone(&fleet), 0));
+    wait_watches(&fleet, 1, 1).await;
+    let baseline = propagate(&mut admin_client, &mut arrivals, 1).await;
+    println!("one change, 1 stream (baseline):  {baseline}");
+    one.abort();
+
+    // 2. Memory: every node's stream open, idle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = rss_kib(pid);
+    let opened = Instant::now();
+    let mut nodes: Vec<_> = (1..NODES)
+        .map(|k| tokio::spawn(node(Arc::clone(&fleet), k)))
+        .collect();
+    nodes.push(tokio::spawn(node(Arc::clone(&fleet), 0)));
+    wait_watches(&fleet, NODES, 2).await;
+    println!(
+        "{NODES} streams opened in {:.1} s (a TLS handshake each)",
+        opened.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = rss_kib(pid);
+    println!(
+        "SMS RSS {before} KiB with no stream -> {after} KiB with {NODES}: {:.1} KB per idle stream",
+        (after.saturating_sub(before)) as f64 * 1024.0 / NODES as f64 / 1000.0
+    );
+    while arrivals.try_recv().is_ok() {}
+
+    // 1, continued: one change to every node.
+    let many = propagate(&mut admin_client, &mut arrivals, NODES).await;
+    println!("one change, {NODES} streams:       {many}");
+
+    // 3. Heartbeats: SMS's CPU idle, then with every node beating.
+    let idle = cpu_share(pid, CPU_WINDOW).await;
+    fleet.beating.store(true, Ordering::Relaxed);
+    tokio::time::sleep(HEARTBEAT_EVERY).await;
+    let beating = cpu_share(pid, CPU_WINDOW).await;
+    fleet.beating.store(false, Ordering::Relaxed);
+    println!(
+        "SMS CPU, streams idle (baseline): {:.2}% of one core; with {NODES} heartbeats every {HEARTBEAT_EVERY:?}: {:.2}% (heartbeats: {:.2}%)",
+        idle * 100.0,
+        beating * 100.0,
+        (beating - idle) * 100.0
+    );
+
+    // 4. Reconnect after a restart.
+    let mut sms = sms;
+    tokio::task::block_in_place(|| sms.proc.stop());
+    let started = Instant::now();
+    let restarted = tokio::task::block_in_place(|| sms.restart());
+    pin_process(restarted.proc.pid().unwrap_or(0), 0);
+    let reconnected = wait_watches(&fleet, NODES, 3).await;
+    println!(
+        "SMS restarted: {reconnected}/{NODES} nodes had their stream back {:.2} s after the restart began (process start, {NODES} TLS handshakes, resumed from etcd's history)",
+        started.elapsed().as_secs_f64()
+    );
+    for task in nodes {
+        task.abort();
+    }
+    drop(restarted);
+}
+
+/// Commits CHANGES changes, one at a time, and returns the commit-to-
+/// arrival latency at every one of `streams` streams.
+async fn propagate(
+    admin: &mut AdminClient<Channel>,
+    arrivals: &mut mpsc::UnboundedReceiver<(u64, Instant)>,
+    streams: usize,
+) -> Summary {
+    let mut sent = std::collections::HashMap::new();
+    let mut samples = Vec::with_capacity(streams * CHANGES);
+    for i in 0..CHANGES {
+        let spec = serde_json::json!({"id": "bench-change", "command": "true", "description": format!("change {i}")});
+        let started = Instant::now();
+        let answer = admin
+            .upsert_server(UpsertServerRequest {
+                spec_json: spec.to_string(),
+            })
+            .await
+            .unwrap_or_else(|e| panic!("upsert: {e}"))
+            .into_inner();
+        sent.insert(answer.revision, started);
+        // Let the change reach everyone before the next one.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let wanted = (i + 1) * streams;
+        while samples.len() < wanted && Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_secs(1), arrivals.recv()).await {
+                Ok(Some((revision, at))) => {
+                    if let Some(start) = sent.get(&revision) {
+                        samples.push(at.saturating_duration_since(*start));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(
+        samples.len(),
+        streams * CHANGES,
+        "every stream must see every change"
+    );
+    Summary::of(samples)
+}
+
+/// Waits until every one of the first `n` nodes had its watch accepted
+/// `times` times (node 0 counts from the baseline); how many had.
+async fn wait_watches(fleet: &Fleet, n: usize, times: u64) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let done = || {
+        (0..n)
+            .filter(|&k| fleet.watches[k].load(Ordering::Relaxed) + u64::from(k > 0) >= times)
+            .count()
+    };
+    while done() < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done()
+}
+
+/// SMS's share of one core over `window`.
+async fn cpu_share(pid: u32, window: Duration) -> f64 {
+    let start = cpu_ticks(pid);
+    tokio::time::sleep(window).await;
+    let ticks = cpu_ticks(pid) - start;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks as f64 / hz / window.as_secs_f64()
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+    field(11) + field(12)
+}
+
+async fn admin_client(sms: &str, admin: &spear_tests::certs::TlsSet) -> AdminClient<Channel> {
+    let tls = admin.identity().unwrap_or_else(|e| panic!("{e}"));
+    let (endpoint, dialer) = dial(sms, Some(&tls), Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
+    let channel = dialer
+        .connect(endpoint)
+        .await
+        .unwrap_or_else(|e| panic!("admin connect: {e}"));
+    AdminClient::new(channel)
+}
+
+fn write_servers(dir: &std::path::Path) {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..SERVERS)
+        .map(|i| {
+            let server = serde_json::json!({
+                "command": "npx",
+                "args": ["-y", "@modelcontextprotocol/server-everything"],
+                "description": format!("server {i} of the fleet benchmark"),
+            });
+            (format!("s{i:05}"), server)
+        })
+        .collect();
+    let body = serde_json::json!({ "mcpServers": servers }).to_string();
+    std::fs::write(dir.join("servers.json"), body).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Waits until SMS holds every server; its position then.
+async fn wait_servers(sms: &str, admin: &spear_tests::certs::TlsSet) -> (u64, u64) {
+    for _ in 0..3000 {
+        if let Ok((epoch, revision, servers)) = sms_registry_async_as(sms, Some(admin)).await {
+            if servers.len() >= SERVERS {
+                return (epoch, revision);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("SMS never registered {SERVERS} servers");
+}
