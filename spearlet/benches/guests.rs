@@ -1,6 +1,7 @@
 //! Guest runtime benchmarks (`cargo bench -p spearlet --bench guests [-- section...]`):
 //!
-//! - `start`: a guest run from a cached module, and instantiation alone;
+//! - `start`: a guest run from a cached module, and where its time goes
+//!   (a fresh store, instantiation, the round trip to the guest threads);
 //! - `get_param`: one `cchat_ctl_get_param` round trip;
 //! - `loop`: the auto tool-call loop's own cost per iteration with 100 MCP
 //!   tools injected (real stdio servers), LLM and tool time excluded;
@@ -90,16 +91,20 @@ fn main() {
         println!("p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
 
         let pre = guests.load(EMPTY.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
-        let mut samples = Vec::new();
+        let (mut store, mut instantiate, mut hop) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..2200 {
-            let took = spearlet::invoke::instantiate_only(&guests, &pre, context(), RunLimits::default()).await.unwrap_or_else(|e| panic!("{e}"));
+            let costs = spearlet::invoke::start_costs(&guests, &pre, context(), RunLimits::default()).await.unwrap_or_else(|e| panic!("{e}"));
             if i >= 200 {
-                samples.push(took);
+                store.push(costs.store);
+                instantiate.push(costs.instantiate);
+                hop.push(costs.hop);
             }
         }
-        let (p50, p99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
-        println!("\n## instantiation alone (InstancePre::instantiate_async in a fresh store), 2,000 runs");
-        println!("p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        println!("\n## where a start goes, 2,000 of each (p50, p99)");
+        for (what, samples) in [("fresh store (WASI context, limits, chat state)", &mut store), ("instantiation alone (InstancePre::instantiate_async)", &mut instantiate), ("round trip to the guest threads (empty task)", &mut hop)] {
+            let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
+            println!("{what}: p50 {:.1} us, p99 {:.1} us", p50.as_secs_f64() * 1e6, p99.as_secs_f64() * 1e6);
+        }
         }
 
         if want("get_param") {

@@ -32,7 +32,7 @@ use tracing::{info, info_span, Instrument};
 
 pub use limits::{LimitPolicy, LimitRefused, RunLimits};
 pub use modules::{FetchLimits, ModuleError, ModuleStore};
-pub use run::{instantiate_only, run, runtime, ChatRuntime, Linked, RunContext, RunOutcome};
+pub use run::{run, runtime, start_costs, ChatRuntime, Linked, RunContext, RunOutcome};
 pub use stats::RunStats;
 
 use admission::Admission;

@@ -12,7 +12,7 @@ use super::limits::RunLimits;
 use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
 use crate::policy::TaskPolicy;
 use crate::tools::Router;
-use crate::wasm::{Granted, GuestRun, GuestRuntime};
+use crate::wasm::{Granted, GuestRun, GuestRuntime, StartCosts};
 
 /// The node's guest runtime, its guests linked against cchat.
 pub type ChatRuntime = GuestRuntime<ChatHost>;
@@ -114,15 +114,14 @@ pub async fn run(
     outcome
 }
 
-/// Instantiates `pre` without running it and returns how long that alone
-/// took (the guest start benchmark).
-pub async fn instantiate_only(
+/// Where a start of `pre` spends its time (the guest start benchmark).
+pub async fn start_costs(
     runtime: &ChatRuntime,
     pre: &Linked,
     context: RunContext,
     limits: RunLimits,
-) -> wasmtime::Result<Duration> {
+) -> wasmtime::Result<StartCosts> {
     runtime
-        .instantiate_only(pre, guest_run(context, limits), limits.guest)
+        .start_costs(pre, guest_run(context, limits), limits.guest)
         .await
 }

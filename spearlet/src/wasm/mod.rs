@@ -23,7 +23,8 @@ mod threads;
 pub(crate) use outcome::describe;
 pub use outcome::GuestOutcome;
 pub use runtime::{
-    hex, GuestLimits, GuestRun, GuestRuntime, LinkHost, LoadError, MAX_GUEST_MEMORY, POOL_SLOTS,
+    hex, GuestLimits, GuestRun, GuestRuntime, LinkHost, LoadError, StartCosts, MAX_GUEST_MEMORY,
+    POOL_SLOTS,
 };
 pub use state::{Granted, GuestState};
 pub use stop::StopReason;

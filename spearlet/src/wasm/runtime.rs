@@ -271,20 +271,32 @@ impl<H: Send + 'static> GuestRuntime<H> {
         })
     }
 
-    /// Instantiates `pre` in `store` without running it; returns how long
-    /// instantiation alone took. The guest benchmarks measure it this way.
-    pub async fn instantiate_only(
+    /// Where a guest start's time goes, for the guest benchmarks: a fresh
+    /// store (WASI context, limits, host state), instantiation in it, and
+    /// a round trip to the guests' own threads (spawning an empty task
+    /// there and awaiting it).
+    pub async fn start_costs(
         &self,
         pre: &InstancePre<GuestState<H>>,
         run: GuestRun<H>,
         limits: GuestLimits,
-    ) -> wasmtime::Result<Duration> {
+    ) -> wasmtime::Result<StartCosts> {
+        let started = Instant::now();
         let mut prepared = self
             .store(run, limits)
             .map_err(|(why, _)| wasmtime::Error::msg(why))?;
+        let store = started.elapsed();
         let started = Instant::now();
         pre.instantiate_async(&mut prepared.store).await?;
-        Ok(started.elapsed())
+        let instantiate = started.elapsed();
+        let started = Instant::now();
+        let _ = self.threads.spawn(async {}).await;
+        let hop = started.elapsed();
+        Ok(StartCosts {
+            store,
+            instantiate,
+            hop,
+        })
     }
 
     /// Runs the guest's `_start` once, in a fresh store with `limits`, on
@@ -338,6 +350,14 @@ impl<H: Send + 'static> GuestRuntime<H> {
             host: Some(store.into_data().host),
         }
     }
+}
+
+/// Where a guest start's time goes; see [`GuestRuntime::start_costs`].
+#[derive(Debug, Clone, Copy)]
+pub struct StartCosts {
+    pub store: Duration,
+    pub instantiate: Duration,
+    pub hop: Duration,
 }
 
 /// A store ready to run, with the pipes its output goes to.
