@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use spearlet::policy::{set_param, SessionPolicy, TaskPolicy};
+use spearlet::tool_policy::{set_param, SessionPolicy, TaskPolicy};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

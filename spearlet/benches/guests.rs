@@ -18,8 +18,8 @@ use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::invoke::{RunContext, RunLimits};
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
-use spearlet::policy::TaskPolicy;
 use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::TaskPolicy;
 use spearlet::tools::Router;
 
 const EMPTY: &str = r#"(module (memory (export "memory") 1) (func (export "_start")))"#;

@@ -18,8 +18,8 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::ServiceExt;
 use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::Connections;
-use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::Router;
 
 fn everything() -> String {

@@ -15,16 +15,21 @@
 //! [`env_refs`] resolves `${NAME}` references from the node's environment;
 //! [`http_client`] is the one outbound HTTP client.
 //!
-//! **Deciding what a session may use.** [`policy`] holds the three layers
-//! (server, task, session) and `explain`; [`node_policy`] what the operator
-//! lets tasks and servers take from this node (dirs, env, modules, models);
-//! [`tools`] names tools for a model and routes its calls back.
+//! **Deciding what a session may use.** [`tool_policy`] decides which
+//! servers and tools a session sees (three layers: server, task, session);
+//! [`node_policy`] decides what the operator lets tasks and servers take
+//! from this node (dirs, env, egress, modules, models); [`tools`] applies
+//! the first to build a request's tools, routes the model's calls back, and
+//! explains each verdict (`tools::explain`).
 //!
-//! **Running guests.** [`invoke`] is the gRPC Invocation service (grants,
-//! limits, module fetch, run slots); [`wasm`] runs a guest in wasmtime with
-//! its CPU, memory and wall-clock limits; [`cchat`] is the host API the
-//! guest calls, its sessions, the tool loop and the run's budget; [`llm`]
-//! speaks to model providers.
+//! **Running guests.** [`invoke`] is the gRPC Invocation service (where a
+//! task comes from, grants, limits, run slots, module loading) and puts the
+//! runtime and the host API together; [`wasm`] runs a guest in wasmtime
+//! with its CPU, memory and wall-clock limits, generic over its host
+//! state; [`cchat`] is the host API the guest calls, its sessions, the
+//! tool loop and the run's budget; [`llm`] speaks to model providers.
+//! [`sms_link`] is the node's one link to SMS, which sync, heartbeats,
+//! task fetches, tokens and revocations share.
 //!
 //! [`node`] builds every subsystem and shuts them down in order; [`cli`]
 //! parses the command line (`main.rs` only calls it); [`config`] is the
@@ -46,11 +51,11 @@ pub mod mcp;
 pub mod node;
 pub mod node_policy;
 pub mod persist;
-pub mod policy;
 pub mod registry;
 pub mod revocations;
 pub mod sms_link;
 pub mod sms_tokens;
 pub mod sync;
+pub mod tool_policy;
 pub mod tools;
 pub mod wasm;

@@ -20,7 +20,7 @@ const LAYERS: &[&str] = &[
     "mcp",
     "sms_tokens",
     "connections",
-    "policy",
+    "tool_policy",
     "tools",
     "wasm",
     "config",

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::{Connections, ServerState};
-use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::offered_name;
 use spearlet::tools::Router;
 

@@ -19,7 +19,7 @@ use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::invoke::{ChatRuntime, RunContext, RunLimits, RunOutcome};
 use spearlet::llm::{Backends, LlmSection};
-use spearlet::policy::TaskPolicy;
+use spearlet::tool_policy::TaskPolicy;
 use spearlet::tools::{offered_name, Router};
 use spearlet::wasm::GuestLimits;
 

@@ -14,7 +14,7 @@ use spearlet::cchat::Models;
 use spearlet::connections::Connections;
 use spearlet::invoke::{ChatRuntime, RunContext, RunLimits};
 use spearlet::llm::{OpenAiBackend, OpenAiConfig};
-use spearlet::policy::TaskPolicy;
+use spearlet::tool_policy::TaskPolicy;
 use spearlet::tools::offered_name;
 use spearlet::tools::{Router, ToolRef};
 use spearlet::wasm::GuestLimits;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use spearlet::cchat::Models;
 use spearlet::invoke::{RunContext, RunLimits, RunOutcome};
-use spearlet::policy::TaskPolicy;
+use spearlet::tool_policy::TaskPolicy;
 use spearlet::tools::offered_name;
 use spearlet::wasm::GuestLimits;
 

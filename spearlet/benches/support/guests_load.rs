@@ -15,8 +15,8 @@ use spearlet::llm::{
     ChatMessage, ChatRequest, LlmBackend, LlmError, OpenAiBackend, OpenAiConfig, Reply, Role,
     ToolCall, Usage,
 };
-use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::offered_name;
 use spearlet::tools::Router;
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use spear_guest::request::{Param, RequestParams, ResponseFormat, ToolChoice};
 
-use crate::policy::ParamError;
+use crate::tool_policy::ParamError;
 
 /// The run's own limits, which a session's loop limits may only narrow.
 #[derive(Debug, Clone, Copy)]

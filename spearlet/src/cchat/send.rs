@@ -19,7 +19,7 @@ use super::history;
 use super::sessions::{CallError, Session, Sessions};
 use super::tool_loop::{run_send, LoopOutcome, SendMode, SendSetup};
 use super::{BudgetKind, CallTrace, LoopError, LoopLimits, RunBudget};
-use crate::policy::TaskPolicy;
+use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
 
 /// Host bytes charged per entry of the run's tool-call trace.

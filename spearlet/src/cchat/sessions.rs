@@ -29,7 +29,7 @@ use super::models::{Chosen, ModelRefused, Models};
 use super::request_params::{self, Ceilings};
 use super::{BudgetError, BudgetKind, BudgetLimits, CallTrace, RunBudget, Strike};
 use crate::llm::ChatMessage;
-use crate::policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
+use crate::tool_policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolSet};
 use crate::wasm::StopReason;
 

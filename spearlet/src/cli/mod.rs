@@ -297,12 +297,12 @@ async fn task_config(
     sms: &[String],
     tls: &TlsArgs,
     join: spear_identity::JoinToken,
-) -> Result<crate::policy::TaskPolicy> {
+) -> Result<crate::tool_policy::TaskPolicy> {
     let path = std::path::Path::new(task);
     if path.is_file() || task.contains('/') || task.ends_with(".json") {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read task config {}", path.display()))?;
-        return crate::policy::parse_task_config(&text)
+        return crate::tool_policy::parse_task_config(&text)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()));
     }
     let Some(addr) = sms.first() else {
@@ -323,12 +323,12 @@ async fn task_config(
         .await
         .map_err(|s| anyhow::anyhow!("{}", s.message()))?
         .into_inner();
-    crate::policy::parse_task_config(&spec.config_json)
+    crate::tool_policy::parse_task_config(&spec.config_json)
         .map_err(|e| anyhow::anyhow!("task {task}: {e}"))
 }
 
 async fn explain(
-    task: &crate::policy::TaskPolicy,
+    task: &crate::tool_policy::TaskPolicy,
     set: &[String],
     state_dir: &std::path::Path,
     no_connect: bool,

@@ -42,8 +42,8 @@ use source::TaskSource;
 use crate::cchat::Models;
 use crate::llm::{BackendError, Backends};
 use crate::node_policy::{ModuleSource, PolicyCell};
-use crate::policy::TaskPolicy;
 use crate::sms_link::SmsLink;
+use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
 use crate::wasm::LoadError;
 

@@ -10,7 +10,7 @@ use wasmtime::InstancePre;
 
 use super::limits::RunLimits;
 use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
-use crate::policy::TaskPolicy;
+use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
 use crate::wasm::{Granted, GuestRun, GuestRuntime, StartCosts};
 

@@ -7,8 +7,10 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use crate::connections::Connections;
-use crate::policy::{server_verdict, set_param, tool_verdict, SessionPolicy, TaskPolicy, Verdict};
 use crate::registry::RegistryView;
+use crate::tool_policy::{
+    server_verdict, set_param, tool_verdict, SessionPolicy, TaskPolicy, Verdict,
+};
 
 /// One server's verdict, with its tools' when they could be listed.
 #[derive(Debug, Clone)]
@@ -83,7 +85,7 @@ pub async fn explain(
                             tool.clone(),
                             Verdict {
                                 offered: false,
-                                layer: crate::policy::Layer::Health,
+                                layer: crate::tool_policy::Layer::Health,
                                 rule: format!("quarantined: {why}"),
                             },
                         ));

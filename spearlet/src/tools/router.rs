@@ -12,8 +12,8 @@ use tracing::{debug, info_span, Instrument};
 
 use super::{OfferedTools, ResolveError, ToolRef};
 use crate::connections::Connections;
-use crate::policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 use crate::registry::RegistryHandle;
+use crate::tool_policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 
 /// One tool as offered to the model.
 #[derive(Debug, Clone)]

@@ -15,8 +15,8 @@ use spearlet::connections::Connections;
 use spearlet::llm::{
     AnthropicBackend, AnthropicConfig, ChatMessage, LlmBackend, OpenAiBackend, OpenAiConfig, Role,
 };
-use spearlet::policy::{SessionPolicy, TaskPolicy};
 use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::Router;
 
 pub struct Fixture {

@@ -60,7 +60,7 @@ use super::guest_tools::{GuestCallbacks, GuestStopped, GuestTools, NoCallbacks};
 use crate::llm::{
     ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Unsupported, Usage,
 };
-use crate::policy::{SessionPolicy, TaskPolicy};
+use crate::tool_policy::{SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolRef, ToolSet};
 
 /// Bounds on one `cchat_send`.
