@@ -112,8 +112,8 @@ pub struct InvokerDeps {
 }
 
 /// Runs tasks; see the module docs. Composed of where tasks come from
-/// ([`TaskSource`]), how runs are admitted ([`Admission`]) and how
-/// modules are loaded ([`ModuleLoader`]).
+/// (`source.rs`), how runs are admitted (`admission.rs`) and how
+/// modules are loaded (`loader.rs`).
 pub struct Invoker {
     node_id: String,
     router: Router,
