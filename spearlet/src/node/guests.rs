@@ -14,7 +14,8 @@ use super::{NodeConfig, NodeError};
 use crate::connections::Connections;
 use crate::heartbeat::Advert;
 use crate::invoke::{
-    service::InvocationService, FetchLimits, Invoker, InvokerDeps, LimitPolicy, ModuleStore,
+    service::InvocationService, ChatRuntime, FetchLimits, Invoker, InvokerDeps, LimitPolicy,
+    ModuleStore,
 };
 use crate::llm::Backends;
 use crate::node_policy::PolicyCell;
@@ -48,53 +49,36 @@ pub struct Guests {
 }
 
 /// Builds the runtime and invoker, binds the Invocation service and starts
-/// serving it until `shutdown`.
+/// serving it on the guests' own threads until `shutdown`: a run it starts
+/// is already where guests run, so no start pays a hop between threads.
 pub async fn build(
     deps: GuestsDeps<'_>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Guests, NodeError> {
+    let runtime = Arc::new(
+        crate::invoke::runtime(
+            Some(deps.config.state_dir.join("compiled")),
+            deps.config.file.guests.threads,
+        )
+        .map_err(|e| NodeError::Runtime(format!("{e:#}")))?,
+    );
+    let guest_threads = runtime
+        .guest_handle()
+        .ok_or_else(|| NodeError::Runtime("the guest threads are gone".into()))?;
+    let invoker = invoker(&deps, runtime)?;
     let GuestsDeps {
         config,
         listen,
-        node_id,
-        registry,
-        connections,
-        policy,
-        sms,
         revoked,
+        ..
     } = deps;
-    let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
-        std::env::var(name).ok()
-    })?);
-    let guests = &config.file.guests;
-    let compiled = Some(config.state_dir.join("compiled"));
-    let runtime = crate::invoke::runtime(compiled, guests.threads)
-        .map_err(|e| NodeError::Runtime(format!("{e:#}")))?;
-    let fetch = FetchLimits {
-        max_bytes: guests.max_module_mb << 20,
-        timeout: Duration::from_millis(guests.fetch_timeout_ms),
-    };
-    let modules = ModuleStore::new(config.state_dir.join("modules"), policy.clone(), fetch)
-        .map_err(NodeError::Modules)?;
-    let invoker = Arc::new(Invoker::new(InvokerDeps {
-        node_id: node_id.to_string(),
-        runtime: Arc::new(runtime),
-        router: Router::new(connections.clone(), registry.clone()),
-        backends,
-        modules,
-        policy: policy.clone(),
-        limits: LimitPolicy::new(guests.limits.clone()),
-        sms: sms.clone(),
-        max_running: guests.max_running,
-        compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
-    }));
     let listen_error = |cause| NodeError::Listen {
         addr: listen,
         cause,
     };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(listen_error)?;
+    // Bound here, served there: the guests' runtime takes the socket up.
+    let listener = std::net::TcpListener::bind(listen).map_err(listen_error)?;
+    listener.set_nonblocking(true).map_err(listen_error)?;
     let bound = listener.local_addr().map_err(listen_error)?;
     if !bound.ip().is_loopback() && config.tls.is_none() {
         if !config.insecure {
@@ -112,17 +96,21 @@ pub async fn build(
         None if bound.ip().is_unspecified() => return Err(NodeError::Advertise(bound)),
         None => bound.to_string(),
     };
-    let server = tokio::spawn(crate::invoke::service::serve(
-        listener,
-        config.tls.clone(),
-        InvocationService::new(
-            Arc::clone(&invoker),
-            config.tls.is_some(),
-            config.join_token.clone(),
-            revoked.clone(),
-        ),
-        shutdown,
-    ));
+    let service = InvocationService::new(
+        Arc::clone(&invoker),
+        config.tls.is_some(),
+        config.join_token.clone(),
+        revoked.clone(),
+    );
+    let tls = config.tls.clone();
+    let server = guest_threads.spawn(async move {
+        match tokio::net::TcpListener::from_std(listener) {
+            Ok(listener) => crate::invoke::service::serve(listener, tls, service, shutdown).await,
+            Err(error) => {
+                tracing::error!(%error, "the invocation service cannot take up its socket")
+            }
+        }
+    });
     let advert = Advert {
         invoke_addr: advertised,
         runs: invoker.stats(),
@@ -134,4 +122,31 @@ pub async fn build(
         advert,
         server,
     })
+}
+
+/// The invoker: backends, module store, limits and policy, over `runtime`.
+fn invoker(deps: &GuestsDeps<'_>, runtime: Arc<ChatRuntime>) -> Result<Arc<Invoker>, NodeError> {
+    let config = deps.config;
+    let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
+        std::env::var(name).ok()
+    })?);
+    let guests = &config.file.guests;
+    let fetch = FetchLimits {
+        max_bytes: guests.max_module_mb << 20,
+        timeout: Duration::from_millis(guests.fetch_timeout_ms),
+    };
+    let modules = ModuleStore::new(config.state_dir.join("modules"), deps.policy.clone(), fetch)
+        .map_err(NodeError::Modules)?;
+    Ok(Arc::new(Invoker::new(InvokerDeps {
+        node_id: deps.node_id.to_string(),
+        runtime,
+        router: Router::new(deps.connections.clone(), deps.registry.clone()),
+        backends,
+        modules,
+        policy: deps.policy.clone(),
+        limits: LimitPolicy::new(guests.limits.clone()),
+        sms: deps.sms.clone(),
+        max_running: guests.max_running,
+        compile_timeout: Duration::from_millis(guests.compile_timeout_ms),
+    })))
 }

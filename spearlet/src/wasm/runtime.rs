@@ -173,6 +173,12 @@ impl<H: Send + 'static> GuestRuntime<H> {
         })
     }
 
+    /// The guests' own runtime, to serve what should run beside them: a
+    /// run started from its threads pays no hop to another thread.
+    pub fn guest_handle(&self) -> Option<tokio::runtime::Handle> {
+        self.threads.handle()
+    }
+
     /// The linked module with this sha256, when this runtime has loaded it.
     pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState<H>>> {
         self.modules.lock().get(digest)

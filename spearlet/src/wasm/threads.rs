@@ -7,9 +7,18 @@
 //! answers its probes and keeps its heartbeats. Dropping a [`RunHandle`]
 //! (a cancelled invocation) aborts the run at its next yield, which the
 //! epoch callback forces at least every tick.
+//!
+//! A run started from one of these threads (the node serves its Invocation
+//! service here) runs where it is, in the caller's task: the hop to another
+//! thread, which costs more than the whole start of a cached guest, is only
+//! paid by callers on the node's own threads.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(test)]
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::runtime::Runtime;
@@ -22,20 +31,41 @@ const GUEST_NICE: i32 = 10;
 /// The guests' runtime.
 pub struct GuestThreads {
     runtime: Option<Runtime>,
+    /// Which runtime this is, as its threads know it.
+    id: u64,
+}
+
+/// Numbers each guest runtime of the process.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The guest runtime this thread belongs to (0: none).
+    static GUEST_RUNTIME: Cell<u64> = const { Cell::new(0) };
 }
 
 impl GuestThreads {
     /// `threads` workers (at least one).
     pub fn new(threads: usize) -> std::io::Result<Self> {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
             .thread_name("spear-guest")
-            .on_thread_start(lower_priority)
+            .on_thread_start(move || {
+                GUEST_RUNTIME.with(|runtime| runtime.set(id));
+                lower_priority();
+            })
             .enable_all()
             .build()?;
         Ok(Self {
             runtime: Some(runtime),
+            id,
         })
+    }
+
+    /// The guests' runtime, to serve what should run beside the guests
+    /// (the Invocation service); `None` only while being dropped.
+    pub fn handle(&self) -> Option<tokio::runtime::Handle> {
+        self.runtime.as_ref().map(|r| r.handle().clone())
     }
 
     /// Runs `future` on a guest thread, inside the caller's span (the
@@ -47,12 +77,15 @@ impl GuestThreads {
     {
         use tracing::Instrument;
         let future = future.instrument(tracing::Span::current());
+        if GUEST_RUNTIME.with(Cell::get) == self.id {
+            return RunHandle(Run::Here(Box::pin(future)));
+        }
         let handle = match &self.runtime {
             Some(runtime) => runtime.spawn(future),
             // Only while being dropped; never seen by a caller.
             None => tokio::spawn(future),
         };
-        RunHandle(handle)
+        RunHandle(Run::Spawned(handle))
     }
 }
 
@@ -78,19 +111,75 @@ fn lower_priority() {
     }
 }
 
-/// A spawned run: awaiting it gives its output; dropping it aborts the run.
-pub struct RunHandle<T>(JoinHandle<T>);
+/// A run: awaiting it gives its output; dropping it aborts the run.
+pub struct RunHandle<T>(Run<T>);
+
+enum Run<T> {
+    /// On a guest thread, as a task of its own.
+    Spawned(JoinHandle<T>),
+    /// Already on a guest thread: polled in the caller's task.
+    Here(Pin<Box<dyn Future<Output = T> + Send>>),
+}
 
 impl<T> Future for RunHandle<T> {
     type Output = Result<T, tokio::task::JoinError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
+        match &mut self.0 {
+            Run::Spawned(handle) => Pin::new(handle).poll(cx),
+            Run::Here(future) => future.as_mut().poll(cx).map(Ok),
+        }
     }
 }
 
 impl<T> Drop for RunHandle<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        // A run here ends with its future, dropped with this handle.
+        if let Run::Spawned(handle) = &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread_name() -> String {
+        std::thread::current().name().unwrap_or("").to_string()
+    }
+
+    #[tokio::test]
+    async fn a_run_goes_to_the_guest_threads_unless_it_is_already_there() {
+        let threads = Arc::new(GuestThreads::new(1).unwrap());
+        let from_outside = threads.spawn(async { thread_name() }).await.unwrap();
+        assert_eq!(from_outside, "spear-guest");
+
+        let inner = Arc::clone(&threads);
+        let handle = threads.handle().unwrap();
+        let (caller, run) = handle
+            .spawn(async move {
+                let caller = std::thread::current().id();
+                let run = inner.spawn(async { std::thread::current().id() }).await;
+                (caller, run.unwrap())
+            })
+            .await
+            .unwrap();
+        assert_eq!(caller, run, "a run started on a guest thread stays there");
+
+        // Another guest runtime's thread is not one of this one's.
+        let other = GuestThreads::new(1).unwrap();
+        let inner = Arc::clone(&threads);
+        let (caller, run) = other
+            .handle()
+            .unwrap()
+            .spawn(async move {
+                let caller = std::thread::current().id();
+                let run = inner.spawn(async { std::thread::current().id() }).await;
+                (caller, run.unwrap())
+            })
+            .await
+            .unwrap();
+        assert_ne!(caller, run, "a run from another runtime's thread hops");
     }
 }
