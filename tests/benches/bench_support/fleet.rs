@@ -193,12 +193,22 @@ pub async fn run() {
     );
     while arrivals.try_recv().is_ok() {}
 
-    // 1, continued: one change to every node.
-    let many = propagate(&mut admin_client, &mut arrivals, NODES).await;
-    println!("one change, {NODES} streams:       {many}");
-
-    // 3. Heartbeats: SMS's CPU idle, then with every node beating.
+    // 3, baseline: SMS's CPU with every stream open and idle.
     let idle = cpu_share(pid, CPU_WINDOW).await;
+
+    // 1, continued: one change to every node, and what it cost SMS beyond
+    // its idle work.
+    let (ticks, started) = (cpu_ticks(pid), Instant::now());
+    let many = propagate(&mut admin_client, &mut arrivals, NODES).await;
+    let spent = (cpu_ticks(pid) - ticks) as f64 / clock_ticks_per_second();
+    let for_changes = spent - idle * started.elapsed().as_secs_f64();
+    println!("one change, {NODES} streams:       {many}");
+    println!(
+        "SMS CPU per change to {NODES} streams, beyond its idle work: {:.1} ms",
+        for_changes * 1000.0 / CHANGES as f64
+    );
+
+    // 3. Heartbeats: SMS's CPU with every node beating.
     fleet.beating.store(true, Ordering::Relaxed);
     tokio::time::sleep(HEARTBEAT_EVERY).await;
     let beating = cpu_share(pid, CPU_WINDOW).await;
@@ -289,9 +299,12 @@ async fn cpu_share(pid: u32, window: Duration) -> f64 {
     let start = cpu_ticks(pid);
     tokio::time::sleep(window).await;
     let ticks = cpu_ticks(pid) - start;
+    ticks as f64 / clock_ticks_per_second() / window.as_secs_f64()
+}
+
+fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks as f64 / hz / window.as_secs_f64()
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }
 
 /// utime + stime of `pid`, in clock ticks.
@@ -322,19 +335,23 @@ async fn admin_client(sms: &str, admin: &spear_tests::certs::TlsSet) -> AdminCli
     AdminClient::new(channel)
 }
 
+/// SERVERS servers in files of 1,000 (a file may be 1 MiB).
 fn write_servers(dir: &std::path::Path) {
-    let servers: serde_json::Map<String, serde_json::Value> = (0..SERVERS)
-        .map(|i| {
-            let server = serde_json::json!({
-                "command": "npx",
-                "args": ["-y", "@modelcontextprotocol/server-everything"],
-                "description": format!("server {i} of the fleet benchmark"),
-            });
-            (format!("s{i:05}"), server)
-        })
-        .collect();
-    let body = serde_json::json!({ "mcpServers": servers }).to_string();
-    std::fs::write(dir.join("servers.json"), body).unwrap_or_else(|e| panic!("{e}"));
+    for file in 0..SERVERS / 1000 {
+        let servers: serde_json::Map<String, serde_json::Value> = (file * 1000..(file + 1) * 1000)
+            .map(|i| {
+                let server = serde_json::json!({
+                    "command": "npx",
+                    "args": ["-y", "@modelcontextprotocol/server-everything"],
+                    "description": format!("server {i} of the fleet benchmark"),
+                });
+                (format!("s{i:05}"), server)
+            })
+            .collect();
+        let body = serde_json::json!({ "mcpServers": servers }).to_string();
+        let path = dir.join(format!("servers-{file:02}.json"));
+        std::fs::write(path, body).unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 /// Waits until SMS holds every server; its position then.
