@@ -7,17 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 # The cached target dir is shared by every clone that runs this; keep it
-# bounded: no incremental state per clone path, and test and bench
-# executables unused for two days go (cargo relinks them when needed).
+# bounded: no incremental state per clone path, no test or bench
+# executables of earlier runs (each clone links its own under a hash of its
+# path, and the old ones filled the disk: cargo links them again when
+# needed), and no build of this workspace's own crates from a clone of
+# more than a day ago (a new clone builds its own). Dependencies stay.
 export CARGO_INCREMENTAL=0
 if [ -d "$CARGO_TARGET_DIR" ]; then
-  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -mtime +2 -delete 2>/dev/null || true
-  # Each clone and each way of calling cargo links test executables under
-  # a hash of its own; only the newest of each name is run again (the old
-  # ones filled the disk).
-  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -printf '%T@ %p\n' 2>/dev/null \
-    | sort -rn | awk '{ name = $2; sub(/-[0-9a-f]+$/, "", name); if (seen[name]++) print $2 }' \
-    | xargs -r rm -f || true
+  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f -executable ! -name '*.so' -delete 2>/dev/null || true
+  find "$CARGO_TARGET_DIR"/*/deps -maxdepth 1 -type f \( -name 'libspear*' -o -name 'spear*' \) -mtime +1 -delete 2>/dev/null || true
   rm -rf "$CARGO_TARGET_DIR"/*/incremental
 fi
 scripts/setup.sh
