@@ -38,7 +38,7 @@ pub fn run(dir: &Path) -> i32 {
                     .iter()
                     .map(|f| match &f.outcome {
                         FileOutcome::Servers(s) => s.len(),
-                        FileOutcome::Invalid(_) => 0,
+                        FileOutcome::Invalid(_) | FileOutcome::Unchanged => 0,
                     })
                     .sum();
                 println!("ok: {} files, {servers} servers", scan.files.len());

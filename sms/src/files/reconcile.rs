@@ -14,7 +14,7 @@ use spear_proto::v1::{source, ServerRecord, ServerSpec, Source};
 use tracing::{info, warn};
 
 use super::problems::FileProblems;
-use crate::registry::{scan_dir, FileOutcome, Problem};
+use crate::registry::{scan_dir_since, FileOutcome, Problem};
 use crate::sealed::Sealer;
 use crate::store::{Change, Revision};
 use crate::watch::{Hub, ServersView};
@@ -72,7 +72,11 @@ impl Reconciler {
 
     /// Scans the directory once and applies what changed.
     pub async fn reconcile(&mut self) {
-        let scan = match scan_dir(&self.dir) {
+        let (applied, problems) = (&self.applied, &self.problems);
+        let known = |name: &str, digest: &[u8; 32]| {
+            applied.get(name) == Some(digest) && !problems.has(name)
+        };
+        let scan = match scan_dir_since(&self.dir, &known) {
             Ok(scan) => scan,
             Err(error) => {
                 warn!(dir = %self.dir.display(), %error, "cannot read the MCP server directory; keeping the registry as it is");
@@ -93,6 +97,7 @@ impl Reconciler {
                 continue;
             }
             match file.outcome {
+                FileOutcome::Unchanged => continue,
                 FileOutcome::Invalid(problems) => self.reject(&file.name, problems),
                 FileOutcome::Servers(mut specs) => {
                     let sealed: Vec<Problem> = specs

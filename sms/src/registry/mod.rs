@@ -17,6 +17,8 @@ mod tests;
 pub use ids::{check_server_id, IdError, MAX_ID_LEN};
 pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
 pub use problem::Problem;
-pub use scan::{scan_dir, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped};
+pub use scan::{
+    scan_dir, scan_dir_since, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped,
+};
 pub use spear_proto::patterns::{check_pattern, glob_match};
 pub use spear_proto::refs::check_references;

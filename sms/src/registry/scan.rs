@@ -15,6 +15,10 @@ use super::problem::Problem;
 pub enum FileOutcome {
     Servers(Vec<ServerSpec>),
     Invalid(Vec<Problem>),
+    /// The same bytes as a scan the caller already applied: not parsed
+    /// again (a periodic rescan of 10,000 servers would otherwise parse
+    /// and check them all every time).
+    Unchanged,
 }
 
 /// One `*.json` file of the directory.
@@ -46,6 +50,15 @@ pub struct DirScan {
 /// editor temporaries are skipped; a symlink counts only if it resolves to a
 /// regular file inside the directory. Fails only if `dir` cannot be listed.
 pub fn scan_dir(dir: &Path) -> std::io::Result<DirScan> {
+    scan_dir_since(dir, &|_: &str, _: &[u8; 32]| false)
+}
+
+/// [`scan_dir`], leaving [`FileOutcome::Unchanged`] the files `known`
+/// says the caller holds with that digest already.
+pub fn scan_dir_since(
+    dir: &Path,
+    known: &dyn Fn(&str, &[u8; 32]) -> bool,
+) -> std::io::Result<DirScan> {
     let root = dir.canonicalize()?;
     let mut names: Vec<String> = Vec::new();
     let mut scan = DirScan::default();
@@ -66,7 +79,7 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<DirScan> {
     }
     names.sort();
     for name in names {
-        match read_file(&root, &dir.join(&name), &name) {
+        match read_file(&root, &dir.join(&name), &name, known) {
             Entry::File(outcome, digest) => scan.files.push(ScannedFile {
                 name,
                 outcome,
@@ -83,7 +96,12 @@ enum Entry {
     Skip(String),
 }
 
-fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
+fn read_file(
+    root: &Path,
+    path: &Path,
+    name: &str,
+    known: &dyn Fn(&str, &[u8; 32]) -> bool,
+) -> Entry {
     let invalid = |message: String| {
         let digest: [u8; 32] = Sha256::digest(message.as_bytes()).into();
         Entry::File(
@@ -136,6 +154,9 @@ fn read_file(root: &Path, path: &Path, name: &str) -> Entry {
         return invalid(format!("cannot read the file: {e}"));
     }
     let digest: [u8; 32] = Sha256::digest(&bytes).into();
+    if known(name, &digest) {
+        return Entry::File(FileOutcome::Unchanged, digest);
+    }
     let outcome = match parse_file(name, &bytes) {
         Ok(specs) => FileOutcome::Servers(specs),
         Err(problems) => FileOutcome::Invalid(problems),
@@ -151,6 +172,8 @@ pub fn validate_dir(dir: &Path) -> std::io::Result<(DirScan, Vec<Problem>)> {
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
     for file in &scan.files {
         match &file.outcome {
+            // A whole scan never leaves a file unparsed.
+            FileOutcome::Unchanged => {}
             FileOutcome::Invalid(list) => problems.extend(list.iter().cloned()),
             FileOutcome::Servers(specs) => {
                 for spec in specs {

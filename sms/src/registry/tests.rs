@@ -322,6 +322,28 @@ mod dir {
     }
 
     #[test]
+    fn a_rescan_parses_only_what_changed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("a.json"), r#"{"id": "a", "command": "c"}"#).unwrap();
+        fs::write(dir.path().join("b.json"), r#"{"id": "b", "command": "c"}"#).unwrap();
+        let first = scan_dir(dir.path()).unwrap();
+        let held: std::collections::HashMap<String, [u8; 32]> = first
+            .files
+            .iter()
+            .map(|f| (f.name.clone(), f.digest))
+            .collect();
+        fs::write(dir.path().join("b.json"), r#"{"id": "b", "command": "d"}"#).unwrap();
+        let known = |name: &str, digest: &[u8; 32]| held.get(name) == Some(digest);
+        let again = scan_dir_since(dir.path(), &known).unwrap();
+        assert_eq!(again.files[0].outcome, FileOutcome::Unchanged);
+        assert!(
+            matches!(&again.files[1].outcome, FileOutcome::Servers(s) if s[0].command == "d"),
+            "a changed file is read again: {:?}",
+            again.files[1].outcome
+        );
+    }
+
+    #[test]
     fn oversized_files_are_rejected_unread() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("big.json"), vec![b' '; MAX_FILE_BYTES + 10]).unwrap();
