@@ -20,7 +20,7 @@ use wasmtime::{Caller, Extern, TypedFunc};
 
 use super::guest_tools::{GuestCallbacks, GuestResult, GuestStopped, GuestTool, MAX_RESULT_BYTES};
 use super::host_api::ChatState;
-use super::sessions::ChatStop;
+use super::limits::ChatStop;
 use crate::wasm::describe;
 
 type Alloc = TypedFunc<u32, u32>;

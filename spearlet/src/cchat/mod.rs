@@ -14,7 +14,8 @@
 //! - `tool_loop.rs`: one send against the model, the automatic tool-call
 //!   loop included, as a state machine (`ask.rs`, `calls.rs` its branches);
 //! - [`budget`]: what the whole run may cost, drawn on by every session and
-//!   every send.
+//!   every send; `limits.rs`: the run's chat limits and why cchat stops a
+//!   run.
 
 pub mod budget;
 mod call_tool;
@@ -22,6 +23,7 @@ mod dispatch;
 mod guest_tools;
 mod history;
 mod host_api;
+mod limits;
 mod models;
 pub mod request_params;
 mod send;
@@ -33,9 +35,10 @@ pub use guest_tools::{
     GuestCallbacks, GuestResult, GuestStopped, GuestTool, GuestTools, NoCallbacks,
 };
 pub use host_api::{add_to_linker, ChatHost, ChatState};
+pub use limits::{ChatLimits, ChatStop};
 pub use models::{Chosen, ModelRefused, Models};
 pub use send::SendJob;
-pub use sessions::{CallError, ChatLimits, ChatStop, SessionDeps, Sessions};
+pub use sessions::{CallError, SessionDeps, Sessions};
 pub use tool_loop::{
     run_send, run_tool_loop, CallTrace, LoopError, LoopLimits, LoopOutcome, SendMode, SendSetup,
 };

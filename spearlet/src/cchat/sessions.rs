@@ -25,9 +25,10 @@ use spear_guest::request::{Param, RequestParams};
 
 use super::guest_tools::{GuestToolError, GuestTools};
 use super::history::{self, HistoryError};
+use super::limits::{ChatLimits, ChatStop};
 use super::models::{Chosen, ModelRefused, Models};
 use super::request_params::{self, Ceilings};
-use super::{BudgetError, BudgetKind, BudgetLimits, CallTrace, RunBudget, Strike};
+use super::{BudgetError, BudgetKind, CallTrace, RunBudget, Strike};
 use crate::llm::ChatMessage;
 use crate::tool_policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
 use crate::tools::{Router, ToolSet};
@@ -49,53 +50,6 @@ pub enum CallError {
     /// The run is over with the guest's own error (a trap, a limit or an
     /// exit inside a guest tool callback), unwound as it is.
     Unwind(wasmtime::Error),
-}
-
-/// Why the cchat API ends a run, in the sentence the caller reads.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ChatStop {
-    #[error("the guest was stopped: {0}, and it kept asking after being refused")]
-    Budget(BudgetError),
-    /// A guest tool callback trapped, hit a limit or broke the dispatcher
-    /// contract; `why` is what ended it.
-    #[error("guest tool '{tool}' ended the run: {why}")]
-    GuestTool { tool: String, why: String },
-}
-
-impl ChatStop {
-    /// The runtime's stop, carrying this sentence.
-    pub fn into_stop(self) -> StopReason {
-        StopReason::Host(self.to_string())
-    }
-}
-
-/// What one run's chat may use, beyond its wall clock: sessions, the
-/// auto loop's defaults and the run's budgets.
-#[derive(Debug, Clone, Copy)]
-pub struct ChatLimits {
-    pub max_sessions: usize,
-    /// Per `cchat_send`.
-    pub max_iterations: u32,
-    /// Per `cchat_send`.
-    pub max_total_tool_calls: u32,
-    /// The run's budgets over every session and send.
-    pub budget: BudgetLimits,
-}
-
-impl Default for ChatLimits {
-    fn default() -> Self {
-        ChatLimits {
-            max_sessions: 64,
-            max_iterations: 8,
-            max_total_tool_calls: 32,
-            budget: BudgetLimits {
-                host_memory_bytes: 16 << 20,
-                model_requests: 64,
-                tokens: 1_000_000,
-                tool_calls: 256,
-            },
-        }
-    }
 }
 
 impl CallError {
