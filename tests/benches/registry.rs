@@ -33,13 +33,7 @@ fn main() {
     }
     if want("propagation-tls") {
         // The clients on CPU 1; SMS pins itself to CPU 0.
-        let clients = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .on_thread_start(|| pin_to(1))
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-        clients.block_on(propagation::run_tls());
+        on_cpu_1().block_on(propagation::run_tls());
     }
     if want("snapshot") {
         runtime.block_on(snapshot::run());
@@ -58,12 +52,16 @@ fn main() {
     }
     if want("fleet") {
         // The bench nodes on CPU 1; the fleet pins SMS to CPU 0.
-        let nodes = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .on_thread_start(|| pin_to(1))
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("tokio runtime: {e}"));
-        nodes.block_on(fleet::run());
+        on_cpu_1().block_on(fleet::run());
     }
+}
+
+/// A runtime of one worker on CPU 1, for the side that loads SMS.
+fn on_cpu_1() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .on_thread_start(|| pin_to(1))
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
 }

@@ -149,37 +149,32 @@ mod tests {
         std::thread::current().name().unwrap_or("").to_string()
     }
 
+    /// The thread a task on `from`'s threads runs on, and the one a run it
+    /// starts on `threads` runs on.
+    async fn started_from(
+        from: &GuestThreads,
+        threads: Arc<GuestThreads>,
+    ) -> (std::thread::ThreadId, std::thread::ThreadId) {
+        let task = async move {
+            let caller = std::thread::current().id();
+            let run = threads.spawn(async { std::thread::current().id() }).await;
+            (caller, run.unwrap())
+        };
+        from.handle().unwrap().spawn(task).await.unwrap()
+    }
+
     #[tokio::test]
     async fn a_run_goes_to_the_guest_threads_unless_it_is_already_there() {
         let threads = Arc::new(GuestThreads::new(1).unwrap());
         let from_outside = threads.spawn(async { thread_name() }).await.unwrap();
         assert_eq!(from_outside, "spear-guest");
 
-        let inner = Arc::clone(&threads);
-        let handle = threads.handle().unwrap();
-        let (caller, run) = handle
-            .spawn(async move {
-                let caller = std::thread::current().id();
-                let run = inner.spawn(async { std::thread::current().id() }).await;
-                (caller, run.unwrap())
-            })
-            .await
-            .unwrap();
+        let (caller, run) = started_from(&threads, Arc::clone(&threads)).await;
         assert_eq!(caller, run, "a run started on a guest thread stays there");
 
         // Another guest runtime's thread is not one of this one's.
         let other = GuestThreads::new(1).unwrap();
-        let inner = Arc::clone(&threads);
-        let (caller, run) = other
-            .handle()
-            .unwrap()
-            .spawn(async move {
-                let caller = std::thread::current().id();
-                let run = inner.spawn(async { std::thread::current().id() }).await;
-                (caller, run.unwrap())
-            })
-            .await
-            .unwrap();
+        let (caller, run) = started_from(&other, Arc::clone(&threads)).await;
         assert_ne!(caller, run, "a run from another runtime's thread hops");
     }
 }
