@@ -37,6 +37,8 @@ pub struct NodeView {
     pub insecure: bool,
     /// Certificates SMS revoked: refused here too.
     pub revoked: spear_identity::DenyList,
+    /// The SMS the node follows, shown in `/status`.
+    pub sms: crate::sms_link::SmsLink,
 }
 
 impl NodeView {
@@ -60,7 +62,7 @@ impl NodeView {
             "epoch": view.epoch,
             "revision": view.revision,
             "servers": view.servers.len(),
-            "sms": status.sms,
+            "sms": self.sms.current(),
             "sms_revision": status.sms_revision,
             "last_error": status.last_error,
             "invoke_addr": self.advert.invoke_addr,

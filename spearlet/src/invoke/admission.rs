@@ -40,10 +40,10 @@ impl Admission {
 
     /// Refuses a run at once while the node drains.
     pub fn open(&self) -> Result<(), InvokeError> {
-        match self.stats.is_draining() {
-            true => Err(InvokeError::Draining),
-            false => Ok(()),
+        if self.stats.is_draining() {
+            return Err(InvokeError::Draining);
         }
+        Ok(())
     }
 
     /// Waits for a slot; see the module docs.

@@ -62,9 +62,7 @@ pub async fn build(
         )
         .map_err(|e| NodeError::Runtime(format!("{e:#}")))?,
     );
-    let guest_threads = runtime
-        .guest_handle()
-        .ok_or_else(|| NodeError::Runtime("the guest threads are gone".into()))?;
+    let guest_threads = runtime.guest_handle();
     let invoker = invoker(&deps, runtime)?;
     let GuestsDeps {
         config,
@@ -76,7 +74,6 @@ pub async fn build(
         addr: listen,
         cause,
     };
-    // Bound here, served there: the guests' runtime takes the socket up.
     let listener = std::net::TcpListener::bind(listen).map_err(listen_error)?;
     listener.set_nonblocking(true).map_err(listen_error)?;
     let bound = listener.local_addr().map_err(listen_error)?;
@@ -102,15 +99,13 @@ pub async fn build(
         config.join_token.clone(),
         revoked.clone(),
     );
-    let tls = config.tls.clone();
-    let server = guest_threads.spawn(async move {
-        match tokio::net::TcpListener::from_std(listener) {
-            Ok(listener) => crate::invoke::service::serve(listener, tls, service, shutdown).await,
-            Err(error) => {
-                tracing::error!(%error, "the invocation service cannot take up its socket")
-            }
-        }
-    });
+    // Registered with the guests' runtime, which serves it.
+    let listener = {
+        let _on_guest_threads = guest_threads.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
+    };
+    let serve = crate::invoke::service::serve(listener, config.tls.clone(), service, shutdown);
+    let server = guest_threads.spawn(serve);
     let advert = Advert {
         invoke_addr: advertised,
         runs: invoker.stats(),

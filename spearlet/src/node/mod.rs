@@ -188,6 +188,7 @@ impl Node {
             connections: connections.clone(),
             advert: advert.clone(),
             stale_after: config.stale_after,
+            sms: sms.clone(),
         };
         let http = match config.http_listen {
             Some(addr) => Some(

@@ -166,9 +166,9 @@ impl Syncer {
             }
         };
         info!(sms = %addr, epoch, revision, "watching the registry");
-        // Every client of the node follows this SMS now, on this connection.
+        // Every client of the node follows this SMS now, on this connection
+        // (and `/status` shows it).
         link.follow(addr, channel);
-        self.status.status.lock().sms = Some(addr.to_string());
         let mut applier = Applier::default();
         loop {
             let message = tokio::select! {

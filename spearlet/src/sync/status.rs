@@ -12,8 +12,6 @@ use spear_proto::v1::SyncState;
 #[derive(Debug, Clone)]
 pub struct SyncStatus {
     pub state: SyncState,
-    /// The SMS address of the current (or last) stream.
-    pub sms: Option<String>,
     /// The last connection or stream error, for operators.
     pub last_error: Option<String>,
     /// SMS's revision from its last progress message.
@@ -26,7 +24,6 @@ impl Default for SyncStatus {
     fn default() -> Self {
         Self {
             state: SyncState::Connecting,
-            sms: None,
             last_error: None,
             sms_revision: 0,
             since: Instant::now(),

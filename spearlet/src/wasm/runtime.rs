@@ -175,7 +175,7 @@ impl<H: Send + 'static> GuestRuntime<H> {
 
     /// The guests' own runtime, to serve what should run beside them: a
     /// run started from its threads pays no hop to another thread.
-    pub fn guest_handle(&self) -> Option<tokio::runtime::Handle> {
+    pub fn guest_handle(&self) -> tokio::runtime::Handle {
         self.threads.handle()
     }
 

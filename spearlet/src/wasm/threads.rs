@@ -30,7 +30,9 @@ const GUEST_NICE: i32 = 10;
 
 /// The guests' runtime.
 pub struct GuestThreads {
+    /// Taken only when dropped, to shut it down without blocking.
     runtime: Option<Runtime>,
+    handle: tokio::runtime::Handle,
     /// Which runtime this is, as its threads know it.
     id: u64,
 }
@@ -57,15 +59,16 @@ impl GuestThreads {
             .enable_all()
             .build()?;
         Ok(Self {
+            handle: runtime.handle().clone(),
             runtime: Some(runtime),
             id,
         })
     }
 
     /// The guests' runtime, to serve what should run beside the guests
-    /// (the Invocation service); `None` only while being dropped.
-    pub fn handle(&self) -> Option<tokio::runtime::Handle> {
-        self.runtime.as_ref().map(|r| r.handle().clone())
+    /// (the Invocation service).
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.handle.clone()
     }
 
     /// Runs `future` on a guest thread, inside the caller's span (the
@@ -80,12 +83,7 @@ impl GuestThreads {
         if GUEST_RUNTIME.with(Cell::get) == self.id {
             return RunHandle(Run::Here(Box::pin(future)));
         }
-        let handle = match &self.runtime {
-            Some(runtime) => runtime.spawn(future),
-            // Only while being dropped; never seen by a caller.
-            None => tokio::spawn(future),
-        };
-        RunHandle(Run::Spawned(handle))
+        RunHandle(Run::Spawned(self.handle.spawn(future)))
     }
 }
 
@@ -160,7 +158,7 @@ mod tests {
             let run = threads.spawn(async { std::thread::current().id() }).await;
             (caller, run.unwrap())
         };
-        from.handle().unwrap().spawn(task).await.unwrap()
+        from.handle().spawn(task).await.unwrap()
     }
 
     #[tokio::test]

@@ -66,8 +66,8 @@ impl ToolLoop<'_, '_> {
             }
         }
         for call in refused {
-            self.keep(call, Answer::error(format!("not executed: {refusal}")))
-                .ok();
+            // A short note, not charged: its size is bounded.
+            self.answer(call, Answer::error(format!("not executed: {refusal}")));
         }
         self.calls_made += run.len() as u32;
         match (out_of_memory, refused.is_empty()) {
@@ -102,35 +102,35 @@ impl ToolLoop<'_, '_> {
         })
     }
 
-    /// Answers `call` in the history and the trace. A result the run's
-    /// memory budget cannot hold is answered with a short note instead
-    /// (charged past the budget: its size is bounded), and the loop ends.
-    fn keep(&mut self, call: &ToolCall, answer: Answer) -> Result<(), LoopError> {
-        let Answer {
-            mut text,
-            mut is_error,
-            executed,
-            guest_tool,
-            duration,
-        } = answer;
+    /// Charges `answer` to the run's memory budget and answers `call`
+    /// with it. A result the budget cannot hold is answered with a short
+    /// note instead (charged past the budget: its size is bounded), and
+    /// the loop ends.
+    fn keep(&mut self, call: &ToolCall, mut answer: Answer) -> Result<(), LoopError> {
         let message = ChatMessage::tool(&call.id, String::new());
-        let mut kept = Ok(());
-        if let Err(full) = self.budget.charge_memory(message.footprint() + text.len()) {
-            text = format!("result not kept: {full}");
-            is_error = true;
-            kept = Err(full.into());
+        let charged = self
+            .budget
+            .charge_memory(message.footprint() + answer.text.len());
+        if let Err(full) = &charged {
+            answer.text = format!("result not kept: {full}");
+            answer.is_error = true;
         }
+        self.answer(call, answer);
+        charged.map_err(LoopError::from)
+    }
+
+    /// Answers `call` in the history and the trace.
+    fn answer(&mut self, call: &ToolCall, answer: Answer) {
         self.outcome.trace.push(CallTrace {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
-            executed,
-            guest_tool,
-            is_error,
-            duration,
-            bytes: text.len(),
+            executed: answer.executed,
+            guest_tool: answer.guest_tool,
+            is_error: answer.is_error,
+            duration: answer.duration,
+            bytes: answer.text.len(),
         });
-        self.messages.push(ChatMessage::tool(&call.id, text));
-        kept
+        self.messages.push(ChatMessage::tool(&call.id, answer.text));
     }
 }
 
