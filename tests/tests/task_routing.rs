@@ -219,8 +219,8 @@ fn with_sms_replicas_on_etcd_any_replica_routes_to_a_node_of_another() {
         "{run}"
     );
 
-    // Once the node is gone its record expires with its lease (15 s TTL),
-    // and B says there is no node rather than waiting on a dead one.
+    // Once the node is gone A removes its record (no heartbeat within the
+    // 15 s TTL), and B says there is no node rather than waiting on a dead one.
     let mut node = c.node;
     node.proc.kill();
     eventually(

@@ -3,18 +3,26 @@
 //! another one.
 //!
 //! A node that accepts invocations is written to `<prefix>/nodes/<node id>`
-//! under an etcd lease of [`NODE_TTL`], one lease per node: each heartbeat
-//! keeps it alive, and the record is rewritten only when it changes. The
-//! record disappears by itself when the node stops heartbeating (or its SMS
-//! goes away), with no clock compared across machines.
+//! under **this replica's** etcd lease of [`NODE_TTL`]. A heartbeat costs
+//! etcd nothing unless the node's record changed: the replica keeps its one
+//! lease alive on a timer, and deletes the record of a node it has not
+//! heard from within [`NODE_TTL`] (only while the record is still its own:
+//! a node that moved to another replica keeps that replica's record). When
+//! the replica itself goes away, its lease expires and every record it
+//! wrote goes with it; no clock is compared across machines.
+//!
+//! One lease per node, kept alive on every heartbeat, cost each heartbeat
+//! an etcd keep-alive stream of its own: at 10,000 nodes, 2,000 a second.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
-use etcd_client::{Client, GetOptions, PutOptions};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use spear_proto::v1::{HeartbeatRequest, SyncState};
+use tracing::warn;
 
 use super::{Invocable, NODE_TTL};
 
@@ -31,48 +39,9 @@ struct Record {
     draining: bool,
 }
 
-/// The shared directory of invocable nodes.
-pub struct SharedNodes {
-    client: Client,
-    prefix: String,
-    /// Each published node's lease and the record written under it.
-    leases: Mutex<HashMap<String, Lease>>,
-}
-
-#[derive(Clone)]
-struct Lease {
-    id: i64,
-    record: Vec<u8>,
-    kept: Instant,
-}
-
-/// Leases remembered before the ones of long-gone nodes are dropped.
-const SWEEP_ABOVE: usize = 10_000;
-
-impl SharedNodes {
-    /// Shares the registry store's etcd connection.
-    pub fn new(client: Client, prefix: &str) -> Self {
-        Self {
-            client,
-            prefix: format!("{}/nodes/", prefix.trim_end_matches('/')),
-            leases: Mutex::default(),
-        }
-    }
-
-    /// Refreshes `lease`; false when etcd says it has expired.
-    async fn keep_alive(&self, lease: i64) -> Result<bool, etcd_client::Error> {
-        let mut client = self.client.clone();
-        let (mut keeper, mut responses) = client.lease_keep_alive(lease).await?;
-        keeper.keep_alive().await?;
-        Ok(responses.message().await?.is_some_and(|r| r.ttl() > 0))
-    }
-
-    /// Publishes a heartbeat of a node that accepts invocations.
-    pub async fn publish(&self, report: &HeartbeatRequest) -> Result<(), etcd_client::Error> {
-        if report.invoke_addr.is_empty() {
-            return Ok(());
-        }
-        let record = Record {
+impl Record {
+    fn of(report: &HeartbeatRequest) -> Record {
+        Record {
             node_id: report.node_id.clone(),
             invoke_addr: report.invoke_addr.clone(),
             synced: report.sync_state == SyncState::Synced as i32,
@@ -84,48 +53,163 @@ impl SharedNodes {
                 .filter(|p| p.failed)
                 .map(|p| p.server_id.clone())
                 .collect(),
-        };
-        let value = serde_json::to_vec(&record).unwrap_or_default();
-        let key = format!("{}{}", self.prefix, report.node_id);
-        let mut client = self.client.clone();
-        let known = self.leases.lock().get(&report.node_id).cloned();
-        let lease = match known {
-            Some(lease) if self.keep_alive(lease.id).await? => {
-                if lease.record == value {
-                    self.remember(&report.node_id, lease.id, value);
+        }
+    }
+}
+
+/// The shared directory of invocable nodes.
+pub struct SharedNodes {
+    client: Client,
+    prefix: String,
+    state: Mutex<State>,
+    /// One grant at a time: heartbeats arriving before the lease exists
+    /// wait for it rather than each granting their own.
+    granting: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    /// This replica's lease; `None` until granted, and again once etcd
+    /// says it expired (every record under it went with it).
+    lease: Option<i64>,
+    /// What this replica wrote for each node, under which lease, and when
+    /// it last heard from the node.
+    written: HashMap<String, Written>,
+}
+
+struct Written {
+    record: Vec<u8>,
+    lease: i64,
+    heard: Instant,
+}
+
+/// How often the lease is kept alive and silent nodes' records removed:
+/// three times within the lease's life.
+const KEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(NODE_TTL.as_secs() / 3);
+
+impl SharedNodes {
+    /// Shares the registry store's etcd connection. Keeps this replica's
+    /// lease alive, and removes silent nodes' records, for as long as the
+    /// returned directory is held.
+    pub fn start(client: Client, prefix: &str) -> Arc<SharedNodes> {
+        let shared = Arc::new(Self {
+            client,
+            prefix: format!("{}/nodes/", prefix.trim_end_matches('/')),
+            state: Mutex::default(),
+            granting: tokio::sync::Mutex::new(()),
+        });
+        tokio::spawn(keep(Arc::downgrade(&shared)));
+        shared
+    }
+
+    /// Publishes a heartbeat of a node that accepts invocations: written
+    /// to etcd only when the node's record changed (or this replica's
+    /// lease did).
+    pub async fn publish(&self, report: &HeartbeatRequest) -> Result<(), etcd_client::Error> {
+        if report.invoke_addr.is_empty() {
+            return Ok(());
+        }
+        let value = serde_json::to_vec(&Record::of(report)).unwrap_or_default();
+        let now = Instant::now();
+        {
+            let mut state = self.state.lock();
+            let lease = state.lease;
+            if let Some(written) = state.written.get_mut(&report.node_id) {
+                written.heard = now;
+                if written.record == value && Some(written.lease) == lease {
                     return Ok(());
                 }
-                lease.id
             }
-            _ => client
-                .lease_grant(NODE_TTL.as_secs() as i64, None)
-                .await?
-                .id(),
+        }
+        let key = format!("{}{}", self.prefix, report.node_id);
+        let lease = self.lease().await?;
+        let lease = match self.put(&key, &value, lease).await {
+            Err(etcd_client::Error::GRpcStatus(status)) if status.code() == tonic::Code::NotFound => {
+                // The lease expired while etcd was out of reach: every
+                // record under it is gone, so take a new one.
+                self.expired(lease);
+                let lease = self.lease().await?;
+                self.put(&key, &value, lease).await?;
+                lease
+            }
+            Err(error) => return Err(error),
+            Ok(()) => lease,
         };
-        client
-            .put(
-                key,
-                value.clone(),
-                Some(PutOptions::new().with_lease(lease)),
-            )
-            .await?;
-        self.remember(&report.node_id, lease, value);
+        self.state.lock().written.insert(
+            report.node_id.clone(),
+            Written {
+                record: value,
+                lease,
+                heard: now,
+            },
+        );
         Ok(())
     }
 
-    fn remember(&self, node_id: &str, id: i64, record: Vec<u8>) {
+    async fn put(&self, key: &str, value: &[u8], lease: i64) -> Result<(), etcd_client::Error> {
+        let options = PutOptions::new().with_lease(lease);
+        self.client.clone().put(key, value, Some(options)).await?;
+        Ok(())
+    }
+
+    /// This replica's lease, granted on first use.
+    async fn lease(&self) -> Result<i64, etcd_client::Error> {
+        if let Some(lease) = self.state.lock().lease {
+            return Ok(lease);
+        }
+        let _one = self.granting.lock().await;
+        if let Some(lease) = self.state.lock().lease {
+            return Ok(lease);
+        }
+        let ttl = NODE_TTL.as_secs() as i64;
+        let lease = self.client.clone().lease_grant(ttl, None).await?.id();
+        self.state.lock().lease = Some(lease);
+        Ok(lease)
+    }
+
+    /// Forgets `lease` after etcd said it no longer exists.
+    fn expired(&self, lease: i64) {
+        let mut state = self.state.lock();
+        if state.lease == Some(lease) {
+            state.lease = None;
+        }
+    }
+
+    /// Keeps the lease alive and removes the records of nodes this replica
+    /// has not heard from within [`NODE_TTL`].
+    async fn keep_once(&self) {
+        let Some(lease) = self.state.lock().lease else {
+            return;
+        };
+        match self.client.clone().lease_keep_alive(lease).await {
+            Ok(_) => {}
+            Err(etcd_client::Error::LeaseKeepAliveError(_)) => self.expired(lease),
+            Err(error) => warn!(%error, "cannot keep this SMS's node records alive in etcd"),
+        }
         let now = Instant::now();
-        let mut leases = self.leases.lock();
-        leases.insert(
-            node_id.to_string(),
-            Lease {
-                id,
-                record,
-                kept: now,
-            },
-        );
-        if leases.len() > SWEEP_ABOVE {
-            leases.retain(|_, l| now.duration_since(l.kept) < NODE_TTL);
+        let silent: Vec<(String, i64)> = {
+            let mut state = self.state.lock();
+            let silent = state
+                .written
+                .iter()
+                .filter(|(_, w)| now.duration_since(w.heard) >= NODE_TTL)
+                .map(|(id, w)| (id.clone(), w.lease))
+                .collect::<Vec<_>>();
+            for (id, _) in &silent {
+                state.written.remove(id);
+            }
+            silent
+        };
+        for (node_id, lease) in silent {
+            // Only while the record is still ours: a node that moved to
+            // another replica has that replica's record under the key.
+            let key = format!("{}{}", self.prefix, node_id);
+            let txn = Txn::new()
+                .when([Compare::lease(key.clone(), CompareOp::Equal, lease)])
+                .and_then([TxnOp::delete(key, None)]);
+            if let Err(error) = self.client.clone().txn(txn).await {
+                warn!(%node_id, %error, "cannot remove a silent node's record from etcd; its lease will");
+            }
         }
     }
 
@@ -148,5 +232,19 @@ impl SharedNodes {
                 failed_servers: r.failed_servers,
             })
             .collect())
+    }
+}
+
+/// The keeper: runs [`SharedNodes::keep_once`] every [`KEEP_EVERY`] until
+/// the directory is dropped.
+async fn keep(shared: Weak<SharedNodes>) {
+    let mut every = tokio::time::interval(KEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        match shared.upgrade() {
+            Some(shared) => shared.keep_once().await,
+            None => return,
+        }
     }
 }

@@ -37,7 +37,7 @@ impl Stores {
                 let client = store.client();
                 Stores {
                     tasks: Arc::new(EtcdTaskStore::new(client.clone(), &etcd.prefix)),
-                    shared_nodes: Some(Arc::new(SharedNodes::new(client.clone(), &etcd.prefix))),
+                    shared_nodes: Some(SharedNodes::start(client.clone(), &etcd.prefix)),
                     vault: Arc::new(EtcdVault::new(client.clone(), &etcd.prefix)),
                     revoked: Arc::new(EtcdRevocations::new(client, &etcd.prefix)),
                     registry: Arc::new(store),

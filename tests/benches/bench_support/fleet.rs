@@ -124,6 +124,9 @@ async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
             let request = HeartbeatRequest {
                 node_id: format!("bench-{k}"),
                 version: "bench".into(),
+                // As a real node's: an invocable node is shared with the
+                // other replicas through etcd.
+                invoke_addr: format!("{}:7000", address_of(k)),
                 applied_epoch: fleet.positions[k].0.load(Ordering::Relaxed),
                 applied_revision: fleet.positions[k].1.load(Ordering::Relaxed),
                 ..Default::default()
