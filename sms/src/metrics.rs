@@ -140,6 +140,11 @@ impl Metrics {
             "Full reloads of the registry from the store.",
             load(&stats.reloads),
         )?;
+        m.counter(
+            "sms_mcp_dir_scans",
+            "Whole scans of the MCP server directory (after a change, and periodically).",
+            self.problems.scans(),
+        )?;
         m.gauge(
             "sms_file_errors",
             "Files in the MCP directory currently rejected.",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use spear_tests::fixtures::{stdio_server as server, write_file};
-use spear_tests::history::{converged, Applied};
+use spear_tests::history::{converged, sms_registry, Applied};
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::wait::eventually;
 
@@ -446,4 +446,46 @@ fn secrets_never_reach_logs_status_or_views() {
 
 fn outputs_mention_redaction(view: &Value) -> bool {
     view.to_string().contains("API_TOKEN") && view.to_string().contains("<redacted>")
+}
+
+/// Whole scans of the directory SMS has made.
+fn scans(sms: &SmsProc) -> f64 {
+    spear_tests::http::metric(&sms.metrics, "sms_mcp_dir_scans_total")
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn reading_the_directory_does_not_count_as_changing_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a", "b", "c"] {
+        write_file(dir.path(), &format!("{name}.json"), &server(name, name));
+    }
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(dir.path().into()),
+        ..Default::default()
+    });
+    eventually("the directory to be loaded", SOON, || match scans(&sms) {
+        n if n >= 1.0 => Ok(()),
+        n => Err(format!("{n} scans")),
+    });
+    // Each scan reads every file. Were those reads taken for changes,
+    // each scan would start the next one, 20 a second; an untouched
+    // directory is rescanned only every 10 s.
+    let first = scans(&sms);
+    std::thread::sleep(Duration::from_secs(3));
+    let after = scans(&sms);
+    assert!(
+        after <= first + 1.0,
+        "SMS scanned an untouched directory {} times in 3 s",
+        after - first
+    );
+    // A real change still is one.
+    write_file(dir.path(), "d.json", &server("d", "d"));
+    eventually("the new file's server", SOON, || {
+        let (_, _, servers) = sms_registry(&sms.grpc)?;
+        match servers.iter().any(|(id, _)| id == "d") {
+            true => Ok(()),
+            false => Err(format!("{servers:?}")),
+        }
+    });
 }

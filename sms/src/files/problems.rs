@@ -2,6 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::RwLock;
 use spear_proto::v1::FileProblem;
 
@@ -13,6 +15,9 @@ use crate::registry::Problem;
 #[derive(Debug, Default)]
 pub struct FileProblems {
     inner: RwLock<Inner>,
+    /// Whole scans of the directory so far (`sms_mcp_dir_scans`): a
+    /// directory nobody touches is scanned once per rescan period.
+    scans: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -50,6 +55,16 @@ impl FileProblems {
             .write()
             .by_file
             .retain(|file, _| present.contains(file));
+    }
+
+    /// Counts one whole scan of the directory.
+    pub fn scanned(&self) {
+        self.scans.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whole scans of the directory so far.
+    pub fn scans(&self) -> u64 {
+        self.scans.load(Ordering::Relaxed)
     }
 
     /// Notes that the directory has been loaded whole (SMS's readiness);

@@ -76,6 +76,7 @@ impl Reconciler {
         let known = |name: &str, digest: &[u8; 32]| {
             applied.get(name) == Some(digest) && !problems.has(name)
         };
+        self.problems.scanned();
         let scan = match scan_dir_since(&self.dir, &known) {
             Ok(scan) => scan,
             Err(error) => {

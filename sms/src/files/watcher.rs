@@ -11,7 +11,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -24,6 +25,17 @@ const SETTLE: Duration = Duration::from_millis(50);
 /// Rescan this often even without events.
 const RESCAN_EVERY: Duration = Duration::from_secs(10);
 
+/// Whether an event can mean the directory changed. Reading a file (open,
+/// read, close without writing) cannot; and the rescan reads every file,
+/// so counting reads would make each rescan start the next one.
+fn may_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 /// Applies the directory now, then keeps applying its changes until the
 /// returned task is aborted. Fails only if the directory cannot be watched.
 pub fn watch_dir(
@@ -33,8 +45,10 @@ pub fn watch_dir(
 ) -> Result<JoinHandle<()>, notify::Error> {
     let (tx, mut rx) = mpsc::channel::<()>(1);
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Err(error) = &event {
-            warn!(%error, "directory watch error; a rescan will pick up changes");
+        match &event {
+            Err(error) => warn!(%error, "directory watch error; a rescan will pick up changes"),
+            Ok(event) if !may_change(&event.kind) => return,
+            Ok(_) => {}
         }
         // A full channel already means "rescan"; nothing more to say.
         let _ = tx.try_send(());
@@ -68,4 +82,37 @@ pub fn watch_dir(
             reconciler.reconcile().await;
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, RenameMode};
+    use notify::EventKind;
+
+    use super::may_change;
+
+    #[test]
+    fn reading_a_file_is_no_change_and_everything_else_may_be() {
+        let reads = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Any),
+        ];
+        for kind in reads {
+            assert!(!may_change(&kind), "{kind:?}");
+        }
+        let changes = [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Any,
+            EventKind::Other,
+        ];
+        for kind in changes {
+            assert!(may_change(&kind), "{kind:?}");
+        }
+    }
 }
