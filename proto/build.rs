@@ -19,6 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let descriptors = protox::compile(protos, ["proto"])?;
     tonic_prost_build::configure()
         .bytes(".")
+        .codec_path("crate::codec::LeanCodec")
         .compile_fds(descriptors)?;
 
     let shared = tonic_build::manual::Service::builder()
@@ -30,7 +31,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .route_name("ListServers")
                 .input_type("crate::v1::ListServersRequest")
                 .output_type("crate::v1::ListServersResponse")
-                .codec_path("tonic_prost::ProstCodec")
+                .codec_path("crate::codec::LeanCodec")
                 .build(),
         )
         .method(

@@ -76,6 +76,12 @@ impl Encoder for FrameEncoder {
         dst.put_slice(&item.0);
         Ok(())
     }
+
+    /// Small, as every Spear codec's: the buffer lives as long as the
+    /// stream, and SMS holds one stream per node.
+    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
+        crate::codec::buffer_settings()
+    }
 }
 
 /// Decodes a `WatchRequest`.
@@ -90,6 +96,10 @@ impl Decoder for RequestDecoder {
         WatchRequest::decode(src)
             .map(Some)
             .map_err(|e| Status::invalid_argument(format!("malformed WatchRequest: {e}")))
+    }
+
+    fn buffer_settings(&self) -> tonic::codec::BufferSettings {
+        crate::codec::buffer_settings()
     }
 }
 

@@ -4,6 +4,7 @@
 //! pre-encoded watch frames.
 #![forbid(unsafe_code)]
 
+pub mod codec;
 pub mod defaults;
 pub mod frame;
 pub mod labels;

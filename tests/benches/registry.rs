@@ -6,7 +6,8 @@
 //! Scenarios: `propagation`, `propagation-etcd`, `propagation-tls`,
 //! `memory`, `memory-tls`, `snapshot`, `reconnect`, `reconnect-tls`, and
 //! `fleet` (10,000 TLS nodes: propagation, memory, heartbeat cost and
-//! reconnect at once); no argument runs them all.
+//! reconnect at once) and `fleet-replicas` (the same against three SMS
+//! replicas on a three-member etcd); no argument runs them all.
 
 mod bench_support;
 
@@ -52,7 +53,10 @@ fn main() {
     }
     if want("fleet") {
         // The bench nodes on CPU 1; the fleet pins SMS to CPU 0.
-        on_cpu_1().block_on(fleet::run());
+        on_cpu_1().block_on(fleet::run(1));
+    }
+    if want("fleet-replicas") {
+        on_cpu_1().block_on(fleet::run(3));
     }
 }
 

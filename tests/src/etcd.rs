@@ -245,6 +245,58 @@ impl EtcdCluster {
     }
 }
 
+/// A plaintext etcd cluster of `members` members on loopback ports, for
+/// benchmarks that need a real quorum but no network namespaces.
+pub struct LocalEtcdCluster {
+    _members: Vec<crate::procs::Proc>,
+    /// `http://127.0.0.1:PORT` of each member.
+    pub endpoints: Vec<String>,
+    _data: tempfile::TempDir,
+}
+
+impl LocalEtcdCluster {
+    pub fn start(members: usize) -> LocalEtcdCluster {
+        let data = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let ports: Vec<(u16, u16)> = (0..members).map(|_| (free_port(), free_port())).collect();
+        let peer = |i: usize| format!("http://127.0.0.1:{}", ports[i].1);
+        let initial: Vec<String> = (0..members).map(|i| format!("m{i}={}", peer(i))).collect();
+        let endpoints: Vec<String> = ports
+            .iter()
+            .map(|(client, _)| format!("http://127.0.0.1:{client}"))
+            .collect();
+        let mut running = Vec::new();
+        for (i, client) in endpoints.iter().enumerate() {
+            let name = format!("m{i}");
+            let mut cmd = Command::new(etcd_binary());
+            cmd.arg(format!("--name={name}"))
+                .arg(format!("--data-dir={}", data.path().join(&name).display()))
+                .arg(format!("--listen-client-urls={client}"))
+                .arg(format!("--advertise-client-urls={client}"))
+                .arg(format!("--listen-peer-urls={}", peer(i)))
+                .arg(format!("--initial-advertise-peer-urls={}", peer(i)))
+                .arg(format!("--initial-cluster={}", initial.join(",")))
+                .arg("--initial-cluster-state=new")
+                .arg("--initial-cluster-token=spear-bench")
+                .arg("--max-txn-ops=16384")
+                .arg("--max-request-bytes=33554432")
+                .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
+            let log = data.path().join(format!("{name}.log"));
+            running.push(crate::procs::Proc::spawn(&format!("etcd {name}"), cmd, log));
+        }
+        let cluster = LocalEtcdCluster {
+            _members: running,
+            endpoints,
+            _data: data,
+        };
+        crate::wait::eventually(
+            "the etcd cluster to be healthy",
+            Duration::from_secs(60),
+            || etcdctl(&cluster.endpoints.join(","), None, &["endpoint", "health"]),
+        );
+        cluster
+    }
+}
+
 /// Runs etcdctl against `endpoints`, with `tls`'s CA and certificate.
 fn etcdctl(endpoints: &str, tls: Option<&TlsSet>, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new("etcdctl");

@@ -1,5 +1,9 @@
 //! Ten times the fleet: 10,000 nodes against the real `sms` binary over
-//! mutual TLS, with 10,000 servers registered, on a one-member etcd.
+//! mutual TLS, with 10,000 servers registered: one SMS on a one-member
+//! etcd (`fleet`), or three replicas on a three-member etcd sharing the
+//! nodes evenly (`fleet-replicas`). On this two-core machine the three
+//! replicas share CPU 0: their figures show what replication costs, not
+//! the speed-up three machines would give.
 //!
 //! Each bench node is what a node is to SMS: its own certificate
 //! (`bench-K`), its own loopback address (127.1.x.y, so SMS's per-source
@@ -16,8 +20,9 @@
 //!    streams opened);
 //! 3. SMS's CPU for heartbeats at the default interval (baseline: the
 //!    same streams, idle, for as long);
-//! 4. the time until every node has its stream back after SMS restarts
-//!    (full TLS handshakes; the history is in etcd, so they resume).
+//! 4. the time until every node has its stream back after SMS (replica 0)
+//!    restarts (full TLS handshakes; the history is in etcd, so they
+//!    resume).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,7 +36,7 @@ use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{HeartbeatRequest, UpsertServerRequest, WatchRequest};
-use spear_tests::etcd::EtcdServer;
+use spear_tests::etcd::{EtcdServer, LocalEtcdCluster};
 use spear_tests::history::sms_registry_async_as;
 use spear_tests::procs::{SmsOptions, SmsProc};
 use tokio::sync::mpsc;
@@ -50,7 +55,8 @@ const CPU_WINDOW: Duration = Duration::from_secs(20);
 
 /// What every bench node shares with the measuring task.
 struct Fleet {
-    sms: String,
+    /// Each replica's address; node `k` follows replica `k % len`.
+    sms: Vec<String>,
     certs: BenchCerts,
     /// Where each node's stream stands.
     positions: Vec<(AtomicU64, AtomicU64)>,
@@ -83,7 +89,7 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
         fleet.positions[k].1.load(Ordering::Relaxed),
     );
     loop {
-        if let Some(channel) = connect(&fleet.sms, fleet.certs.node(k), address_of(k)).await {
+        if let Some(channel) = connect(&fleet.sms[k % fleet.sms.len()], fleet.certs.node(k), address_of(k)).await {
             let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
             let request = WatchRequest {
                 node_id: format!("bench-{k}"),
@@ -137,27 +143,96 @@ async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
     }
 }
 
-pub async fn run() {
-    println!("\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, real sms binary on etcd");
-    let etcd = EtcdServer::start();
-    let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    write_servers(mcp.path());
+/// The SMS side: one SMS on a one-member etcd, or `replicas` SMS on a
+/// three-member etcd, each pinned to CPU 0. Replica 0 reads the MCP dir;
+/// the others serve the registry they follow in etcd.
+struct Plane {
+    replicas: Vec<SmsProc>,
+    _etcd_one: Option<EtcdServer>,
+    _etcd_three: Option<LocalEtcdCluster>,
+    _mcp: tempfile::TempDir,
+}
+
+impl Plane {
+    fn start(replicas: usize, certs: &BenchCerts) -> Plane {
+        let (one, three, endpoints) = match replicas {
+            1 => {
+                let etcd = EtcdServer::start();
+                let endpoint = etcd.endpoint();
+                (Some(etcd), None, endpoint)
+            }
+            _ => {
+                let etcd = LocalEtcdCluster::start(3);
+                let endpoints = etcd.endpoints.join(",");
+                (None, Some(etcd), endpoints)
+            }
+        };
+        let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        write_servers(mcp.path());
+        let replicas = (0..replicas)
+            .map(|i| {
+                let sms = SmsProc::start(SmsOptions {
+                    mcp_dir: (i == 0).then(|| mcp.path().to_path_buf()),
+                    etcd: Some(endpoints.clone()),
+                    tls: Some(certs.sms.clone()),
+                    client_tls: Some(certs.admin.clone()),
+                    ..Default::default()
+                });
+                pin_process(sms.proc.pid().unwrap_or(0), 0);
+                sms
+            })
+            .collect();
+        Plane {
+            replicas,
+            _etcd_one: one,
+            _etcd_three: three,
+            _mcp: mcp,
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.replicas
+            .iter()
+            .map(|sms| sms.proc.pid().unwrap_or(0))
+            .collect()
+    }
+
+    fn rss_kib(&self) -> u64 {
+        self.pids().into_iter().map(rss_kib).sum()
+    }
+
+    fn cpu_ticks(&self) -> u64 {
+        self.pids().into_iter().map(cpu_ticks).sum()
+    }
+
+    /// SMS's share of one core over `window`, all replicas together.
+    async fn cpu_share(&self, window: Duration) -> f64 {
+        let start = self.cpu_ticks();
+        tokio::time::sleep(window).await;
+        let ticks = self.cpu_ticks() - start;
+        ticks as f64 / clock_ticks_per_second() / window.as_secs_f64()
+    }
+}
+
+/// Runs the fleet against one SMS (`replicas` 1) or several on a
+/// three-member etcd, the nodes spread over them evenly.
+pub async fn run(replicas: usize) {
+    let plane_name = match replicas {
+        1 => "one sms binary on a one-member etcd".to_string(),
+        n => format!("{n} sms replicas on a three-member etcd, all on CPU 0"),
+    };
+    println!("\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, {plane_name}");
     let certs = tokio::task::block_in_place(|| BenchCerts::new(NODES));
     let admin = certs.admin.clone();
-    let options = SmsOptions {
-        mcp_dir: Some(mcp.path().to_path_buf()),
-        etcd: Some(etcd.endpoint()),
-        tls: Some(certs.sms.clone()),
-        client_tls: Some(admin.clone()),
-        ..Default::default()
-    };
-    let sms = tokio::task::block_in_place(|| SmsProc::start(options));
-    let pid = sms.proc.pid().unwrap_or(0);
-    pin_process(pid, 0);
-    let (epoch, revision) = wait_servers(&sms.grpc, &admin).await;
+    let plane = tokio::task::block_in_place(|| Plane::start(replicas, &certs));
+    let mut position = (0, 0);
+    for sms in &plane.replicas {
+        position = wait_servers(&sms.grpc, &admin).await;
+    }
+    let (epoch, revision) = position;
     let (tx, mut arrivals) = mpsc::unbounded_channel();
     let fleet = Arc::new(Fleet {
-        sms: sms.grpc.clone(),
+        sms: plane.replicas.iter().map(|sms| sms.grpc.clone()).collect(),
         certs,
         positions: (0..NODES)
             .map(|_| (AtomicU64::new(epoch), AtomicU64::new(revision)))
@@ -166,11 +241,12 @@ pub async fn run() {
         beating: AtomicBool::new(false),
         arrivals: tx,
     });
-    let mut admin_client = admin_client(&sms.grpc, &admin).await;
+    let mut admin_client = admin_client(&plane.replicas[0].grpc, &admin).await;
+    let everyone: Vec<usize> = (0..NODES).collect();
 
     // 1. Propagation, baseline: one node.
     let one = tokio::spawn(node(Arc::clone(&fleet), 0));
-    wait_watches(&fleet, 1, 1).await;
+    wait_watches(&fleet, &[0], 1).await;
     let baseline = propagate(&mut admin_client, &mut arrivals, 1).await;
     println!("one change, 1 stream (baseline):  {baseline}");
     one.abort();
@@ -178,19 +254,19 @@ pub async fn run() {
 
     // 2. Memory: every node's stream open, idle.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = rss_kib(pid);
+    let before = plane.rss_kib();
     let opened = Instant::now();
     let mut nodes: Vec<_> = (1..NODES)
         .map(|k| tokio::spawn(node(Arc::clone(&fleet), k)))
         .collect();
     nodes.push(tokio::spawn(node(Arc::clone(&fleet), 0)));
-    wait_watches(&fleet, NODES, 1).await;
+    wait_watches(&fleet, &everyone, 1).await;
     println!(
         "{NODES} streams opened in {:.1} s (a TLS handshake each)",
         opened.elapsed().as_secs_f64()
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = rss_kib(pid);
+    let after = plane.rss_kib();
     println!(
         "SMS RSS {before} KiB with no stream -> {after} KiB with {NODES}: {:.1} KB per idle stream",
         (after.saturating_sub(before)) as f64 * 1024.0 / NODES as f64 / 1000.0
@@ -198,13 +274,13 @@ pub async fn run() {
     while arrivals.try_recv().is_ok() {}
 
     // 3, baseline: SMS's CPU with every stream open and idle.
-    let idle = cpu_share(pid, CPU_WINDOW).await;
+    let idle = plane.cpu_share(CPU_WINDOW).await;
 
     // 1, continued: one change to every node, and what it cost SMS beyond
     // its idle work.
-    let (ticks, started) = (cpu_ticks(pid), Instant::now());
+    let (ticks, started) = (plane.cpu_ticks(), Instant::now());
     let many = propagate(&mut admin_client, &mut arrivals, NODES).await;
-    let spent = (cpu_ticks(pid) - ticks) as f64 / clock_ticks_per_second();
+    let spent = (plane.cpu_ticks() - ticks) as f64 / clock_ticks_per_second();
     let for_changes = spent - idle * started.elapsed().as_secs_f64();
     println!("one change, {NODES} streams:       {many}");
     println!(
@@ -215,7 +291,7 @@ pub async fn run() {
     // 3. Heartbeats: SMS's CPU with every node beating.
     fleet.beating.store(true, Ordering::Relaxed);
     tokio::time::sleep(HEARTBEAT_EVERY).await;
-    let beating = cpu_share(pid, CPU_WINDOW).await;
+    let beating = plane.cpu_share(CPU_WINDOW).await;
     fleet.beating.store(false, Ordering::Relaxed);
     println!(
         "SMS CPU, streams idle (baseline): {:.2}% of one core; with {NODES} heartbeats every {HEARTBEAT_EVERY:?}: {:.2}% (heartbeats: {:.2}%)",
@@ -224,15 +300,18 @@ pub async fn run() {
         (beating - idle) * 100.0
     );
 
-    // 4. Reconnect after a restart.
-    let mut sms = sms;
+    // 4. Reconnect after a restart (of replica 0, with its share of nodes).
+    let mut plane = plane;
+    let mut sms = plane.replicas.remove(0);
     tokio::task::block_in_place(|| sms.proc.stop());
     let started = Instant::now();
     let restarted = tokio::task::block_in_place(|| sms.restart());
     pin_process(restarted.proc.pid().unwrap_or(0), 0);
-    let reconnected = wait_watches(&fleet, NODES, 2).await;
+    let its_nodes: Vec<usize> = (0..NODES).filter(|k| k % replicas == 0).collect();
+    let reconnected = wait_watches(&fleet, &its_nodes, 2).await;
     println!(
-        "SMS restarted: {reconnected}/{NODES} nodes had their stream back {:.2} s after the restart began (process start, {NODES} TLS handshakes, resumed from etcd's history)",
+        "SMS restarted: {reconnected}/{} nodes had their stream back {:.2} s after the restart began (process start, their TLS handshakes, resumed from etcd's history)",
+        its_nodes.len(),
         started.elapsed().as_secs_f64()
     );
     for task in nodes {
@@ -283,27 +362,20 @@ async fn propagate(
     Summary::of(samples)
 }
 
-/// Waits until every one of the first `n` nodes had its watch accepted
-/// `times` times; how many had.
-async fn wait_watches(fleet: &Fleet, n: usize, times: u64) -> usize {
+/// Waits until every node in `which` had its watch accepted `times`
+/// times; how many had.
+async fn wait_watches(fleet: &Fleet, which: &[usize], times: u64) -> usize {
     let deadline = Instant::now() + Duration::from_secs(300);
     let done = || {
-        (0..n)
-            .filter(|&k| fleet.watches[k].load(Ordering::Relaxed) >= times)
+        which
+            .iter()
+            .filter(|&&k| fleet.watches[k].load(Ordering::Relaxed) >= times)
             .count()
     };
-    while done() < n && Instant::now() < deadline {
+    while done() < which.len() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     done()
-}
-
-/// SMS's share of one core over `window`.
-async fn cpu_share(pid: u32, window: Duration) -> f64 {
-    let start = cpu_ticks(pid);
-    tokio::time::sleep(window).await;
-    let ticks = cpu_ticks(pid) - start;
-    ticks as f64 / clock_ticks_per_second() / window.as_secs_f64()
 }
 
 fn clock_ticks_per_second() -> f64 {
