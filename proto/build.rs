@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/spear/v1/tasks.proto",
         "proto/spear/v1/credentials.proto",
         "proto/spear/v1/revocations.proto",
+        "proto/spear/v1/pins.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

@@ -9,6 +9,7 @@ pub mod defaults;
 pub mod frame;
 pub mod labels;
 pub mod patterns;
+pub mod pins;
 pub mod refs;
 pub mod scope;
 pub mod task;

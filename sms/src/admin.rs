@@ -74,6 +74,7 @@ impl Admin {
                     spec: Some(spec.clone()),
                     source: Some(admin_source()),
                     mod_revision: 0,
+                    pins: view.get(&spec.id).and_then(|r| r.pins.clone()),
                 };
                 let unchanged = view
                     .get(&spec.id)

@@ -41,6 +41,7 @@ pub mod health;
 pub mod metrics;
 pub mod nodes;
 pub mod oauth;
+pub mod pins;
 pub mod registry;
 pub mod revocations;
 pub mod seal;

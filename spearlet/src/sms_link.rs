@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::pins_client::PinsClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::revocations_client::RevocationsClient;
 use spear_proto::v1::tasks_client::TasksClient;
@@ -125,6 +126,11 @@ impl SmsLink {
     /// Heartbeats, to the SMS followed now.
     pub fn nodes(&self) -> Result<NodesClient<Joined>, LinkError> {
         Ok(NodesClient::new(self.joined(self.channel()?)))
+    }
+
+    /// Tool definition reports, to the SMS followed now.
+    pub fn pins(&self) -> Result<PinsClient<Joined>, LinkError> {
+        Ok(PinsClient::new(self.joined(self.channel()?)))
     }
 
     /// OAuth tokens and sealed values, from the SMS followed now.

@@ -60,6 +60,12 @@ pub enum Release {
 }
 
 /// The misbehaving stdio server (Python, standard library only).
+/// A Python SDK server that changes its tools after its third call (the
+/// "rug pull" tool pins stop).
+pub fn drifting_server() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/drifting_server.py")
+}
+
 pub fn misbehaving_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/misbehaving_server.py")
 }

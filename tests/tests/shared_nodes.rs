@@ -52,14 +52,22 @@ async fn unchanged_heartbeats_cost_etcd_nothing_and_a_replica_removes_only_its_o
         a.publish(&beat(node)).await.unwrap();
     }
     assert_eq!(count("Put") - puts, NODES as f64, "one write per new node");
-    assert_eq!(count("LeaseGrant") - grants, 1.0, "one lease for the replica");
+    assert_eq!(
+        count("LeaseGrant") - grants,
+        1.0,
+        "one lease for the replica"
+    );
     // Three more rounds of the same heartbeats: nothing sent to etcd.
     for _ in 0..3 {
         for node in 0..NODES {
             a.publish(&beat(node)).await.unwrap();
         }
     }
-    assert_eq!(count("Put") - puts, NODES as f64, "an unchanged heartbeat was written");
+    assert_eq!(
+        count("Put") - puts,
+        NODES as f64,
+        "an unchanged heartbeat was written"
+    );
     assert!(
         count("LeaseKeepAlive") - keeps <= 2.0,
         "heartbeats kept the lease alive one by one"
@@ -97,7 +105,10 @@ async fn unchanged_heartbeats_cost_etcd_nothing_and_a_replica_removes_only_its_o
             },
         )
     });
-    assert!(record(&etcd, "node-0").contains("20000"), "A removed B's record");
+    assert!(
+        record(&etcd, "node-0").contains("20000"),
+        "A removed B's record"
+    );
     let left = a.invocable().await.unwrap();
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0].node_id, "node-0");

@@ -22,6 +22,7 @@ fn record(id: &str, description: &str) -> ServerRecord {
         }),
         source: None,
         mod_revision: 0,
+        pins: None,
     }
 }
 

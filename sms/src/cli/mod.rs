@@ -6,6 +6,7 @@ mod certs;
 mod client;
 mod config;
 mod oauth;
+mod pins;
 mod tasks;
 mod validate;
 
@@ -59,6 +60,9 @@ pub enum Command {
     /// Make a CA and issue certificates for SMS, nodes and admins.
     #[command(subcommand)]
     Certs(certs::CertsCommand),
+    /// Tool definition pins: list, diff, approve, reject (docs/trust.md).
+    #[command(subcommand)]
+    Pins(pins::PinsCommand),
     /// OAuth credentials for servers behind OAuth: keygen, login, status, logout.
     #[command(subcommand)]
     Oauth(oauth::OAuthCommand),
@@ -124,6 +128,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
         Some(Command::Tasks(command)) => tasks::run(command).await,
         Some(Command::Certs(command)) => certs::run(command).await,
+        Some(Command::Pins(command)) => pins::run(command).await,
         Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {
             client,

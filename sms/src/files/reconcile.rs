@@ -229,6 +229,9 @@ pub fn plan_file(
             spec: Some((*spec).clone()),
             source: Some(source.clone()),
             mod_revision: 0,
+            // A new version of the file keeps the tools' pins: a changed
+            // command that lists other tools is drift an operator approves.
+            pins: view.get(id).and_then(|r| r.pins.clone()),
         });
     }
     if !problems.is_empty() {

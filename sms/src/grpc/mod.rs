@@ -3,6 +3,7 @@
 mod admin;
 mod credentials;
 mod nodes;
+mod pins;
 mod registry;
 mod revocations;
 mod status;
@@ -11,6 +12,7 @@ mod tasks;
 pub use admin::AdminService;
 pub use credentials::CredentialsService;
 pub use nodes::NodesService;
+pub use pins::PinsService;
 pub use registry::{RegistryService, MAX_WATCHES_PER_NODE};
 pub use revocations::RevocationsService;
 pub use status::StatusService;

@@ -124,7 +124,9 @@ impl SharedNodes {
         let key = format!("{}{}", self.prefix, report.node_id);
         let lease = self.lease().await?;
         let lease = match self.put(&key, &value, lease).await {
-            Err(etcd_client::Error::GRpcStatus(status)) if status.code() == tonic::Code::NotFound => {
+            Err(etcd_client::Error::GRpcStatus(status))
+                if status.code() == tonic::Code::NotFound =>
+            {
                 // The lease expired while etcd was out of reach: every
                 // record under it is gone, so take a new one.
                 self.expired(lease);

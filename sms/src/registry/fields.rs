@@ -9,6 +9,7 @@ use super::values::{
     boolean, bounded, object, patterns, string, string_list, string_map, unknown_keys, MapKind,
 };
 pub use super::values::{kind, Problems};
+use spear_proto::pins::PinMode;
 use spear_proto::refs::{check_references, starts_with_reference};
 
 /// Keys of a server in the native (one server per file) shape.
@@ -30,6 +31,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "elicitation",
     "auth",
     "nodes",
+    "pin",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -51,6 +53,7 @@ pub const SHARED_KEYS: &[&str] = &[
     "elicitation",
     "auth",
     "nodes",
+    "pin",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
@@ -143,12 +146,31 @@ pub fn parse_entry(
     check_transport_fields(problems, path, entry, &spec);
     spec.auth = super::auth::auth(problems, path, entry, &spec);
     spec.nodes = patterns(problems, path, entry, "nodes").unwrap_or_default();
+    spec.pin = pin(problems, path, entry);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());
         }
     }
     (problems.list.len() == before).then_some(spec)
+}
+
+/// `"pin"`: how the server's tool definitions are pinned.
+fn pin(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> String {
+    let name = string(problems, path, entry, "pin").unwrap_or_default();
+    match PinMode::parse(&name) {
+        Some(_) => name,
+        None => {
+            problems.push(
+                &format!("{path}.pin"),
+                format!(
+                    "'{name}' is not a pin mode; use one of {} (see docs/trust.md)",
+                    PinMode::NAMES.join(", ")
+                ),
+            );
+            String::new()
+        }
+    }
 }
 
 fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Timeouts> {

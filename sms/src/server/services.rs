@@ -13,6 +13,7 @@ use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
 use spear_proto::v1::credentials_server::CredentialsServer;
 use spear_proto::v1::nodes_server::NodesServer;
+use spear_proto::v1::pins_server::PinsServer;
 use spear_proto::v1::revocations_server::RevocationsServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
@@ -22,11 +23,12 @@ use super::stores::{Keys, Stores};
 use crate::admin::Admin;
 use crate::files::FileProblems;
 use crate::grpc::{
-    AdminService, CredentialsService, NodesService, RegistryService, RevocationsService,
-    StatusService, TasksService,
+    AdminService, CredentialsService, NodesService, PinsService, RegistryService,
+    RevocationsService, StatusService, TasksService,
 };
 use crate::nodes::NodeTable;
 use crate::oauth::Broker;
+use crate::pins::PinBook;
 use crate::revocations::Revocations;
 use crate::tasks::Invoker;
 use crate::watch::Hub;
@@ -55,6 +57,7 @@ pub struct Services {
     registry: RegistryService,
     admin: AdminService,
     nodes: NodesService,
+    pins: PinsService,
     status: StatusService,
     tasks: TasksService,
     credentials: CredentialsService,
@@ -82,6 +85,12 @@ impl Services {
         let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
         Services {
             registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
+            pins: PinsService::new(
+                Arc::new(PinBook::default()),
+                Arc::clone(&hub),
+                Arc::clone(&writer),
+                access.clone(),
+            ),
             admin: AdminService::new(
                 Arc::new(Admin::new(writer, keys.sealer.clone())),
                 access.clone(),
@@ -138,6 +147,7 @@ impl Services {
                 NodesServer::new(self.nodes)
                     .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
+            .add_service(PinsServer::new(self.pins).max_decoding_message_size(8 * MIB))
             .add_service(StatusServer::new(self.status).max_decoding_message_size(4 * KIB))
             .add_service(
                 CredentialsServer::new(self.credentials).max_decoding_message_size(128 * KIB),

@@ -132,6 +132,7 @@ mod tests {
             }),
             source: None,
             mod_revision: 3,
+            pins: None,
         }
     }
 

@@ -96,6 +96,14 @@ pub struct Target {
 }
 
 impl Target {
+    /// The pins of a `--server` from the node's registry: the command
+    /// offers and calls exactly what the node would.
+    fn pins(&self) -> Option<spear_proto::v1::ToolPins> {
+        let (id, dir) = (self.server.as_ref()?, self.state_dir.as_ref()?);
+        let view = StateDir::at(dir).load_registry();
+        view.servers.get(id).and_then(|r| r.pins.clone())
+    }
+
     fn spec(&self) -> Result<ServerSpec> {
         if let Some(url) = &self.url {
             if !self.command.is_empty() {
@@ -205,7 +213,11 @@ async fn connections_for(
     if let Some(login) = target.oauth.login(&spec).await? {
         options.credentials = Some(Arc::new(Login(login)));
     }
-    let view = RegistryView::from_specs([spec]);
+    let id = spec.id.clone();
+    let mut view = RegistryView::from_specs([spec]);
+    if let Some(record) = view.servers.get_mut(&id) {
+        Arc::make_mut(record).pins = target.pins();
+    }
     let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));
     Ok(Connections::with_options(
         RegistryHandle::new(view),
@@ -219,14 +231,23 @@ async fn connections_for(
 enum NotOffered {
     #[error("the tool is quarantined: {0}")]
     Quarantined(String),
+    #[error("{0}")]
+    Held(String),
     #[error("the server has no tool of that name; it has: {0}")]
     Unknown(String),
 }
 
 /// Whether `catalog` has `tool` to call, or why not.
-fn offered(catalog: &crate::connections::Catalog, tool: &str) -> Result<(), NotOffered> {
+fn offered(
+    catalog: &crate::connections::Catalog,
+    server: &str,
+    tool: &str,
+) -> Result<(), NotOffered> {
     if catalog.tools.iter().any(|t| t.name == tool) {
         return Ok(());
+    }
+    if let Some(held) = catalog.held.get(tool) {
+        return Err(NotOffered::Held(held.sentence(server, tool)));
     }
     if let Some(q) = catalog.quarantined.iter().find(|q| q.tool == tool) {
         return Err(NotOffered::Quarantined(q.why.clone()));
@@ -270,6 +291,9 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             for crate::connections::Quarantined { tool, why } in &catalog.quarantined {
                 println!("{tool:<32} QUARANTINED: {why}");
             }
+            for (tool, held) in &catalog.held {
+                println!("{tool:<32} HELD: {}", held.sentence(&id, tool));
+            }
             Ok(0)
         }
         McpCommand::Call {
@@ -292,7 +316,10 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             };
             let connections = connections_for(spec, &target, options).await?;
             // As on a node: only a tool of the server's catalog is called.
-            let offered = connections.catalog(&id).await.map(|c| offered(&c, &tool));
+            let offered = connections
+                .catalog(&id)
+                .await
+                .map(|c| offered(&c, &id, &tool));
             let result = match offered {
                 Ok(Ok(())) => connections.call(&id, &tool, Some(arguments)).await,
                 Ok(Err(why)) => {

@@ -9,6 +9,7 @@
 //! each listed tool the name a model sees for it.
 
 pub(crate) mod names;
+pub mod pins;
 mod slot;
 
 use std::collections::{BTreeMap, HashMap};
@@ -20,11 +21,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
+pub use pins::{Held, ReportFailed, Reporter};
 pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};
-use slot::Slot;
+use slot::{Pinning, Slot};
 
 /// Reads a variable of the node's environment for `${NAME}` references in
 /// server files, as the node policy allows.
@@ -44,6 +46,8 @@ struct Inner {
     watcher: Mutex<Option<JoinHandle<()>>>,
     lookup: Lookup,
     options: SessionOptions,
+    /// Tells SMS what each server lists (a running node only).
+    reporter: Option<Reporter>,
     /// The runtime connections are made on: the node's own, even when the
     /// first use comes from a guest thread (see `wasm::threads`).
     runtime: tokio::runtime::Handle,
@@ -66,12 +70,24 @@ impl Connections {
         lookup: Lookup,
         options: SessionOptions,
     ) -> Connections {
+        Self::reporting(registry, lookup, options, None)
+    }
+
+    /// As [`Connections::with_options`], reporting what each server lists
+    /// to SMS with `reporter` (a running node).
+    pub fn reporting(
+        registry: RegistryHandle,
+        lookup: Lookup,
+        options: SessionOptions,
+        reporter: Option<Reporter>,
+    ) -> Connections {
         let changes = registry.subscribe();
         let inner = Arc::new(Inner {
             registry,
             watcher: Mutex::default(),
             lookup,
             options,
+            reporter,
             runtime: tokio::runtime::Handle::current(),
             slots: Mutex::default(),
         });
@@ -101,6 +117,10 @@ impl Connections {
                 Arc::clone(&self.inner.lookup),
                 self.inner.options.clone(),
                 self.inner.runtime.clone(),
+                Pinning {
+                    registry: self.inner.registry.clone(),
+                    reporter: self.inner.reporter.clone(),
+                },
             ))
         });
         Ok(Arc::clone(slot))
@@ -157,11 +177,21 @@ async fn invalidate_on_change(inner: Weak<Inner>, mut changes: watch::Receiver<R
     while changes.changed().await.is_ok() {
         let change = changes.borrow_and_update().clone();
         let Some(inner) = inner.upgrade() else { return };
+        // A record whose spec is the same (only its pins moved, say)
+        // keeps its connection: the slot reads pins from the registry.
+        let view = &change.view;
         let stale: Vec<Arc<Slot>> = {
             let mut slots = inner.slots.lock();
-            change
+            let respecified: Vec<&String> = change
                 .affected
                 .iter()
+                .filter(|id| {
+                    let now = view.servers.get(*id).and_then(|r| r.spec.as_ref());
+                    slots.get(*id).is_some_and(|slot| now != Some(slot.spec()))
+                })
+                .collect();
+            respecified
+                .into_iter()
                 .filter_map(|id| slots.remove(id))
                 .collect()
         };

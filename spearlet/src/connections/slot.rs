@@ -11,13 +11,17 @@ use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn, Instrument};
 
 use super::names::offered_name;
+use super::pins::{self, Held, Reporter};
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
 use crate::mcp::{
     check_input_schema, render_result, McpClient, McpError, RenderedResult, SessionOptions,
     Timeouts,
 };
+use crate::registry::RegistryHandle;
 use spear_common::Backoff;
+use spear_proto::pins::PinMode;
+use spear_proto::v1::{SeenTool, ToolPins};
 
 /// `tools/list` pages read at most per refresh.
 const PAGE_CAP: usize = 100;
@@ -74,6 +78,10 @@ pub struct Catalog {
     /// For `tools[i]`: what the model sees of it.
     pub offered: Vec<Offer>,
     pub quarantined: Vec<Quarantined>,
+    /// Listed tools not offered because they are not as pinned.
+    pub held: std::collections::BTreeMap<String, Held>,
+    /// The pins this catalog was sorted by.
+    pins: Option<ToolPins>,
 }
 
 /// A tool as the model sees it.
@@ -100,6 +108,18 @@ struct Live {
     stale_at: Option<tokio::time::Instant>,
 }
 
+/// Where a slot finds its server's pins, and whom it tells what it sees.
+#[derive(Clone)]
+pub(super) struct Pinning {
+    pub registry: RegistryHandle,
+    /// `None` off a running node (`spearlet mcp`): the registry's pins
+    /// still hold, but nothing is reported.
+    pub reporter: Option<Reporter>,
+}
+
+/// How long a listing waits for SMS to answer a report.
+const REPORT_WITHIN: Duration = Duration::from_secs(3);
+
 struct Retry {
     backoff: Backoff,
     not_before: Option<Instant>,
@@ -108,6 +128,7 @@ struct Retry {
 
 pub(super) struct Slot {
     spec: ServerSpec,
+    pinning: Pinning,
     lookup: Lookup,
     options: SessionOptions,
     /// What the spec's references resolve to here: never said about it,
@@ -128,6 +149,7 @@ impl Slot {
         lookup: Lookup,
         options: SessionOptions,
         runtime: tokio::runtime::Handle,
+        pinning: Pinning,
     ) -> Self {
         let limits = spec.limits.unwrap_or_default();
         let max_concurrency = if limits.max_concurrency == 0 {
@@ -166,10 +188,67 @@ impl Slot {
                 failed_before: false,
             }),
             spec,
+            pinning,
             lookup,
             options,
             runtime,
         }
+    }
+
+    fn pin_mode(&self) -> PinMode {
+        PinMode::of(&self.spec.pin)
+    }
+
+    /// The server's pins as the registry holds them now.
+    fn registry_pins(&self) -> Option<ToolPins> {
+        let view = self.pinning.registry.current();
+        view.servers.get(&self.spec.id).and_then(|r| r.pins.clone())
+    }
+
+    /// Tells SMS what the server lists (definitions only where they are
+    /// not the pinned ones) and returns the pins after it: the registry's,
+    /// else the ones SMS just made from this first sight.
+    async fn report(&self, seen: &[SeenTool], pins: Option<ToolPins>) -> Option<ToolPins> {
+        let Some(reporter) = &self.pinning.reporter else {
+            return pins;
+        };
+        if self.pin_mode() == PinMode::Off {
+            return pins;
+        }
+        let sent: Vec<SeenTool> = seen
+            .iter()
+            .map(|tool| {
+                let pinned = pins
+                    .as_ref()
+                    .and_then(|p| p.tools.get(&tool.name))
+                    .is_some_and(|d| *d == tool.digest);
+                SeenTool {
+                    definition: if pinned {
+                        String::new()
+                    } else {
+                        tool.definition.clone()
+                    },
+                    ..tool.clone()
+                }
+            })
+            .collect();
+        let report = reporter(self.spec.id.clone(), sent);
+        match tokio::time::timeout(REPORT_WITHIN, report).await {
+            Ok(Ok(answered)) => pins.or(answered),
+            Ok(Err(error)) => {
+                warn!(server_id = %self.spec.id, %error, "tool definitions not reported; pins as the registry has them");
+                pins
+            }
+            Err(_) => {
+                warn!(server_id = %self.spec.id, "SMS did not answer the tool report within {REPORT_WITHIN:?}; pins as the registry has them");
+                pins
+            }
+        }
+    }
+
+    /// The spec the slot was made from.
+    pub fn spec(&self) -> &ServerSpec {
+        &self.spec
     }
 
     pub fn id(&self) -> &str {
@@ -276,7 +355,15 @@ impl Slot {
                 let stale = current
                     .stale_at
                     .is_some_and(|at| tokio::time::Instant::now() >= at);
-                if let (Some(catalog), false, false) = (&current.catalog, changed, stale) {
+                // A pin changed (an approval): list again, and sort the
+                // tools by the new pins.
+                let repinned = current
+                    .catalog
+                    .as_ref()
+                    .is_some_and(|c| c.pins.is_some() && c.pins != self.registry_pins());
+                if let (Some(catalog), false, false, false) =
+                    (&current.catalog, changed, stale, repinned)
+                {
                     return Ok(Arc::clone(catalog));
                 }
                 current.tools_changed.borrow_and_update();
@@ -294,8 +381,19 @@ impl Slot {
         let stale_at = listed
             .fresh_for
             .map(|ttl| tokio::time::Instant::now() + ttl);
-        let mut catalog = Catalog::default();
-        for tool in listed.tools {
+        let seen: Vec<SeenTool> = listed.tools.iter().map(pins::seen).collect();
+        let pins = self.report(&seen, self.registry_pins()).await;
+        let mode = self.pin_mode();
+        let mut catalog = Catalog {
+            pins: pins.clone(),
+            ..Catalog::default()
+        };
+        for (tool, seen) in listed.tools.into_iter().zip(seen) {
+            if let Err(held) = pins::verdict(mode, pins.as_ref(), &seen.name, &seen.digest) {
+                warn!(server_id = %self.spec.id, tool = %seen.name, "{}", held.sentence(&self.spec.id, &seen.name));
+                catalog.held.insert(seen.name, held);
+                continue;
+            }
             if catalog
                 .tools
                 .last()
@@ -359,6 +457,7 @@ impl Slot {
                 after: self.timeouts.call,
             })?
             .map_err(|_| McpError::Closed)?;
+        self.check_pinned(tool).await?;
         let started = Instant::now();
         // OpenTelemetry MCP conventions: `tools/call {tool}`, a client span.
         let span = tracing::info_span!(
@@ -380,6 +479,27 @@ impl Slot {
         }
         drop(status);
         outcome
+    }
+
+    /// Refuses a call to a tool that is not offered as pinned, whoever
+    /// asks (a model, a guest, `spearlet mcp call`).
+    async fn check_pinned(&self, tool: &str) -> Result<(), McpError> {
+        if self.pin_mode() == PinMode::Off {
+            return Ok(());
+        }
+        let catalog = self.catalog().await?;
+        if let Some(held) = catalog.held.get(tool) {
+            return Err(McpError::Held(held.sentence(&self.spec.id, tool)));
+        }
+        let listed = catalog.tools.iter().any(|t| t.name == tool)
+            || catalog.quarantined.iter().any(|q| q.tool == tool);
+        if !listed {
+            return Err(McpError::NotListed {
+                server: self.spec.id.clone(),
+                tool: tool.to_string(),
+            });
+        }
+        Ok(())
     }
 
     async fn call_connected(

@@ -36,6 +36,11 @@ pub enum McpError {
     InvalidHeader(String),
     #[error("server '{0}' is not in this node's registry")]
     UnknownServer(String),
+    /// The tool is listed, but not as pinned (see `connections::pins`).
+    #[error("{0}")]
+    Held(String),
+    #[error("tool '{tool}' is not in the tool list of server '{server}'; a server whose tools are pinned is called only for tools it lists")]
+    NotListed { server: String, tool: String },
     /// An error whose text held a value resolved from a `${NAME}`
     /// reference, with the value replaced by `<redacted>`.
     #[error("{0}")]

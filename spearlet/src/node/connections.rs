@@ -4,14 +4,19 @@
 
 use std::sync::Arc;
 
-use crate::connections::{Connections, Lookup};
+use crate::connections::{Connections, Lookup, ReportFailed, Reporter};
 use crate::mcp::SessionOptions;
 use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::sms_tokens::SmsCredentials;
 
-pub fn build(registry: &RegistryHandle, policy: &PolicyCell, sms: &SmsLink) -> Connections {
+pub fn build(
+    registry: &RegistryHandle,
+    policy: &PolicyCell,
+    sms: &SmsLink,
+    node_id: &str,
+) -> Connections {
     let env = policy.clone();
     let lookup: Lookup = Arc::new(move |name: &str| env.current().env.lookup(name));
     let egress = policy.egress();
@@ -21,5 +26,30 @@ pub fn build(registry: &RegistryHandle, policy: &PolicyCell, sms: &SmsLink) -> C
         egress: Some((egress, guarded)),
         ..SessionOptions::default()
     };
-    Connections::with_options(registry.clone(), lookup, options)
+    Connections::reporting(
+        registry.clone(),
+        lookup,
+        options,
+        Some(reporter(sms.clone(), node_id.to_string())),
+    )
+}
+
+/// Reports what a server lists to the SMS the node follows.
+fn reporter(sms: SmsLink, node_id: String) -> Reporter {
+    Arc::new(move |server_id, tools| {
+        let (sms, node_id) = (sms.clone(), node_id.clone());
+        Box::pin(async move {
+            let mut pins = sms.pins().map_err(|e| ReportFailed(e.to_string()))?;
+            let request = spear_proto::v1::ReportToolsRequest {
+                node_id,
+                server_id,
+                tools,
+            };
+            let answer = pins
+                .report_tools(request)
+                .await
+                .map_err(|status| ReportFailed(status.message().to_string()))?;
+            Ok(answer.into_inner().pins)
+        })
+    })
 }

@@ -155,7 +155,7 @@ impl Node {
             config.tls.clone(),
             config.join_token.clone(),
         );
-        let connections = connections::build(&registry, &policy, &sms);
+        let connections = connections::build(&registry, &policy, &sms, &node_id);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
             Some(listen) => {

@@ -161,6 +161,7 @@ mod tests {
             }),
             source: None,
             mod_revision: 3,
+            pins: None,
         };
         let view = RegistryView {
             epoch: 9,

@@ -32,6 +32,7 @@ impl RegistryView {
                     spec: Some(spec.clone()),
                     source: None,
                     mod_revision: 1,
+                    pins: None,
                 };
                 (spec.id, Arc::new(record))
             })

@@ -121,6 +121,7 @@ mod tests {
             }),
             source: None,
             mod_revision: 4,
+            pins: None,
         };
         let view = RegistryView {
             epoch: 1,

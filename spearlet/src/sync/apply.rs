@@ -218,6 +218,7 @@ mod tests {
             }),
             source: None,
             mod_revision: rev,
+            pins: None,
         }
     }
 

@@ -32,6 +32,10 @@ pub struct OfferedTool {
 pub struct ToolSet {
     pub offered: OfferedTools,
     pub tools: Vec<OfferedTool>,
+    /// Tools the policy allows but their pin holds back, by the name they
+    /// would have: a call to one is answered with why (and the command
+    /// that shows the change), not as an unknown tool.
+    pub held: std::collections::BTreeMap<String, String>,
 }
 
 /// What a tool call gives back to the model.
@@ -60,6 +64,9 @@ pub enum CallRefused {
     NotOffered(#[from] ResolveError),
     #[error("tool '{tool}' is not allowed now: {rule}")]
     NotAllowed { tool: String, rule: String },
+    /// Listed, but not as pinned.
+    #[error("{0}")]
+    Held(String),
 }
 
 /// Builds tool sets and executes calls.
@@ -105,6 +112,12 @@ impl Router {
                     continue;
                 }
             };
+            for (tool, held) in &catalog.held {
+                if tool_verdict(task, session, spec, tool).offered {
+                    let name = crate::connections::names::offered_name(server_id, tool);
+                    set.held.insert(name, held.sentence(server_id, tool));
+                }
+            }
             for (tool, offer) in catalog.tools.iter().zip(&catalog.offered) {
                 let (name, description) = (&offer.name, &offer.description);
                 if !tool_verdict(task, session, spec, &tool.name).offered {
@@ -132,7 +145,11 @@ impl Router {
         set: &ToolSet,
         name: &str,
     ) -> Result<ToolRef, CallRefused> {
-        let target = set.offered.resolve(name)?.clone();
+        let target = match (set.offered.resolve(name), set.held.get(name)) {
+            (Ok(target), _) => target.clone(),
+            (Err(_), Some(held)) => return Err(CallRefused::Held(held.clone())),
+            (Err(unknown), None) => return Err(unknown.into()),
+        };
         let (server_id, tool) = (&target.server, &target.tool);
         let not_allowed = |rule: String| CallRefused::NotAllowed {
             tool: tool.clone(),

@@ -89,7 +89,13 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
         fleet.positions[k].1.load(Ordering::Relaxed),
     );
     loop {
-        if let Some(channel) = connect(&fleet.sms[k % fleet.sms.len()], fleet.certs.node(k), address_of(k)).await {
+        if let Some(channel) = connect(
+            &fleet.sms[k % fleet.sms.len()],
+            fleet.certs.node(k),
+            address_of(k),
+        )
+        .await
+        {
             let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
             let request = WatchRequest {
                 node_id: format!("bench-{k}"),
@@ -221,7 +227,9 @@ pub async fn run(replicas: usize) {
         1 => "one sms binary on a one-member etcd".to_string(),
         n => format!("{n} sms replicas on a three-member etcd, all on CPU 0"),
     };
-    println!("\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, {plane_name}");
+    println!(
+        "\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, {plane_name}"
+    );
     let certs = tokio::task::block_in_place(|| BenchCerts::new(NODES));
     let admin = certs.admin.clone();
     let plane = tokio::task::block_in_place(|| Plane::start(replicas, &certs));

@@ -128,6 +128,7 @@ pub fn record(id: &str, description: &str) -> ServerRecord {
         }),
         source: None,
         mod_revision: 0,
+        pins: None,
     }
 }
 

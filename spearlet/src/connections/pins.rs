@@ -1,0 +1,181 @@
+//! Which listed tools a node may offer under its server's pin
+//! (docs/trust.md).
+//!
+//! A server's record carries the pinned digest of each tool's definition.
+//! The node digests what the server lists now and offers a tool only when
+//! its digest is the pinned one: a tool whose definition changed since an
+//! operator (or the first sight) vetted it, or a tool the pin does not
+//! know, is held, and calls to it are refused, whichever path they take.
+//! The node reports what it sees to SMS, which answers with the pins (on
+//! first sight, the ones it just made) and shows the rest to operators.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+use spear_proto::pins::{definition, digest, PinMode};
+use spear_proto::v1::{SeenTool, ToolPins};
+
+/// Sends what a server lists to SMS; answers the server's pins after it.
+pub type Reporter = Arc<
+    dyn Fn(
+            String,
+            Vec<SeenTool>,
+        ) -> Pin<Box<dyn Future<Output = Result<Option<ToolPins>, ReportFailed>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// SMS did not take a report.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("cannot report the server's tool definitions to SMS: {0}")]
+pub struct ReportFailed(pub String);
+
+/// One listed tool and its definition's digest.
+pub fn seen(tool: &Tool) -> SeenTool {
+    let listed = serde_json::to_value(tool).unwrap_or_default();
+    let definition = definition(&listed);
+    SeenTool {
+        name: tool.name.to_string(),
+        digest: digest(&definition),
+        definition: definition.to_string(),
+    }
+}
+
+/// Why a listed tool is not offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// Its definition is not the one pinned.
+    Changed { pinned: String, seen: String },
+    /// The pin does not know it: it appeared since the server was pinned.
+    New,
+    /// The server pins with "approve" and nothing is approved yet.
+    AwaitingApproval,
+}
+
+impl Held {
+    /// The sentence a refused call gives: what, and the command to see it.
+    pub fn sentence(&self, server: &str, tool: &str) -> String {
+        match self {
+            Held::Changed { pinned, seen } => format!(
+                "tool '{tool}' of server '{server}' changed since it was pinned (definition {} now, {} pinned) and is not offered until an operator approves it: see `sms pins diff {server} {tool}`, then `sms pins approve {server} {tool}`",
+                short(seen),
+                short(pinned)
+            ),
+            Held::New => format!(
+                "tool '{tool}' of server '{server}' appeared after the server's tools were pinned and is not offered until an operator approves it: see `sms pins diff {server} {tool}`, then `sms pins approve {server} {tool}`"
+            ),
+            Held::AwaitingApproval => format!(
+                "server '{server}' pins its tools with \"approve\" and no operator has approved tool '{tool}' yet: see `sms pins diff {server}`, then `sms pins approve {server}`"
+            ),
+        }
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+/// Whether a tool with `digest` may be offered under `mode` and `pins`.
+pub fn verdict(
+    mode: PinMode,
+    pins: Option<&ToolPins>,
+    tool: &str,
+    digest: &str,
+) -> Result<(), Held> {
+    match (mode, pins) {
+        (PinMode::Off, _) => Ok(()),
+        (_, Some(pins)) => match pins.tools.get(tool) {
+            Some(pinned) if pinned == digest => Ok(()),
+            Some(pinned) => Err(Held::Changed {
+                pinned: pinned.clone(),
+                seen: digest.to_string(),
+            }),
+            None => Err(Held::New),
+        },
+        // Not pinned yet: this sight is the first, and becomes the pin.
+        (PinMode::FirstSeen, None) => Ok(()),
+        (PinMode::Approve, None) => Err(Held::AwaitingApproval),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pins(tools: &[(&str, &str)]) -> ToolPins {
+        ToolPins {
+            tools: tools
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_pinned_definition_of_a_known_tool_is_offered() {
+        let pinned = pins(&[("echo", "aaa")]);
+        for mode in [PinMode::FirstSeen, PinMode::Approve] {
+            assert_eq!(verdict(mode, Some(&pinned), "echo", "aaa"), Ok(()));
+            assert_eq!(
+                verdict(mode, Some(&pinned), "echo", "bbb"),
+                Err(Held::Changed {
+                    pinned: "aaa".into(),
+                    seen: "bbb".into()
+                })
+            );
+            assert_eq!(
+                verdict(mode, Some(&pinned), "exfiltrate", "ccc"),
+                Err(Held::New)
+            );
+        }
+        assert_eq!(verdict(PinMode::Off, Some(&pinned), "echo", "bbb"), Ok(()));
+    }
+
+    #[test]
+    fn before_any_pin_first_seen_offers_and_approve_holds() {
+        assert_eq!(verdict(PinMode::FirstSeen, None, "echo", "aaa"), Ok(()));
+        assert_eq!(
+            verdict(PinMode::Approve, None, "echo", "aaa"),
+            Err(Held::AwaitingApproval)
+        );
+    }
+
+    #[test]
+    fn a_refusal_names_server_tool_and_the_command_that_shows_the_change() {
+        let held = Held::Changed {
+            pinned: "0123456789abcdef".into(),
+            seen: "fedcba9876543210".into(),
+        };
+        let sentence = held.sentence("drifty", "echo");
+        assert!(
+            sentence.contains("tool 'echo' of server 'drifty' changed"),
+            "{sentence}"
+        );
+        assert!(
+            sentence.contains("`sms pins diff drifty echo`"),
+            "{sentence}"
+        );
+        assert!(
+            sentence.contains("fedcba987654 now, 0123456789ab pinned"),
+            "{sentence}"
+        );
+    }
+
+    #[test]
+    fn a_schema_change_changes_what_is_seen() {
+        let tool: Tool = serde_json::from_value(serde_json::json!({
+            "name": "echo", "description": "Echo", "inputSchema": {"type": "object"}
+        }))
+        .unwrap();
+        let mut changed = tool.clone();
+        let schema: rmcp::model::JsonObject = serde_json::from_value(serde_json::json!({
+            "type": "object", "properties": {"to": {"type": "string"}}
+        }))
+        .unwrap();
+        changed.input_schema = Arc::new(schema);
+        assert_ne!(seen(&tool).digest, seen(&changed).digest);
+        assert_eq!(seen(&tool).digest, seen(&tool.clone()).digest);
+    }
+}
