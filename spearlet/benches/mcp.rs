@@ -7,7 +7,9 @@
 //!   remote servers and of the gateways people compare with;
 //! - `throughput`: calls per second to one server at concurrency 8;
 //! - `toolset`: building the tool list of a request from 50 servers x 20 tools;
-//! - `memory`: resident memory of the node per idle connection.
+//! - `memory`: resident memory of the node per idle connection;
+//! - `pins`: a call to a pinned tool (checked against its pin) against
+//!   one to a server with `"pin": "off"`, alternating in one run.
 //!
 //! The stdio server is `server-everything` (npm, installed by scripts/setup.sh).
 
@@ -21,6 +23,9 @@ use spearlet::connections::Connections;
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::Router;
+
+#[path = "support/pin_cost.rs"]
+mod pin_cost;
 
 fn everything() -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
@@ -346,6 +351,9 @@ fn main() {
     }
     if want("throughput") {
         runtime.block_on(throughput());
+    }
+    if want("pins") {
+        runtime.block_on(pin_cost::run());
     }
     if want("toolset") || want("memory") {
         runtime.block_on(toolset_and_memory());

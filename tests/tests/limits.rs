@@ -192,7 +192,7 @@ fn floods_from_one_identity_are_shed_while_the_real_node_stays_synced() {
 }
 
 #[test]
-fn a_node_holds_one_etcd_lease_however_often_it_heartbeats() {
+fn a_replica_holds_one_etcd_lease_however_many_nodes_and_heartbeats() {
     let etcd = EtcdServer::start();
     let sms = SmsProc::start(SmsOptions {
         etcd: Some(etcd.endpoint()),
@@ -215,7 +215,13 @@ fn a_node_holds_one_etcd_lease_however_often_it_heartbeats() {
         }
         client.heartbeat(heartbeat("n2")).await.unwrap();
     });
+    // One lease for the replica (each node's record lives under it), not
+    // one per node, let alone per heartbeat.
     let leases = etcd.etcdctl(&["lease", "list"]).unwrap();
     // etcdctl prints "found N leases" and then one id per line.
-    assert!(leases.starts_with("found 2 leases"), "{leases}");
+    assert!(leases.starts_with("found 1 leases"), "{leases}");
+    let records = etcd
+        .etcdctl(&["get", "/spear/nodes/", "--prefix", "--keys-only"])
+        .unwrap();
+    assert_eq!(records.split_whitespace().count(), 2, "{records}");
 }
