@@ -357,10 +357,12 @@ impl Slot {
                     .is_some_and(|at| tokio::time::Instant::now() >= at);
                 // A pin changed (an approval): list again, and sort the
                 // tools by the new pins.
+                let view = self.pinning.registry.current();
+                let now = view.servers.get(&self.spec.id).and_then(|r| r.pins.as_ref());
                 let repinned = current
                     .catalog
                     .as_ref()
-                    .is_some_and(|c| c.pins.is_some() && c.pins != self.registry_pins());
+                    .is_some_and(|c| c.pins.is_some() && c.pins.as_ref() != now);
                 if let (Some(catalog), false, false, false) =
                     (&current.catalog, changed, stale, repinned)
                 {
