@@ -51,6 +51,11 @@ fn pins_list(c: &Cluster) -> Value {
 /// A cluster (node-a) with the drifting server, changing as `drift` says,
 /// and the echo task registered.
 fn setup(drift: &str) -> (Cluster, tempfile::TempDir) {
+    setup_with(drift, json!({}))
+}
+
+/// [`setup`], the server's file giving it `env`.
+fn setup_with(drift: &str, env: Value) -> (Cluster, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let model = recording(dir.path());
     let c = cluster_opts(
@@ -64,7 +69,7 @@ fn setup(drift: &str) -> (Cluster, tempfile::TempDir) {
     std::fs::create_dir_all(&state).unwrap();
     // No "pin": the default, first-seen.
     let server = json!({"id": "drifting", "command": python_sdk(),
-        "args": [drifting_server(), state, drift]});
+        "args": [drifting_server(), state, drift], "env": env});
     std::fs::write(
         c.work.path().join("mcp.d/drifting.json"),
         server.to_string(),
@@ -262,5 +267,32 @@ fn a_schema_change_and_a_new_tool_are_held_the_same_way() {
             "+      \"forward_to\": {"
         };
         assert!(diff.contains(expected), "{drift}: {diff}");
+    }
+}
+
+#[test]
+fn a_secret_the_server_writes_into_a_tool_never_reaches_sms_in_clear() {
+    const SECRET: &str = "sk-pin-secret-4242";
+    std::env::set_var("SPEAR_TEST_GUEST_PIN_SECRET", SECRET);
+    let env = json!({"SECRET": "${SPEAR_TEST_GUEST_PIN_SECRET}"});
+    let (c, _dir) = setup_with("leak", env);
+    for _ in 0..3 {
+        assert!(run_on(&c, "node-a").contains("answer: echo: hi"));
+    }
+    // The description now carries the server's secret: held, and the
+    // definition SMS gets has it redacted by the node.
+    let held = run_on(&c, "node-a");
+    assert!(held.contains("changed since it was pinned"), "{held}");
+    let (code, diff, err) = c.sms.client(&["pins", "diff", "drifting"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(diff.contains("Signed in with <redacted>"), "{diff}");
+    let (_, list, _) = c.sms.client(&["pins", "list"]);
+    for (what, text) in [
+        ("pins diff", diff),
+        ("pins list", list),
+        ("the SMS log", c.sms.proc.log()),
+        ("the node log", c.node.proc.log()),
+    ] {
+        assert!(!text.contains(SECRET), "{what} holds the secret: {text}");
     }
 }

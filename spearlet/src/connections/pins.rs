@@ -40,6 +40,7 @@ pub fn seen(tool: &Tool) -> SeenTool {
         name: tool.name.to_string(),
         digest: digest(&definition),
         definition: definition.to_string(),
+        redacted: false,
     }
 }
 

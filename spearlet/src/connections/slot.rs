@@ -222,12 +222,15 @@ impl Slot {
                     .as_ref()
                     .and_then(|p| p.tools.get(&tool.name))
                     .is_some_and(|d| *d == tool.digest);
+                // Never a secret of the server's to SMS in clear, even
+                // one the server put in a description.
+                let definition = match pinned {
+                    true => Cow::Borrowed(""),
+                    false => self.secrets.redact(&tool.definition),
+                };
                 SeenTool {
-                    definition: if pinned {
-                        String::new()
-                    } else {
-                        tool.definition.clone()
-                    },
+                    redacted: matches!(definition, Cow::Owned(_)),
+                    definition: definition.into_owned(),
                     ..tool.clone()
                 }
             })
@@ -358,7 +361,10 @@ impl Slot {
                 // A pin changed (an approval): list again, and sort the
                 // tools by the new pins.
                 let view = self.pinning.registry.current();
-                let now = view.servers.get(&self.spec.id).and_then(|r| r.pins.as_ref());
+                let now = view
+                    .servers
+                    .get(&self.spec.id)
+                    .and_then(|r| r.pins.as_ref());
                 let repinned = current
                     .catalog
                     .as_ref()
