@@ -371,3 +371,30 @@ pub fn sha256_of(path: &Path) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// A second node, node-b, with the cluster's node config; returns once SMS
+/// can route to both.
+pub fn second_node(c: &Cluster) -> SpearletProc {
+    let config = c.work.path().join("node.toml").display().to_string();
+    let b = SpearletProc::start_with(
+        "node-b",
+        &c.sms.grpc,
+        &c.work.path().join("node-b"),
+        &["--config".into(), config],
+    );
+    eventually("node-b to be invocable", Duration::from_secs(30), || {
+        let status = c.sms.status();
+        let alive = status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
+            .count();
+        if alive == 2 {
+            Ok(())
+        } else {
+            Err(status.to_string())
+        }
+    });
+    b
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::peers::{drifting_server, python_sdk, spearlet_mcp};
 use spear_tests::procs::SpearletProc;
-use spear_tests::tasks::{cluster_opts, guest, register, Cluster, ClusterOptions};
+use spear_tests::tasks::{cluster_opts, guest, register, second_node, Cluster, ClusterOptions};
 use spear_tests::wait::eventually;
 
 /// `drifting`'s `echo` as the model names it (`mcp__<b64 server>__<b64 tool>`).
@@ -118,26 +118,7 @@ fn held_line(node: &SpearletProc, tool: &str) -> String {
 #[test]
 fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approved() {
     let (c, _dir) = setup("description");
-    let config = c.work.path().join("node.toml").display().to_string();
-    let b = SpearletProc::start_with(
-        "node-b",
-        &c.sms.grpc,
-        &c.work.path().join("node-b"),
-        &["--config".into(), config],
-    );
-    eventually("node-b to be invocable", Duration::from_secs(30), || {
-        let alive = c.sms.status()["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
-            .count();
-        if alive == 2 {
-            Ok(())
-        } else {
-            Err(format!("{alive} nodes"))
-        }
-    });
+    let b = second_node(&c);
     // First use on node-a pins the tools as they are; node-b agrees.
     assert!(run_on(&c, "node-a").contains("answer: echo: hi"));
     let row = pins_list(&c);

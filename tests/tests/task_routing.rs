@@ -11,36 +11,9 @@ use spear_tests::etcd::EtcdServer;
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::tasks::{
     cluster, cluster_with, cluster_with_token, fs_task, guest, invoke_json, register, register_at,
-    Cluster,
+    second_node,
 };
 use spear_tests::wait::eventually;
-
-/// A second node, node-b, with the cluster's node config; returns once SMS
-/// can route to both.
-fn second_node(c: &Cluster) -> SpearletProc {
-    let config = c.work.path().join("node.toml").display().to_string();
-    let b = SpearletProc::start_with(
-        "node-b",
-        &c.sms.grpc,
-        &c.work.path().join("node-b"),
-        &["--config".into(), config],
-    );
-    eventually("node-b to be invocable", Duration::from_secs(30), || {
-        let status = c.sms.status();
-        let alive = status["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
-            .count();
-        if alive == 2 {
-            Ok(())
-        } else {
-            Err(status.to_string())
-        }
-    });
-    b
-}
 
 #[test]
 fn sms_routes_around_a_node_that_died_before_the_call() {
