@@ -74,8 +74,8 @@ pub async fn run(
     }
 }
 
-/// Per-server problems this node sees: failed servers and quarantined
-/// tools, as many and as long as SMS keeps.
+/// Per-server problems this node sees: failed servers, quarantined tools
+/// and tools held for their pin, as many and as long as SMS keeps.
 fn problems(connections: &Connections) -> Vec<ServerProblem> {
     let mut out = all_problems(connections);
     out.truncate(MAX_HEARTBEAT_PROBLEMS);
@@ -101,6 +101,13 @@ fn all_problems(connections: &Connections) -> Vec<ServerProblem> {
             out.push(ServerProblem {
                 server_id: server_id.clone(),
                 message: format!("tool '{tool}' quarantined: {why}"),
+                failed: false,
+            });
+        }
+        for why in status.held.values() {
+            out.push(ServerProblem {
+                server_id: server_id.clone(),
+                message: why.clone(),
                 failed: false,
             });
         }

@@ -80,6 +80,7 @@ impl NodeView {
                 "restarts": s.restarts,
                 "tools": s.tools,
                 "quarantined": s.quarantined.iter().map(|q| json!({"tool": q.tool, "why": q.why})).collect::<Vec<_>>(),
+                "held": s.held.iter().map(|(tool, why)| json!({"tool": tool, "why": why})).collect::<Vec<_>>(),
             }))).collect::<serde_json::Map<String, Value>>(),
         })
     }

@@ -115,6 +115,32 @@ fn held_line(node: &SpearletProc, tool: &str) -> String {
     )
 }
 
+/// `spearlet explain`'s verdict on `tool` of the drifting server, for a
+/// session of the echo task on node-a's registry.
+fn explain(c: &Cluster, tool: &str) -> Value {
+    let task = c.work.path().join("explain-task.json");
+    let config = json!({"mcp": {"enabled": true, "allowed_server_ids": ["drifting"], "default_server_ids": ["drifting"]}});
+    std::fs::write(&task, config.to_string()).unwrap();
+    let out = std::process::Command::new(spear_tests::procs::bin("spearlet"))
+        .args(["explain", "--json", "--task"])
+        .arg(&task)
+        .arg("--state-dir")
+        .arg(&c.node.state_dir)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    report["servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["server_id"] == "drifting")
+        .flat_map(|s| s["tools"].as_array().cloned().unwrap_or_default())
+        .find(|t| t["tool"] == tool)
+        .map(|t| t["verdict"].clone())
+        .unwrap_or_else(|| panic!("no {tool} in {report}"))
+}
+
 #[test]
 fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approved() {
     let (c, _dir) = setup("description");
@@ -138,6 +164,23 @@ fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approve
         held.contains("tool 'echo' of server 'drifting' changed since it was pinned")
             && held.contains("`sms pins diff drifting echo`"),
         "{held}"
+    );
+    // Operators see it too: in the node's status, and at SMS among the
+    // node's problems (its next heartbeat).
+    let status = c.node.status().unwrap();
+    let held_why = status["mcp_servers"]["drifting"]["held"][0]["why"].to_string();
+    assert!(held_why.contains("changed since it was pinned"), "{status}");
+    eventually(
+        "SMS to list the held tool among node-a's problems",
+        Duration::from_secs(20),
+        || {
+            let nodes = c.sms.status()["nodes"].to_string();
+            if nodes.contains("changed since it was pinned") {
+                Ok(())
+            } else {
+                Err(nodes)
+            }
+        },
     );
     // node-b's process has not listed again: it goes on with the pinned tool.
     assert!(run_on(&c, "node-b").contains("answer: echo: hi"));
@@ -234,6 +277,12 @@ fn a_schema_change_and_a_new_tool_are_held_the_same_way() {
         let row = pins_list(&c);
         assert_eq!(row["drifted"], json!([held_tool]), "{drift}: {row}");
         let line = held_line(&c.node, held_tool);
+        let verdict = explain(&c, held_tool);
+        assert_eq!(
+            (&verdict["offered"], &verdict["layer"]),
+            (&json!(false), &json!("pin")),
+            "{drift}: {verdict}"
+        );
         let why = if drift == "new_tool" {
             "appeared after the server's tools were pinned"
         } else {

@@ -62,6 +62,8 @@ pub struct ServerStatus {
     pub tools: usize,
     /// Tools not offered because of their schema.
     pub quarantined: Vec<Quarantined>,
+    /// Tools not offered because they are not as pinned, with why.
+    pub held: std::collections::BTreeMap<String, String>,
     /// Tool calls made, failed, and their total duration.
     pub calls: u64,
     pub call_errors: u64,
@@ -177,6 +179,7 @@ impl Slot {
                 restarts: 0,
                 tools: 0,
                 quarantined: Vec::new(),
+                held: Default::default(),
                 calls: 0,
                 call_errors: 0,
                 call_seconds: 0.0,
@@ -439,7 +442,13 @@ impl Slot {
             let mut status = self.status.lock();
             status.tools = catalog.tools.len();
             status.quarantined = catalog.quarantined.clone();
-            if status.state == ServerState::Ready && !catalog.quarantined.is_empty() {
+            status.held = catalog
+                .held
+                .iter()
+                .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
+                .collect();
+            let partial = !catalog.quarantined.is_empty() || !catalog.held.is_empty();
+            if status.state == ServerState::Ready && partial {
                 status.state = ServerState::Degraded;
             }
         }

@@ -20,6 +20,8 @@ pub enum Layer {
     Server,
     /// The server's connection on this node.
     Health,
+    /// The tool's definition against its pin (docs/trust.md).
+    Pin,
 }
 
 impl Layer {
@@ -30,6 +32,7 @@ impl Layer {
             Layer::Registry => "registry",
             Layer::Server => "server",
             Layer::Health => "health",
+            Layer::Pin => "pin",
         }
     }
 }

@@ -79,6 +79,16 @@ pub async fn explain(
                             tool_verdict(task, &session, spec, &tool.name),
                         ));
                     }
+                    for (tool, held) in &catalog.held {
+                        tools.push((
+                            tool.clone(),
+                            Verdict {
+                                offered: false,
+                                layer: crate::tool_policy::Layer::Pin,
+                                rule: held.sentence(id, tool),
+                            },
+                        ));
+                    }
                     for q in &catalog.quarantined {
                         let (tool, why) = (&q.tool, &q.why);
                         tools.push((
