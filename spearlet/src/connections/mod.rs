@@ -26,7 +26,8 @@ pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};
-use slot::{Pinning, Slot};
+use pins::Pinning;
+use slot::Slot;
 
 /// Reads a variable of the node's environment for `${NAME}` references in
 /// server files, as the node policy allows.

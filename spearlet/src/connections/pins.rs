@@ -9,13 +9,19 @@
 //! The node reports what it sees to SMS, which answers with the pins (on
 //! first sight, the ones it just made) and shows the rest to operators.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::Tool;
 use spear_proto::pins::{definition, digest, PinMode};
-use spear_proto::v1::{SeenTool, ToolPins};
+use spear_proto::v1::{SeenTool, ServerSpec, ToolPins};
+use tracing::warn;
+
+use crate::env_refs::Redactor;
+use crate::registry::RegistryHandle;
 
 /// Sends what a server lists to SMS; answers the server's pins after it.
 pub type Reporter = Arc<
@@ -31,6 +37,85 @@ pub type Reporter = Arc<
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("cannot report the server's tool definitions to SMS: {0}")]
 pub struct ReportFailed(pub String);
+
+/// How long a listing waits for SMS to answer a report.
+const REPORT_WITHIN: Duration = Duration::from_secs(3);
+
+/// Where a slot finds its server's pins, and whom it tells what it sees.
+#[derive(Clone)]
+pub(super) struct Pinning {
+    pub registry: RegistryHandle,
+    /// `None` off a running node (`spearlet mcp`): the registry's pins
+    /// still hold, but nothing is reported.
+    pub reporter: Option<Reporter>,
+}
+
+impl Pinning {
+    /// `server`'s pins as the registry holds them now.
+    pub fn current(&self, server: &str) -> Option<ToolPins> {
+        let view = self.registry.current();
+        view.servers.get(server).and_then(|r| r.pins.clone())
+    }
+
+    /// Whether `server`'s pins in the registry are no longer `pins` (an
+    /// approval since), compared in place: this runs on every call.
+    pub fn moved(&self, server: &str, pins: Option<&ToolPins>) -> bool {
+        let view = self.registry.current();
+        let now = view.servers.get(server).and_then(|r| r.pins.as_ref());
+        pins.is_some() && pins != now
+    }
+
+    /// Tells SMS what `spec`'s server lists (definitions only where they
+    /// are not the pinned ones, the server's secrets redacted) and returns
+    /// the pins after it: `pins` (the registry's), else the ones SMS just
+    /// made from this first sight.
+    pub async fn report(
+        &self,
+        spec: &ServerSpec,
+        secrets: &Redactor,
+        seen: &[SeenTool],
+        pins: Option<ToolPins>,
+    ) -> Option<ToolPins> {
+        let Some(reporter) = &self.reporter else {
+            return pins;
+        };
+        if PinMode::of(&spec.pin) == PinMode::Off {
+            return pins;
+        }
+        let sent: Vec<SeenTool> = seen
+            .iter()
+            .map(|tool| {
+                let pinned = pins
+                    .as_ref()
+                    .and_then(|p| p.tools.get(&tool.name))
+                    .is_some_and(|d| *d == tool.digest);
+                // Never a secret of the server's to SMS in clear, even
+                // one the server put in a description.
+                let definition = match pinned {
+                    true => Cow::Borrowed(""),
+                    false => secrets.redact(&tool.definition),
+                };
+                SeenTool {
+                    redacted: matches!(definition, Cow::Owned(_)),
+                    definition: definition.into_owned(),
+                    ..tool.clone()
+                }
+            })
+            .collect();
+        let report = reporter(spec.id.clone(), sent);
+        match tokio::time::timeout(REPORT_WITHIN, report).await {
+            Ok(Ok(answered)) => pins.or(answered),
+            Ok(Err(error)) => {
+                warn!(server_id = %spec.id, %error, "tool definitions not reported; pins as the registry has them");
+                pins
+            }
+            Err(_) => {
+                warn!(server_id = %spec.id, "SMS did not answer the tool report within {REPORT_WITHIN:?}; pins as the registry has them");
+                pins
+            }
+        }
+    }
+}
 
 /// One listed tool and its definition's digest.
 pub fn seen(tool: &Tool) -> SeenTool {

@@ -11,14 +11,13 @@ use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn, Instrument};
 
 use super::names::offered_name;
-use super::pins::{self, Held, Reporter};
+use super::pins::{self, Held, Pinning};
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
 use crate::mcp::{
     check_input_schema, render_result, McpClient, McpError, RenderedResult, SessionOptions,
     Timeouts,
 };
-use crate::registry::RegistryHandle;
 use spear_common::Backoff;
 use spear_proto::pins::PinMode;
 use spear_proto::v1::{SeenTool, ToolPins};
@@ -110,18 +109,6 @@ struct Live {
     stale_at: Option<tokio::time::Instant>,
 }
 
-/// Where a slot finds its server's pins, and whom it tells what it sees.
-#[derive(Clone)]
-pub(super) struct Pinning {
-    pub registry: RegistryHandle,
-    /// `None` off a running node (`spearlet mcp`): the registry's pins
-    /// still hold, but nothing is reported.
-    pub reporter: Option<Reporter>,
-}
-
-/// How long a listing waits for SMS to answer a report.
-const REPORT_WITHIN: Duration = Duration::from_secs(3);
-
 struct Retry {
     backoff: Backoff,
     not_before: Option<Instant>,
@@ -200,56 +187,6 @@ impl Slot {
 
     fn pin_mode(&self) -> PinMode {
         PinMode::of(&self.spec.pin)
-    }
-
-    /// The server's pins as the registry holds them now.
-    fn registry_pins(&self) -> Option<ToolPins> {
-        let view = self.pinning.registry.current();
-        view.servers.get(&self.spec.id).and_then(|r| r.pins.clone())
-    }
-
-    /// Tells SMS what the server lists (definitions only where they are
-    /// not the pinned ones) and returns the pins after it: the registry's,
-    /// else the ones SMS just made from this first sight.
-    async fn report(&self, seen: &[SeenTool], pins: Option<ToolPins>) -> Option<ToolPins> {
-        let Some(reporter) = &self.pinning.reporter else {
-            return pins;
-        };
-        if self.pin_mode() == PinMode::Off {
-            return pins;
-        }
-        let sent: Vec<SeenTool> = seen
-            .iter()
-            .map(|tool| {
-                let pinned = pins
-                    .as_ref()
-                    .and_then(|p| p.tools.get(&tool.name))
-                    .is_some_and(|d| *d == tool.digest);
-                // Never a secret of the server's to SMS in clear, even
-                // one the server put in a description.
-                let definition = match pinned {
-                    true => Cow::Borrowed(""),
-                    false => self.secrets.redact(&tool.definition),
-                };
-                SeenTool {
-                    redacted: matches!(definition, Cow::Owned(_)),
-                    definition: definition.into_owned(),
-                    ..tool.clone()
-                }
-            })
-            .collect();
-        let report = reporter(self.spec.id.clone(), sent);
-        match tokio::time::timeout(REPORT_WITHIN, report).await {
-            Ok(Ok(answered)) => pins.or(answered),
-            Ok(Err(error)) => {
-                warn!(server_id = %self.spec.id, %error, "tool definitions not reported; pins as the registry has them");
-                pins
-            }
-            Err(_) => {
-                warn!(server_id = %self.spec.id, "SMS did not answer the tool report within {REPORT_WITHIN:?}; pins as the registry has them");
-                pins
-            }
-        }
     }
 
     /// The spec the slot was made from.
@@ -363,15 +300,10 @@ impl Slot {
                     .is_some_and(|at| tokio::time::Instant::now() >= at);
                 // A pin changed (an approval): list again, and sort the
                 // tools by the new pins.
-                let view = self.pinning.registry.current();
-                let now = view
-                    .servers
-                    .get(&self.spec.id)
-                    .and_then(|r| r.pins.as_ref());
                 let repinned = current
                     .catalog
                     .as_ref()
-                    .is_some_and(|c| c.pins.is_some() && c.pins.as_ref() != now);
+                    .is_some_and(|c| self.pinning.moved(&self.spec.id, c.pins.as_ref()));
                 if let (Some(catalog), false, false, false) =
                     (&current.catalog, changed, stale, repinned)
                 {
@@ -393,7 +325,15 @@ impl Slot {
             .fresh_for
             .map(|ttl| tokio::time::Instant::now() + ttl);
         let seen: Vec<SeenTool> = listed.tools.iter().map(pins::seen).collect();
-        let pins = self.report(&seen, self.registry_pins()).await;
+        let pins = self
+            .pinning
+            .report(
+                &self.spec,
+                &self.secrets,
+                &seen,
+                self.pinning.current(&self.spec.id),
+            )
+            .await;
         let mode = self.pin_mode();
         let mut catalog = Catalog {
             pins: pins.clone(),
