@@ -387,6 +387,33 @@ fn elicitation_and_the_call_bound_are_read_and_checked() {
 }
 
 #[test]
+fn a_pin_mode_is_read_and_an_unknown_one_is_refused_with_the_three_modes() {
+    let specs = parse_file(
+        "docs.json",
+        br#"{"mcpServers": {"docs": {"command": "x", "pin": "approve"}, "fs": {"command": "y"}}}"#,
+    )
+    .unwrap();
+    let mode = |id: &str| specs.iter().find(|s| s.id == id).map(|s| s.pin.clone());
+    assert_eq!(mode("docs").as_deref(), Some("approve"));
+    assert_eq!(
+        mode("fs").as_deref(),
+        Some(""),
+        "unset: the default, first-seen"
+    );
+    let p = problems(
+        "docs.json",
+        r#"{"id": "docs", "command": "x", "pin": "trust-me"}"#,
+    );
+    assert!(
+        joined(&p).contains(
+            "docs.json: $.pin: 'trust-me' is not a pin mode; use one of first-seen, approve, off (see docs/trust.md)"
+        ),
+        "{}",
+        joined(&p)
+    );
+}
+
+#[test]
 fn auth_is_read_with_its_secrets_as_references_only() {
     let specs = parse_file(
         "docs.json",
