@@ -223,15 +223,21 @@ impl PinBook {
                     }
                 }
             }
+            // tool -> digest -> the nodes that see it: a tool seen in more
+            // than one version puts all its nodes among the disagreeing
+            // (one pass, not every node against every other).
+            let mut versions: HashMap<&str, BTreeMap<&str, Vec<&str>>> = HashMap::new();
             for (node, tools) in nodes {
-                let differs = tools.iter().any(|(name, digest)| {
-                    nodes
-                        .values()
-                        .any(|other| other.get(name).is_some_and(|d| d != digest))
-                });
-                if differs {
-                    disagreeing.insert(node.clone());
+                for (name, digest) in tools {
+                    let by_digest = versions.entry(name.as_str()).or_default();
+                    by_digest
+                        .entry(digest.as_str())
+                        .or_default()
+                        .push(node.as_str());
                 }
+            }
+            for by_digest in versions.values().filter(|v| v.len() > 1) {
+                disagreeing.extend(by_digest.values().flatten().map(|n| n.to_string()));
             }
         }
         PinState {
