@@ -13,6 +13,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/spear/v1/credentials.proto",
         "proto/spear/v1/revocations.proto",
         "proto/spear/v1/pins.proto",
+        "proto/spear/v1/approvals.proto",
+        "proto/spear/v1/audit.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

@@ -4,6 +4,8 @@
 //! pre-encoded watch frames.
 #![forbid(unsafe_code)]
 
+pub mod approvals;
+pub mod audit;
 pub mod codec;
 pub mod defaults;
 pub mod frame;

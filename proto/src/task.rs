@@ -84,6 +84,10 @@ pub struct McpConfig {
     pub task_tool_allowlist: Option<Vec<String>>,
     #[serde(default)]
     pub task_tool_denylist: Vec<String>,
+    /// Tools (patterns) whose every call waits for a person's approval
+    /// (docs/trust.md), on top of what the servers' files ask.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_tool_approval: Vec<String>,
 }
 
 /// Which of the node's configured LLM backends the task uses.
@@ -175,6 +179,7 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
         .iter()
         .flatten()
         .chain(&mcp.task_tool_denylist)
+        .chain(&mcp.task_tool_approval)
     {
         check_pattern(pattern).map_err(|why| TaskError::Pattern {
             pattern: pattern.clone(),

@@ -33,6 +33,8 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod approvals;
+pub mod audit;
 pub mod certs;
 pub mod cli;
 pub mod files;

@@ -87,6 +87,9 @@ pub struct ServeArgs {
     /// Log format: human or json [default: human].
     #[arg(long, env = "SMS_LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// Hours of the nodes' audit records SMS keeps [default: 168].
+    #[arg(long, env = "SMS_AUDIT_RETENTION_HOURS")]
+    pub audit_retention_hours: Option<u64>,
     /// Write the bound addresses as JSON to this file once serving (for scripts and tests).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
@@ -117,6 +120,7 @@ struct FileConfig {
     progress_interval_ms: Option<u64>,
     history_len: Option<usize>,
     log_format: Option<String>,
+    audit_retention_hours: Option<u64>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
@@ -209,6 +213,13 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         Some(path) => JoinToken::from_file(path)?,
         None => JoinToken::none(),
     };
+    let mut audit_retention = crate::audit::Retention::default();
+    if let Some(hours) = args.audit_retention_hours.or(file.audit_retention_hours) {
+        if hours == 0 {
+            anyhow::bail!("--audit-retention-hours must be at least 1");
+        }
+        audit_retention.max_age = std::time::Duration::from_secs(hours.saturating_mul(3600));
+    }
     let config = SmsConfig {
         listen,
         metrics_listen,
@@ -221,6 +232,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         max_watches_per_node: crate::grpc::MAX_WATCHES_PER_NODE,
         hub,
         oauth_key_file: args.oauth_key_file.clone().or(file.oauth_key_file),
+        audit_retention,
     };
     Ok((config, log_format))
 }

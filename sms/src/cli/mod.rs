@@ -7,6 +7,8 @@ mod client;
 mod config;
 mod oauth;
 mod pins;
+mod approvals;
+mod audit;
 mod tasks;
 mod validate;
 
@@ -63,6 +65,11 @@ pub enum Command {
     /// Tool definition pins: list, diff, approve, reject (docs/trust.md).
     #[command(subcommand)]
     Pins(pins::PinsCommand),
+    /// Calls waiting for a person: list, show, approve, deny (docs/trust.md).
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
+    /// The nodes' audit records (filters, --json), or `verify` their chains.
+    Audit(Box<audit::AuditArgs>),
     /// OAuth credentials for servers behind OAuth: keygen, login, status, logout.
     #[command(subcommand)]
     Oauth(oauth::OAuthCommand),
@@ -129,6 +136,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Tasks(command)) => tasks::run(command).await,
         Some(Command::Certs(command)) => certs::run(command).await,
         Some(Command::Pins(command)) => pins::run(command).await,
+        Some(Command::Approvals(command)) => approvals::run(command).await,
+        Some(Command::Audit(args)) => audit::run(*args).await,
         Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {
             client,

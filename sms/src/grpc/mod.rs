@@ -1,6 +1,8 @@
 //! Thin gRPC services over SMS's domain core.
 
 mod admin;
+mod approvals;
+mod audit;
 mod credentials;
 mod nodes;
 mod pins;
@@ -10,6 +12,8 @@ mod status;
 mod tasks;
 
 pub use admin::AdminService;
+pub use approvals::ApprovalsService;
+pub use audit::AuditService;
 pub use credentials::CredentialsService;
 pub use nodes::NodesService;
 pub use pins::PinsService;

@@ -2,7 +2,9 @@
 //! problem with its JSON path.
 
 use serde_json::{Map, Value};
-use spear_proto::v1::{Elicitation, Limits, ServerSpec, Timeouts, ToolPatterns, Transport};
+use spear_proto::v1::{
+    ApprovalRule, Elicitation, Limits, ServerSpec, Timeouts, ToolPatterns, Transport,
+};
 
 use super::ids::check_server_id;
 use super::values::{
@@ -32,6 +34,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "auth",
     "nodes",
     "pin",
+    "approval",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -54,8 +57,10 @@ pub const SHARED_KEYS: &[&str] = &[
     "auth",
     "nodes",
     "pin",
+    "approval",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
+const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
 
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -147,12 +152,37 @@ pub fn parse_entry(
     spec.auth = super::auth::auth(problems, path, entry, &spec);
     spec.nodes = patterns(problems, path, entry, "nodes").unwrap_or_default();
     spec.pin = pin(problems, path, entry);
+    spec.approval = approval(problems, path, entry);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());
         }
     }
     (problems.list.len() == before).then_some(spec)
+}
+
+/// `"approval"`: the tools a person approves call by call, and how long a
+/// call may wait for it.
+fn approval(
+    problems: &mut Problems,
+    path: &str,
+    entry: &Map<String, Value>,
+) -> Option<ApprovalRule> {
+    let object = object(problems, path, entry, "approval", APPROVAL_KEYS)?;
+    let at = format!("{path}.approval");
+    let tools = patterns(problems, &at, object, "tools").unwrap_or_default();
+    if tools.is_empty() {
+        problems.push(
+            &at,
+            "\"tools\" is missing or empty: list the tools (patterns) whose calls need an approval",
+        );
+    }
+    let max = spear_proto::approvals::MAX_EXPIRY.as_millis() as u64;
+    let expires_ms = object
+        .get("expires_ms")
+        .map(|v| bounded(problems, &format!("{at}.expires_ms"), v, max, "milliseconds"))
+        .unwrap_or(0);
+    Some(ApprovalRule { tools, expires_ms })
 }
 
 /// `"pin"`: how the server's tool definitions are pinned.

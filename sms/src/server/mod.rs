@@ -60,6 +60,8 @@ pub struct SmsConfig {
     /// The key OAuth credentials are sealed with (`--oauth-key-file`);
     /// without it SMS holds none.
     pub oauth_key_file: Option<PathBuf>,
+    /// How long and how much of the nodes' audit records SMS keeps.
+    pub audit_retention: crate::audit::Retention,
 }
 
 /// Why SMS could not start.
@@ -175,6 +177,7 @@ impl Sms {
             join_token: config.join_token.clone(),
             max_watches_per_node: config.max_watches_per_node,
             insecure,
+            audit_retention: config.audit_retention,
         });
         let tls = config.tls.is_some();
         info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");

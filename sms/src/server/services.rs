@@ -11,6 +11,8 @@ use spear_identity::{incoming, Access, Deadlines, JoinToken, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::shared_registry::registry_server::RegistryServer;
 use spear_proto::v1::admin_server::AdminServer;
+use spear_proto::v1::approvals_server::ApprovalsServer;
+use spear_proto::v1::audit_server::AuditServer;
 use spear_proto::v1::credentials_server::CredentialsServer;
 use spear_proto::v1::nodes_server::NodesServer;
 use spear_proto::v1::pins_server::PinsServer;
@@ -21,9 +23,11 @@ use tokio::net::TcpListener;
 
 use super::stores::{Keys, Stores};
 use crate::admin::Admin;
+use crate::approvals::ApprovalBook;
+use crate::audit::{AuditBook, Retention};
 use crate::files::FileProblems;
 use crate::grpc::{
-    AdminService, CredentialsService, NodesService, PinsService, RegistryService,
+    AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService, RegistryService,
     RevocationsService, StatusService, TasksService,
 };
 use crate::nodes::NodeTable;
@@ -51,6 +55,8 @@ pub struct ServicesDeps {
     pub join_token: JoinToken,
     pub max_watches_per_node: usize,
     pub insecure: bool,
+    /// How long and how much of the nodes' audit records SMS keeps.
+    pub audit_retention: Retention,
 }
 
 pub struct Services {
@@ -58,6 +64,8 @@ pub struct Services {
     admin: AdminService,
     nodes: NodesService,
     pins: PinsService,
+    approvals: ApprovalsService,
+    audit: AuditService,
     status: StatusService,
     tasks: TasksService,
     credentials: CredentialsService,
@@ -79,6 +87,7 @@ impl Services {
             join_token,
             max_watches_per_node,
             insecure,
+            audit_retention,
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_join_token(join_token);
@@ -91,6 +100,8 @@ impl Services {
                 Arc::clone(&writer),
                 access.clone(),
             ),
+            approvals: ApprovalsService::new(Arc::new(ApprovalBook::default()), access.clone()),
+            audit: AuditService::new(Arc::new(AuditBook::new(audit_retention)), access.clone()),
             admin: AdminService::new(
                 Arc::new(Admin::new(writer, keys.sealer.clone())),
                 access.clone(),
@@ -128,6 +139,11 @@ impl Services {
             Duration::from_secs(30),
             &[
                 ("/spear.v1.Tasks/InvokeTask", defaults::RUN_ANSWER_WITHIN),
+                // Answers within crate::approvals::MAX_WAIT.
+                (
+                    "/spear.v1.Approvals/AwaitApproval",
+                    Duration::from_secs(45),
+                ),
                 (
                     "/spear.v1.Tasks/RegisterTask",
                     defaults::REGISTER_TASK_WITHIN,
@@ -148,6 +164,10 @@ impl Services {
                     .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
             .add_service(PinsServer::new(self.pins).max_decoding_message_size(8 * MIB))
+            .add_service(
+                ApprovalsServer::new(self.approvals).max_decoding_message_size(256 * KIB),
+            )
+            .add_service(AuditServer::new(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::new(self.status).max_decoding_message_size(4 * KIB))
             .add_service(
                 CredentialsServer::new(self.credentials).max_decoding_message_size(128 * KIB),

@@ -22,6 +22,9 @@ pub struct TaskPolicy {
     pub tool_allowlist: Option<Vec<String>>,
     /// `mcp.task_tool_denylist`.
     pub tool_denylist: Vec<String>,
+    /// `mcp.task_tool_approval`: calls of matching tools wait for a
+    /// person's approval.
+    pub approval: Vec<String>,
 }
 
 /// Session-level MCP policy, written by the guest with `cchat_ctl_set_param`.

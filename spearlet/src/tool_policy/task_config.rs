@@ -14,6 +14,7 @@ impl From<&McpConfig> for TaskPolicy {
             default_server_ids: mcp.default_server_ids.clone(),
             tool_allowlist: mcp.task_tool_allowlist.clone(),
             tool_denylist: mcp.task_tool_denylist.clone(),
+            approval: mcp.task_tool_approval.clone(),
         }
     }
 }

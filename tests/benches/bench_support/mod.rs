@@ -89,6 +89,7 @@ pub async fn start_sms_with(
         max_watches_per_node: 10,
         hub: HubConfig::default(),
         oauth_key_file: None,
+        audit_retention: Default::default(),
     };
     let sms = Sms::start(config)
         .await

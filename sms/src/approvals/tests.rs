@@ -1,0 +1,108 @@
+use std::time::Duration;
+
+use spear_proto::v1::{ApprovalBinding, ApprovalState};
+
+use super::*;
+
+fn binding(arguments: &str) -> ApprovalBinding {
+    ApprovalBinding {
+        node_id: "n1".into(),
+        task_id: "fs-agent".into(),
+        invocation_id: "inv-1".into(),
+        identity: "sms".into(),
+        server_id: "fs".into(),
+        tool: "write_file".into(),
+        arguments_digest: arguments.into(),
+        pin_digest: "p1".into(),
+        policy_revision: 7,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approval_is_used_once_and_only_for_its_call() {
+    let book = ApprovalBook::default();
+    let id = book
+        .request(binding("a1"), r#"{"path": "/x"}"#.into(), Duration::ZERO)
+        .unwrap()
+        .approval_id;
+    assert_eq!(book.show(&id).unwrap().arguments, r#"{"path": "/x"}"#);
+    // Not yet approved: nothing to claim.
+    assert!(matches!(
+        book.claim(&id, &binding("a1")),
+        Err(ApprovalError::NotPending { state: "pending", .. })
+    ));
+    book.decide(&id, true, "", "admin:ops").unwrap();
+    assert_eq!(book.show(&id).unwrap().arguments, "", "arguments are kept only while pending");
+    // Another node cannot use it, nor can other arguments or another pin.
+    let mut elsewhere = binding("a1");
+    elsewhere.node_id = "n2".into();
+    assert!(matches!(book.claim(&id, &elsewhere), Err(ApprovalError::OtherNode { .. })));
+    assert_eq!(
+        book.claim(&id, &binding("a2")),
+        Err(ApprovalError::OtherCall { id: id.clone(), field: "arguments" })
+    );
+    let mut repinned = binding("a1");
+    repinned.pin_digest = "p2".into();
+    assert_eq!(
+        book.claim(&id, &repinned),
+        Err(ApprovalError::OtherCall { id: id.clone(), field: "tool definition (pin)" })
+    );
+    book.claim(&id, &binding("a1")).unwrap();
+    assert!(matches!(
+        book.claim(&id, &binding("a1")),
+        Err(ApprovalError::NotPending { state: "used", .. })
+    ));
+    assert!(book.decide(&id, false, "", "admin:ops").is_err(), "a used approval cannot be denied");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_ends_on_the_decision_or_at_expiry() {
+    let book = std::sync::Arc::new(ApprovalBook::default());
+    let id = book
+        .request(binding("a1"), "{}".into(), Duration::from_secs(60))
+        .unwrap()
+        .approval_id;
+    let waiting = {
+        let (book, id) = (book.clone(), id.clone());
+        tokio::spawn(async move { book.wait("n1", &id, Duration::from_secs(30)).await })
+    };
+    tokio::task::yield_now().await;
+    book.decide(&id, false, "not on prod", "admin:ops").unwrap();
+    let decision = waiting.await.unwrap().unwrap();
+    assert_eq!(decision.state, ApprovalState::Denied);
+    assert_eq!(decision.reason, "not on prod");
+
+    let id = book
+        .request(binding("a2"), "{}".into(), Duration::from_secs(45))
+        .unwrap()
+        .approval_id;
+    // A wait shorter than the expiry answers pending; the next one expired.
+    let first = book.wait("n1", &id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(first.state, ApprovalState::Pending);
+    let second = book.wait("n1", &id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(second.state, ApprovalState::Expired);
+    assert!(book.decide(&id, true, "", "admin:ops").is_err(), "an expired approval cannot be approved");
+    assert!(matches!(
+        book.wait("n2", &id, Duration::from_secs(1)).await,
+        Err(ApprovalError::OtherNode { .. })
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_cannot_flood_sms_with_requests() {
+    let book = ApprovalBook::default();
+    for _ in 0..MAX_PENDING_PER_NODE {
+        book.request(binding("a"), "{}".into(), Duration::ZERO).unwrap();
+    }
+    assert_eq!(
+        book.request(binding("a"), "{}".into(), Duration::ZERO).map(|_| ()),
+        Err(ApprovalError::TooManyForNode("n1".into()))
+    );
+    let big = "x".repeat(MAX_ARGUMENTS + 1);
+    let mut other = binding("a");
+    other.node_id = "n2".into();
+    assert!(matches!(
+        book.request(other, big, Duration::ZERO),
+        Err(ApprovalError::LargeArguments(_))
+    ));
+}

@@ -1,0 +1,287 @@
+//! The audit trail, SMS's side (docs/trust.md). Entry point: [`AuditBook`].
+//!
+//! Nodes ship their records at least once; the book keeps each
+//! (node, seq) once, exactly as the node wrote it (so `verify` checks the
+//! node's own hashes), answers `sms audit`'s filters from a small index
+//! of each record, and forgets records past the retention or the cap,
+//! oldest first. Records are kept in this SMS's memory; the node's state
+//! dir holds the durable copy (`spearlet audit verify`).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+use spear_proto::audit::{ChainCheck, Outcome, Record};
+use spear_proto::v1::{AuditLine, ChainReport, QueryAuditRequest};
+
+/// Bytes of one record.
+pub const MAX_RECORD: usize = 16 * 1024;
+/// Records one shipment may carry.
+pub const MAX_SHIPMENT: usize = 5_000;
+/// Records `query` answers at most at once.
+pub const MAX_QUERY: usize = 10_000;
+
+/// Why a shipment is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditError {
+    #[error("a shipment may carry at most {MAX_SHIPMENT} records; this one has {0}")]
+    TooMany(usize),
+    #[error("record {seq} is {len} bytes, over the {MAX_RECORD} a record may be")]
+    TooLarge { seq: u64, len: usize },
+}
+
+/// How long and how much the book keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub max_age: Duration,
+    pub max_records: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_records: 1_000_000,
+        }
+    }
+}
+
+/// What a filter looks at, read once when a record arrives.
+struct Stored {
+    json: String,
+    time_ms: u64,
+    task: String,
+    server: String,
+    tool: String,
+    outcome: Option<Outcome>,
+}
+
+impl Stored {
+    fn new(json: String) -> Stored {
+        // A record that does not parse is kept as it came: `verify` names it.
+        let record: Option<Record> = serde_json::from_str(&json).ok();
+        let outcome = record.as_ref().map(|r| r.outcome);
+        let record = record.unwrap_or_default();
+        Stored {
+            time_ms: record.time_ms,
+            task: record.task,
+            server: record.server,
+            tool: record.tool,
+            outcome,
+            json,
+        }
+    }
+}
+
+/// Every node's records this SMS holds.
+#[derive(Default)]
+pub struct AuditBook {
+    nodes: RwLock<BTreeMap<String, BTreeMap<u64, Stored>>>,
+    retention: Retention,
+}
+
+/// What one shipment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shipped {
+    pub stored: u64,
+    pub duplicates: u64,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl AuditBook {
+    pub fn new(retention: Retention) -> Self {
+        Self {
+            nodes: RwLock::default(),
+            retention,
+        }
+    }
+
+    /// Keeps `node`'s records it does not have yet.
+    pub fn ship(&self, node: &str, records: Vec<AuditLine>) -> Result<Shipped, AuditError> {
+        if records.len() > MAX_SHIPMENT {
+            return Err(AuditError::TooMany(records.len()));
+        }
+        if let Some(large) = records.iter().find(|r| r.json.len() > MAX_RECORD) {
+            return Err(AuditError::TooLarge {
+                seq: large.seq,
+                len: large.json.len(),
+            });
+        }
+        let mut shipped = Shipped::default();
+        let mut nodes = self.nodes.write();
+        let chain = nodes.entry(node.to_string()).or_default();
+        for line in records {
+            match chain.entry(line.seq) {
+                std::collections::btree_map::Entry::Occupied(_) => shipped.duplicates += 1,
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(Stored::new(line.json));
+                    shipped.stored += 1;
+                }
+            }
+        }
+        self.retire(&mut nodes);
+        Ok(shipped)
+    }
+
+    /// Drops records older than the retention, then the oldest past the
+    /// cap (each node's chain then starts later; `verify` anchors there).
+    fn retire(&self, nodes: &mut BTreeMap<String, BTreeMap<u64, Stored>>) {
+        let oldest = now_ms().saturating_sub(self.retention.max_age.as_millis() as u64);
+        for chain in nodes.values_mut() {
+            while chain
+                .first_key_value()
+                .is_some_and(|(_, r)| r.time_ms < oldest)
+            {
+                chain.pop_first();
+            }
+        }
+        let mut total: usize = nodes.values().map(BTreeMap::len).sum();
+        while total > self.retention.max_records {
+            // The node whose first record is oldest gives it up.
+            let Some(chain) = nodes
+                .values_mut()
+                .filter(|c| !c.is_empty())
+                .min_by_key(|c| c.first_key_value().map_or(u64::MAX, |(_, r)| r.time_ms))
+            else {
+                break;
+            };
+            chain.pop_first();
+            total -= 1;
+        }
+        nodes.retain(|_, chain| !chain.is_empty());
+    }
+
+    /// The records matching `filter`, oldest first per node, with the
+    /// node of each, and how many matched past `limit`.
+    pub fn query(&self, filter: &QueryAuditRequest) -> (Vec<(String, AuditLine)>, u64) {
+        let limit = match filter.limit as usize {
+            0 => MAX_QUERY,
+            n => n.min(MAX_QUERY),
+        };
+        let wanted_outcome = Outcome::parse(&filter.outcome);
+        let matches = |s: &Stored| {
+            (filter.task_id.is_empty() || s.task == filter.task_id)
+                && (filter.server_id.is_empty() || s.server == filter.server_id)
+                && (filter.tool.is_empty() || s.tool == filter.tool)
+                && (filter.outcome.is_empty() || s.outcome == wanted_outcome)
+                && s.time_ms >= filter.since_ms
+        };
+        let nodes = self.nodes.read();
+        let mut found = Vec::new();
+        let mut left_out = 0;
+        for (node, chain) in nodes.iter() {
+            if !filter.node_id.is_empty() && node != &filter.node_id {
+                continue;
+            }
+            for (seq, stored) in chain.iter().filter(|(_, s)| matches(s)) {
+                if found.len() < limit {
+                    found.push((
+                        node.clone(),
+                        AuditLine {
+                            seq: *seq,
+                            json: stored.json.clone(),
+                        },
+                    ));
+                } else {
+                    left_out += 1;
+                }
+            }
+        }
+        (found, left_out)
+    }
+
+    /// Checks every node's chain; each report names its first problem.
+    pub fn verify(&self) -> Vec<ChainReport> {
+        let nodes = self.nodes.read();
+        nodes
+            .iter()
+            .map(|(node, chain)| {
+                let mut check = ChainCheck::new(node);
+                let mut problem = String::new();
+                for (seq, stored) in chain {
+                    if let Err(broken) = check.push(*seq, &stored.json) {
+                        problem = broken.to_string();
+                        break;
+                    }
+                }
+                ChainReport {
+                    node_id: node.clone(),
+                    first_seq: chain.first_key_value().map_or(0, |(s, _)| *s),
+                    last_seq: chain.last_key_value().map_or(0, |(s, _)| *s),
+                    records: chain.len() as u64,
+                    problem,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(node: &str, n: u64) -> Vec<AuditLine> {
+        let mut prev = String::new();
+        (1..=n)
+            .map(|seq| {
+                let mut record = Record {
+                    node: node.into(),
+                    task: "fs-agent".into(),
+                    tool: "read_file".into(),
+                    time_ms: now_ms(),
+                    ..Record::default()
+                };
+                let json = record.seal(seq, &prev);
+                prev = record.hash;
+                AuditLine { seq, json }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_shipment_sent_twice_is_kept_once_and_verifies() {
+        let book = AuditBook::default();
+        let batch = lines("n1", 10);
+        assert_eq!(book.ship("n1", batch.clone()).unwrap(), Shipped { stored: 10, duplicates: 0 });
+        assert_eq!(book.ship("n1", batch).unwrap(), Shipped { stored: 0, duplicates: 10 });
+        let (found, _) = book.query(&QueryAuditRequest {
+            task_id: "fs-agent".into(),
+            ..Default::default()
+        });
+        assert_eq!(found.len(), 10);
+        let reports = book.verify();
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports[0].problem, "");
+    }
+
+    #[test]
+    fn a_record_shipped_altered_or_under_another_node_is_named() {
+        let book = AuditBook::default();
+        let mut batch = lines("n1", 5);
+        batch[3].json = batch[3].json.replace("read_file", "write_file");
+        book.ship("n1", batch).unwrap();
+        // A node shipping another node's records keeps them under its own
+        // name, where they do not verify.
+        book.ship("n2", lines("n3", 2)).unwrap();
+        let reports = book.verify();
+        assert_eq!(reports[0].problem, "record 4 was altered: its hash does not match its contents");
+        assert!(reports[1].problem.contains("belongs to node 'n3'"), "{}", reports[1].problem);
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_and_the_chain_verifies_from_there() {
+        let book = AuditBook::new(Retention {
+            max_age: Duration::from_secs(3600),
+            max_records: 4,
+        });
+        book.ship("n1", lines("n1", 10)).unwrap();
+        let reports = book.verify();
+        assert_eq!((reports[0].first_seq, reports[0].records), (7, 4));
+        assert_eq!(reports[0].problem, "");
+    }
+}

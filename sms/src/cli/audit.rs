@@ -1,0 +1,174 @@
+//! `sms audit`: the nodes' audit records, filtered, and `sms audit verify`,
+//! which checks every node's chain (docs/trust.md).
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+use spear_identity::Identity;
+use spear_proto::audit::{Outcome, Record};
+use spear_proto::v1::audit_client::AuditClient;
+use spear_proto::v1::{QueryAuditRequest, VerifyAuditRequest};
+use tonic::transport::Channel;
+
+use super::client::{connect, request, status_error};
+use super::ClientArgs;
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+    #[command(flatten)]
+    pub filter: AuditFilter,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check every node's chain; names the first gap or altered record.
+    /// Exits 1 when one is not whole.
+    Verify(ClientArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct AuditFilter {
+    #[arg(long)]
+    pub task: Option<String>,
+    #[arg(long)]
+    pub node: Option<String>,
+    #[arg(long)]
+    pub server: Option<String>,
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// One of: run, failed, denied, held, waiting, approved,
+    /// approval_denied, expired, budget, answered, pinned, drift.
+    #[arg(long)]
+    pub outcome: Option<String>,
+    /// Only records this recent: a number of seconds, minutes or hours
+    /// (`90s`, `15m`, `2h`).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Most records to print [default: 1000].
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+}
+
+async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
+    Ok(AuditClient::new(
+        connect(client, &client.addr, Identity::Sms, "SMS").await?,
+    ))
+}
+
+/// `90s`, `15m`, `2h` in milliseconds.
+fn parse_since(text: &str) -> Result<u64> {
+    let (number, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
+    let n: u64 = number
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--since '{text}' is not a duration; write it as 90s, 15m or 2h"))?;
+    let seconds = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => anyhow::bail!("--since '{text}': the unit is s, m or h"),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Ok(now.saturating_sub(seconds * 1000))
+}
+
+pub async fn run(args: AuditArgs) -> Result<i32> {
+    match args.command {
+        Some(AuditCommand::Verify(client)) => verify(&client).await,
+        None => query(&args.client, args.filter).await,
+    }
+}
+
+async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
+    if let Some(outcome) = &filter.outcome {
+        if Outcome::parse(outcome).is_none() {
+            anyhow::bail!(
+                "--outcome '{outcome}' is not an outcome; use one of {}",
+                Outcome::NAMES.join(", ")
+            );
+        }
+    }
+    let since_ms = filter.since.as_deref().map(parse_since).transpose()?.unwrap_or(0);
+    let answer = audit(client)
+        .await?
+        .query_audit(request(
+            client,
+            QueryAuditRequest {
+                task_id: filter.task.unwrap_or_default(),
+                node_id: filter.node.unwrap_or_default(),
+                server_id: filter.server.unwrap_or_default(),
+                tool: filter.tool.unwrap_or_default(),
+                outcome: filter.outcome.unwrap_or_default(),
+                since_ms,
+                limit: filter.limit,
+            },
+        )?)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if client.json {
+        for line in &answer.records {
+            println!("{}", line.json);
+        }
+    } else {
+        println!(
+            "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} RULE",
+            "NODE", "SEQ", "KIND", "TASK", "INVOCATION", "SERVER/TOOL", "OUTCOME"
+        );
+        for (line, node) in answer.records.iter().zip(&answer.nodes) {
+            let r: Record = serde_json::from_str(&line.json).unwrap_or_default();
+            let target = match (r.server.as_str(), r.tool.as_str(), r.model.as_str()) {
+                ("", "", "") => String::new(),
+                ("", "", model) => format!("{}/{model}", r.backend),
+                (server, tool, _) => format!("{server}/{tool}"),
+            };
+            println!(
+                "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} {}",
+                node,
+                line.seq,
+                format!("{:?}", r.kind).to_lowercase(),
+                r.task,
+                spear_common::text::prefix(&r.invocation, 16),
+                target,
+                r.outcome.name(),
+                r.rule,
+            );
+        }
+    }
+    if answer.left_out > 0 {
+        eprintln!(
+            "{} more records match; narrow the filters or raise --limit",
+            answer.left_out
+        );
+    }
+    Ok(0)
+}
+
+async fn verify(client: &ClientArgs) -> Result<i32> {
+    let answer = audit(client)
+        .await?
+        .verify_audit(request(client, VerifyAuditRequest {})?)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut whole = true;
+    for chain in &answer.chains {
+        if chain.problem.is_empty() {
+            println!(
+                "node {}: {} records, {} to {}, chain whole",
+                chain.node_id, chain.records, chain.first_seq, chain.last_seq
+            );
+        } else {
+            whole = false;
+            println!("node {}: NOT WHOLE: {}", chain.node_id, chain.problem);
+        }
+    }
+    if answer.chains.is_empty() {
+        println!("no audit records yet");
+    }
+    Ok(if whole { 0 } else { 1 })
+}
