@@ -42,6 +42,20 @@ pub struct ToolResult {
     pub server: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// When the tool needs a person's approval per call: what became of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalReply>,
+}
+
+/// A call's approval as the guest sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalReply {
+    pub id: String,
+    /// `approved` (the call ran), `denied`, `expired`, `refused` or
+    /// `unavailable` (it did not).
+    pub state: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
 }
 
 /// `cchat_write_msg` role `tool`: the answer to one open tool call.

@@ -93,7 +93,7 @@ fn main() {
         let task = TaskPolicy { enabled: true, allowed_server_ids: vec!["fs".into()], default_server_ids: vec!["fs".into()], ..Default::default() };
         let context: Arc<dyn Fn() -> RunContext + Send + Sync> = {
             let (task, router, backend) = (task.clone(), router.clone(), backend.clone());
-            Arc::new(move || RunContext { task: task.clone(), router: router.clone(), models: Models::fixed("bench", backend.clone()), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() })
+            Arc::new(move || RunContext { scope: Default::default(), task: task.clone(), router: router.clone(), models: Models::fixed("bench", backend.clone()), stdin: Vec::new(), name: "bench".into(), wasi: Default::default() })
         };
         let guests = Arc::new(spearlet::invoke::runtime(None, None).unwrap_or_else(|e| panic!("{e}")));
 

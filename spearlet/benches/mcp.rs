@@ -68,6 +68,7 @@ fn policies(servers: &[String]) -> (TaskPolicy, SessionPolicy) {
         default_server_ids: servers.to_vec(),
         tool_allowlist: None,
         tool_denylist: vec!["never_*".into()],
+        approval: Vec::new(),
     };
     let session = SessionPolicy::from_task(&task);
     (task, session)

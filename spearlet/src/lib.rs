@@ -58,4 +58,5 @@ pub mod sms_tokens;
 pub mod sync;
 pub mod tool_policy;
 pub mod tools;
+pub mod trust;
 pub mod wasm;

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
+use spear_proto::v1::approvals_client::ApprovalsClient;
+use spear_proto::v1::audit_client::AuditClient;
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::pins_client::PinsClient;
@@ -126,6 +128,16 @@ impl SmsLink {
     /// Heartbeats, to the SMS followed now.
     pub fn nodes(&self) -> Result<NodesClient<Joined>, LinkError> {
         Ok(NodesClient::new(self.joined(self.channel()?)))
+    }
+
+    /// Approvals of single calls, from the SMS followed now.
+    pub fn approvals(&self) -> Result<ApprovalsClient<Joined>, LinkError> {
+        Ok(ApprovalsClient::new(self.joined(self.channel()?)))
+    }
+
+    /// The audit shipper's, to the SMS followed now.
+    pub fn audit(&self) -> Result<AuditClient<Joined>, LinkError> {
+        Ok(AuditClient::new(self.joined(self.channel()?)))
     }
 
     /// Tool definition reports, to the SMS followed now.

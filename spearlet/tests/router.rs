@@ -39,6 +39,7 @@ fn policies() -> (TaskPolicy, SessionPolicy) {
         default_server_ids: vec!["mb".into()],
         tool_allowlist: None,
         tool_denylist: vec!["spawn".into()],
+        approval: Vec::new(),
     };
     let session = SessionPolicy::from_task(&task);
     (task, session)

@@ -60,12 +60,14 @@ fn models(model: &ScriptedModel) -> Models {
 async fn run(node: &Node, wasm: &[u8], model: &ScriptedModel, stdin: &str) -> RunOutcome {
     let pre = node.runtime.load(wasm).unwrap();
     let context = RunContext {
+        scope: Default::default(),
         task: TaskPolicy {
             enabled: true,
             allowed_server_ids: vec!["fs".into()],
             default_server_ids: vec!["fs".into()],
             tool_allowlist: Some(vec!["read_*".into()]),
             tool_denylist: vec![],
+            approval: Vec::new(),
         },
         router: node.router.clone(),
         models: models(model),

@@ -92,11 +92,13 @@ fn task() -> TaskPolicy {
         default_server_ids: vec!["fs".into()],
         tool_allowlist: Some(vec!["read_*".into(), "list_*".into()]),
         tool_denylist: vec![],
+        approval: Vec::new(),
     }
 }
 
 fn context(node: &Node, stdin: &str) -> RunContext {
     RunContext {
+        scope: Default::default(),
         task: task(),
         router: node.router.clone(),
         models: Models::fixed("scripted", node.backend.clone()),
@@ -454,6 +456,7 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
             }
         };
         let context = RunContext {
+            scope: Default::default(),
             task: case.task,
             ..context(&node, "")
         };

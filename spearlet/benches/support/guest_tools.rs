@@ -103,8 +103,10 @@ pub async fn guest_tools() {
                     default_server_ids: servers,
                     tool_allowlist: allow,
                     tool_denylist: Vec::new(),
+                    approval: Vec::new(),
                 };
                 let context = RunContext {
+                    scope: Default::default(),
                     task,
                     router,
                     models: Models::fixed("bench", Arc::new(model)),

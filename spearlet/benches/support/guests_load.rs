@@ -132,6 +132,7 @@ pub async fn loop_overhead() {
                 default_server_ids: ids,
                 tool_allowlist: allow,
                 tool_denylist: Vec::new(),
+                approval: Vec::new(),
             };
             let session = SessionPolicy::from_task(&task);
             let offered = router.tool_set(&task, &session).await.tools.len();
@@ -263,6 +264,7 @@ pub async fn concurrent() {
             async move {
                 let _slot = slots.acquire_owned().await;
                 let context = RunContext {
+                    scope: Default::default(),
                     task: TaskPolicy::default(),
                     router,
                     models: Models::fixed("bench", backend),

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use spear_guest::calls::{RequestedCall, ToolResult};
+use spear_guest::calls::{ApprovalReply, RequestedCall, ToolResult};
 use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
 
 use super::send::TRACE_COST;
@@ -47,12 +47,16 @@ impl Sessions {
             return Err(self.refuse(spent));
         }
         let started = Instant::now();
-        let executed =
-            tokio::time::timeout(left, self.deps.router.run(target.clone(), &call.arguments)).await;
+        let run = self
+            .deps
+            .router
+            .run(&self.deps.task, target.clone(), &call.arguments);
+        let executed = tokio::time::timeout(left, run).await;
         let outcome = executed.unwrap_or_else(|_| ToolOutcome {
             text: "the tool call was cut short by the run's deadline (limits.wall_ms)".into(),
             is_error: true,
             executed: Some(target.clone()),
+            approval: None,
         });
         self.deps.budget.keep_memory(TRACE_COST);
         self.trace.push(CallTrace {
@@ -69,6 +73,11 @@ impl Sessions {
             is_error: outcome.is_error,
             server: Some(target.server),
             tool: Some(target.tool),
+            approval: outcome.approval.map(|a| ApprovalReply {
+                id: a.id,
+                state: a.state.to_string(),
+                reason: a.reason,
+            }),
         };
         // Strings and booleans always serialize.
         Ok(serde_json::to_vec(&result).unwrap_or_default())
@@ -91,6 +100,7 @@ impl Sessions {
         let deps = &self.deps;
         deps.router
             .check(&deps.task, &session.policy, &session.offered, name)
+            .inspect_err(|refused| deps.router.audit_refused(&session.offered, name, refused))
             .map_err(|refused| match refused {
                 CallRefused::NotOffered(_) => CallError::refused(
                     ENOENT,

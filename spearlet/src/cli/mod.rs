@@ -128,6 +128,12 @@ pub enum Command {
     /// Talk to an MCP server as this node would: list its tools, call one.
     #[command(subcommand)]
     Mcp(Box<mcp::McpCommand>),
+    /// Check the chain of the audit records in the node's state dir;
+    /// names the first gap or altered record. Exits 1 when it is not whole.
+    AuditVerify {
+        #[arg(long, env = "SPEARLET_STATE_DIR")]
+        state_dir: PathBuf,
+    },
     /// Show the registry this node holds (from its state dir).
     Registry {
         #[arg(long, env = "SPEARLET_STATE_DIR")]
@@ -189,6 +195,30 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Mcp(command) => {
             init_logging(LogFormat::Human, command_logs)?;
             mcp::run(*command).await
+        }
+        Command::AuditVerify { state_dir } => {
+            let dir = state_dir.join("audit");
+            if !dir.is_dir() {
+                bail!(
+                    "{} holds no audit log; is this the node's --state-dir (of a node that runs tasks)?",
+                    state_dir.display()
+                );
+            }
+            let report = crate::trust::audit::verify_dir(&dir)?;
+            let from = report.first_seq.unwrap_or(0);
+            match report.problem {
+                None => {
+                    println!(
+                        "node {}: {} records from {from}, chain whole",
+                        report.node, report.records
+                    );
+                    Ok(0)
+                }
+                Some(problem) => {
+                    println!("node {}: NOT WHOLE: {problem}", report.node);
+                    Ok(1)
+                }
+            }
         }
         Command::Registry { state_dir, json } => {
             if !state_dir.exists() {

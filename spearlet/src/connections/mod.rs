@@ -132,6 +132,16 @@ impl Connections {
         self.slot(server_id)?.catalog().await
     }
 
+    /// `text` with the values of `server_id`'s secrets replaced, for what
+    /// leaves the node (an approval's arguments).
+    pub fn redact(&self, server_id: &str, text: &str) -> String {
+        match self.slot(server_id) {
+            Ok(slot) => slot.redact(text),
+            // No slot, no resolved secrets: nothing of them can be in it.
+            Err(_) => text.to_string(),
+        }
+    }
+
     /// Calls `tool`, within the server's concurrency limit and timeout, and
     /// renders the result within its output limit.
     pub async fn call(

@@ -85,6 +85,23 @@ pub struct Catalog {
     pins: Option<ToolPins>,
 }
 
+impl Catalog {
+    /// `tool`'s pinned digest, when the server's tools are pinned.
+    pub fn pin_digest(&self, tool: &str) -> Option<&str> {
+        self.pins.as_ref()?.tools.get(tool).map(String::as_str)
+    }
+
+    /// The digest of `tool`'s definition as listed now: its pin when it
+    /// has one (an offered tool is as pinned), else computed.
+    pub fn definition_digest(&self, tool: &str) -> Option<String> {
+        if let Some(pinned) = self.pin_digest(tool) {
+            return Some(pinned.to_string());
+        }
+        let listed = self.tools.iter().find(|t| t.name == tool)?;
+        Some(super::pins::seen(listed).digest)
+    }
+}
+
 /// A tool as the model sees it.
 #[derive(Debug, Clone)]
 pub struct Offer {
@@ -192,6 +209,11 @@ impl Slot {
     /// The spec the slot was made from.
     pub fn spec(&self) -> &ServerSpec {
         &self.spec
+    }
+
+    /// `text` with this server's secrets replaced.
+    pub fn redact(&self, text: &str) -> String {
+        self.secrets.redact(text).into_owned()
     }
 
     pub fn id(&self) -> &str {

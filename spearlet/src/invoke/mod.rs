@@ -45,6 +45,7 @@ use crate::node_policy::{ModuleSource, PolicyCell};
 use crate::sms_link::SmsLink;
 use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
+use crate::trust::RunScope;
 use crate::wasm::LoadError;
 
 // An invocation waits this long for a free run slot before the node says
@@ -161,7 +162,9 @@ impl Invoker {
         &self,
         request: InvokeRequest,
         traceparent: Option<&str>,
+        identity: &str,
     ) -> Result<InvokeResponse, InvokeError> {
+        let invocation_id = crate::trust::invocation_id();
         // OpenTelemetry GenAI conventions: `invoke_agent {agent}`.
         let span = info_span!(
             "invoke",
@@ -170,18 +173,27 @@ impl Invoker {
             gen_ai.agent.name = %request.task_id,
             node_id = %self.node_id,
             task_id = %request.task_id,
+            invocation_id = %invocation_id,
         );
         spear_common::telemetry::set_parent(&span, traceparent);
-        self.invoke_inner(request).instrument(span).await
+        let scope = RunScope {
+            task_id: request.task_id.clone(),
+            invocation_id,
+            identity: identity.to_string(),
+            deadline: None,
+        };
+        self.invoke_inner(request, scope).instrument(span).await
     }
 
     async fn invoke_inner(
         &self,
         mut request: InvokeRequest,
+        scope: RunScope,
     ) -> Result<InvokeResponse, InvokeError> {
         self.admission.open()?;
         let task = self.tasks.task_of(&mut request).await?;
-        let cleared = self.clear(&task, request.input.to_vec())?;
+        let invocation_id = scope.invocation_id.clone();
+        let cleared = self.clear(&task, request.input.to_vec(), scope)?;
         let _admitted = self.admission.enter().await?;
         let pre = self.loader.load(&task, &cleared.source).await?;
         let outcome = run(self.loader.runtime(), &pre, cleared.context, cleared.limits).await;
@@ -194,13 +206,15 @@ impl Invoker {
             took = ?outcome.duration,
             "task run ended"
         );
-        Ok(response(self.node_id.clone(), task.id, outcome))
+        let mut response = response(self.node_id.clone(), task.id, outcome);
+        response.invocation_id = invocation_id;
+        Ok(response)
     }
 
     /// Everything the task asks of the node, checked against its policy
     /// and caps: the module's source, the limits, the WASI grants and the
     /// backends.
-    fn clear(&self, task: &TaskSpec, stdin: Vec<u8>) -> Result<Cleared, InvokeError> {
+    fn clear(&self, task: &TaskSpec, stdin: Vec<u8>, scope: RunScope) -> Result<Cleared, InvokeError> {
         let config = check_task_spec(task)?;
         let refused = |why: Refusal| InvokeError::Refused {
             task_id: task.id.clone(),
@@ -218,6 +232,7 @@ impl Invoker {
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
             router: self.router.clone(),
+            scope,
             models: Models::of_task(Arc::clone(&self.backends), &config.llm)?,
             stdin,
             name: task.id.clone(),
@@ -260,5 +275,6 @@ fn response(node_id: String, task_id: String, outcome: RunOutcome) -> InvokeResp
             .collect(),
         duration_ms: outcome.duration.as_millis() as u64,
         cpu_ms: outcome.cpu.as_millis() as u64,
+        invocation_id: String::new(),
     }
 }

@@ -12,6 +12,7 @@ use super::limits::RunLimits;
 use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
 use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
+use crate::trust::RunScope;
 use crate::wasm::{Granted, GuestRun, GuestRuntime, StartCosts};
 
 /// The node's guest runtime, its guests linked against cchat.
@@ -35,7 +36,10 @@ pub fn runtime(
 /// What a run needs from the node.
 pub struct RunContext {
     pub task: TaskPolicy,
+    /// The node's router; the run gets its own, with `scope`.
     pub router: Router,
+    /// Who the run's calls are made for (its deadline is set here).
+    pub scope: RunScope,
     /// The backends its sessions may talk to (the task's by default).
     pub models: Models,
     pub stdin: Vec<u8>,
@@ -68,9 +72,13 @@ pub struct RunOutcome {
 /// The guest run `context` asks for, with its chat sessions as host state.
 fn guest_run(context: RunContext, limits: RunLimits) -> GuestRun<ChatHost> {
     let deadline = Instant::now() + limits.guest.wall;
+    let scope = RunScope {
+        deadline: Some(deadline),
+        ..context.scope
+    };
     let deps = SessionDeps::new(
         context.task,
-        context.router,
+        context.router.for_run(scope),
         context.models,
         deadline,
         limits.guest.wall,

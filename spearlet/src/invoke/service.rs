@@ -72,7 +72,7 @@ impl Invocation for InvocationService {
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         self.invoker
-            .invoke(request, traceparent.as_deref())
+            .invoke(request, traceparent.as_deref(), &caller.to_string())
             .await
             .map(Response::new)
             .map_err(to_status)

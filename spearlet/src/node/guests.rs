@@ -22,6 +22,9 @@ use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::tools::Router;
+use crate::trust::approvals::Approver;
+use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
+use crate::trust::NodeTrust;
 
 /// What the guest side is built from.
 pub struct GuestsDeps<'a> {
@@ -46,6 +49,9 @@ pub struct Guests {
     pub advert: Advert,
     /// The Invocation service; ends after draining at shutdown.
     pub server: JoinHandle<()>,
+    /// Ships the audit log to SMS; stopped at shutdown (what it has not
+    /// sent yet, it sends after the next start).
+    pub audit_shipper: JoinHandle<()>,
 }
 
 /// Builds the runtime and invoker, binds the Invocation service and starts
@@ -63,7 +69,8 @@ pub async fn build(
         .map_err(|e| NodeError::Runtime(format!("{e:#}")))?,
     );
     let guest_threads = runtime.guest_handle();
-    let invoker = invoker(&deps, runtime)?;
+    let (trust, audit_shipper) = trust(&deps)?;
+    let invoker = invoker(&deps, runtime, trust)?;
     let GuestsDeps {
         config,
         listen,
@@ -116,11 +123,29 @@ pub async fn build(
         addr: bound,
         advert,
         server,
+        audit_shipper,
     })
 }
 
+/// The node's approvals and audit log, and the audit shipper's task.
+fn trust(deps: &GuestsDeps<'_>) -> Result<(NodeTrust, JoinHandle<()>), NodeError> {
+    let dir = deps.config.state_dir.join("audit");
+    let log = AuditLog::open(&dir, deps.node_id, ROTATE_BYTES)?;
+    let shipper = Shipper::spawn(log.clone(), deps.sms.clone(), deps.node_id.to_string());
+    let trust = NodeTrust {
+        node_id: deps.node_id.to_string(),
+        approvals: Some(Approver::new(deps.sms.clone())),
+        audit: Some(log),
+    };
+    Ok((trust, shipper))
+}
+
 /// The invoker: backends, module store, limits and policy, over `runtime`.
-fn invoker(deps: &GuestsDeps<'_>, runtime: Arc<ChatRuntime>) -> Result<Arc<Invoker>, NodeError> {
+fn invoker(
+    deps: &GuestsDeps<'_>,
+    runtime: Arc<ChatRuntime>,
+    trust: NodeTrust,
+) -> Result<Arc<Invoker>, NodeError> {
     let config = deps.config;
     let backends = Arc::new(Backends::new(config.file.llm.clone(), |name| {
         std::env::var(name).ok()
@@ -135,7 +160,7 @@ fn invoker(deps: &GuestsDeps<'_>, runtime: Arc<ChatRuntime>) -> Result<Arc<Invok
     Ok(Arc::new(Invoker::new(InvokerDeps {
         node_id: deps.node_id.to_string(),
         runtime,
-        router: Router::new(deps.connections.clone(), deps.registry.clone()),
+        router: Router::new(deps.connections.clone(), deps.registry.clone()).with_trust(trust),
         backends,
         modules,
         policy: deps.policy.clone(),

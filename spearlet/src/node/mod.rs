@@ -85,6 +85,8 @@ pub enum NodeError {
     Policy(#[from] PolicyError),
     #[error("cannot create the module store in the state dir: {0}")]
     Modules(std::io::Error),
+    #[error(transparent)]
+    Audit(#[from] crate::trust::audit::OpenError),
     #[error(
         "the invocation service listens on {0}, which SMS cannot call; pass --advertise host:port"
     )]
@@ -125,6 +127,7 @@ struct Handles {
     heartbeat: JoinHandle<()>,
     revocations: Option<JoinHandle<()>>,
     invocation: Option<JoinHandle<()>>,
+    audit_shipper: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
 }
 
@@ -210,11 +213,12 @@ impl Node {
             advert,
             revoked,
         };
-        let (invoker, invocation) = match guests {
-            Some(g) => (Some(g.invoker), Some(g.server)),
-            None => (None, None),
+        let (invoker, invocation, audit_shipper) = match guests {
+            Some(g) => (Some(g.invoker), Some(g.server), Some(g.audit_shipper)),
+            None => (None, None, None),
         };
-        let handles = background.spawn(invocation, http_task, shutdown_rx);
+        let mut handles = background.spawn(invocation, http_task, shutdown_rx);
+        handles.audit_shipper = audit_shipper;
         Ok(Node {
             node_id,
             registry,
@@ -277,10 +281,14 @@ impl Node {
             heartbeat,
             revocations,
             invocation,
+            audit_shipper,
             http,
         } = self.handles;
         if let Some(invocation) = invocation {
             let _ = invocation.await;
+        }
+        if let Some(shipper) = audit_shipper {
+            shipper.abort();
         }
         let _ = sync.await;
         let _ = persister.await;
@@ -355,6 +363,7 @@ impl Background<'_> {
             heartbeat: tokio::spawn(heartbeat),
             revocations,
             invocation,
+            audit_shipper: None,
             http,
         }
     }

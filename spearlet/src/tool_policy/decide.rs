@@ -173,3 +173,19 @@ pub fn tool_verdict(
     }
     Verdict::allow("allowed at every layer")
 }
+
+/// Whether calls of `tool` wait for a person's approval (docs/trust.md),
+/// and the rule that says so: the server's `approval.tools`, or the
+/// task's `mcp.task_tool_approval`.
+pub fn approval_rule(task: &TaskPolicy, spec: Option<&ServerSpec>, tool: &str) -> Option<String> {
+    let server = spec
+        .and_then(|s| s.approval.as_ref())
+        .and_then(|a| a.tools.iter().find(|p| glob_match(p, tool)))
+        .map(|p| format!("server approval.tools '{p}'"));
+    server.or_else(|| {
+        task.approval
+            .iter()
+            .find(|p| glob_match(p, tool))
+            .map(|p| format!("task mcp.task_tool_approval '{p}'"))
+    })
+}

@@ -14,6 +14,6 @@ mod task_config;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{server_verdict, tool_verdict, Layer, Verdict};
+pub use decide::{approval_rule, server_verdict, tool_verdict, Layer, Verdict};
 pub use params::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
 pub use task_config::parse_task_config;

@@ -14,6 +14,7 @@ fn task() -> TaskPolicy {
         default_server_ids: vec!["fs".into(), "forbidden".into()],
         tool_allowlist: None,
         tool_denylist: vec!["delete_*".into()],
+        approval: vec![],
     }
 }
 

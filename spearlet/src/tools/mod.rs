@@ -5,11 +5,13 @@
 //! sees for each MCP tool (DESIGN §3.4) is given when a connection lists
 //! its tools (`connections::names`).
 
+mod approval;
 mod explain;
 mod router;
 
 pub use crate::connections::names::{
     offered_name, valid_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN,
 };
+pub use approval::ApprovalNote;
 pub use explain::{explain, Explanation, ServerExplanation};
 pub use router::{CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};

@@ -8,12 +8,15 @@
 use std::sync::Arc;
 
 use rmcp::model::JsonObject;
+use spear_proto::audit::{Kind, Outcome, Record};
 use tracing::{debug, info_span, Instrument};
 
+use super::approval::ApprovalNote;
 use super::{OfferedTools, ResolveError, ToolRef};
 use crate::connections::Connections;
 use crate::registry::RegistryHandle;
 use crate::tool_policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
+use crate::trust::{NodeTrust, RunScope, RunTrust};
 
 /// One tool as offered to the model.
 #[derive(Debug, Clone)]
@@ -39,20 +42,22 @@ pub struct ToolSet {
 }
 
 /// What a tool call gives back to the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOutcome {
     pub text: String,
     pub is_error: bool,
     /// The tool that ran, if any did.
     pub executed: Option<ToolRef>,
+    /// The approval the call waited for, if it needed one.
+    pub approval: Option<ApprovalNote>,
 }
 
 impl ToolOutcome {
-    fn refused(text: String) -> Self {
+    pub(super) fn refused(text: String) -> Self {
         Self {
             text,
             is_error: true,
-            executed: None,
+            ..Self::default()
         }
     }
 }
@@ -69,11 +74,13 @@ pub enum CallRefused {
     Held(String),
 }
 
-/// Builds tool sets and executes calls.
+/// Builds tool sets and executes calls: the node's, or one run's (with
+/// who its calls are for, which approvals and audit records carry).
 #[derive(Clone)]
 pub struct Router {
-    connections: Connections,
-    registry: RegistryHandle,
+    pub(super) connections: Connections,
+    pub(super) registry: RegistryHandle,
+    pub(super) trust: RunTrust,
 }
 
 impl Router {
@@ -81,7 +88,26 @@ impl Router {
         Self {
             connections,
             registry,
+            trust: RunTrust::default(),
         }
+    }
+
+    /// This router with the node's approvals and audit log.
+    pub fn with_trust(mut self, node: NodeTrust) -> Self {
+        self.trust.node = node;
+        self
+    }
+
+    /// The router of one run.
+    pub fn for_run(&self, scope: RunScope) -> Router {
+        let mut run = self.clone();
+        run.trust.scope = Arc::new(scope);
+        run
+    }
+
+    /// The run's trust parts (its audit log, its ids).
+    pub fn trust(&self) -> &RunTrust {
+        &self.trust
     }
 
     /// Every tool the policy lets this session offer, from usable servers.
@@ -181,14 +207,75 @@ impl Router {
         arguments: &str,
     ) -> ToolOutcome {
         match self.check(task, session, set, name) {
-            Ok(target) => self.run(target, arguments).await,
-            Err(refused) => ToolOutcome::refused(refused.to_string()),
+            Ok(target) => self.run(task, target, arguments).await,
+            Err(refused) => {
+                self.audit_refused(set, name, &refused);
+                ToolOutcome::refused(refused.to_string())
+            }
         }
     }
 
+    /// Records a call [`Router::check`] refused.
+    pub fn audit_refused(&self, set: &ToolSet, name: &str, refused: &CallRefused) {
+        let target = set.offered.resolve(name).ok();
+        let (outcome, rule) = match refused {
+            CallRefused::Held(why) => (Outcome::Held, why.clone()),
+            other => (Outcome::Denied, other.to_string()),
+        };
+        self.trust.audit(Record {
+            kind: Kind::ToolCall,
+            outcome,
+            server: target.map(|t| t.server.clone()).unwrap_or_default(),
+            tool: target.map_or_else(|| spear_common::text::prefix(name, 64).to_string(), |t| t.tool.clone()),
+            rule,
+            ..Record::default()
+        });
+    }
+
     /// Runs `target`, which [`Router::check`] allowed, with `arguments` as
-    /// the JSON text the model wrote.
-    pub async fn run(&self, target: ToolRef, arguments: &str) -> ToolOutcome {
+    /// the JSON text the model wrote: after a person's approval when its
+    /// policy asks for one, and recorded in the audit trail.
+    pub async fn run(&self, task: &TaskPolicy, target: ToolRef, arguments: &str) -> ToolOutcome {
+        let started = std::time::Instant::now();
+        let mut record = self.call_record(&target, arguments).await;
+        let mut approval = None;
+        if let Some(rule) = self.approval_rule(task, &target) {
+            record.rule = rule;
+            match self.approve(&target, arguments, &record).await {
+                Ok(note) => {
+                    record.approval.clone_from(&note.id);
+                    approval = Some(note);
+                }
+                Err((outcome, note)) => {
+                    record.outcome = outcome;
+                    record.approval.clone_from(&note.id);
+                    record.duration_us = Some(started.elapsed().as_micros() as u64);
+                    self.trust.audit(record);
+                    return ToolOutcome {
+                        text: note.sentence(&target),
+                        is_error: true,
+                        executed: None,
+                        approval: Some(note),
+                    };
+                }
+            }
+        }
+        let mut outcome = self.call(target, arguments).await;
+        record.outcome = if outcome.is_error {
+            Outcome::Failed
+        } else if approval.is_some() {
+            Outcome::Approved
+        } else {
+            Outcome::Run
+        };
+        record.duration_us = Some(started.elapsed().as_micros() as u64);
+        self.trust.audit(record);
+        outcome.approval = approval;
+        outcome
+    }
+
+    /// The call, with nothing in its way.
+    async fn call(&self, target: ToolRef, arguments: &str) -> ToolOutcome {
         let (server_id, tool) = (&target.server, &target.tool);
         let arguments: Option<JsonObject> = match arguments.trim() {
             "" => None,
@@ -213,11 +300,13 @@ impl Router {
                 text: rendered.text,
                 is_error: rendered.is_error,
                 executed: Some(target),
+                approval: None,
             },
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,
                 executed: Some(target),
+                approval: None,
             },
         }
     }

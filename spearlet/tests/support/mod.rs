@@ -59,6 +59,7 @@ pub fn fixture() -> Fixture {
         default_server_ids: vec!["mb".into(), "tight".into()],
         tool_allowlist: None,
         tool_denylist: vec!["spawn".into()],
+        approval: Vec::new(),
     };
     let session = SessionPolicy::from_task(&task);
     Fixture {

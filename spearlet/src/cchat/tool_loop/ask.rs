@@ -4,6 +4,7 @@
 //! kept in the history when it fits the run's memory budget, and becomes
 //! the final text, the guest's pending calls (`Once`), or calls to run.
 
+use spear_proto::audit::{Kind, Outcome, Record};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -29,6 +30,12 @@ impl ToolLoop<'_, '_> {
             &self.later
         };
         self.outcome.iterations += 1;
+        // No result reaches the model before its audit record is on disk
+        // (DESIGN §6.1): one wait per request, for every call before it.
+        let trust = self.setup.router.trust();
+        if tokio::time::timeout_at(deadline, trust.durable()).await.is_err() {
+            return Step::Done(Err(LoopError::Deadline));
+        }
         let request = ChatRequest {
             messages: self.messages,
             tools: &self.tools,
@@ -52,6 +59,19 @@ impl ToolLoop<'_, '_> {
             .instrument(span.clone())
             .await;
         self.outcome.model_latency.push(asked.elapsed());
+        trust.audit(Record {
+            kind: Kind::ModelRequest,
+            outcome: match &answered {
+                Ok(Ok(_)) => Outcome::Answered,
+                _ => Outcome::Failed,
+            },
+            backend: backend.provider().to_string(),
+            model: model.to_string(),
+            input_tokens: answered.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.usage.prompt_tokens as u64),
+            output_tokens: answered.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.usage.completion_tokens as u64),
+            duration_us: Some(asked.elapsed().as_micros() as u64),
+            ..Record::default()
+        });
         match answered {
             Err(_) => Step::Done(Err(LoopError::Deadline)),
             Ok(Err(error)) => Step::Done(Err(LoopError::Llm(error))),

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use spear_proto::audit::{Kind, Outcome, Record};
 use tokio::time::Instant;
 
 use super::{CallTrace, LoopError, SendSetup, Step, ToolLoop};
@@ -66,6 +67,16 @@ impl ToolLoop<'_, '_> {
             }
         }
         for call in refused {
+            let target = self.set.offered.resolve(&call.name).ok();
+            self.setup.router.trust().audit(Record {
+                kind: Kind::ToolCall,
+                outcome: Outcome::Budget,
+                server: target.map(|t| t.server.clone()).unwrap_or_default(),
+                tool: target.map_or_else(|| spear_common::text::prefix(&call.name, 64).to_string(), |t| t.tool.clone()),
+                rule: refusal.to_string(),
+                tool_calls_used: Some(u64::from(self.calls_made) + run.len() as u64),
+                ..Record::default()
+            });
             // A short note, not charged: its size is bounded.
             self.answer(call, Answer::error(format!("not executed: {refusal}")));
         }

@@ -1,0 +1,69 @@
+//! Tool trust on the node (DESIGN §6.1, docs/trust.md), beyond pins
+//! (which live with the connections): approvals bound to one call, and
+//! the audit trail. [`NodeTrust`] is built once per node; each run gets a
+//! [`RunTrust`] with who its calls are made for.
+
+pub mod approvals;
+pub mod audit;
+
+use std::sync::Arc;
+
+use approvals::Approver;
+use audit::AuditLog;
+
+/// The node's trust parts (each absent when not configured, as in
+/// benches and unit tests).
+#[derive(Clone, Default)]
+pub struct NodeTrust {
+    pub node_id: String,
+    pub approvals: Option<Approver>,
+    pub audit: Option<AuditLog>,
+}
+
+/// Who one run's calls are made for.
+#[derive(Debug, Clone, Default)]
+pub struct RunScope {
+    pub task_id: String,
+    /// A fresh id per invocation, in every approval and record of the run.
+    pub invocation_id: String,
+    /// Who asked for the run, as the node saw its caller.
+    pub identity: String,
+    /// When the run ends: an approval never waits past it.
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// A run's trust parts.
+#[derive(Clone, Default)]
+pub struct RunTrust {
+    pub node: NodeTrust,
+    pub scope: Arc<RunScope>,
+}
+
+impl RunTrust {
+    /// Appends `record` with the run's ids; its seq (0 without a log).
+    pub fn audit(&self, mut record: spear_proto::audit::Record) -> u64 {
+        let Some(log) = &self.node.audit else {
+            return 0;
+        };
+        if record.task.is_empty() {
+            record.task.clone_from(&self.scope.task_id);
+        }
+        if record.invocation.is_empty() {
+            record.invocation.clone_from(&self.scope.invocation_id);
+        }
+        log.append(record)
+    }
+
+    /// Waits until every record this node appended so far is on disk:
+    /// before a model request, so no result reaches the model unrecorded.
+    pub async fn durable(&self) {
+        if let Some(log) = &self.node.audit {
+            log.durable(log.last()).await;
+        }
+    }
+}
+
+/// A fresh invocation id.
+pub fn invocation_id() -> String {
+    format!("inv-{:016x}", rand::random::<u64>())
+}
