@@ -13,6 +13,7 @@ pub mod netns;
 pub mod peers;
 pub mod procs;
 pub mod tasks;
+pub mod trust;
 pub mod wait;
 
 /// A two-thread Tokio runtime for tests that talk gRPC themselves.

@@ -2,38 +2,29 @@
 //! two nodes, and a real MCP server (Python SDK) that rewrites a tool
 //! after its third call, the "rug pull".
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::peers::{drifting_server, python_sdk, spearlet_mcp};
+use spear_tests::peers::spearlet_mcp;
 use spear_tests::procs::SpearletProc;
-use spear_tests::tasks::{cluster_opts, guest, register, second_node, Cluster, ClusterOptions};
+use spear_tests::tasks::{second_node, Cluster};
+use spear_tests::trust::{run_on, trust_cluster, TrustSetup};
 use spear_tests::wait::eventually;
 
-/// `drifting`'s `echo` as the model names it (`mcp__<b64 server>__<b64 tool>`).
-const ECHO: &str = "mcp__ZHJpZnRpbmc__ZWNobw";
-
-/// A model that calls echo once, then answers with what it got.
-fn recording(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("echo-once.json");
-    let turns = json!({"turns": [
-        {"role": "assistant", "content": null, "tool_calls": [{
-            "id": "call_1", "type": "function",
-            "function": {"name": ECHO, "arguments": "{\"text\": \"hi\"}"}}]},
-        {"role": "assistant", "content": "answer: {{last_tool_result}}"}
-    ]});
-    std::fs::write(&path, turns.to_string()).unwrap();
-    path
+/// A cluster (node-a) with the drifting server, changing as `drift` says,
+/// and the echo task registered.
+fn setup(drift: &'static str) -> (Cluster, tempfile::TempDir) {
+    setup_with(drift, json!({}))
 }
 
-/// Runs the echo task on `node`; the guest's output.
-fn run_on(c: &Cluster, node: &str) -> String {
-    let (code, out, err) = c.sms.client(&["invoke", "--json", "echo", "--node", node]);
-    assert_eq!(code, 0, "{out}{err}");
-    let run: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(run["node_id"], node, "{run}");
-    run["stdout"].as_str().unwrap_or_default().to_string()
+/// [`setup`], the server's file giving it `env`.
+fn setup_with(drift: &'static str, env: Value) -> (Cluster, tempfile::TempDir) {
+    let setup = TrustSetup {
+        drift,
+        server: json!({"env": env}),
+        ..TrustSetup::default()
+    };
+    trust_cluster("pins", setup)
 }
 
 fn pins_list(c: &Cluster) -> Value {
@@ -46,51 +37,6 @@ fn pins_list(c: &Cluster) -> Value {
         .find(|r| r["server"] == "drifting")
         .cloned()
         .unwrap_or_else(|| panic!("no drifting in {out}"))
-}
-
-/// A cluster (node-a) with the drifting server, changing as `drift` says,
-/// and the echo task registered.
-fn setup(drift: &str) -> (Cluster, tempfile::TempDir) {
-    setup_with(drift, json!({}))
-}
-
-/// [`setup`], the server's file giving it `env`.
-fn setup_with(drift: &str, env: Value) -> (Cluster, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let model = recording(dir.path());
-    let c = cluster_opts(
-        "pins",
-        ClusterOptions {
-            models: vec![("echo", model)],
-            ..Default::default()
-        },
-    );
-    let state = dir.path().join("server-state");
-    std::fs::create_dir_all(&state).unwrap();
-    // No "pin": the default, first-seen.
-    let server = json!({"id": "drifting", "command": python_sdk(),
-        "args": [drifting_server(), state, drift], "env": env});
-    std::fs::write(
-        c.work.path().join("mcp.d/drifting.json"),
-        server.to_string(),
-    )
-    .unwrap();
-    let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["drifting"], "default_server_ids": ["drifting"]},
-                      "llm": {"backend": "echo"}, "limits": {"wall_ms": 60000}});
-    eventually(
-        "the drifting server in the registry",
-        Duration::from_secs(20),
-        || {
-            let (code, out, err) = register(&c, "echo", &guest("task-agent"), &task, &[]);
-            let (_, servers, _) = c.sms.client(&["servers"]);
-            match (code, servers.contains("drifting")) {
-                (0, true) => Ok(()),
-                _ => Err(format!("{out}{err}{servers}")),
-            }
-        },
-    );
-
-    (c, dir)
 }
 
 /// The node's own CLI on `node`'s registry (as the node last wrote it to

@@ -12,7 +12,7 @@ use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
 use super::send::TRACE_COST;
 use super::sessions::{CallError, Sessions};
 use super::CallTrace;
-use crate::tools::{CallRefused, ToolOutcome, ToolRef};
+use crate::tools::{Allowed, CallRefused, ToolOutcome};
 
 impl Sessions {
     /// Runs `call` (the JSON of a [`RequestedCall`]) and returns the JSON
@@ -35,7 +35,8 @@ impl Sessions {
         let call: RequestedCall = serde_json::from_slice(call).map_err(|e| {
             CallError::refused(EINVAL, format!("the call is the JSON {{\"id\", \"name\", \"arguments\"}} of a reply's tool call: {e}"))
         })?;
-        let target = self.check_call(handle, &call.name)?;
+        let allowed = self.check_call(handle, &call.name)?;
+        let target = allowed.target.clone();
         let Some(left) = self.deps.deadline.checked_duration_since(Instant::now()) else {
             return Err(CallError::refused(
                 ETIMEDOUT,
@@ -50,7 +51,7 @@ impl Sessions {
         let run = self
             .deps
             .router
-            .run(&self.deps.task, target.clone(), &call.arguments);
+            .run(&self.deps.task, allowed, &call.arguments);
         let executed = tokio::time::timeout(left, run).await;
         let outcome = executed.unwrap_or_else(|_| ToolOutcome {
             text: "the tool call was cut short by the run's deadline (limits.wall_ms)".into(),
@@ -86,7 +87,7 @@ impl Sessions {
     /// The MCP tool `name` stands for, if the session's last request
     /// offered it and its policy still allows it; the refusal's errno
     /// otherwise.
-    fn check_call(&self, handle: i32, name: &str) -> Result<ToolRef, CallError> {
+    fn check_call(&self, handle: i32, name: &str) -> Result<Allowed, CallError> {
         let session = self
             .sessions
             .get(&handle)

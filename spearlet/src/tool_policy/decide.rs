@@ -162,16 +162,22 @@ pub fn tool_verdict(
             "the session's mcp.tool_allowlist",
         ),
     ];
+    let mut matched = Vec::new();
     for (list, layer, name) in allow_checks {
         let Some(list) = list else { continue };
         if list.is_empty() {
             return Verdict::deny(layer, format!("{name} is empty, which allows no tool"));
         }
-        if !list.iter().any(|p| glob_match(p, tool)) {
-            return Verdict::deny(layer, format!("not matched by {name}"));
+        match list.iter().find(|p| glob_match(p, tool)) {
+            Some(p) => matched.push(format!("{name} pattern '{p}'")),
+            None => return Verdict::deny(layer, format!("not matched by {name}")),
         }
     }
-    Verdict::allow("allowed at every layer")
+    if matched.is_empty() {
+        Verdict::allow("allowed at every layer (no allow list, no deny pattern matches)")
+    } else {
+        Verdict::allow(format!("allowed by {}", matched.join(" and ")))
+    }
 }
 
 /// Whether calls of `tool` wait for a person's approval (docs/trust.md),

@@ -14,4 +14,4 @@ pub use crate::connections::names::{
 };
 pub use approval::ApprovalNote;
 pub use explain::{explain, Explanation, ServerExplanation};
-pub use router::{CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};
+pub use router::{Allowed, CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};

@@ -62,6 +62,14 @@ impl ToolOutcome {
     }
 }
 
+/// A call [`Router::check`] lets through: its tool, and the rule that
+/// allows it (the one `spearlet explain` names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allowed {
+    pub target: ToolRef,
+    pub rule: String,
+}
+
 /// Why a call is not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallRefused {
@@ -163,14 +171,15 @@ impl Router {
     }
 
     /// The tool `name` stands for, if it was offered in `set` and the
-    /// policy still allows it (the session may have narrowed since).
+    /// policy still allows it (the session may have narrowed since), with
+    /// the rule that allows it.
     pub fn check(
         &self,
         task: &TaskPolicy,
         session: &SessionPolicy,
         set: &ToolSet,
         name: &str,
-    ) -> Result<ToolRef, CallRefused> {
+    ) -> Result<Allowed, CallRefused> {
         let target = match (set.offered.resolve(name), set.held.get(name)) {
             (Ok(target), _) => target.clone(),
             (Err(_), Some(held)) => return Err(CallRefused::Held(held.clone())),
@@ -187,13 +196,17 @@ impl Router {
         if !server.offered {
             return Err(not_allowed(server.rule));
         }
-        if let Some(spec) = spec {
-            let verdict = tool_verdict(task, session, spec, tool);
-            if !verdict.offered {
-                return Err(not_allowed(verdict.rule));
+        let rule = match spec {
+            Some(spec) => {
+                let verdict = tool_verdict(task, session, spec, tool);
+                if !verdict.offered {
+                    return Err(not_allowed(verdict.rule));
+                }
+                verdict.rule
             }
-        }
-        Ok(target)
+            None => server.rule,
+        };
+        Ok(Allowed { target, rule })
     }
 
     /// Executes one call of the model: `name` as the model sent it and its
@@ -207,7 +220,7 @@ impl Router {
         arguments: &str,
     ) -> ToolOutcome {
         match self.check(task, session, set, name) {
-            Ok(target) => self.run(task, target, arguments).await,
+            Ok(allowed) => self.run(task, allowed, arguments).await,
             Err(refused) => {
                 self.audit_refused(set, name, &refused);
                 ToolOutcome::refused(refused.to_string())
@@ -235,12 +248,14 @@ impl Router {
     /// Runs `target`, which [`Router::check`] allowed, with `arguments` as
     /// the JSON text the model wrote: after a person's approval when its
     /// policy asks for one, and recorded in the audit trail.
-    pub async fn run(&self, task: &TaskPolicy, target: ToolRef, arguments: &str) -> ToolOutcome {
+    pub async fn run(&self, task: &TaskPolicy, allowed: Allowed, arguments: &str) -> ToolOutcome {
         let started = std::time::Instant::now();
+        let Allowed { target, rule } = allowed;
         let mut record = self.call_record(&target, arguments).await;
+        record.rule = rule;
         let mut approval = None;
-        if let Some(rule) = self.approval_rule(task, &target) {
-            record.rule = rule;
+        if let Some(needs) = self.approval_rule(task, &target) {
+            record.rule = format!("{}; approval required by {needs}", record.rule);
             match self.approve(&target, arguments, &record).await {
                 Ok(note) => {
                     record.approval.clone_from(&note.id);
