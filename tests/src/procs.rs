@@ -446,6 +446,19 @@ impl SpearletProc {
         self.start_again()
     }
 
+    /// Starts this spearlet again (after `proc.kill()` or `proc.stop()`)
+    /// with the same state dir, in place.
+    pub fn start_in_place(&mut self) {
+        let again = SpearletProc::start_in(
+            self.place.as_ref(),
+            &self.node_id,
+            &self.sms,
+            &self.state_dir,
+            &self.extra,
+        );
+        *self = again;
+    }
+
     fn start_again(self) -> SpearletProc {
         let (node_id, sms, state_dir, extra, place) = (
             self.node_id.clone(),

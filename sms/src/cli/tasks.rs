@@ -244,6 +244,7 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             "stdout": String::from_utf8_lossy(&response.stdout),
             "stderr": String::from_utf8_lossy(&response.stderr),
             "trace": trace, "duration_ms": response.duration_ms, "cpu_ms": response.cpu_ms,
+            "invocation_id": response.invocation_id,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

@@ -1,0 +1,212 @@
+//! The audit trail end to end (docs/trust.md): the real binaries, real
+//! MCP servers, the node's records on disk and SMS's copy of them.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use spear_tests::tasks::{cluster, fs_task, guest, invoke_json, register, Cluster};
+use spear_tests::trust::{invoke_on, trust_cluster, TrustSetup};
+use spear_tests::wait::eventually;
+
+/// `sms audit --json` with `filters`: one record per line.
+fn audit(c: &Cluster, filters: &[&str]) -> Vec<Value> {
+    let mut args = vec!["audit", "--json"];
+    args.extend_from_slice(filters);
+    let (code, out, err) = c.sms.client(&args);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `sms audit verify`: its exit code and output.
+fn verify(c: &Cluster) -> (i32, String) {
+    let (code, out, err) = c.sms.client(&["audit", "verify"]);
+    (code, format!("{out}{err}"))
+}
+
+/// The records in the node's state dir, as written (complete lines).
+fn on_disk(state_dir: &Path) -> Vec<Value> {
+    let mut files: Vec<_> = std::fs::read_dir(state_dir.join("audit"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
+    files.sort();
+    let mut records = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        records.extend(complete.lines().filter(|l| !l.is_empty()).map(|l| {
+            serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))
+        }));
+    }
+    records
+}
+
+fn seqs(records: &[Value]) -> BTreeSet<u64> {
+    records.iter().filter_map(|r| r["seq"].as_u64()).collect()
+}
+
+#[test]
+fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
+    let c = cluster("audit");
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+    let calls = run["trace"].as_array().unwrap().len();
+    assert!(calls >= 1, "{run}");
+    let invocation = run["invocation_id"].as_str().unwrap().to_string();
+
+    let records = eventually("the run's records at SMS", Duration::from_secs(20), || {
+        let records = audit(&c, &["--task", "fs-agent"]);
+        let tool_calls = records.iter().filter(|r| r["kind"] == "tool_call").count();
+        (tool_calls == calls).then_some(records.clone()).ok_or(format!("{records:?}"))
+    });
+    for record in records.iter().filter(|r| r["kind"] == "tool_call") {
+        assert_eq!(record["outcome"], "run", "{record}");
+        assert_eq!(record["server"], "fs", "{record}");
+        assert_eq!(record["invocation"], invocation.as_str(), "{record}");
+        assert_eq!(record["node"], "node-a", "{record}");
+        // The rule `spearlet explain` names: the server's file and the
+        // guest's session both allow read_* only.
+        assert_eq!(
+            record["rule"],
+            "allowed by the server's allowed_tools pattern 'read_*' and the session's mcp.tool_allowlist pattern 'read_*'",
+            "{record}"
+        );
+        assert_eq!(record["args"].as_str().unwrap().len(), 64, "{record}");
+        assert_eq!(record["pin"].as_str().unwrap().len(), 64, "{record}");
+        assert!(record["policy_revision"].as_u64().is_some(), "{record}");
+        // Never the arguments or the result in clear.
+        assert!(!record.to_string().contains("notes.txt"), "{record}");
+    }
+    let model = records.iter().find(|r| r["kind"] == "model_request").unwrap();
+    assert_eq!(model["outcome"], "answered", "{model}");
+    assert!(model["output_tokens"].as_u64().is_some(), "{model}");
+
+    // The table names each call's outcome and rule.
+    let (code, table, err) = c.sms.client(&["audit", "--task", "fs-agent", "--outcome", "run"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        table.lines().filter(|l| l.contains("fs/") && l.contains(" run ")).count(),
+        calls,
+        "{table}"
+    );
+    assert!(table.contains("allowed by the server's allowed_tools pattern 'read_*'"), "{table}");
+    let (code, out) = verify(&c);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("node node-a:") && out.contains("chain whole"), "{out}");
+}
+
+#[test]
+fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_edit_is_named() {
+    let setup = TrustSetup {
+        server: json!({"approval": {"tools": ["echo"]}}),
+        ..TrustSetup::default()
+    };
+    let (mut c, _dir) = trust_cluster("audit-crash", setup);
+    let state_dir = c.node.state_dir.clone();
+    // A run in the middle of a call (waiting for a person): SIGKILL.
+    std::thread::scope(|scope| {
+        let sms = &c.sms;
+        let run = scope.spawn(move || sms.client(&["invoke", "echo", "--node", "node-a"]));
+        eventually("the call to wait, recorded", Duration::from_secs(30), || {
+            let disk = on_disk(&state_dir);
+            disk.iter()
+                .any(|r| r["outcome"] == "waiting")
+                .then_some(())
+                .ok_or(format!("{disk:?}"))
+        });
+        c.node.proc.kill();
+        let _ = run.join();
+    });
+    let acknowledged = seqs(&on_disk(&state_dir));
+    assert!(!acknowledged.is_empty());
+
+    let (_, out, _) = c.sms.client(&["approvals", "list", "--json"]);
+    let before: Vec<Value> = serde_json::from_str(&out).unwrap();
+
+    // Restarted, the node ships what it had not, and goes on with the
+    // same chain: another run, denied this time.
+    c.node.start_in_place();
+    eventually("SMS to route to node-a again", Duration::from_secs(30), || {
+        let addr = c.node.status()?["invoke_addr"].clone();
+        let nodes = c.sms.status()["nodes"].clone();
+        let known = nodes.as_array().into_iter().flatten().any(|n| {
+            n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
+        });
+        known.then_some(()).ok_or(nodes.to_string())
+    });
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| invoke_on(&c, "node-a"));
+        let pending = eventually("a new pending approval", Duration::from_secs(30), || {
+            let (_, out, _) = c.sms.client(&["approvals", "list", "--json"]);
+            let all: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
+            all.into_iter()
+                .find(|a| a["state"] == "pending" && !before.iter().any(|b| b["id"] == a["id"]))
+                .ok_or(out)
+        });
+        let (code, _, err) = c.sms.client(&["approvals", "deny", pending["id"].as_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(run.join().unwrap()["ok"], true);
+    });
+    let written = seqs(&on_disk(&state_dir));
+    let at_sms = eventually("every record at SMS", Duration::from_secs(20), || {
+        let held = seqs(&audit(&c, &["--node", "node-a"]));
+        (held == written).then_some(held.clone()).ok_or(format!("{held:?} vs {written:?}"))
+    });
+    assert!(acknowledged.is_subset(&at_sms), "acknowledged before the crash: {acknowledged:?}");
+    assert!(at_sms.len() > acknowledged.len());
+    let outcomes: Vec<Value> = audit(&c, &["--node", "node-a", "--tool", "echo"])
+        .iter()
+        .map(|r| r["outcome"].clone())
+        .collect();
+    assert!(outcomes.contains(&json!("approval_denied")), "{outcomes:?}");
+    let (code, out) = verify(&c);
+    assert_eq!(code, 0, "{out}");
+
+    // The shipper's place lost (a crash before it was written): the node
+    // sends everything again; SMS keeps each record once.
+    c.node.proc.stop();
+    std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
+    c.node.start_in_place();
+    let last = *written.last().unwrap();
+    eventually("the node to ship everything again", Duration::from_secs(20), || {
+        let place = std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
+        (place.trim() == last.to_string()).then_some(()).ok_or(place)
+    });
+    assert_eq!(audit(&c, &["--node", "node-a"]).len(), written.len());
+
+    // A record edited on the node's disk: the node's verify names it.
+    c.node.proc.stop();
+    let file = std::fs::read_dir(state_dir.join("audit"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let edited = text.replacen("\"outcome\":\"waiting\"", "\"outcome\":\"approved\"", 1);
+    assert_ne!(text, edited);
+    std::fs::write(&file, edited).unwrap();
+    let waiting_seq = on_disk(&state_dir)
+        .iter()
+        .find(|r| r["outcome"] == "approved" && r["kind"] == "tool_call")
+        .and_then(|r| r["seq"].as_u64())
+        .unwrap();
+    let out = std::process::Command::new(spear_tests::procs::bin("spearlet"))
+        .arg("audit-verify")
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!("record {waiting_seq} was altered")),
+        "{said}"
+    );
+}
