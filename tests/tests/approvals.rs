@@ -188,3 +188,49 @@ fn an_approval_is_refused_for_other_arguments_another_node_and_a_replay() {
     let replay = claim(asked);
     assert!(replay.as_ref().is_err_and(|e| e.contains("is used")), "{replay:?}");
 }
+
+#[test]
+fn a_secret_in_a_calls_arguments_never_reaches_sms_or_the_audit_trail() {
+    const SECRET: &str = "sk-approval-secret-7373";
+    std::env::set_var("SPEAR_TEST_GUEST_APPROVAL_SECRET", SECRET);
+    let setup = TrustSetup {
+        server: json!({"approval": {"tools": ["echo"]},
+                       "env": {"SECRET": "${SPEAR_TEST_GUEST_APPROVAL_SECRET}"}}),
+        // A model talked into sending the server's own secret somewhere.
+        turns: vec![echo_call("call_1", &format!("token {SECRET}")), answer_turn()],
+        ..TrustSetup::default()
+    };
+    let (c, _dir) = trust_cluster("approvals-secret", setup);
+    let shown = std::thread::scope(|scope| {
+        let run = scope.spawn(|| invoke_on(&c, "node-a"));
+        let pending = next_pending(&c, &[]);
+        let id = pending["id"].as_str().unwrap();
+        let (code, shown, err) = c.sms.client(&["approvals", "show", id]);
+        assert_eq!(code, 0, "{err}");
+        let (code, _, err) = c.sms.client(&["approvals", "approve", id]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(run.join().unwrap()["ok"], true);
+        shown
+    });
+    assert!(shown.contains("\"text\": \"token <redacted>\""), "{shown}");
+    let audit_on_disk: String = std::fs::read_dir(c.node.state_dir.join("audit"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    assert!(audit_on_disk.contains("\"outcome\":\"approved\""), "{audit_on_disk}");
+    let at_sms = eventually("the records at SMS", Duration::from_secs(20), || {
+        let (_, out, _) = c.sms.client(&["audit", "--json"]);
+        out.contains("\"outcome\":\"approved\"").then_some(out.clone()).ok_or(out)
+    });
+    for (what, text) in [
+        ("approvals show", shown),
+        ("approvals list", c.sms.client(&["approvals", "list", "--json"]).1),
+        ("sms audit", at_sms),
+        ("the node's audit files", audit_on_disk),
+        ("the SMS log", c.sms.proc.log()),
+        ("the node log", c.node.proc.log()),
+    ] {
+        assert!(!text.contains(SECRET) && !text.contains("approval-secret"), "{what} holds the secret: {text}");
+    }
+}

@@ -47,6 +47,17 @@ fn forms(secret: &str) -> Vec<String> {
     ]
 }
 
+/// Every audit record the node wrote, as on its disk.
+fn audit_files(state_dir: &Path) -> String {
+    let files = std::fs::read_dir(state_dir.join("audit")).into_iter().flatten().flatten();
+    let text: String = files
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    // The runs above made calls: the records are there to be checked.
+    assert!(text.contains("\"kind\":\"tool_call\""), "no audit records: {text}");
+    text
+}
+
 fn recording(path: &Path) {
     let read = offered_name("fs", "read_note");
     let recording = json!({"turns": [
@@ -167,6 +178,8 @@ fn resolved_secrets_reach_no_log_status_heartbeat_or_model() {
         ),
         ("SMS status (heartbeats)", c.sms.status().to_string()),
         ("sms servers", c.sms.client(&["servers"]).1),
+        ("sms audit", c.sms.client(&["audit", "--json"]).1),
+        ("the node's audit files", audit_files(&c.node.state_dir)),
     ];
     for (what, text) in &texts {
         for (name, value) in SECRETS.into_iter().chain([("the literal header", LITERAL)]) {
