@@ -18,6 +18,7 @@
 //! Wire contracts between SMS and nodes live in `spear-proto`, not here.
 #![forbid(unsafe_code)]
 
+pub mod audit_export;
 pub mod backoff;
 pub mod insecure;
 pub mod metrics;

@@ -36,6 +36,7 @@ pub mod admin;
 pub mod approvals;
 pub mod audit;
 pub mod certs;
+pub mod events;
 pub mod cli;
 pub mod files;
 pub mod grpc;

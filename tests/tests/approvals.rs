@@ -114,6 +114,14 @@ fn an_expired_approval_is_a_tool_result_and_the_run_goes_on() {
         ..TrustSetup::default()
     };
     let (c, dir) = trust_cluster("approvals-expiry", setup);
+    // An operator watching: the approval and the records, as they happen.
+    let mut watch = std::process::Command::new(spear_tests::procs::bin("sms"));
+    watch.args(["events", "--addr", &c.sms.grpc]);
+    let events = spear_tests::procs::Proc::spawn("sms events", watch, c.work.path().join("events.log"));
+    eventually("the watcher to be connected", Duration::from_secs(20), || {
+        let log = events.log();
+        log.contains("watching").then_some(()).ok_or(log)
+    });
     let run = invoke_on(&c, "node-a");
     let stdout = run["stdout"].as_str().unwrap_or_default();
     assert!(
@@ -130,6 +138,14 @@ fn an_expired_approval_is_a_tool_result_and_the_run_goes_on() {
     let (code, _, err) = c.sms.client(&["approvals", "approve", id]);
     assert_ne!(code, 0);
     assert!(err.contains("is expired"), "{err}");
+    let seen = eventually("the events", Duration::from_secs(20), || {
+        let log = events.log();
+        let lines: Vec<Value> = log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let asked = lines.iter().any(|e| e["approval"]["state"] == "pending" && e["approval"]["id"] == id);
+        let expired = lines.iter().any(|e| e["audit"]["outcome"] == "expired" && e["audit"]["approval"] == id);
+        (asked && expired).then_some(lines.clone()).ok_or(log)
+    });
+    assert!(seen.iter().any(|e| e["audit"]["kind"] == "model_request"), "{seen:?}");
 }
 
 /// A binding for a call on a node that says it is `node`.

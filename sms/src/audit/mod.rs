@@ -81,10 +81,12 @@ pub struct AuditBook {
 }
 
 /// What one shipment did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Shipped {
     pub stored: u64,
     pub duplicates: u64,
+    /// The records new to SMS (for watchers and the log export).
+    pub new: Vec<AuditLine>,
 }
 
 fn now_ms() -> u64 {
@@ -119,8 +121,9 @@ impl AuditBook {
             match chain.entry(line.seq) {
                 std::collections::btree_map::Entry::Occupied(_) => shipped.duplicates += 1,
                 std::collections::btree_map::Entry::Vacant(slot) => {
-                    slot.insert(Stored::new(line.json));
+                    slot.insert(Stored::new(line.json.clone()));
                     shipped.stored += 1;
+                    shipped.new.push(line);
                 }
             }
         }
@@ -247,8 +250,10 @@ mod tests {
     fn a_shipment_sent_twice_is_kept_once_and_verifies() {
         let book = AuditBook::default();
         let batch = lines("n1", 10);
-        assert_eq!(book.ship("n1", batch.clone()).unwrap(), Shipped { stored: 10, duplicates: 0 });
-        assert_eq!(book.ship("n1", batch).unwrap(), Shipped { stored: 0, duplicates: 10 });
+        let first = book.ship("n1", batch.clone()).unwrap();
+        assert_eq!((first.stored, first.duplicates, first.new.len()), (10, 0, 10));
+        let again = book.ship("n1", batch).unwrap();
+        assert_eq!((again.stored, again.duplicates, again.new.len()), (0, 10, 0));
         let (found, _) = book.query(&QueryAuditRequest {
             task_id: "fs-agent".into(),
             ..Default::default()

@@ -6,7 +6,8 @@ use clap::{Args, Subcommand};
 use spear_identity::Identity;
 use spear_proto::audit::{Outcome, Record};
 use spear_proto::v1::audit_client::AuditClient;
-use spear_proto::v1::{QueryAuditRequest, VerifyAuditRequest};
+use spear_proto::v1::trust_event::Event;
+use spear_proto::v1::{QueryAuditRequest, VerifyAuditRequest, WatchTrustRequest};
 use tonic::transport::Channel;
 
 use super::client::{connect, request, status_error};
@@ -171,4 +172,40 @@ async fn verify(client: &ClientArgs) -> Result<i32> {
         println!("no audit records yet");
     }
     Ok(if whole { 0 } else { 1 })
+}
+
+/// `sms events`: approvals, drift and new audit records as they happen,
+/// one JSON object per line, until interrupted.
+pub async fn follow(client: &ClientArgs) -> Result<i32> {
+    let mut events = audit(client)
+        .await?
+        .watch_trust(request(client, WatchTrustRequest {})?)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    eprintln!("watching trust events on {}", client.addr);
+    while let Some(event) = events.message().await.map_err(status_error)? {
+        let line = match event.event {
+            Some(Event::Approval(a)) => {
+                let b = a.binding.clone().unwrap_or_default();
+                serde_json::json!({"approval": {
+                    "id": a.approval_id, "state": crate::approvals::state_name(a.state()),
+                    "node": b.node_id, "task": b.task_id, "server": b.server_id, "tool": b.tool,
+                    "reason": a.reason, "decided_by": a.decided_by}})
+            }
+            Some(Event::Drift(d)) => serde_json::json!({"drift": {
+                "server": d.server_id, "node": d.node_id, "tools": d.tools}}),
+            Some(Event::Audit(e)) => {
+                let record: serde_json::Value = e
+                    .record
+                    .map(|r| serde_json::from_str(&r.json).unwrap_or_default())
+                    .unwrap_or_default();
+                serde_json::json!({"audit": record})
+            }
+            Some(Event::Lagged(missed)) => serde_json::json!({"lagged": missed}),
+            None => continue,
+        };
+        println!("{line}");
+    }
+    Ok(0)
 }

@@ -327,5 +327,6 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     sms.serve(shutdown_signal()).await?;
     info!("SMS stopped");
     spear_common::telemetry::shutdown();
+    spear_common::audit_export::shutdown();
     Ok(())
 }

@@ -70,6 +70,9 @@ pub enum Command {
     Approvals(approvals::ApprovalsCommand),
     /// The nodes' audit records (filters, --json), or `verify` their chains.
     Audit(Box<audit::AuditArgs>),
+    /// Approvals, pin drift and new audit records as they happen, one JSON
+    /// object per line (what the console shows live).
+    Events(ClientArgs),
     /// OAuth credentials for servers behind OAuth: keygen, login, status, logout.
     #[command(subcommand)]
     Oauth(oauth::OAuthCommand),
@@ -138,6 +141,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Pins(command)) => pins::run(command).await,
         Some(Command::Approvals(command)) => approvals::run(command).await,
         Some(Command::Audit(args)) => audit::run(*args).await,
+        Some(Command::Events(client)) => audit::follow(&client).await,
         Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {
             client,

@@ -12,18 +12,25 @@ use spear_proto::v1::{
     ListApprovalsResponse, RequestApprovalRequest, RequestApprovalResponse, ShowApprovalRequest,
 };
 use tonic::{Request, Response, Status};
+use spear_proto::v1::trust_event::Event;
 use tracing::info;
 
 use crate::approvals::{ApprovalBook, ApprovalError};
+use crate::events::TrustEvents;
 
 pub struct ApprovalsService {
     book: Arc<ApprovalBook>,
+    events: TrustEvents,
     access: Access,
 }
 
 impl ApprovalsService {
-    pub fn new(book: Arc<ApprovalBook>, access: Access) -> Self {
-        Self { book, access }
+    pub fn new(book: Arc<ApprovalBook>, events: TrustEvents, access: Access) -> Self {
+        Self {
+            book,
+            events,
+            access,
+        }
     }
 }
 
@@ -68,6 +75,7 @@ impl Approvals for ApprovalsService {
             .request(binding, ask.arguments, Duration::from_millis(ask.expires_in_ms))
             .map_err(to_status)?;
         info!(approval_id = %info.approval_id, %node_id, %task_id, %server_id, %tool, "a call waits for approval; `sms approvals list` shows it");
+        self.events.publish(Event::Approval(info.clone()));
         Ok(Response::new(RequestApprovalResponse {
             approval_id: info.approval_id,
             expires_at_ms: info.expires_at_ms,
@@ -110,6 +118,9 @@ impl Approvals for ApprovalsService {
             .claim(&ask.approval_id, &binding)
             .map_err(to_status)?;
         info!(approval_id = %ask.approval_id, %node_id, "approval used for its call");
+        if let Ok(info) = self.book.show(&ask.approval_id) {
+            self.events.publish(Event::Approval(info));
+        }
         Ok(Response::new(ClaimApprovalResponse {}))
     }
 
@@ -143,6 +154,7 @@ impl Approvals for ApprovalsService {
             .decide(&ask.approval_id, ask.approve, &ask.reason, &caller.to_string())
             .map_err(to_status)?;
         info!(approval_id = %ask.approval_id, approve = ask.approve, %caller, "approval decided");
+        self.events.publish(Event::Approval(info.clone()));
         Ok(Response::new(DecideApprovalResponse {
             approval: Some(info),
         }))

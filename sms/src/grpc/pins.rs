@@ -9,12 +9,14 @@ use spear_proto::pins::PinMode;
 use spear_proto::v1::pins_server::Pins;
 use spear_proto::v1::{
     ApprovePinsRequest, ApprovePinsResponse, DiffPinsRequest, DiffPinsResponse, ListPinsRequest,
-    ListPinsResponse, RejectPinsRequest, RejectPinsResponse, ReportToolsRequest,
+    ListPinsResponse, PinDrift, RejectPinsRequest, RejectPinsResponse, ReportToolsRequest,
     ReportToolsResponse, ServerRecord, ToolPins,
 };
+use spear_proto::v1::trust_event::Event;
 use tonic::{Request, Response, Status};
 use tracing::{info, warn};
 
+use crate::events::TrustEvents;
 use crate::pins::{PinBook, PinError};
 use crate::store::Change;
 use crate::watch::Hub;
@@ -22,6 +24,7 @@ use crate::writer::{RegistryWriter, WriteError};
 
 pub struct PinsService {
     book: Arc<PinBook>,
+    events: TrustEvents,
     hub: Arc<Hub>,
     writer: Arc<RegistryWriter>,
     access: Access,
@@ -30,12 +33,14 @@ pub struct PinsService {
 impl PinsService {
     pub fn new(
         book: Arc<PinBook>,
+        events: TrustEvents,
         hub: Arc<Hub>,
         writer: Arc<RegistryWriter>,
         access: Access,
     ) -> Self {
         Self {
             book,
+            events,
             hub,
             writer,
             access,
@@ -131,13 +136,19 @@ impl Pins for PinsService {
             (_, pins) => pins,
         };
         if let Some(pins) = &pins {
-            let drifted = report
+            let drifted: Vec<String> = report
                 .tools
                 .iter()
                 .filter(|t| pins.tools.get(&t.name) != Some(&t.digest))
-                .count();
-            if drifted > 0 && mode != PinMode::Off {
-                warn!(server_id = %report.server_id, node_id = %node_id, drifted, "a node sees tools that are not as pinned; see `sms pins diff`");
+                .map(|t| t.name.clone())
+                .collect();
+            if !drifted.is_empty() && mode != PinMode::Off {
+                warn!(server_id = %report.server_id, node_id = %node_id, drifted = drifted.len(), "a node sees tools that are not as pinned; see `sms pins diff`");
+                self.events.publish(Event::Drift(PinDrift {
+                    server_id: report.server_id.clone(),
+                    node_id: node_id.clone(),
+                    tools: drifted,
+                }));
             }
         }
         Ok(Response::new(ReportToolsResponse { pins }))

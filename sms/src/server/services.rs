@@ -25,6 +25,7 @@ use super::stores::{Keys, Stores};
 use crate::admin::Admin;
 use crate::approvals::ApprovalBook;
 use crate::audit::{AuditBook, Retention};
+use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
     AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService, RegistryService,
@@ -92,16 +93,26 @@ impl Services {
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_join_token(join_token);
         let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
+        let events = TrustEvents::default();
         Services {
             registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
             pins: PinsService::new(
                 Arc::new(PinBook::default()),
+                events.clone(),
                 Arc::clone(&hub),
                 Arc::clone(&writer),
                 access.clone(),
             ),
-            approvals: ApprovalsService::new(Arc::new(ApprovalBook::default()), access.clone()),
-            audit: AuditService::new(Arc::new(AuditBook::new(audit_retention)), access.clone()),
+            approvals: ApprovalsService::new(
+                Arc::new(ApprovalBook::default()),
+                events.clone(),
+                access.clone(),
+            ),
+            audit: AuditService::new(
+                Arc::new(AuditBook::new(audit_retention)),
+                events,
+                access.clone(),
+            ),
             admin: AdminService::new(
                 Arc::new(Admin::new(writer, keys.sealer.clone())),
                 access.clone(),
