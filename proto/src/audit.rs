@@ -21,13 +21,16 @@ pub enum Kind {
     ToolCall,
     ModelRequest,
     Pin,
+    /// A write to SMS by an admin (SMS's own chain).
+    Admin,
 }
 
 /// What was decided. Tool calls: `run`, `failed` (it ran, the server
 /// answered an error or did not answer), `denied` (policy), `held` (pin
 /// drift), `waiting` / `approved` / `approval_denied` / `expired`
 /// (approvals), `budget` (a run budget refused it). Model requests:
-/// `answered` or `failed`. Pins: `pinned`, `drift`.
+/// `answered` or `failed`. Pins: `pinned`, `drift`. Admin writes: `run`
+/// or `failed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -89,6 +92,14 @@ pub struct Record {
     pub time_ms: u64,
     pub kind: Kind,
     pub outcome: Outcome,
+    /// Who acted: the run's caller, or the admin.
+    #[serde(default, skip_serializing_if = "empty")]
+    pub identity: String,
+    /// An admin write: what was done (`upsert_server`) and to what.
+    #[serde(default, skip_serializing_if = "empty")]
+    pub action: String,
+    #[serde(default, skip_serializing_if = "empty")]
+    pub target: String,
     #[serde(default, skip_serializing_if = "empty")]
     pub task: String,
     #[serde(default, skip_serializing_if = "empty")]

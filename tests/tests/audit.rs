@@ -96,9 +96,28 @@ fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
         "{table}"
     );
     assert!(table.contains("allowed by the server's allowed_tools pattern 'read_*'"), "{table}");
+    // Admin writes are records too, in SMS's own chain.
+    let admin = audit(&c, &["--node", "sms"]);
+    let registered = admin
+        .iter()
+        .find(|r| r["action"] == "register_task" && r["target"] == "fs-agent")
+        .unwrap_or_else(|| panic!("{admin:?}"));
+    assert_eq!(registered["outcome"], "run", "{registered}");
+    assert_eq!(registered["kind"], "admin", "{registered}");
+    assert!(registered["identity"].is_string(), "{registered}");
+    let (code, _, _) = c.sms.client(&["tasks", "delete", "no-such-task"]);
+    assert_ne!(code, 0);
+    let refused = eventually("the refused delete recorded", Duration::from_secs(10), || {
+        audit(&c, &["--node", "sms", "--outcome", "failed"])
+            .into_iter()
+            .find(|r| r["action"] == "delete_task")
+            .ok_or("none".to_string())
+    });
+    assert!(refused["rule"].as_str().unwrap().contains("no-such-task"), "{refused}");
     let (code, out) = verify(&c);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("node node-a:") && out.contains("chain whole"), "{out}");
+    assert!(out.contains("node sms:"), "{out}");
 }
 
 #[test]

@@ -7,12 +7,16 @@
 //! oldest first. Records are kept in this SMS's memory; the node's state
 //! dir holds the durable copy (`spearlet audit verify`).
 
+mod admin;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::RwLock;
 use spear_proto::audit::{ChainCheck, Outcome, Record};
 use spear_proto::v1::{AuditLine, ChainReport, QueryAuditRequest};
+
+pub use admin::{AdminAudit, SMS_CHAIN};
 
 /// Bytes of one record.
 pub const MAX_RECORD: usize = 16 * 1024;
@@ -87,6 +91,20 @@ pub struct Shipped {
     pub duplicates: u64,
     /// The records new to SMS (for watchers and the log export).
     pub new: Vec<AuditLine>,
+}
+
+/// Sends `record` of `node` to the operator's log pipeline (when OTLP is
+/// set up).
+pub fn export(node: &str, record: &AuditLine) {
+    let parsed: Record = serde_json::from_str(&record.json).unwrap_or_default();
+    let kind = serde_json::to_value(parsed.kind).unwrap_or_default();
+    let labels = spear_common::audit_export::Labels {
+        node,
+        seq: record.seq,
+        kind: kind.as_str().unwrap_or_default(),
+        outcome: parsed.outcome.name(),
+    };
+    spear_common::audit_export::export(labels, &record.json);
 }
 
 fn now_ms() -> u64 {

@@ -9,17 +9,29 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 
 use crate::admin::{Admin, AdminError};
+use crate::audit::AdminAudit;
 use crate::store::StoreError;
 
 /// `spear.v1.Admin`: authenticated registry writes.
 pub struct AdminService {
     admin: Arc<Admin>,
     access: Access,
+    audit: AdminAudit,
 }
 
 impl AdminService {
     pub fn new(admin: Arc<Admin>, access: Access) -> Self {
-        Self { admin, access }
+        Self {
+            admin,
+            access,
+            audit: AdminAudit::default(),
+        }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -50,7 +62,13 @@ impl AdminApi for AdminService {
                 spec_json.len()
             )));
         }
-        let revision = self.admin.upsert(&spec_json).await.map_err(to_status)?;
+        let result = self.admin.upsert(&spec_json).await.map_err(to_status);
+        let target = serde_json::from_str::<serde_json::Value>(&spec_json)
+            .ok()
+            .and_then(|v| v["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        self.audit.record(&caller, "upsert_server", &target, &result);
+        let revision = result?;
         info!(revision, %caller, "admin upsert applied");
         Ok(Response::new(UpsertServerResponse { revision }))
     }
@@ -61,7 +79,9 @@ impl AdminApi for AdminService {
     ) -> Result<Response<DeleteServerResponse>, Status> {
         let caller = self.access.admin(&request, "delete_server")?;
         let id = request.into_inner().id;
-        let revision = self.admin.delete(&id).await.map_err(to_status)?;
+        let result = self.admin.delete(&id).await.map_err(to_status);
+        self.audit.record(&caller, "delete_server", &id, &result);
+        let revision = result?;
         info!(server_id = %id, revision, %caller, "admin delete applied");
         Ok(Response::new(DeleteServerResponse { revision }))
     }

@@ -16,12 +16,14 @@ use spear_proto::v1::trust_event::Event;
 use tracing::info;
 
 use crate::approvals::{ApprovalBook, ApprovalError};
+use crate::audit::AdminAudit;
 use crate::events::TrustEvents;
 
 pub struct ApprovalsService {
     book: Arc<ApprovalBook>,
     events: TrustEvents,
     access: Access,
+    audit: AdminAudit,
 }
 
 impl ApprovalsService {
@@ -30,7 +32,14 @@ impl ApprovalsService {
             book,
             events,
             access,
+            audit: AdminAudit::default(),
         }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -149,10 +158,13 @@ impl Approvals for ApprovalsService {
     ) -> Result<Response<DecideApprovalResponse>, Status> {
         let caller = self.access.admin(&request, "decide_approval")?;
         let ask = request.into_inner();
-        let info = self
+        let result = self
             .book
             .decide(&ask.approval_id, ask.approve, &ask.reason, &caller.to_string())
-            .map_err(to_status)?;
+            .map_err(to_status);
+        let action = if ask.approve { "approve" } else { "deny" };
+        self.audit.record(&caller, action, &ask.approval_id, &result);
+        let info = result?;
         info!(approval_id = %ask.approval_id, approve = ask.approve, %caller, "approval decided");
         self.events.publish(Event::Approval(info.clone()));
         Ok(Response::new(DecideApprovalResponse {

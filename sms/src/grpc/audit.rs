@@ -6,18 +6,17 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use spear_identity::Access;
-use spear_proto::audit::Record;
 use spear_proto::v1::audit_server::Audit;
 use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
-    AuditEvent, AuditLine, QueryAuditRequest, QueryAuditResponse, ShipAuditRequest, ShipAuditResponse,
+    AuditEvent, QueryAuditRequest, QueryAuditResponse, ShipAuditRequest, ShipAuditResponse,
     TrustEvent, VerifyAuditRequest, VerifyAuditResponse, WatchTrustRequest,
 };
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 
-use crate::audit::AuditBook;
+use crate::audit::{AuditBook, SMS_CHAIN};
 use crate::events::TrustEvents;
 
 pub struct AuditService {
@@ -62,13 +61,18 @@ impl Audit for AuditService {
     ) -> Result<Response<ShipAuditResponse>, Status> {
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "ship_audit")?;
+        if node_id == SMS_CHAIN {
+            return Err(Status::permission_denied(format!(
+                "'{SMS_CHAIN}' is SMS's own audit chain; a node cannot ship records under it"
+            )));
+        }
         let shipment = request.into_inner();
         let shipped = self
             .book
             .ship(&node_id, shipment.records)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         for record in shipped.new {
-            export(&node_id, &record);
+            crate::audit::export(&node_id, &record);
             self.events.publish(Event::Audit(AuditEvent {
                 node_id: node_id.clone(),
                 record: Some(record),
@@ -103,17 +107,4 @@ impl Audit for AuditService {
             chains: self.book.verify(),
         }))
     }
-}
-
-/// Sends `record` to the operator's log pipeline (when OTLP is set up).
-fn export(node: &str, record: &AuditLine) {
-    let parsed: Record = serde_json::from_str(&record.json).unwrap_or_default();
-    let kind = serde_json::to_value(parsed.kind).unwrap_or_default();
-    let labels = spear_common::audit_export::Labels {
-        node,
-        seq: record.seq,
-        kind: kind.as_str().unwrap_or_default(),
-        outcome: parsed.outcome.name(),
-    };
-    spear_common::audit_export::export(labels, &record.json);
 }

@@ -10,6 +10,7 @@ use spear_proto::v1::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
+use crate::audit::AdminAudit;
 use crate::oauth::{Broker, BrokerError, VaultError};
 use crate::sealed::{OpenError, Sealer};
 
@@ -20,6 +21,7 @@ pub struct CredentialsService {
     broker: Arc<Broker>,
     sealer: Sealer,
     access: Access,
+    audit: AdminAudit,
 }
 
 impl CredentialsService {
@@ -28,7 +30,14 @@ impl CredentialsService {
             broker,
             sealer,
             access,
+            audit: AdminAudit::default(),
         }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// The registered server `id` when `caller` is a node it is for (a
@@ -83,7 +92,7 @@ impl CredentialsApi for CredentialsService {
                 request.credentials_json.len()
             )));
         }
-        let status = self
+        let result = self
             .broker
             .put(
                 &request.server_id,
@@ -91,7 +100,10 @@ impl CredentialsApi for CredentialsService {
                 &caller.to_string(),
             )
             .await
-            .map_err(to_status)?;
+            .map_err(to_status);
+        self.audit
+            .record(&caller, "put_credential", &request.server_id, &result);
+        let status = result?;
         Ok(Response::new(PutCredentialResponse {
             status: Some(status),
         }))
@@ -103,7 +115,9 @@ impl CredentialsApi for CredentialsService {
     ) -> Result<Response<DeleteCredentialResponse>, Status> {
         let caller = self.access.admin(&request, "delete_credential")?;
         let id = request.into_inner().server_id;
-        let existed = self.broker.forget(&id).await.map_err(to_status)?;
+        let result = self.broker.forget(&id).await.map_err(to_status);
+        self.audit.record(&caller, "delete_credential", &id, &result);
+        let existed = result?;
         info!(server_id = %id, existed, %caller, "OAuth credential deleted");
         Ok(Response::new(DeleteCredentialResponse { existed }))
     }

@@ -16,6 +16,7 @@ use spear_proto::v1::trust_event::Event;
 use tonic::{Request, Response, Status};
 use tracing::{info, warn};
 
+use crate::audit::AdminAudit;
 use crate::events::TrustEvents;
 use crate::pins::{PinBook, PinError};
 use crate::store::Change;
@@ -25,6 +26,7 @@ use crate::writer::{RegistryWriter, WriteError};
 pub struct PinsService {
     book: Arc<PinBook>,
     events: TrustEvents,
+    audit: AdminAudit,
     hub: Arc<Hub>,
     writer: Arc<RegistryWriter>,
     access: Access,
@@ -41,10 +43,28 @@ impl PinsService {
         Self {
             book,
             events,
+            audit: AdminAudit::default(),
             hub,
             writer,
             access,
         }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Makes what nodes see the pin, as `ask` says; the pins written and
+    /// the revision.
+    async fn approve(&self, ask: &ApprovePinsRequest) -> Result<(Option<ToolPins>, u64), Status> {
+        let record = self.record(&ask.server_id)?;
+        let pins = self
+            .book
+            .approval(&record, optional(&ask.tool), optional(&ask.node_id))
+            .map_err(to_status)?;
+        self.write_pins(&ask.server_id, pins, false).await
     }
 
     fn record(&self, server: &str) -> Result<ServerRecord, Status> {
@@ -186,12 +206,11 @@ impl Pins for PinsService {
     ) -> Result<Response<ApprovePinsResponse>, Status> {
         let caller = self.access.admin(&request, "approve_pins")?;
         let ask = request.into_inner();
-        let record = self.record(&ask.server_id)?;
-        let pins = self
-            .book
-            .approval(&record, optional(&ask.tool), optional(&ask.node_id))
-            .map_err(to_status)?;
-        let (written, revision) = self.write_pins(&ask.server_id, pins, false).await?;
+        let result = self.approve(&ask).await;
+        let target = format!("{} {}", ask.server_id, ask.tool);
+        self.audit
+            .record(&caller, "approve_pins", target.trim_end(), &result);
+        let (written, revision) = result?;
         let pinned = written.map_or(0, |p| p.tools.len() as u32);
         info!(server_id = %ask.server_id, tool = %ask.tool, %caller, revision, "tool pins approved");
         Ok(Response::new(ApprovePinsResponse { revision, pinned }))
@@ -203,8 +222,11 @@ impl Pins for PinsService {
     ) -> Result<Response<RejectPinsResponse>, Status> {
         let caller = self.access.admin(&request, "reject_pins")?;
         let ask = request.into_inner();
-        let record = self.record(&ask.server_id)?;
-        let rejected = self.book.reject(&record, optional(&ask.tool)) as u32;
+        let result = self.record(&ask.server_id);
+        let target = format!("{} {}", ask.server_id, ask.tool);
+        self.audit
+            .record(&caller, "reject_pins", target.trim_end(), &result);
+        let rejected = self.book.reject(&result?, optional(&ask.tool)) as u32;
         info!(server_id = %ask.server_id, tool = %ask.tool, %caller, rejected, "tool definitions rejected; the pins stand");
         Ok(Response::new(RejectPinsResponse { rejected }))
     }

@@ -9,6 +9,7 @@ use tokio_stream::wrappers::WatchStream;
 use tonic::{Request, Response, Status};
 use tracing::info;
 
+use crate::audit::AdminAudit;
 use crate::revocations::{RevocationError, Revocations};
 
 /// `spear.v1.Revocations`: admins revoke certificates; nodes follow the
@@ -16,6 +17,7 @@ use crate::revocations::{RevocationError, Revocations};
 pub struct RevocationsService {
     revocations: Arc<Revocations>,
     access: Access,
+    audit: AdminAudit,
 }
 
 impl RevocationsService {
@@ -23,7 +25,14 @@ impl RevocationsService {
         Self {
             revocations,
             access,
+            audit: AdminAudit::default(),
         }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -51,11 +60,10 @@ impl RevocationsApi for RevocationsService {
         };
         spear_common::text::truncate(&mut revocation.reason, MAX_REASON);
         let target = crate::revocations::target(&revocation).map_err(to_status)?;
-        let added = self
-            .revocations
-            .revoke(revocation)
-            .await
-            .map_err(to_status)?;
+        let result = self.revocations.revoke(revocation).await.map_err(to_status);
+        self.audit
+            .record(&caller, "revoke", &target.to_string(), &result);
+        let added = result?;
         info!(%caller, %target, added, "certificate revoked");
         Ok(Response::new(RevokeResponse { added }))
     }

@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 use tracing::Instrument;
 
+use crate::audit::AdminAudit;
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
 use spear_identity::Access;
 
@@ -17,6 +18,7 @@ pub struct TasksService {
     store: Arc<dyn TaskStore>,
     invoker: Arc<Invoker>,
     access: Access,
+    audit: AdminAudit,
 }
 
 impl TasksService {
@@ -25,7 +27,14 @@ impl TasksService {
             store,
             invoker,
             access,
+            audit: AdminAudit::default(),
         }
+    }
+
+    /// Records this service's admin writes in the audit trail.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 }
 
@@ -58,9 +67,14 @@ impl TasksApi for TasksService {
             .into_inner()
             .task
             .ok_or_else(|| Status::invalid_argument("the request has no task"))?;
-        validate(&task).map_err(task_status)?;
         let id = task.id.clone();
-        self.store.put(task).await.map_err(task_status)?;
+        let result = match validate(&task) {
+            Ok(()) => self.store.put(task).await,
+            Err(invalid) => Err(invalid),
+        }
+        .map_err(task_status);
+        self.audit.record(&caller, "register_task", &id, &result);
+        result?;
         info!(task_id = %id, %caller, "task registered");
         Ok(Response::new(RegisterTaskResponse {}))
     }
@@ -90,7 +104,9 @@ impl TasksApi for TasksService {
     ) -> Result<Response<DeleteTaskResponse>, Status> {
         let caller = self.access.admin(&request, "delete_task")?;
         let id = request.into_inner().id;
-        self.store.delete(&id).await.map_err(task_status)?;
+        let result = self.store.delete(&id).await.map_err(task_status);
+        self.audit.record(&caller, "delete_task", &id, &result);
+        result?;
         info!(task_id = %id, %caller, "task deleted");
         Ok(Response::new(DeleteTaskResponse {}))
     }

@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use super::stores::{Keys, Stores};
 use crate::admin::Admin;
 use crate::approvals::ApprovalBook;
-use crate::audit::{AuditBook, Retention};
+use crate::audit::{AdminAudit, AuditBook, Retention};
 use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
@@ -94,6 +94,8 @@ impl Services {
             .with_join_token(join_token);
         let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
         let events = TrustEvents::default();
+        let audit_book = Arc::new(AuditBook::new(audit_retention));
+        let admin_audit = AdminAudit::new(Arc::clone(&audit_book), events.clone());
         Services {
             registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
             pins: PinsService::new(
@@ -102,30 +104,32 @@ impl Services {
                 Arc::clone(&hub),
                 Arc::clone(&writer),
                 access.clone(),
-            ),
+            )
+            .audited(admin_audit.clone()),
             approvals: ApprovalsService::new(
                 Arc::new(ApprovalBook::default()),
                 events.clone(),
                 access.clone(),
-            ),
-            audit: AuditService::new(
-                Arc::new(AuditBook::new(audit_retention)),
-                events,
-                access.clone(),
-            ),
+            )
+            .audited(admin_audit.clone()),
+            audit: AuditService::new(audit_book, events, access.clone()),
             admin: AdminService::new(
                 Arc::new(Admin::new(writer, keys.sealer.clone())),
                 access.clone(),
-            ),
-            tasks: TasksService::new(stores.tasks, Arc::new(invoker), access.clone()),
+            )
+            .audited(admin_audit.clone()),
+            tasks: TasksService::new(stores.tasks, Arc::new(invoker), access.clone())
+                .audited(admin_audit.clone()),
             nodes: NodesService::new(
                 Arc::clone(&nodes),
                 stores.shared_nodes,
                 Arc::clone(&hub),
                 access.clone(),
             ),
-            credentials: CredentialsService::new(Arc::new(broker), keys.sealer, access.clone()),
-            revocations: RevocationsService::new(revocations, access.clone()),
+            credentials: CredentialsService::new(Arc::new(broker), keys.sealer, access.clone())
+                .audited(admin_audit.clone()),
+            revocations: RevocationsService::new(revocations, access.clone())
+                .audited(admin_audit),
             status: StatusService::new(hub, nodes, problems, access).insecure(insecure),
         }
     }

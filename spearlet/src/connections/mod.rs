@@ -26,6 +26,7 @@ pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};
+use crate::trust::audit::AuditLog;
 use pins::Pinning;
 use slot::Slot;
 
@@ -49,6 +50,8 @@ struct Inner {
     options: SessionOptions,
     /// Tells SMS what each server lists (a running node only).
     reporter: Option<Reporter>,
+    /// Where pin decisions are recorded (a running node only).
+    audit: Option<AuditLog>,
     /// The runtime connections are made on: the node's own, even when the
     /// first use comes from a guest thread (see `wasm::threads`).
     runtime: tokio::runtime::Handle,
@@ -71,16 +74,18 @@ impl Connections {
         lookup: Lookup,
         options: SessionOptions,
     ) -> Connections {
-        Self::reporting(registry, lookup, options, None)
+        Self::reporting(registry, lookup, options, None, None)
     }
 
     /// As [`Connections::with_options`], reporting what each server lists
-    /// to SMS with `reporter` (a running node).
+    /// to SMS with `reporter` and recording pin decisions in `audit` (a
+    /// running node).
     pub fn reporting(
         registry: RegistryHandle,
         lookup: Lookup,
         options: SessionOptions,
         reporter: Option<Reporter>,
+        audit: Option<AuditLog>,
     ) -> Connections {
         let changes = registry.subscribe();
         let inner = Arc::new(Inner {
@@ -89,6 +94,7 @@ impl Connections {
             lookup,
             options,
             reporter,
+            audit,
             runtime: tokio::runtime::Handle::current(),
             slots: Mutex::default(),
         });
@@ -121,6 +127,7 @@ impl Connections {
                 Pinning {
                     registry: self.inner.registry.clone(),
                     reporter: self.inner.reporter.clone(),
+                    audit: self.inner.audit.clone(),
                 },
             ))
         });

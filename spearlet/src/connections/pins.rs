@@ -10,17 +10,20 @@
 //! first sight, the ones it just made) and shows the rest to operators.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::Tool;
+use spear_proto::audit::{Kind, Outcome, Record};
 use spear_proto::pins::{definition, digest, PinMode};
 use spear_proto::v1::{SeenTool, ServerSpec, ToolPins};
 use tracing::warn;
 
 use crate::env_refs::Redactor;
+use crate::trust::audit::AuditLog;
 use crate::registry::RegistryHandle;
 
 /// Sends what a server lists to SMS; answers the server's pins after it.
@@ -48,9 +51,51 @@ pub(super) struct Pinning {
     /// `None` off a running node (`spearlet mcp`): the registry's pins
     /// still hold, but nothing is reported.
     pub reporter: Option<Reporter>,
+    /// Where pin decisions are recorded (a running node).
+    pub audit: Option<AuditLog>,
 }
 
 impl Pinning {
+    /// Records what a new listing of `server` decided against the one
+    /// before: a tool newly held (drift), and a held one now offered (its
+    /// new definition pinned). `before` is the held tools, with why.
+    pub fn audit_changes(
+        &self,
+        server: &str,
+        before: &BTreeMap<String, String>,
+        held: &BTreeMap<String, Held>,
+        offered: &[Tool],
+    ) {
+        let Some(log) = &self.audit else {
+            return;
+        };
+        let record = |tool: &str, outcome: Outcome, rule: String, pin: String| Record {
+            kind: Kind::Pin,
+            outcome,
+            server: server.to_string(),
+            tool: tool.to_string(),
+            rule,
+            pin,
+            ..Record::default()
+        };
+        for (tool, why) in held.iter().filter(|(tool, _)| !before.contains_key(*tool)) {
+            let seen = match why {
+                Held::Changed { seen, .. } => seen.clone(),
+                _ => String::new(),
+            };
+            log.append(record(tool, Outcome::Drift, why.sentence(server, tool), seen));
+        }
+        let pins = self.current(server);
+        for tool in offered.iter().filter(|t| before.contains_key(t.name.as_ref())) {
+            let pin = pins
+                .as_ref()
+                .and_then(|p| p.tools.get(tool.name.as_ref()).cloned())
+                .unwrap_or_default();
+            let rule = "its definition is the pinned one again (an operator approved it)".to_string();
+            log.append(record(&tool.name, Outcome::Pinned, rule, pin));
+        }
+    }
+
     /// `server`'s pins as the registry holds them now.
     pub fn current(&self, server: &str) -> Option<ToolPins> {
         let view = self.registry.current();

@@ -404,11 +404,16 @@ impl Slot {
             let mut status = self.status.lock();
             status.tools = catalog.tools.len();
             status.quarantined = catalog.quarantined.clone();
-            status.held = catalog
-                .held
-                .iter()
-                .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
-                .collect();
+            let before = std::mem::replace(
+                &mut status.held,
+                catalog
+                    .held
+                    .iter()
+                    .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
+                    .collect(),
+            );
+            self.pinning
+                .audit_changes(&self.spec.id, &before, &catalog.held, &catalog.tools);
             let partial = !catalog.quarantined.is_empty() || !catalog.held.is_empty();
             if status.state == ServerState::Ready && partial {
                 status.state = ServerState::Degraded;

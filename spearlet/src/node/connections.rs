@@ -10,12 +10,14 @@ use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::sms_tokens::SmsCredentials;
+use crate::trust::audit::AuditLog;
 
 pub fn build(
     registry: &RegistryHandle,
     policy: &PolicyCell,
     sms: &SmsLink,
     node_id: &str,
+    audit: &AuditLog,
 ) -> Connections {
     let env = policy.clone();
     let lookup: Lookup = Arc::new(move |name: &str| env.current().env.lookup(name));
@@ -31,6 +33,7 @@ pub fn build(
         lookup,
         options,
         Some(reporter(sms.clone(), node_id.to_string())),
+        Some(audit.clone()),
     )
 }
 

@@ -23,7 +23,7 @@ use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::tools::Router;
 use crate::trust::approvals::Approver;
-use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
+use crate::trust::audit::AuditLog;
 use crate::trust::NodeTrust;
 
 /// What the guest side is built from.
@@ -38,6 +38,8 @@ pub struct GuestsDeps<'a> {
     pub sms: &'a SmsLink,
     /// Certificates SMS revoked: the Invocation port refuses them.
     pub revoked: &'a spear_identity::DenyList,
+    /// The node's audit log.
+    pub audit: &'a AuditLog,
 }
 
 /// The running guest side.
@@ -49,9 +51,6 @@ pub struct Guests {
     pub advert: Advert,
     /// The Invocation service; ends after draining at shutdown.
     pub server: JoinHandle<()>,
-    /// Ships the audit log to SMS; stopped at shutdown (what it has not
-    /// sent yet, it sends after the next start).
-    pub audit_shipper: JoinHandle<()>,
 }
 
 /// Builds the runtime and invoker, binds the Invocation service and starts
@@ -69,7 +68,11 @@ pub async fn build(
         .map_err(|e| NodeError::Runtime(format!("{e:#}")))?,
     );
     let guest_threads = runtime.guest_handle();
-    let (trust, audit_shipper) = trust(&deps)?;
+    let trust = NodeTrust {
+        node_id: deps.node_id.to_string(),
+        approvals: Some(Approver::new(deps.sms.clone())),
+        audit: Some(deps.audit.clone()),
+    };
     let invoker = invoker(&deps, runtime, trust)?;
     let GuestsDeps {
         config,
@@ -123,21 +126,7 @@ pub async fn build(
         addr: bound,
         advert,
         server,
-        audit_shipper,
     })
-}
-
-/// The node's approvals and audit log, and the audit shipper's task.
-fn trust(deps: &GuestsDeps<'_>) -> Result<(NodeTrust, JoinHandle<()>), NodeError> {
-    let dir = deps.config.state_dir.join("audit");
-    let log = AuditLog::open(&dir, deps.node_id, ROTATE_BYTES)?;
-    let shipper = Shipper::spawn(log.clone(), deps.sms.clone(), deps.node_id.to_string());
-    let trust = NodeTrust {
-        node_id: deps.node_id.to_string(),
-        approvals: Some(Approver::new(deps.sms.clone())),
-        audit: Some(log),
-    };
-    Ok((trust, shipper))
 }
 
 /// The invoker: backends, module store, limits and policy, over `runtime`.

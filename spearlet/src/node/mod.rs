@@ -34,6 +34,7 @@ use crate::node_policy::{NodePolicy, PolicyCell, PolicyError};
 use crate::persist::{PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
+use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
 pub use reload::{ReloadError, Reloader};
 
@@ -127,6 +128,8 @@ struct Handles {
     heartbeat: JoinHandle<()>,
     revocations: Option<JoinHandle<()>>,
     invocation: Option<JoinHandle<()>>,
+    /// Ships the audit log to SMS; stopped at shutdown (what it has not
+    /// sent yet, it sends after the next start).
     audit_shipper: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
 }
@@ -158,7 +161,8 @@ impl Node {
             config.tls.clone(),
             config.join_token.clone(),
         );
-        let connections = connections::build(&registry, &policy, &sms, &node_id);
+        let audit = AuditLog::open(&config.state_dir.join("audit"), &node_id, ROTATE_BYTES)?;
+        let connections = connections::build(&registry, &policy, &sms, &node_id, &audit);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
             Some(listen) => {
@@ -171,6 +175,7 @@ impl Node {
                     policy: &policy,
                     sms: &sms,
                     revoked: &revoked,
+                    audit: &audit,
                 };
                 Some(guests::build(deps, shutdown_rx.clone()).await?)
             }
@@ -213,12 +218,12 @@ impl Node {
             advert,
             revoked,
         };
-        let (invoker, invocation, audit_shipper) = match guests {
-            Some(g) => (Some(g.invoker), Some(g.server), Some(g.audit_shipper)),
-            None => (None, None, None),
+        let (invoker, invocation) = match guests {
+            Some(g) => (Some(g.invoker), Some(g.server)),
+            None => (None, None),
         };
         let mut handles = background.spawn(invocation, http_task, shutdown_rx);
-        handles.audit_shipper = audit_shipper;
+        handles.audit_shipper = Some(Shipper::spawn(audit, sms.clone(), node_id.clone()));
         Ok(Node {
             node_id,
             registry,

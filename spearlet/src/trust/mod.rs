@@ -51,6 +51,9 @@ impl RunTrust {
         if record.invocation.is_empty() {
             record.invocation.clone_from(&self.scope.invocation_id);
         }
+        if record.identity.is_empty() {
+            record.identity.clone_from(&self.scope.identity);
+        }
         log.append(record)
     }
 
