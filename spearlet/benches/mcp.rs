@@ -9,7 +9,9 @@
 //! - `toolset`: building the tool list of a request from 50 servers x 20 tools;
 //! - `memory`: resident memory of the node per idle connection;
 //! - `pins`: a call to a pinned tool (checked against its pin) against
-//!   one to a server with `"pin": "off"`, alternating in one run.
+//!   one to a server with `"pin": "off"`, alternating in one run;
+//! - `audit`: a call with the audit trail on against one with it off, the
+//!   wait for records to be on disk, and sustained records per second.
 //!
 //! The stdio server is `server-everything` (npm, installed by scripts/setup.sh).
 
@@ -24,6 +26,8 @@ use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tool_policy::{SessionPolicy, TaskPolicy};
 use spearlet::tools::Router;
 
+#[path = "support/audit_cost.rs"]
+mod audit_cost;
 #[path = "support/pin_cost.rs"]
 mod pin_cost;
 
@@ -355,6 +359,9 @@ fn main() {
     }
     if want("pins") {
         runtime.block_on(pin_cost::run());
+    }
+    if want("audit") {
+        runtime.block_on(audit_cost::run());
     }
     if want("toolset") || want("memory") {
         runtime.block_on(toolset_and_memory());

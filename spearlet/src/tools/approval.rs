@@ -61,9 +61,10 @@ impl Router {
     }
 
     /// The audit record of a call of `target`, before its outcome: the
-    /// policy revision, the tool's pin and the arguments' digest. Nothing
-    /// is computed when the node keeps no audit log.
-    pub(super) async fn call_record(&self, target: &ToolRef, arguments: &str) -> Record {
+    /// policy revision, the tool's pin and the arguments' digest (one
+    /// look at the registry, no lock). Nothing is computed when the node
+    /// keeps no audit log.
+    pub(super) fn call_record(&self, target: &ToolRef, arguments: &str) -> Record {
         let mut record = Record {
             kind: Kind::ToolCall,
             server: target.server.clone(),
@@ -73,14 +74,12 @@ impl Router {
         if self.trust.node.audit.is_none() {
             return record;
         }
-        record.policy_revision = self
-            .registry
-            .current()
-            .servers
-            .get(&target.server)
-            .map(|r| r.mod_revision);
-        if let Ok(catalog) = self.connections.catalog(&target.server).await {
-            record.pin = catalog.pin_digest(&target.tool).unwrap_or_default().to_string();
+        let view = self.registry.current();
+        if let Some(server) = view.servers.get(&target.server) {
+            record.policy_revision = Some(server.mod_revision);
+            if let Some(pin) = server.pins.as_ref().and_then(|p| p.tools.get(&target.tool)) {
+                record.pin.clone_from(pin);
+            }
         }
         record.args = arguments_digest(arguments).unwrap_or_default();
         record

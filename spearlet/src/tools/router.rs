@@ -251,7 +251,7 @@ impl Router {
     pub async fn run(&self, task: &TaskPolicy, allowed: Allowed, arguments: &str) -> ToolOutcome {
         let started = std::time::Instant::now();
         let Allowed { target, rule } = allowed;
-        let mut record = self.call_record(&target, arguments).await;
+        let mut record = self.call_record(&target, arguments);
         record.rule = rule;
         let mut approval = None;
         if let Some(needs) = self.approval_rule(task, &target) {

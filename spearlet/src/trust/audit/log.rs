@@ -1,21 +1,24 @@
 //! The node's audit log: append-only, hash-chained, durable before the
 //! result it records reaches the model. Entry point: [`AuditLog::open`].
 //!
-//! [`AuditLog::append`] numbers a record and hands it to the log's writer
-//! thread, which costs the caller a lock and a channel send; the writer
-//! seals records in order (each names the hash of the one before), writes
-//! what has arrived as one batch, syncs the file once for the batch, and
-//! then publishes the last seq that is on disk. [`AuditLog::durable`]
-//! waits for that, so a tool loop appends as it goes and waits once
-//! before its next model request (DESIGN §6.1). A file past its size is
-//! closed and the next one starts (see `files.rs`).
+//! [`AuditLog::append`] numbers a record and queues it, which costs the
+//! caller a lock and a push: nothing on the tool-call path waits for the
+//! disk or wakes another thread. The log's writer thread takes what is
+//! queued when someone waits for it ([`AuditLog::durable`], which a tool
+//! loop calls once before its next model request), when the queue is
+//! long, or every [`FLUSH_EVERY`]; it seals the records in order (each
+//! names the hash of the one before), writes them as one batch, syncs the
+//! file once, and then publishes the last seq on disk (DESIGN §6.1). A
+//! batch the disk refuses is kept and written again, so the chain never
+//! skips. A file past its size is closed and the next one starts (see
+//! `files.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use spear_proto::audit::Record;
@@ -26,8 +29,10 @@ use super::files;
 
 /// When the current file is closed and the next one starts.
 pub const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
-/// Records one batch writes and syncs at most.
-const MAX_BATCH: usize = 4096;
+/// Records queued before the writer is woken without anyone waiting.
+const WAKE_AT: usize = 1024;
+/// How long a record may sit queued when nobody waits for it.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why the log cannot be opened.
 #[derive(Debug, thiserror::Error)]
@@ -43,12 +48,18 @@ pub struct AuditLog {
     inner: Arc<Inner>,
 }
 
+/// Records numbered and waiting for the writer.
+struct Queue {
+    next: u64,
+    records: Vec<Record>,
+}
+
 struct Inner {
     node: String,
     dir: PathBuf,
-    /// The next seq, taken with the send so records reach the writer in
-    /// seq order.
-    next: Mutex<(u64, mpsc::Sender<Record>)>,
+    queue: Arc<Mutex<Queue>>,
+    /// Wakes the writer (someone waits, or the queue is long).
+    wake: mpsc::Sender<()>,
     /// The last seq on disk.
     synced: watch::Receiver<u64>,
 }
@@ -77,25 +88,34 @@ impl AuditLog {
             .open(files::path_of(dir, first))
             .map_err(fail)?;
         file.set_len(len).map_err(fail)?;
-        let (send, receive) = mpsc::channel();
+        let (wake, woken) = mpsc::channel();
         let (published, synced) = watch::channel(tail.seq);
+        let queue = Arc::new(Mutex::new(Queue {
+            next: tail.seq + 1,
+            records: Vec::new(),
+        }));
         let writer = Writer {
             dir: dir.to_path_buf(),
+            queue: Arc::clone(&queue),
             file,
             written: len,
             rotate_bytes,
             prev: tail.hash,
+            pending: String::new(),
+            pending_first: 0,
+            pending_last: 0,
             published,
         };
         std::thread::Builder::new()
             .name("audit-writer".into())
-            .spawn(move || writer.run(receive))
+            .spawn(move || writer.run(woken))
             .map_err(fail)?;
         Ok(AuditLog {
             inner: Arc::new(Inner {
                 node: node.to_string(),
                 dir: dir.to_path_buf(),
-                next: Mutex::new((tail.seq + 1, send)),
+                queue,
+                wake,
                 synced,
             }),
         })
@@ -111,19 +131,20 @@ impl AuditLog {
     pub fn append(&self, mut record: Record) -> u64 {
         record.node.clone_from(&self.inner.node);
         record.time_ms = now_ms();
-        let mut next = self.inner.next.lock();
-        let seq = next.0;
+        let mut queue = self.inner.queue.lock();
+        let seq = queue.next;
         record.seq = seq;
-        next.0 += 1;
-        if next.1.send(record).is_err() {
-            error!("the audit writer has stopped; records are not being kept");
+        queue.next += 1;
+        queue.records.push(record);
+        if queue.records.len() == WAKE_AT {
+            let _ = self.inner.wake.send(());
         }
         seq
     }
 
     /// The seq of the last record appended (0: none).
     pub fn last(&self) -> u64 {
-        self.inner.next.lock().0 - 1
+        self.inner.queue.lock().next - 1
     }
 
     /// The last seq on disk.
@@ -136,10 +157,16 @@ impl AuditLog {
         self.inner.synced.clone()
     }
 
-    /// Waits until every record up to `seq` is on disk. Returns at once
-    /// when the writer has stopped (it logged why).
+    /// Waits until every record up to `seq` is on disk.
     pub async fn durable(&self, seq: u64) {
         let mut synced = self.inner.synced.clone();
+        if *synced.borrow() >= seq {
+            return;
+        }
+        if self.inner.wake.send(()).is_err() {
+            error!("the audit writer has stopped; records are not being kept");
+            return;
+        }
         let _ = synced.wait_for(|on_disk| *on_disk >= seq).await;
     }
 }
@@ -147,61 +174,85 @@ impl AuditLog {
 /// The writer thread's state.
 struct Writer {
     dir: PathBuf,
+    queue: Arc<Mutex<Queue>>,
     file: File,
     written: u64,
     rotate_bytes: u64,
-    /// The last record's hash.
+    /// The last sealed record's hash.
     prev: String,
+    /// Sealed lines not yet on disk (a write the disk refused is kept),
+    /// and the seqs they span.
+    pending: String,
+    pending_first: u64,
+    pending_last: u64,
     published: watch::Sender<u64>,
 }
 
 impl Writer {
-    fn run(mut self, receive: mpsc::Receiver<Record>) {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        let mut text = String::new();
-        // Ends when every AuditLog handle is gone.
-        while let Ok(first) = receive.recv() {
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match receive.try_recv() {
-                    Ok(record) => batch.push(record),
-                    Err(_) => break,
+    fn run(mut self, woken: mpsc::Receiver<()>) {
+        loop {
+            let open = match woken.recv_timeout(FLUSH_EVERY) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => true,
+                // Every handle is gone: write what is left, and stop.
+                Err(mpsc::RecvTimeoutError::Disconnected) => false,
+            };
+            while woken.try_recv().is_ok() {}
+            self.seal_queued();
+            if !self.pending.is_empty() {
+                match self.write() {
+                    Ok(()) => {
+                        self.pending.clear();
+                        self.published.send_replace(self.pending_last);
+                    }
+                    Err(cause) => {
+                        // Kept: written again on the next round. Runs
+                        // wait at their next model request meanwhile.
+                        error!(%cause, dir = %self.dir.display(), "cannot write the audit log; tool loops wait until it can");
+                    }
                 }
             }
-            text.clear();
-            let mut last = 0;
-            for record in batch.iter_mut() {
-                let line = record.seal(record.seq, &self.prev);
-                self.prev = std::mem::take(&mut record.hash);
-                text.push_str(&line);
-                text.push('\n');
-                last = record.seq;
+            if !open {
+                return;
             }
-            let first_seq = batch[0].seq;
-            batch.clear();
-            if let Err(cause) = self.write(first_seq, text.as_bytes()) {
-                error!(%cause, dir = %self.dir.display(), "cannot write the audit log; tool calls wait until it can");
-                // Nothing is published: runs wait at their next model
-                // request rather than go on unrecorded.
-                continue;
-            }
-            self.published.send_replace(last);
         }
     }
 
-    /// Writes and syncs `bytes` (records from `first_seq`), starting a new
-    /// file first when the current one is full.
-    fn write(&mut self, first_seq: u64, bytes: &[u8]) -> std::io::Result<()> {
+    /// Seals what is queued, in seq order, onto `pending`.
+    fn seal_queued(&mut self) {
+        let records = std::mem::take(&mut self.queue.lock().records);
+        for mut record in records {
+            if self.pending.is_empty() {
+                self.pending_first = record.seq;
+            }
+            let line = record.seal(record.seq, &self.prev);
+            self.prev = std::mem::take(&mut record.hash);
+            self.pending.push_str(&line);
+            self.pending.push('\n');
+            self.pending_last = record.seq;
+        }
+    }
+
+    /// Writes and syncs `pending`, starting a new file first when the
+    /// current one is full.
+    fn write(&mut self) -> std::io::Result<()> {
         if self.written >= self.rotate_bytes {
             self.file = OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(files::path_of(&self.dir, first_seq))?;
+                .open(files::path_of(&self.dir, self.pending_first))?;
             self.written = 0;
         }
-        self.file.write_all(bytes)?;
-        self.file.sync_data()?;
-        self.written += bytes.len() as u64;
+        let wrote = self
+            .file
+            .write_all(self.pending.as_bytes())
+            .and_then(|()| self.file.sync_data());
+        if let Err(cause) = wrote {
+            // Cut what part of the batch got through, so the retry does
+            // not write it twice.
+            let _ = self.file.set_len(self.written);
+            return Err(cause);
+        }
+        self.written += self.pending.len() as u64;
         Ok(())
     }
 }
