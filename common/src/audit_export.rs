@@ -19,12 +19,7 @@ static LOGGER: OnceLock<Option<(SdkLoggerProvider, SdkLogger)>> = OnceLock::new(
 
 /// Whether the environment asks for logs, with the variables from `var`.
 fn configured_by(var: &dyn Fn(&str) -> Option<String>) -> bool {
-    let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
-    let is =
-        |name: &str, value: &str| var(name).is_some_and(|v| v.trim().eq_ignore_ascii_case(value));
-    (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"))
-        && !is("OTEL_SDK_DISABLED", "true")
-        && !is("OTEL_LOGS_EXPORTER", "none")
+    crate::telemetry::signal_configured(var, "LOGS")
 }
 
 fn build() -> Option<(SdkLoggerProvider, SdkLogger)> {
@@ -85,25 +80,17 @@ pub fn shutdown() {
 mod tests {
     use super::configured_by;
 
-    fn with(vars: &[(&str, &str)]) -> bool {
-        configured_by(&|name| {
-            vars.iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.to_string())
-        })
-    }
-
     #[test]
-    fn logs_are_on_only_with_an_endpoint_and_not_turned_off() {
-        assert!(!with(&[]));
-        assert!(with(&[("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://c:4318/v1/logs")]));
-        assert!(!with(&[
+    fn logs_follow_their_own_endpoint_and_exporter_variables() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        };
+        assert!(!configured_by(&vars(&[])));
+        assert!(configured_by(&vars(&[("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://c:4318/v1/logs")])));
+        assert!(!configured_by(&vars(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318")])));
+        assert!(!configured_by(&vars(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
-            ("OTEL_LOGS_EXPORTER", "none")
-        ]));
-        assert!(!with(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
-            ("OTEL_SDK_DISABLED", "true")
-        ]));
+            ("OTEL_LOGS_EXPORTER", "none"),
+        ])));
     }
 }

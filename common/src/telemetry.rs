@@ -37,12 +37,19 @@ pub fn configured() -> bool {
 
 /// [`configured`], with the variables from `var`.
 fn configured_by(var: &dyn Fn(&str) -> Option<String>) -> bool {
+    signal_configured(var, "TRACES")
+}
+
+/// Whether the standard variables ask for OTLP `signal` (`TRACES`,
+/// `LOGS`): an endpoint for all signals or for this one, and neither the
+/// SDK nor this signal's exporter turned off.
+pub(crate) fn signal_configured(var: &dyn Fn(&str) -> Option<String>, signal: &str) -> bool {
     let set = |name: &str| var(name).is_some_and(|v| !v.trim().is_empty());
     let is =
         |name: &str, value: &str| var(name).is_some_and(|v| v.trim().eq_ignore_ascii_case(value));
-    (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")))
         && !is("OTEL_SDK_DISABLED", "true")
-        && !is("OTEL_TRACES_EXPORTER", "none")
+        && !is(&format!("OTEL_{signal}_EXPORTER"), "none")
 }
 
 /// The layer exporting Spear's spans, when traces are configured. A

@@ -19,6 +19,7 @@ const LAYERS: &[&str] = &[
     "llm",
     "mcp",
     "sms_tokens",
+    "trust",
     "connections",
     "tool_policy",
     "tools",

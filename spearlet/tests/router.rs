@@ -293,3 +293,61 @@ fn router_futures_are_send(
     send(async move { r.tool_set(&t, &s).await });
     send(async move { router.execute(&task, &session, &set, "x", "{}").await });
 }
+
+/// Every decision on a call is in the run's audit log, a call cut short
+/// (its future dropped, as the run's deadline does) included.
+#[tokio::test]
+async fn each_call_is_recorded_even_one_cut_short() {
+    use spearlet::trust::audit::{AuditLog, ROTATE_BYTES};
+    use spearlet::trust::{NodeTrust, RunScope};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(dir.path(), "node-t", ROTATE_BYTES).unwrap();
+    let registry = registry(vec![misbehaving("mb")]);
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let router = Router::new(connections.clone(), registry)
+        .with_trust(NodeTrust {
+            node_id: "node-t".into(),
+            approvals: None,
+            audit: Some(log.clone()),
+        })
+        .for_run(RunScope {
+            task_id: "t".into(),
+            invocation_id: "inv-t".into(),
+            identity: "sms".into(),
+            deadline: None,
+        });
+    let (task, mut session) = policies();
+    let set = router.tool_set(&task, &session).await;
+    let name = |tool: &str| offered_name("mb", tool);
+
+    router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    let cut = tokio::time::timeout(
+        Duration::from_millis(300),
+        router.execute(&task, &session, &set, &name("hang"), "{}"),
+    )
+    .await;
+    assert!(cut.is_err(), "hang answered");
+    session.tool_denylist = vec!["ok".into()];
+    router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    router.trust().durable().await;
+
+    let text: String = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    let records: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let seen: Vec<(&str, &str)> = records
+        .iter()
+        .map(|r| (r["tool"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(seen, [("ok", "run"), ("hang", "failed"), ("ok", "denied")], "{text}");
+    assert!(records[1]["rule"].as_str().unwrap().contains("cut short"), "{text}");
+    assert!(records[2]["rule"].as_str().unwrap().contains("mcp.tool_denylist"), "{text}");
+    assert_eq!(records[0]["invocation"], "inv-t");
+    assert_eq!(records[0]["identity"], "sms");
+    connections.shutdown().await;
+}

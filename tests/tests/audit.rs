@@ -172,8 +172,10 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
         assert_eq!(code, 0, "{err}");
         assert_eq!(run.join().unwrap()["ok"], true);
     });
-    let written = seqs(&on_disk(&state_dir));
+    // The run's last record (its final model request) may still be on its
+    // way to disk: compare what is on disk and at SMS each time.
     let at_sms = eventually("every record at SMS", Duration::from_secs(20), || {
+        let written = seqs(&on_disk(&state_dir));
         let held = seqs(&audit(&c, &["--node", "node-a"]));
         (held == written).then_some(held.clone()).ok_or(format!("{held:?} vs {written:?}"))
     });
@@ -190,6 +192,7 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     // The shipper's place lost (a crash before it was written): the node
     // sends everything again; SMS keeps each record once.
     c.node.proc.stop();
+    let written = seqs(&on_disk(&state_dir));
     std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
     c.node.start_in_place();
     let last = *written.last().unwrap();

@@ -32,12 +32,16 @@ pub enum AuditCommand {
 
 #[derive(Debug, Args, Default)]
 pub struct AuditFilter {
+    /// Only this task's records.
     #[arg(long)]
     pub task: Option<String>,
+    /// Only this node's records (`sms`: SMS's own, the admin writes).
     #[arg(long)]
     pub node: Option<String>,
+    /// Only calls of this MCP server's tools.
     #[arg(long)]
     pub server: Option<String>,
+    /// Only this tool's records.
     #[arg(long)]
     pub tool: Option<String>,
     /// One of: run, failed, denied, held, waiting, approved,
@@ -48,7 +52,7 @@ pub struct AuditFilter {
     /// (`90s`, `15m`, `2h`).
     #[arg(long)]
     pub since: Option<String>,
-    /// Most records to print [default: 1000].
+    /// Most records to print.
     #[arg(long, default_value_t = 1000)]
     pub limit: u32,
 }

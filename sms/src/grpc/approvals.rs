@@ -7,7 +7,7 @@ use std::time::Duration;
 use spear_identity::Access;
 use spear_proto::v1::approvals_server::Approvals;
 use spear_proto::v1::{
-    ApprovalInfo, AwaitApprovalRequest, AwaitApprovalResponse, ClaimApprovalRequest,
+    ApprovalBinding, ApprovalInfo, AwaitApprovalRequest, AwaitApprovalResponse, ClaimApprovalRequest,
     ClaimApprovalResponse, DecideApprovalRequest, DecideApprovalResponse, ListApprovalsRequest,
     ListApprovalsResponse, RequestApprovalRequest, RequestApprovalResponse, ShowApprovalRequest,
 };
@@ -43,6 +43,11 @@ impl ApprovalsService {
     }
 }
 
+/// The node a binding names: the caller must be that node.
+fn bound_node(binding: Option<&ApprovalBinding>) -> String {
+    binding.map(|b| b.node_id.clone()).unwrap_or_default()
+}
+
 fn to_status(error: ApprovalError) -> Status {
     match &error {
         ApprovalError::Unknown(_) => Status::not_found(error.to_string()),
@@ -65,12 +70,7 @@ impl Approvals for ApprovalsService {
         &self,
         request: Request<RequestApprovalRequest>,
     ) -> Result<Response<RequestApprovalResponse>, Status> {
-        let node_id = request
-            .get_ref()
-            .binding
-            .as_ref()
-            .map(|b| b.node_id.clone())
-            .unwrap_or_default();
+        let node_id = bound_node(request.get_ref().binding.as_ref());
         self.access.node(&request, &node_id, "request_approval")?;
         let ask = request.into_inner();
         let binding = ask.binding.unwrap_or_default();
@@ -114,12 +114,7 @@ impl Approvals for ApprovalsService {
         &self,
         request: Request<ClaimApprovalRequest>,
     ) -> Result<Response<ClaimApprovalResponse>, Status> {
-        let node_id = request
-            .get_ref()
-            .binding
-            .as_ref()
-            .map(|b| b.node_id.clone())
-            .unwrap_or_default();
+        let node_id = bound_node(request.get_ref().binding.as_ref());
         self.access.node(&request, &node_id, "claim_approval")?;
         let ask = request.into_inner();
         let binding = ask.binding.unwrap_or_default();

@@ -249,9 +249,8 @@ impl Router {
     /// the JSON text the model wrote: after a person's approval when its
     /// policy asks for one, and recorded in the audit trail.
     pub async fn run(&self, task: &TaskPolicy, allowed: Allowed, arguments: &str) -> ToolOutcome {
-        let started = std::time::Instant::now();
         let Allowed { target, rule } = allowed;
-        let mut record = self.call_record(&target, arguments);
+        let mut record = CallRecord::new(&self.trust, self.call_record(&target, arguments));
         record.rule = rule;
         let mut approval = None;
         if let Some(needs) = self.approval_rule(task, &target) {
@@ -262,10 +261,8 @@ impl Router {
                     approval = Some(note);
                 }
                 Err((outcome, note)) => {
-                    record.outcome = outcome;
                     record.approval.clone_from(&note.id);
-                    record.duration_us = Some(started.elapsed().as_micros() as u64);
-                    self.trust.audit(record);
+                    record.finish(outcome);
                     return ToolOutcome {
                         text: note.sentence(&target),
                         is_error: true,
@@ -276,15 +273,13 @@ impl Router {
             }
         }
         let mut outcome = self.call(target, arguments).await;
-        record.outcome = if outcome.is_error {
+        record.finish(if outcome.is_error {
             Outcome::Failed
         } else if approval.is_some() {
             Outcome::Approved
         } else {
             Outcome::Run
-        };
-        record.duration_us = Some(started.elapsed().as_micros() as u64);
-        self.trust.audit(record);
+        });
         outcome.approval = approval;
         outcome
     }
@@ -323,6 +318,65 @@ impl Router {
                 executed: Some(target),
                 approval: None,
             },
+        }
+    }
+}
+
+/// A call's audit record while the call is under way: appended with its
+/// outcome by [`CallRecord::finish`], or, when the call's future is
+/// dropped first (the run's deadline cut it, or the run was stopped), as
+/// `failed` with why: no decision goes unrecorded.
+struct CallRecord<'r> {
+    trust: &'r RunTrust,
+    record: Record,
+    started: std::time::Instant,
+    done: bool,
+}
+
+impl<'r> CallRecord<'r> {
+    fn new(trust: &'r RunTrust, record: Record) -> Self {
+        Self {
+            trust,
+            record,
+            started: std::time::Instant::now(),
+            done: false,
+        }
+    }
+
+    fn finish(mut self, outcome: Outcome) {
+        self.append(outcome);
+    }
+
+    fn append(&mut self, outcome: Outcome) {
+        self.done = true;
+        let mut record = std::mem::take(&mut self.record);
+        record.outcome = outcome;
+        record.duration_us = Some(self.started.elapsed().as_micros() as u64);
+        self.trust.audit(record);
+    }
+}
+
+impl std::ops::Deref for CallRecord<'_> {
+    type Target = Record;
+    fn deref(&self) -> &Record {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for CallRecord<'_> {
+    fn deref_mut(&mut self) -> &mut Record {
+        &mut self.record
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.record.rule = format!(
+                "{}; cut short before it ended (the run's deadline, or the run was stopped)",
+                self.record.rule
+            );
+            self.append(Outcome::Failed);
         }
     }
 }
