@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
         default_server_ids: vec!["fs".into()],
         tool_allowlist: None,
         tool_denylist: vec!["rm_*".into()],
+        approval: vec!["write_*".into()],
     };
     let mut session = SessionPolicy::from_task(&task);
     let before = session.clone();
