@@ -6,7 +6,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::tasks::{cluster, fs_task, guest, invoke_json, register, Cluster};
+use spear_tests::etcd::EtcdServer;
+use spear_tests::procs::{SmsOptions, SmsProc};
+use spear_tests::tasks::{
+    cluster, cluster_opts, fs_task, guest, invoke_json, register, Cluster, ClusterOptions,
+};
 use spear_tests::trust::{invoke_on, trust_cluster, TrustSetup};
 use spear_tests::wait::eventually;
 
@@ -230,5 +234,73 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     assert!(
         said.contains(&format!("record {waiting_seq} was altered")),
         "{said}"
+    );
+}
+
+/// `sms audit --json` with `filters`, asked of `sms`.
+fn audit_at(sms: &SmsProc, filters: &[&str]) -> Vec<Value> {
+    let mut args = vec!["audit", "--json"];
+    args.extend_from_slice(filters);
+    let (code, out, err) = sms.client(&args);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_named() {
+    let etcd = EtcdServer::start();
+    let mut c = cluster_opts(
+        "audit-etcd",
+        ClusterOptions {
+            etcd: Some(&etcd),
+            ..Default::default()
+        },
+    );
+    let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let run = invoke_json(&c, &["fs-agent"]);
+    assert_eq!(run["ok"], true, "{run}");
+    let calls = run["trace"].as_array().unwrap().len();
+    let before = eventually("the run's records at SMS", Duration::from_secs(20), || {
+        let records = audit_at(&c.sms, &["--task", "fs-agent"]);
+        let tool_calls = records.iter().filter(|r| r["kind"] == "tool_call").count();
+        (tool_calls == calls).then_some(records.clone()).ok_or(format!("{records:?}"))
+    });
+
+    // A second replica on the same etcd reads the same trail.
+    let b = SmsProc::start(SmsOptions {
+        etcd: Some(etcd.endpoint()),
+        ..Default::default()
+    });
+    assert_eq!(audit_at(&b, &["--task", "fs-agent"]), before);
+
+    // SMS restarts: the trail is still there, and its own chain goes on
+    // where it was (one record per admin write, sealed after the last).
+    c.sms = c.sms.restart();
+    assert_eq!(audit_at(&c.sms, &["--task", "fs-agent"]), before);
+    let (code, _, err) = register(&c, "fs-agent-2", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = c.sms.client(&["audit", "verify"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("node node-a:") && out.contains("node sms:"), "{out}");
+    let own: Vec<Value> = audit_at(&c.sms, &[])
+        .into_iter()
+        .filter(|r| r["kind"] == "admin" && r["action"] == "register_task")
+        .collect();
+    assert!(own.len() >= 2, "{own:?}");
+    assert!(own.iter().all(|r| r["node"].as_str().unwrap().starts_with("sms:")), "{own:?}");
+
+    // A record edited in etcd: verify names it, on any replica.
+    let target = before.iter().find(|r| r["kind"] == "tool_call").unwrap();
+    let key = format!("/spear/audit/node-a/{:020}", target["seq"].as_u64().unwrap());
+    let edited = serde_json::to_string(target).unwrap().replace("\"outcome\":\"run\"", "\"outcome\":\"denied\"");
+    etcd.etcdctl(&["put", &key, &edited]).unwrap();
+    let (code, out, _) = b.client(&["audit", "verify"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("node node-a: NOT WHOLE: record {} was altered", target["seq"])),
+        "{out}"
     );
 }

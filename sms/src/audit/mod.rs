@@ -8,6 +8,8 @@
 //! dir holds the durable copy (`spearlet audit verify`).
 
 mod admin;
+mod etcd;
+mod store;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,7 +18,9 @@ use parking_lot::RwLock;
 use spear_proto::audit::{ChainCheck, Outcome, Record};
 use spear_proto::v1::{AuditLine, ChainReport, QueryAuditRequest};
 
-pub use admin::{AdminAudit, SMS_CHAIN};
+pub use admin::{is_sms_chain, AdminAudit};
+pub use etcd::EtcdAudit;
+pub use store::AuditStore;
 
 /// Bytes of one record.
 pub const MAX_RECORD: usize = 16 * 1024;
@@ -32,6 +36,22 @@ pub enum AuditError {
     TooMany(usize),
     #[error("record {seq} is {len} bytes, over the {MAX_RECORD} a record may be")]
     TooLarge { seq: u64, len: usize },
+    #[error("the audit store is unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Refuses a shipment too large to keep.
+fn check_shipment(records: &[AuditLine]) -> Result<(), AuditError> {
+    if records.len() > MAX_SHIPMENT {
+        return Err(AuditError::TooMany(records.len()));
+    }
+    if let Some(large) = records.iter().find(|r| r.json.len() > MAX_RECORD) {
+        return Err(AuditError::TooLarge {
+            seq: large.seq,
+            len: large.json.len(),
+        });
+    }
+    Ok(())
 }
 
 /// How long and how much the book keeps.
@@ -123,15 +143,7 @@ impl AuditBook {
 
     /// Keeps `node`'s records it does not have yet.
     pub fn ship(&self, node: &str, records: Vec<AuditLine>) -> Result<Shipped, AuditError> {
-        if records.len() > MAX_SHIPMENT {
-            return Err(AuditError::TooMany(records.len()));
-        }
-        if let Some(large) = records.iter().find(|r| r.json.len() > MAX_RECORD) {
-            return Err(AuditError::TooLarge {
-                seq: large.seq,
-                len: large.json.len(),
-            });
-        }
+        check_shipment(&records)?;
         let mut shipped = Shipped::default();
         let mut nodes = self.nodes.write();
         let chain = nodes.entry(node.to_string()).or_default();
@@ -147,6 +159,25 @@ impl AuditBook {
         }
         self.retire(&mut nodes);
         Ok(shipped)
+    }
+
+    /// Keeps one record as it is, without checks (loading from etcd).
+    fn keep(&self, node: &str, line: AuditLine) {
+        self.nodes
+            .write()
+            .entry(node.to_string())
+            .or_default()
+            .insert(line.seq, Stored::new(line.json));
+    }
+
+    /// The last record kept of `node`.
+    pub fn last_of(&self, node: &str) -> Option<AuditLine> {
+        let nodes = self.nodes.read();
+        let (seq, stored) = nodes.get(node)?.last_key_value()?;
+        Some(AuditLine {
+            seq: *seq,
+            json: stored.json.clone(),
+        })
     }
 
     /// Drops records older than the retention, then the oldest past the

@@ -158,7 +158,8 @@ impl Approvals for ApprovalsService {
             .decide(&ask.approval_id, ask.approve, &ask.reason, &caller.to_string())
             .map_err(to_status);
         let action = if ask.approve { "approve" } else { "deny" };
-        self.audit.record(&caller, action, &ask.approval_id, &result);
+        self.audit.record(&caller, action, &ask.approval_id, &result)
+            .await;
         let info = result?;
         info!(approval_id = %ask.approval_id, approve = ask.approve, %caller, "approval decided");
         self.events.publish(Event::Approval(info.clone()));

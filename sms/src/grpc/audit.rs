@@ -16,19 +16,19 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 
-use crate::audit::{AuditBook, SMS_CHAIN};
+use crate::audit::{is_sms_chain, AuditError, AuditStore};
 use crate::events::TrustEvents;
 
 pub struct AuditService {
-    book: Arc<AuditBook>,
+    store: Arc<AuditStore>,
     events: TrustEvents,
     access: Access,
 }
 
 impl AuditService {
-    pub fn new(book: Arc<AuditBook>, events: TrustEvents, access: Access) -> Self {
+    pub fn new(store: Arc<AuditStore>, events: TrustEvents, access: Access) -> Self {
         Self {
-            book,
+            store,
             events,
             access,
         }
@@ -61,16 +61,17 @@ impl Audit for AuditService {
     ) -> Result<Response<ShipAuditResponse>, Status> {
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "ship_audit")?;
-        if node_id == SMS_CHAIN {
+        if is_sms_chain(&node_id) {
             return Err(Status::permission_denied(format!(
-                "'{SMS_CHAIN}' is SMS's own audit chain; a node cannot ship records under it"
+                "'{node_id}' names one of SMS's own audit chains; a node cannot ship records under it"
             )));
         }
         let shipment = request.into_inner();
         let shipped = self
-            .book
+            .store
             .ship(&node_id, shipment.records)
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            .await
+            .map_err(to_status)?;
         for record in shipped.new {
             crate::audit::export(&node_id, &record);
             self.events.publish(Event::Audit(AuditEvent {
@@ -89,7 +90,7 @@ impl Audit for AuditService {
         request: Request<QueryAuditRequest>,
     ) -> Result<Response<QueryAuditResponse>, Status> {
         self.access.admin(&request, "query_audit")?;
-        let (found, left_out) = self.book.query(request.get_ref());
+        let (found, left_out) = self.store.query(request.get_ref()).await.map_err(to_status)?;
         let (nodes, records) = found.into_iter().unzip();
         Ok(Response::new(QueryAuditResponse {
             records,
@@ -104,7 +105,14 @@ impl Audit for AuditService {
     ) -> Result<Response<VerifyAuditResponse>, Status> {
         self.access.admin(&request, "verify_audit")?;
         Ok(Response::new(VerifyAuditResponse {
-            chains: self.book.verify(),
+            chains: self.store.verify().await.map_err(to_status)?,
         }))
+    }
+}
+
+fn to_status(error: AuditError) -> Status {
+    match error {
+        AuditError::Unavailable(_) => Status::unavailable(error.to_string()),
+        _ => Status::invalid_argument(error.to_string()),
     }
 }

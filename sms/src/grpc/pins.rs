@@ -209,7 +209,8 @@ impl Pins for PinsService {
         let result = self.approve(&ask).await;
         let target = format!("{} {}", ask.server_id, ask.tool);
         self.audit
-            .record(&caller, "approve_pins", target.trim_end(), &result);
+            .record(&caller, "approve_pins", target.trim_end(), &result)
+            .await;
         let (written, revision) = result?;
         let pinned = written.map_or(0, |p| p.tools.len() as u32);
         info!(server_id = %ask.server_id, tool = %ask.tool, %caller, revision, "tool pins approved");
@@ -225,7 +226,8 @@ impl Pins for PinsService {
         let result = self.record(&ask.server_id);
         let target = format!("{} {}", ask.server_id, ask.tool);
         self.audit
-            .record(&caller, "reject_pins", target.trim_end(), &result);
+            .record(&caller, "reject_pins", target.trim_end(), &result)
+            .await;
         let rejected = self.book.reject(&result?, optional(&ask.tool)) as u32;
         info!(server_id = %ask.server_id, tool = %ask.tool, %caller, rejected, "tool definitions rejected; the pins stand");
         Ok(Response::new(RejectPinsResponse { rejected }))

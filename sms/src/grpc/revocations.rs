@@ -62,7 +62,8 @@ impl RevocationsApi for RevocationsService {
         let target = crate::revocations::target(&revocation).map_err(to_status)?;
         let result = self.revocations.revoke(revocation).await.map_err(to_status);
         self.audit
-            .record(&caller, "revoke", &target.to_string(), &result);
+            .record(&caller, "revoke", &target.to_string(), &result)
+            .await;
         let added = result?;
         info!(%caller, %target, added, "certificate revoked");
         Ok(Response::new(RevokeResponse { added }))

@@ -116,7 +116,7 @@ impl Sms {
     pub async fn start(config: SmsConfig) -> Result<Sms, StartError> {
         checks::transport(&config)?;
         let keys = Keys::load(&config)?;
-        let stores = Stores::connect(&config.store).await?;
+        let stores = Stores::connect(&config.store, config.audit_retention).await?;
         let hub = Hub::start(Arc::clone(&stores.registry), config.hub.clone());
         let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
         let nodes = Arc::new(NodeTable::default());
@@ -177,7 +177,6 @@ impl Sms {
             join_token: config.join_token.clone(),
             max_watches_per_node: config.max_watches_per_node,
             insecure,
-            audit_retention: config.audit_retention,
         });
         let tls = config.tls.is_some();
         info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");

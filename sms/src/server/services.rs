@@ -24,7 +24,7 @@ use tokio::net::TcpListener;
 use super::stores::{Keys, Stores};
 use crate::admin::Admin;
 use crate::approvals::ApprovalBook;
-use crate::audit::{AdminAudit, AuditBook, Retention};
+use crate::audit::AdminAudit;
 use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
@@ -56,8 +56,6 @@ pub struct ServicesDeps {
     pub join_token: JoinToken,
     pub max_watches_per_node: usize,
     pub insecure: bool,
-    /// How long and how much of the nodes' audit records SMS keeps.
-    pub audit_retention: Retention,
 }
 
 pub struct Services {
@@ -88,14 +86,12 @@ impl Services {
             join_token,
             max_watches_per_node,
             insecure,
-            audit_retention,
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_join_token(join_token);
         let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
         let events = TrustEvents::default();
-        let audit_book = Arc::new(AuditBook::new(audit_retention));
-        let admin_audit = AdminAudit::new(Arc::clone(&audit_book), events.clone());
+        let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
         Services {
             registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
             pins: PinsService::new(
@@ -112,7 +108,7 @@ impl Services {
                 access.clone(),
             )
             .audited(admin_audit.clone()),
-            audit: AuditService::new(audit_book, events, access.clone()),
+            audit: AuditService::new(Arc::clone(&stores.audit), events, access.clone()),
             admin: AdminService::new(
                 Arc::new(Admin::new(writer, keys.sealer.clone())),
                 access.clone(),

@@ -1,10 +1,12 @@
 //! Where SMS keeps what it must not lose, in memory or on etcd: the
-//! registry, tasks, the node table shared by replicas, OAuth credentials
-//! and revocations; and the key that seals credentials and literal values.
+//! registry, tasks, the node table shared by replicas, OAuth credentials,
+//! revocations and the audit trail; and the key that seals credentials and
+//! literal values.
 
 use std::sync::Arc;
 
 use super::{SmsConfig, StartError, StoreConfig};
+use crate::audit::{AuditBook, AuditStore, EtcdAudit, Retention};
 use crate::nodes::SharedNodes;
 use crate::oauth::{EtcdVault, MemoryVault, SealingKey, Vault};
 use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore};
@@ -20,10 +22,12 @@ pub struct Stores {
     pub shared_nodes: Option<Arc<SharedNodes>>,
     pub vault: Arc<dyn Vault>,
     pub revoked: Arc<dyn RevocationStore>,
+    /// The nodes' audit records and SMS's own.
+    pub audit: Arc<AuditStore>,
 }
 
 impl Stores {
-    pub async fn connect(store: &StoreConfig) -> Result<Stores, StartError> {
+    pub async fn connect(store: &StoreConfig, retention: Retention) -> Result<Stores, StartError> {
         Ok(match store {
             StoreConfig::Memory => Stores {
                 registry: Arc::new(MemoryStore::new()),
@@ -31,6 +35,7 @@ impl Stores {
                 shared_nodes: None,
                 vault: Arc::new(MemoryVault::default()),
                 revoked: Arc::new(MemoryRevocations::default()),
+                audit: Arc::new(AuditStore::Memory(AuditBook::new(retention))),
             },
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
@@ -39,7 +44,12 @@ impl Stores {
                     tasks: Arc::new(EtcdTaskStore::new(client.clone(), &etcd.prefix)),
                     shared_nodes: Some(SharedNodes::start(client.clone(), &etcd.prefix)),
                     vault: Arc::new(EtcdVault::new(client.clone(), &etcd.prefix)),
-                    revoked: Arc::new(EtcdRevocations::new(client, &etcd.prefix)),
+                    revoked: Arc::new(EtcdRevocations::new(client.clone(), &etcd.prefix)),
+                    audit: Arc::new(AuditStore::Etcd(EtcdAudit::new(
+                        client,
+                        &etcd.prefix,
+                        retention,
+                    ))),
                     registry: Arc::new(store),
                 }
             }
