@@ -26,7 +26,10 @@ fn build() -> Option<(SdkLoggerProvider, SdkLogger)> {
     if !configured_by(&|name| std::env::var(name).ok()) {
         return None;
     }
-    let exporter = match opentelemetry_otlp::LogExporter::builder().with_http().build() {
+    let exporter = match opentelemetry_otlp::LogExporter::builder()
+        .with_http()
+        .build()
+    {
         Ok(exporter) => exporter,
         Err(error) => {
             eprintln!("audit logs are not exported: the OTLP exporter could not be built from OTEL_* ({error})");
@@ -83,11 +86,22 @@ mod tests {
     #[test]
     fn logs_follow_their_own_endpoint_and_exporter_variables() {
         let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |name: &str| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert!(!configured_by(&vars(&[])));
-        assert!(configured_by(&vars(&[("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://c:4318/v1/logs")])));
-        assert!(!configured_by(&vars(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318")])));
+        assert!(configured_by(&vars(&[(
+            "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
+            "http://c:4318/v1/logs"
+        )])));
+        assert!(!configured_by(&vars(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318"
+        )])));
         assert!(!configured_by(&vars(&[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
             ("OTEL_LOGS_EXPORTER", "none"),

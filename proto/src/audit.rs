@@ -282,7 +282,8 @@ mod tests {
 
     #[test]
     fn a_whole_chain_passes_and_each_kind_of_break_is_named() {
-        let lines: Vec<(u64, String)> = chain(5).into_iter().zip(1..).map(|(l, s)| (s, l)).collect();
+        let lines: Vec<(u64, String)> =
+            chain(5).into_iter().zip(1..).map(|(l, s)| (s, l)).collect();
         assert_eq!(check(&lines), Ok(()));
 
         let mut edited = lines.clone();
@@ -302,7 +303,10 @@ mod tests {
         resealed[2].1 = record.seal(3, &prev);
         assert_eq!(
             check(&resealed),
-            Err(ChainProblem::Broken { seq: 4, prev_seq: 3 })
+            Err(ChainProblem::Broken {
+                seq: 4,
+                prev_seq: 3
+            })
         );
         // A chain may start after retired records.
         assert_eq!(check(&lines[2..]), Ok(()));

@@ -321,7 +321,9 @@ async fn each_call_is_recorded_even_one_cut_short() {
     let set = router.tool_set(&task, &session).await;
     let name = |tool: &str| offered_name("mb", tool);
 
-    router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    router
+        .execute(&task, &session, &set, &name("ok"), "{}")
+        .await;
     let cut = tokio::time::timeout(
         Duration::from_millis(300),
         router.execute(&task, &session, &set, &name("hang"), "{}"),
@@ -329,7 +331,9 @@ async fn each_call_is_recorded_even_one_cut_short() {
     .await;
     assert!(cut.is_err(), "hang answered");
     session.tool_denylist = vec!["ok".into()];
-    router.execute(&task, &session, &set, &name("ok"), "{}").await;
+    router
+        .execute(&task, &session, &set, &name("ok"), "{}")
+        .await;
     router.trust().durable().await;
 
     let text: String = std::fs::read_dir(dir.path())
@@ -338,15 +342,30 @@ async fn each_call_is_recorded_even_one_cut_short() {
         .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
         .map(|e| std::fs::read_to_string(e.path()).unwrap())
         .collect();
-    let records: Vec<serde_json::Value> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let seen: Vec<(&str, &str)> = records
         .iter()
         .map(|r| (r["tool"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
         .collect();
-    assert_eq!(seen, [("ok", "run"), ("hang", "failed"), ("ok", "denied")], "{text}");
-    assert!(records[1]["rule"].as_str().unwrap().contains("cut short"), "{text}");
-    assert!(records[2]["rule"].as_str().unwrap().contains("mcp.tool_denylist"), "{text}");
+    assert_eq!(
+        seen,
+        [("ok", "run"), ("hang", "failed"), ("ok", "denied")],
+        "{text}"
+    );
+    assert!(
+        records[1]["rule"].as_str().unwrap().contains("cut short"),
+        "{text}"
+    );
+    assert!(
+        records[2]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("mcp.tool_denylist"),
+        "{text}"
+    );
     assert_eq!(records[0]["invocation"], "inv-t");
     assert_eq!(records[0]["identity"], "sms");
     connections.shutdown().await;

@@ -60,11 +60,24 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
         let first = next_pending(&c, &[]);
         let first_id = first["id"].as_str().unwrap().to_string();
         assert_eq!(
-            (&first["node"], &first["task"], &first["server"], &first["tool"]),
-            (&json!("node-a"), &json!("echo"), &json!("drifting"), &json!("echo")),
+            (
+                &first["node"],
+                &first["task"],
+                &first["server"],
+                &first["tool"]
+            ),
+            (
+                &json!("node-a"),
+                &json!("echo"),
+                &json!("drifting"),
+                &json!("echo")
+            ),
             "{first}"
         );
-        assert!(first["invocation"].as_str().unwrap().starts_with("inv-"), "{first}");
+        assert!(
+            first["invocation"].as_str().unwrap().starts_with("inv-"),
+            "{first}"
+        );
         assert_eq!(first["pin_digest"].as_str().unwrap().len(), 64, "{first}");
         assert_eq!(echo_calls(&dir), 0, "nothing runs before the approval");
         let (code, shown, err) = c.sms.client(&["approvals", "show", &first_id]);
@@ -85,9 +98,13 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
         assert_ne!(code, 0);
         assert!(err.contains("is used"), "{err}");
         let second_id = second["id"].as_str().unwrap();
-        let (code, out, err) = c
-            .sms
-            .client(&["approvals", "deny", second_id, "--reason", "not to an unknown place"]);
+        let (code, out, err) = c.sms.client(&[
+            "approvals",
+            "deny",
+            second_id,
+            "--reason",
+            "not to an unknown place",
+        ]);
         assert_eq!(code, 0, "{out}{err}");
 
         // The model reads the denial with its reason; the provider took
@@ -95,7 +112,8 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
         let run = run.join().unwrap();
         let stdout = run["stdout"].as_str().unwrap_or_default();
         assert!(
-            stdout.contains("answer: a person denied this call of tool 'echo' of server 'drifting'")
+            stdout
+                .contains("answer: a person denied this call of tool 'echo' of server 'drifting'")
                 && stdout.contains("not to an unknown place"),
             "{run}"
         );
@@ -104,7 +122,10 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
     });
     let states: Vec<Value> = approvals(&c).iter().map(|a| a["state"].clone()).collect();
     assert_eq!(states.len(), 2);
-    assert!(states.contains(&json!("used")) && states.contains(&json!("denied")), "{states:?}");
+    assert!(
+        states.contains(&json!("used")) && states.contains(&json!("denied")),
+        "{states:?}"
+    );
 }
 
 #[test]
@@ -117,15 +138,22 @@ fn an_expired_approval_is_a_tool_result_and_the_run_goes_on() {
     // An operator watching: the approval and the records, as they happen.
     let mut watch = std::process::Command::new(spear_tests::procs::bin("sms"));
     watch.args(["events", "--addr", &c.sms.grpc]);
-    let events = spear_tests::procs::Proc::spawn("sms events", watch, c.work.path().join("events.log"));
-    eventually("the watcher to be connected", Duration::from_secs(20), || {
-        let log = events.log();
-        log.contains("watching").then_some(()).ok_or(log)
-    });
+    let events =
+        spear_tests::procs::Proc::spawn("sms events", watch, c.work.path().join("events.log"));
+    eventually(
+        "the watcher to be connected",
+        Duration::from_secs(20),
+        || {
+            let log = events.log();
+            log.contains("watching").then_some(()).ok_or(log)
+        },
+    );
     let run = invoke_on(&c, "node-a");
     let stdout = run["stdout"].as_str().unwrap_or_default();
     assert!(
-        stdout.contains("answer: nobody approved this call of tool 'echo' of server 'drifting' in time"),
+        stdout.contains(
+            "answer: nobody approved this call of tool 'echo' of server 'drifting' in time"
+        ),
         "{run}"
     );
     assert_eq!(run["ok"], true, "{run}");
@@ -140,12 +168,22 @@ fn an_expired_approval_is_a_tool_result_and_the_run_goes_on() {
     assert!(err.contains("is expired"), "{err}");
     let seen = eventually("the events", Duration::from_secs(20), || {
         let log = events.log();
-        let lines: Vec<Value> = log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-        let asked = lines.iter().any(|e| e["approval"]["state"] == "pending" && e["approval"]["id"] == id);
-        let expired = lines.iter().any(|e| e["audit"]["outcome"] == "expired" && e["audit"]["approval"] == id);
+        let lines: Vec<Value> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let asked = lines
+            .iter()
+            .any(|e| e["approval"]["state"] == "pending" && e["approval"]["id"] == id);
+        let expired = lines
+            .iter()
+            .any(|e| e["audit"]["outcome"] == "expired" && e["audit"]["approval"] == id);
         (asked && expired).then_some(lines.clone()).ok_or(log)
     });
-    assert!(seen.iter().any(|e| e["audit"]["kind"] == "model_request"), "{seen:?}");
+    assert!(
+        seen.iter().any(|e| e["audit"]["kind"] == "model_request"),
+        "{seen:?}"
+    );
 }
 
 /// A binding for a call on a node that says it is `node`.
@@ -192,17 +230,35 @@ fn an_approval_is_refused_for_other_arguments_another_node_and_a_replay() {
             .map_err(|status| status.message().to_string())
     };
     let other_args = claim(binding("node-a", r#"{"text": "hi", "to": "elsewhere"}"#));
-    assert!(other_args.as_ref().is_err_and(|e| e.contains("its arguments differs")), "{other_args:?}");
+    assert!(
+        other_args
+            .as_ref()
+            .is_err_and(|e| e.contains("its arguments differs")),
+        "{other_args:?}"
+    );
     let mut changed_tool = asked.clone();
     changed_tool.pin_digest = "1".repeat(64);
     let changed = claim(changed_tool);
-    assert!(changed.as_ref().is_err_and(|e| e.contains("tool definition (pin)")), "{changed:?}");
+    assert!(
+        changed
+            .as_ref()
+            .is_err_and(|e| e.contains("tool definition (pin)")),
+        "{changed:?}"
+    );
     let elsewhere = claim(binding("node-b", r#"{"text": "hi"}"#));
-    assert!(elsewhere.as_ref().is_err_and(|e| e.contains("belongs to node 'node-a'")), "{elsewhere:?}");
+    assert!(
+        elsewhere
+            .as_ref()
+            .is_err_and(|e| e.contains("belongs to node 'node-a'")),
+        "{elsewhere:?}"
+    );
     // Refused claims leave it usable by its own call, once.
     assert_eq!(claim(asked.clone()), Ok(()));
     let replay = claim(asked);
-    assert!(replay.as_ref().is_err_and(|e| e.contains("is used")), "{replay:?}");
+    assert!(
+        replay.as_ref().is_err_and(|e| e.contains("is used")),
+        "{replay:?}"
+    );
 }
 
 #[test]
@@ -213,7 +269,10 @@ fn a_secret_in_a_calls_arguments_never_reaches_sms_or_the_audit_trail() {
         server: json!({"approval": {"tools": ["echo"]},
                        "env": {"SECRET": "${SPEAR_TEST_GUEST_APPROVAL_SECRET}"}}),
         // A model talked into sending the server's own secret somewhere.
-        turns: vec![echo_call("call_1", &format!("token {SECRET}")), answer_turn()],
+        turns: vec![
+            echo_call("call_1", &format!("token {SECRET}")),
+            answer_turn(),
+        ],
         ..TrustSetup::default()
     };
     let (c, _dir) = trust_cluster("approvals-secret", setup);
@@ -234,19 +293,30 @@ fn a_secret_in_a_calls_arguments_never_reaches_sms_or_the_audit_trail() {
         .flatten()
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect();
-    assert!(audit_on_disk.contains("\"outcome\":\"approved\""), "{audit_on_disk}");
+    assert!(
+        audit_on_disk.contains("\"outcome\":\"approved\""),
+        "{audit_on_disk}"
+    );
     let at_sms = eventually("the records at SMS", Duration::from_secs(20), || {
         let (_, out, _) = c.sms.client(&["audit", "--json"]);
-        out.contains("\"outcome\":\"approved\"").then_some(out.clone()).ok_or(out)
+        out.contains("\"outcome\":\"approved\"")
+            .then_some(out.clone())
+            .ok_or(out)
     });
     for (what, text) in [
         ("approvals show", shown),
-        ("approvals list", c.sms.client(&["approvals", "list", "--json"]).1),
+        (
+            "approvals list",
+            c.sms.client(&["approvals", "list", "--json"]).1,
+        ),
         ("sms audit", at_sms),
         ("the node's audit files", audit_on_disk),
         ("the SMS log", c.sms.proc.log()),
         ("the node log", c.node.proc.log()),
     ] {
-        assert!(!text.contains(SECRET) && !text.contains("approval-secret"), "{what} holds the secret: {text}");
+        assert!(
+            !text.contains(SECRET) && !text.contains("approval-secret"),
+            "{what} holds the secret: {text}"
+        );
     }
 }

@@ -42,9 +42,12 @@ fn on_disk(state_dir: &Path) -> Vec<Value> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        records.extend(complete.lines().filter(|l| !l.is_empty()).map(|l| {
-            serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))
-        }));
+        records.extend(
+            complete
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}"))),
+        );
     }
     records
 }
@@ -67,7 +70,9 @@ fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
     let records = eventually("the run's records at SMS", Duration::from_secs(20), || {
         let records = audit(&c, &["--task", "fs-agent"]);
         let tool_calls = records.iter().filter(|r| r["kind"] == "tool_call").count();
-        (tool_calls == calls).then_some(records.clone()).ok_or(format!("{records:?}"))
+        (tool_calls == calls)
+            .then_some(records.clone())
+            .ok_or(format!("{records:?}"))
     });
     for record in records.iter().filter(|r| r["kind"] == "tool_call") {
         assert_eq!(record["outcome"], "run", "{record}");
@@ -87,19 +92,30 @@ fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
         // Never the arguments or the result in clear.
         assert!(!record.to_string().contains("notes.txt"), "{record}");
     }
-    let model = records.iter().find(|r| r["kind"] == "model_request").unwrap();
+    let model = records
+        .iter()
+        .find(|r| r["kind"] == "model_request")
+        .unwrap();
     assert_eq!(model["outcome"], "answered", "{model}");
     assert!(model["output_tokens"].as_u64().is_some(), "{model}");
 
     // The table names each call's outcome and rule.
-    let (code, table, err) = c.sms.client(&["audit", "--task", "fs-agent", "--outcome", "run"]);
+    let (code, table, err) = c
+        .sms
+        .client(&["audit", "--task", "fs-agent", "--outcome", "run"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        table.lines().filter(|l| l.contains("fs/") && l.contains(" run ")).count(),
+        table
+            .lines()
+            .filter(|l| l.contains("fs/") && l.contains(" run "))
+            .count(),
         calls,
         "{table}"
     );
-    assert!(table.contains("allowed by the server's allowed_tools pattern 'read_*'"), "{table}");
+    assert!(
+        table.contains("allowed by the server's allowed_tools pattern 'read_*'"),
+        "{table}"
+    );
     // Admin writes are records too, in SMS's own chain.
     let admin = audit(&c, &["--node", "sms"]);
     let registered = admin
@@ -111,16 +127,26 @@ fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
     assert!(registered["identity"].is_string(), "{registered}");
     let (code, _, _) = c.sms.client(&["tasks", "delete", "no-such-task"]);
     assert_ne!(code, 0);
-    let refused = eventually("the refused delete recorded", Duration::from_secs(10), || {
-        audit(&c, &["--node", "sms", "--outcome", "failed"])
-            .into_iter()
-            .find(|r| r["action"] == "delete_task")
-            .ok_or("none".to_string())
-    });
-    assert!(refused["rule"].as_str().unwrap().contains("no-such-task"), "{refused}");
+    let refused = eventually(
+        "the refused delete recorded",
+        Duration::from_secs(10),
+        || {
+            audit(&c, &["--node", "sms", "--outcome", "failed"])
+                .into_iter()
+                .find(|r| r["action"] == "delete_task")
+                .ok_or("none".to_string())
+        },
+    );
+    assert!(
+        refused["rule"].as_str().unwrap().contains("no-such-task"),
+        "{refused}"
+    );
     let (code, out) = verify(&c);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("node node-a:") && out.contains("chain whole"), "{out}");
+    assert!(
+        out.contains("node node-a:") && out.contains("chain whole"),
+        "{out}"
+    );
     assert!(out.contains("node sms:"), "{out}");
 }
 
@@ -136,13 +162,17 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     std::thread::scope(|scope| {
         let sms = &c.sms;
         let run = scope.spawn(move || sms.client(&["invoke", "echo", "--node", "node-a"]));
-        eventually("the call to wait, recorded", Duration::from_secs(30), || {
-            let disk = on_disk(&state_dir);
-            disk.iter()
-                .any(|r| r["outcome"] == "waiting")
-                .then_some(())
-                .ok_or(format!("{disk:?}"))
-        });
+        eventually(
+            "the call to wait, recorded",
+            Duration::from_secs(30),
+            || {
+                let disk = on_disk(&state_dir);
+                disk.iter()
+                    .any(|r| r["outcome"] == "waiting")
+                    .then_some(())
+                    .ok_or(format!("{disk:?}"))
+            },
+        );
         c.node.proc.kill();
         let _ = run.join();
     });
@@ -155,14 +185,18 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     // Restarted, the node ships what it had not, and goes on with the
     // same chain: another run, denied this time.
     c.node.start_in_place();
-    eventually("SMS to route to node-a again", Duration::from_secs(30), || {
-        let addr = c.node.status()?["invoke_addr"].clone();
-        let nodes = c.sms.status()["nodes"].clone();
-        let known = nodes.as_array().into_iter().flatten().any(|n| {
-            n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
-        });
-        known.then_some(()).ok_or(nodes.to_string())
-    });
+    eventually(
+        "SMS to route to node-a again",
+        Duration::from_secs(30),
+        || {
+            let addr = c.node.status()?["invoke_addr"].clone();
+            let nodes = c.sms.status()["nodes"].clone();
+            let known = nodes.as_array().into_iter().flatten().any(|n| {
+                n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
+            });
+            known.then_some(()).ok_or(nodes.to_string())
+        },
+    );
     std::thread::scope(|scope| {
         let run = scope.spawn(|| invoke_on(&c, "node-a"));
         let pending = eventually("a new pending approval", Duration::from_secs(30), || {
@@ -172,7 +206,9 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
                 .find(|a| a["state"] == "pending" && !before.iter().any(|b| b["id"] == a["id"]))
                 .ok_or(out)
         });
-        let (code, _, err) = c.sms.client(&["approvals", "deny", pending["id"].as_str().unwrap()]);
+        let (code, _, err) = c
+            .sms
+            .client(&["approvals", "deny", pending["id"].as_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
         assert_eq!(run.join().unwrap()["ok"], true);
     });
@@ -181,9 +217,14 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     let at_sms = eventually("every record at SMS", Duration::from_secs(20), || {
         let written = seqs(&on_disk(&state_dir));
         let held = seqs(&audit(&c, &["--node", "node-a"]));
-        (held == written).then_some(held.clone()).ok_or(format!("{held:?} vs {written:?}"))
+        (held == written)
+            .then_some(held.clone())
+            .ok_or(format!("{held:?} vs {written:?}"))
     });
-    assert!(acknowledged.is_subset(&at_sms), "acknowledged before the crash: {acknowledged:?}");
+    assert!(
+        acknowledged.is_subset(&at_sms),
+        "acknowledged before the crash: {acknowledged:?}"
+    );
     assert!(at_sms.len() > acknowledged.len());
     let outcomes: Vec<Value> = audit(&c, &["--node", "node-a", "--tool", "echo"])
         .iter()
@@ -200,10 +241,17 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
     c.node.start_in_place();
     let last = *written.last().unwrap();
-    eventually("the node to ship everything again", Duration::from_secs(20), || {
-        let place = std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
-        (place.trim() == last.to_string()).then_some(()).ok_or(place)
-    });
+    eventually(
+        "the node to ship everything again",
+        Duration::from_secs(20),
+        || {
+            let place =
+                std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
+            (place.trim() == last.to_string())
+                .then_some(())
+                .ok_or(place)
+        },
+    );
     assert_eq!(audit(&c, &["--node", "node-a"]).len(), written.len());
 
     // A record edited on the node's disk: the node's verify names it.
@@ -266,7 +314,9 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
     let before = eventually("the run's records at SMS", Duration::from_secs(20), || {
         let records = audit_at(&c.sms, &["--task", "fs-agent"]);
         let tool_calls = records.iter().filter(|r| r["kind"] == "tool_call").count();
-        (tool_calls == calls).then_some(records.clone()).ok_or(format!("{records:?}"))
+        (tool_calls == calls)
+            .then_some(records.clone())
+            .ok_or(format!("{records:?}"))
     });
 
     // A second replica on the same etcd reads the same trail.
@@ -284,23 +334,38 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = c.sms.client(&["audit", "verify"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("node node-a:") && out.contains("node sms:"), "{out}");
+    assert!(
+        out.contains("node node-a:") && out.contains("node sms:"),
+        "{out}"
+    );
     let own: Vec<Value> = audit_at(&c.sms, &[])
         .into_iter()
         .filter(|r| r["kind"] == "admin" && r["action"] == "register_task")
         .collect();
     assert!(own.len() >= 2, "{own:?}");
-    assert!(own.iter().all(|r| r["node"].as_str().unwrap().starts_with("sms:")), "{own:?}");
+    assert!(
+        own.iter()
+            .all(|r| r["node"].as_str().unwrap().starts_with("sms:")),
+        "{own:?}"
+    );
 
     // A record edited in etcd: verify names it, on any replica.
     let target = before.iter().find(|r| r["kind"] == "tool_call").unwrap();
-    let key = format!("/spear/audit/node-a/{:020}", target["seq"].as_u64().unwrap());
-    let edited = serde_json::to_string(target).unwrap().replace("\"outcome\":\"run\"", "\"outcome\":\"denied\"");
+    let key = format!(
+        "/spear/audit/node-a/{:020}",
+        target["seq"].as_u64().unwrap()
+    );
+    let edited = serde_json::to_string(target)
+        .unwrap()
+        .replace("\"outcome\":\"run\"", "\"outcome\":\"denied\"");
     etcd.etcdctl(&["put", &key, &edited]).unwrap();
     let (code, out, _) = b.client(&["audit", "verify"]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains(&format!("node node-a: NOT WHOLE: record {} was altered", target["seq"])),
+        out.contains(&format!(
+            "node node-a: NOT WHOLE: record {} was altered",
+            target["seq"]
+        )),
         "{out}"
     );
 }

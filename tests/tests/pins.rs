@@ -205,19 +205,35 @@ fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approve
     // the approved version offered again; and the approval itself, as an
     // admin write.
     let trail = eventually("the pin decisions at SMS", Duration::from_secs(20), || {
-        let (_, out, _) = c.sms.client(&["audit", "--json", "--node", "node-a", "--tool", "echo"]);
-        let records: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let (_, out, _) = c
+            .sms
+            .client(&["audit", "--json", "--node", "node-a", "--tool", "echo"]);
+        let records: Vec<Value> = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
         let outcomes: Vec<&str> = records
             .iter()
             .filter(|r| r["kind"] == "pin")
             .filter_map(|r| r["outcome"].as_str())
             .collect();
-        (outcomes == ["drift", "pinned"]).then_some(records.clone()).ok_or(out)
+        (outcomes == ["drift", "pinned"])
+            .then_some(records.clone())
+            .ok_or(out)
     });
     let drift = trail.iter().find(|r| r["outcome"] == "drift").unwrap();
-    assert!(drift["rule"].as_str().unwrap().contains("changed since it was pinned"), "{drift}");
+    assert!(
+        drift["rule"]
+            .as_str()
+            .unwrap()
+            .contains("changed since it was pinned"),
+        "{drift}"
+    );
     let (_, out, _) = c.sms.client(&["audit", "--json", "--node", "sms"]);
-    assert!(out.contains("\"action\":\"approve_pins\",\"target\":\"drifting\""), "{out}");
+    assert!(
+        out.contains("\"action\":\"approve_pins\",\"target\":\"drifting\""),
+        "{out}"
+    );
     drop(b);
 }
 

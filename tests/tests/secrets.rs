@@ -49,12 +49,18 @@ fn forms(secret: &str) -> Vec<String> {
 
 /// Every audit record the node wrote, as on its disk.
 fn audit_files(state_dir: &Path) -> String {
-    let files = std::fs::read_dir(state_dir.join("audit")).into_iter().flatten().flatten();
+    let files = std::fs::read_dir(state_dir.join("audit"))
+        .into_iter()
+        .flatten()
+        .flatten();
     let text: String = files
         .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
         .collect();
     // The runs above made calls: the records are there to be checked.
-    assert!(text.contains("\"kind\":\"tool_call\""), "no audit records: {text}");
+    assert!(
+        text.contains("\"kind\":\"tool_call\""),
+        "no audit records: {text}"
+    );
     text
 }
 

@@ -169,16 +169,20 @@ fn one_invocation_is_one_trace_across_sms_node_model_and_mcp_server() {
     // The run's audit records reach the same pipeline as OTLP logs, from
     // SMS, each the node's JSON line with attributes to filter on.
     let logs_file = spans_file.with_extension("jsonl.logs");
-    let logs: Vec<Value> = eventually("the run's audit records as logs", Duration::from_secs(30), || {
-        let logs: Vec<Value> = lines(&logs_file)
-            .iter()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .collect();
-        logs.iter()
-            .any(|l| l["attributes"]["spear.audit.kind"] == "tool_call")
-            .then_some(logs.clone())
-            .ok_or(format!("{logs:?}"))
-    });
+    let logs: Vec<Value> = eventually(
+        "the run's audit records as logs",
+        Duration::from_secs(30),
+        || {
+            let logs: Vec<Value> = lines(&logs_file)
+                .iter()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect();
+            logs.iter()
+                .any(|l| l["attributes"]["spear.audit.kind"] == "tool_call")
+                .then_some(logs.clone())
+                .ok_or(format!("{logs:?}"))
+        },
+    );
     let call = logs
         .iter()
         .find(|l| l["attributes"]["spear.audit.kind"] == "tool_call")
@@ -190,5 +194,8 @@ fn one_invocation_is_one_trace_across_sms_node_model_and_mcp_server() {
     assert_eq!(record["tool"], "read_text_file", "{record}");
     assert_eq!(record["hash"].as_str().unwrap().len(), 64, "{record}");
     let all = serde_json::to_string(&logs).unwrap();
-    assert!(!all.contains("notes.txt") && !all.contains("a traced note"), "{all}");
+    assert!(
+        !all.contains("notes.txt") && !all.contains("a traced note"),
+        "{all}"
+    );
 }

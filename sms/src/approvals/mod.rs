@@ -99,7 +99,12 @@ impl Entry {
     /// Moves a pending approval past its expiry to `Expired`.
     fn expire_if_due(&mut self, now: Instant) {
         if self.state() == ApprovalState::Pending && now >= self.expires_at {
-            self.settle(ApprovalState::Expired, "nobody decided before it expired", "", now);
+            self.settle(
+                ApprovalState::Expired,
+                "nobody decided before it expired",
+                "",
+                now,
+            );
         }
     }
 
@@ -200,7 +205,12 @@ impl ApprovalBook {
 
     /// Waits up to `wait` (capped) for `node`'s approval `id` to be
     /// decided or expire; answers its state then.
-    pub async fn wait(&self, node: &str, id: &str, wait: Duration) -> Result<Decision, ApprovalError> {
+    pub async fn wait(
+        &self,
+        node: &str,
+        id: &str,
+        wait: Duration,
+    ) -> Result<Decision, ApprovalError> {
         let (mut changed, expires_at) = {
             let mut entries = self.entries.lock();
             let entry = Self::owned(&mut entries, node, id)?;
@@ -239,12 +249,24 @@ impl ApprovalBook {
         let approved = entry.info.binding.clone().unwrap_or_default();
         let fields: [(&'static str, &str, &str); 8] = [
             ("task", &approved.task_id, &binding.task_id),
-            ("invocation", &approved.invocation_id, &binding.invocation_id),
+            (
+                "invocation",
+                &approved.invocation_id,
+                &binding.invocation_id,
+            ),
             ("identity", &approved.identity, &binding.identity),
             ("server", &approved.server_id, &binding.server_id),
             ("tool", &approved.tool, &binding.tool),
-            ("arguments", &approved.arguments_digest, &binding.arguments_digest),
-            ("tool definition (pin)", &approved.pin_digest, &binding.pin_digest),
+            (
+                "arguments",
+                &approved.arguments_digest,
+                &binding.arguments_digest,
+            ),
+            (
+                "tool definition (pin)",
+                &approved.pin_digest,
+                &binding.pin_digest,
+            ),
             ("node", &approved.node_id, &binding.node_id),
         ];
         if let Some((field, _, _)) = fields.iter().find(|(_, a, b)| a != b) {
@@ -307,7 +329,11 @@ impl ApprovalBook {
                 e.info.clone()
             })
             .collect();
-        all.sort_by(|a, b| b.created_at_ms.cmp(&a.created_at_ms).then(a.approval_id.cmp(&b.approval_id)));
+        all.sort_by(|a, b| {
+            b.created_at_ms
+                .cmp(&a.created_at_ms)
+                .then(a.approval_id.cmp(&b.approval_id))
+        });
         all
     }
 
@@ -332,7 +358,11 @@ impl ApprovalBook {
         let entry = entries
             .get_mut(id)
             .ok_or_else(|| ApprovalError::Unknown(id.to_string()))?;
-        let owner = entry.info.binding.as_ref().map_or("", |b| b.node_id.as_str());
+        let owner = entry
+            .info
+            .binding
+            .as_ref()
+            .map_or("", |b| b.node_id.as_str());
         if owner != node {
             return Err(ApprovalError::OtherNode {
                 id: id.to_string(),

@@ -29,30 +29,49 @@ async fn an_approval_is_used_once_and_only_for_its_call() {
     // Not yet approved: nothing to claim.
     assert!(matches!(
         book.claim(&id, &binding("a1")),
-        Err(ApprovalError::NotPending { state: "pending", .. })
+        Err(ApprovalError::NotPending {
+            state: "pending",
+            ..
+        })
     ));
     book.decide(&id, true, "", "admin:ops").unwrap();
-    assert_eq!(book.show(&id).unwrap().arguments, "", "arguments are kept only while pending");
+    assert_eq!(
+        book.show(&id).unwrap().arguments,
+        "",
+        "arguments are kept only while pending"
+    );
     // Another node cannot use it, nor can other arguments or another pin.
     let mut elsewhere = binding("a1");
     elsewhere.node_id = "n2".into();
-    assert!(matches!(book.claim(&id, &elsewhere), Err(ApprovalError::OtherNode { .. })));
+    assert!(matches!(
+        book.claim(&id, &elsewhere),
+        Err(ApprovalError::OtherNode { .. })
+    ));
     assert_eq!(
         book.claim(&id, &binding("a2")),
-        Err(ApprovalError::OtherCall { id: id.clone(), field: "arguments" })
+        Err(ApprovalError::OtherCall {
+            id: id.clone(),
+            field: "arguments"
+        })
     );
     let mut repinned = binding("a1");
     repinned.pin_digest = "p2".into();
     assert_eq!(
         book.claim(&id, &repinned),
-        Err(ApprovalError::OtherCall { id: id.clone(), field: "tool definition (pin)" })
+        Err(ApprovalError::OtherCall {
+            id: id.clone(),
+            field: "tool definition (pin)"
+        })
     );
     book.claim(&id, &binding("a1")).unwrap();
     assert!(matches!(
         book.claim(&id, &binding("a1")),
         Err(ApprovalError::NotPending { state: "used", .. })
     ));
-    assert!(book.decide(&id, false, "", "admin:ops").is_err(), "a used approval cannot be denied");
+    assert!(
+        book.decide(&id, false, "", "admin:ops").is_err(),
+        "a used approval cannot be denied"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,7 +100,10 @@ async fn a_wait_ends_on_the_decision_or_at_expiry() {
     assert_eq!(first.state, ApprovalState::Pending);
     let second = book.wait("n1", &id, Duration::from_secs(30)).await.unwrap();
     assert_eq!(second.state, ApprovalState::Expired);
-    assert!(book.decide(&id, true, "", "admin:ops").is_err(), "an expired approval cannot be approved");
+    assert!(
+        book.decide(&id, true, "", "admin:ops").is_err(),
+        "an expired approval cannot be approved"
+    );
     assert!(matches!(
         book.wait("n2", &id, Duration::from_secs(1)).await,
         Err(ApprovalError::OtherNode { .. })
@@ -92,10 +114,12 @@ async fn a_wait_ends_on_the_decision_or_at_expiry() {
 async fn a_node_cannot_flood_sms_with_requests() {
     let book = ApprovalBook::default();
     for _ in 0..MAX_PENDING_PER_NODE {
-        book.request(binding("a"), "{}".into(), Duration::ZERO).unwrap();
+        book.request(binding("a"), "{}".into(), Duration::ZERO)
+            .unwrap();
     }
     assert_eq!(
-        book.request(binding("a"), "{}".into(), Duration::ZERO).map(|_| ()),
+        book.request(binding("a"), "{}".into(), Duration::ZERO)
+            .map(|_| ()),
         Err(ApprovalError::TooManyForNode("n1".into()))
     );
     let big = "x".repeat(MAX_ARGUMENTS + 1);

@@ -71,7 +71,11 @@ impl AdminAudit {
             node: inner.chain.clone(),
             time_ms: super::now_ms(),
             kind: Kind::Admin,
-            outcome: if result.is_ok() { Outcome::Run } else { Outcome::Failed },
+            outcome: if result.is_ok() {
+                Outcome::Run
+            } else {
+                Outcome::Failed
+            },
             identity: caller.to_string(),
             action: action.to_string(),
             target: spear_common::text::prefix(target, 256).to_string(),

@@ -7,7 +7,9 @@
 
 use std::time::Instant;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp};
+use etcd_client::{
+    Client, Compare, CompareOp, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+};
 use parking_lot::Mutex;
 use spear_proto::v1::AuditLine;
 

@@ -300,9 +300,15 @@ mod tests {
         let book = AuditBook::default();
         let batch = lines("n1", 10);
         let first = book.ship("n1", batch.clone()).unwrap();
-        assert_eq!((first.stored, first.duplicates, first.new.len()), (10, 0, 10));
+        assert_eq!(
+            (first.stored, first.duplicates, first.new.len()),
+            (10, 0, 10)
+        );
         let again = book.ship("n1", batch).unwrap();
-        assert_eq!((again.stored, again.duplicates, again.new.len()), (0, 10, 0));
+        assert_eq!(
+            (again.stored, again.duplicates, again.new.len()),
+            (0, 10, 0)
+        );
         let (found, _) = book.query(&QueryAuditRequest {
             task_id: "fs-agent".into(),
             ..Default::default()
@@ -323,8 +329,15 @@ mod tests {
         // name, where they do not verify.
         book.ship("n2", lines("n3", 2)).unwrap();
         let reports = book.verify();
-        assert_eq!(reports[0].problem, "record 4 was altered: its hash does not match its contents");
-        assert!(reports[1].problem.contains("belongs to node 'n3'"), "{}", reports[1].problem);
+        assert_eq!(
+            reports[0].problem,
+            "record 4 was altered: its hash does not match its contents"
+        );
+        assert!(
+            reports[1].problem.contains("belongs to node 'n3'"),
+            "{}",
+            reports[1].problem
+        );
     }
 
     #[test]

@@ -6,8 +6,7 @@ use clap::Subcommand;
 use spear_identity::Identity;
 use spear_proto::v1::approvals_client::ApprovalsClient;
 use spear_proto::v1::{
-    ApprovalInfo, ApprovalState, DecideApprovalRequest, ListApprovalsRequest,
-    ShowApprovalRequest,
+    ApprovalInfo, ApprovalState, DecideApprovalRequest, ListApprovalsRequest, ShowApprovalRequest,
 };
 use tonic::transport::Channel;
 

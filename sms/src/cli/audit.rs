@@ -66,9 +66,9 @@ async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
 /// `90s`, `15m`, `2h` in milliseconds.
 fn parse_since(text: &str) -> Result<u64> {
     let (number, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
-    let n: u64 = number
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--since '{text}' is not a duration; write it as 90s, 15m or 2h"))?;
+    let n: u64 = number.parse().map_err(|_| {
+        anyhow::anyhow!("--since '{text}' is not a duration; write it as 90s, 15m or 2h")
+    })?;
     let seconds = match unit {
         "s" | "" => n,
         "m" => n * 60,
@@ -97,7 +97,12 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
             );
         }
     }
-    let since_ms = filter.since.as_deref().map(parse_since).transpose()?.unwrap_or(0);
+    let since_ms = filter
+        .since
+        .as_deref()
+        .map(parse_since)
+        .transpose()?
+        .unwrap_or(0);
     let answer = audit(client)
         .await?
         .query_audit(request(

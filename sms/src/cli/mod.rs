@@ -2,13 +2,13 @@
 //! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`,
 //! `sms certs ...`, `sms oauth ...`.
 
+mod approvals;
+mod audit;
 mod certs;
 mod client;
 mod config;
 mod oauth;
 mod pins;
-mod approvals;
-mod audit;
 mod tasks;
 mod validate;
 

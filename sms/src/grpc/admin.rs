@@ -67,7 +67,8 @@ impl AdminApi for AdminService {
             .ok()
             .and_then(|v| v["id"].as_str().map(str::to_string))
             .unwrap_or_default();
-        self.audit.record(&caller, "upsert_server", &target, &result)
+        self.audit
+            .record(&caller, "upsert_server", &target, &result)
             .await;
         let revision = result?;
         info!(revision, %caller, "admin upsert applied");
@@ -81,7 +82,8 @@ impl AdminApi for AdminService {
         let caller = self.access.admin(&request, "delete_server")?;
         let id = request.into_inner().id;
         let result = self.admin.delete(&id).await.map_err(to_status);
-        self.audit.record(&caller, "delete_server", &id, &result)
+        self.audit
+            .record(&caller, "delete_server", &id, &result)
             .await;
         let revision = result?;
         info!(server_id = %id, revision, %caller, "admin delete applied");

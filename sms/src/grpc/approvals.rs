@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use spear_identity::Access;
 use spear_proto::v1::approvals_server::Approvals;
+use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
-    ApprovalBinding, ApprovalInfo, AwaitApprovalRequest, AwaitApprovalResponse, ClaimApprovalRequest,
-    ClaimApprovalResponse, DecideApprovalRequest, DecideApprovalResponse, ListApprovalsRequest,
-    ListApprovalsResponse, RequestApprovalRequest, RequestApprovalResponse, ShowApprovalRequest,
+    ApprovalBinding, ApprovalInfo, AwaitApprovalRequest, AwaitApprovalResponse,
+    ClaimApprovalRequest, ClaimApprovalResponse, DecideApprovalRequest, DecideApprovalResponse,
+    ListApprovalsRequest, ListApprovalsResponse, RequestApprovalRequest, RequestApprovalResponse,
+    ShowApprovalRequest,
 };
 use tonic::{Request, Response, Status};
-use spear_proto::v1::trust_event::Event;
 use tracing::info;
 
 use crate::approvals::{ApprovalBook, ApprovalError};
@@ -81,7 +82,11 @@ impl Approvals for ApprovalsService {
         );
         let info = self
             .book
-            .request(binding, ask.arguments, Duration::from_millis(ask.expires_in_ms))
+            .request(
+                binding,
+                ask.arguments,
+                Duration::from_millis(ask.expires_in_ms),
+            )
             .map_err(to_status)?;
         info!(approval_id = %info.approval_id, %node_id, %task_id, %server_id, %tool, "a call waits for approval; `sms approvals list` shows it");
         self.events.publish(Event::Approval(info.clone()));
@@ -100,7 +105,11 @@ impl Approvals for ApprovalsService {
         let ask = request.into_inner();
         let decision = self
             .book
-            .wait(&node_id, &ask.approval_id, Duration::from_millis(ask.wait_ms))
+            .wait(
+                &node_id,
+                &ask.approval_id,
+                Duration::from_millis(ask.wait_ms),
+            )
             .await
             .map_err(to_status)?;
         Ok(Response::new(AwaitApprovalResponse {
@@ -155,10 +164,16 @@ impl Approvals for ApprovalsService {
         let ask = request.into_inner();
         let result = self
             .book
-            .decide(&ask.approval_id, ask.approve, &ask.reason, &caller.to_string())
+            .decide(
+                &ask.approval_id,
+                ask.approve,
+                &ask.reason,
+                &caller.to_string(),
+            )
             .map_err(to_status);
         let action = if ask.approve { "approve" } else { "deny" };
-        self.audit.record(&caller, action, &ask.approval_id, &result)
+        self.audit
+            .record(&caller, action, &ask.approval_id, &result)
             .await;
         let info = result?;
         info!(approval_id = %ask.approval_id, approve = ask.approve, %caller, "approval decided");

@@ -90,7 +90,11 @@ impl Audit for AuditService {
         request: Request<QueryAuditRequest>,
     ) -> Result<Response<QueryAuditResponse>, Status> {
         self.access.admin(&request, "query_audit")?;
-        let (found, left_out) = self.store.query(request.get_ref()).await.map_err(to_status)?;
+        let (found, left_out) = self
+            .store
+            .query(request.get_ref())
+            .await
+            .map_err(to_status)?;
         let (nodes, records) = found.into_iter().unzip();
         Ok(Response::new(QueryAuditResponse {
             records,

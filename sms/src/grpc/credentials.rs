@@ -117,7 +117,8 @@ impl CredentialsApi for CredentialsService {
         let caller = self.access.admin(&request, "delete_credential")?;
         let id = request.into_inner().server_id;
         let result = self.broker.forget(&id).await.map_err(to_status);
-        self.audit.record(&caller, "delete_credential", &id, &result)
+        self.audit
+            .record(&caller, "delete_credential", &id, &result)
             .await;
         let existed = result?;
         info!(server_id = %id, existed, %caller, "OAuth credential deleted");

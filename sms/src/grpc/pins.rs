@@ -7,12 +7,12 @@ use std::sync::Arc;
 use spear_identity::Access;
 use spear_proto::pins::PinMode;
 use spear_proto::v1::pins_server::Pins;
+use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
     ApprovePinsRequest, ApprovePinsResponse, DiffPinsRequest, DiffPinsResponse, ListPinsRequest,
     ListPinsResponse, PinDrift, RejectPinsRequest, RejectPinsResponse, ReportToolsRequest,
     ReportToolsResponse, ServerRecord, ToolPins,
 };
-use spear_proto::v1::trust_event::Event;
 use tonic::{Request, Response, Status};
 use tracing::{info, warn};
 

@@ -73,7 +73,8 @@ impl TasksApi for TasksService {
             Err(invalid) => Err(invalid),
         }
         .map_err(task_status);
-        self.audit.record(&caller, "register_task", &id, &result)
+        self.audit
+            .record(&caller, "register_task", &id, &result)
             .await;
         result?;
         info!(task_id = %id, %caller, "task registered");
@@ -106,7 +107,8 @@ impl TasksApi for TasksService {
         let caller = self.access.admin(&request, "delete_task")?;
         let id = request.into_inner().id;
         let result = self.store.delete(&id).await.map_err(task_status);
-        self.audit.record(&caller, "delete_task", &id, &result)
+        self.audit
+            .record(&caller, "delete_task", &id, &result)
             .await;
         result?;
         info!(task_id = %id, %caller, "task deleted");

@@ -180,7 +180,15 @@ fn approval(
     let max = spear_proto::approvals::MAX_EXPIRY.as_millis() as u64;
     let expires_ms = object
         .get("expires_ms")
-        .map(|v| bounded(problems, &format!("{at}.expires_ms"), v, max, "milliseconds"))
+        .map(|v| {
+            bounded(
+                problems,
+                &format!("{at}.expires_ms"),
+                v,
+                max,
+                "milliseconds",
+            )
+        })
         .unwrap_or(0);
     Some(ApprovalRule { tools, expires_ms })
 }

@@ -28,8 +28,8 @@ use crate::audit::AdminAudit;
 use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
-    AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService, RegistryService,
-    RevocationsService, StatusService, TasksService,
+    AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService,
+    RegistryService, RevocationsService, StatusService, TasksService,
 };
 use crate::nodes::NodeTable;
 use crate::oauth::Broker;
@@ -124,8 +124,7 @@ impl Services {
             ),
             credentials: CredentialsService::new(Arc::new(broker), keys.sealer, access.clone())
                 .audited(admin_audit.clone()),
-            revocations: RevocationsService::new(revocations, access.clone())
-                .audited(admin_audit),
+            revocations: RevocationsService::new(revocations, access.clone()).audited(admin_audit),
             status: StatusService::new(hub, nodes, problems, access).insecure(insecure),
         }
     }
@@ -151,10 +150,7 @@ impl Services {
             &[
                 ("/spear.v1.Tasks/InvokeTask", defaults::RUN_ANSWER_WITHIN),
                 // Answers within crate::approvals::MAX_WAIT.
-                (
-                    "/spear.v1.Approvals/AwaitApproval",
-                    Duration::from_secs(45),
-                ),
+                ("/spear.v1.Approvals/AwaitApproval", Duration::from_secs(45)),
                 (
                     "/spear.v1.Tasks/RegisterTask",
                     defaults::REGISTER_TASK_WITHIN,
@@ -175,9 +171,7 @@ impl Services {
                     .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
             .add_service(PinsServer::new(self.pins).max_decoding_message_size(8 * MIB))
-            .add_service(
-                ApprovalsServer::new(self.approvals).max_decoding_message_size(256 * KIB),
-            )
+            .add_service(ApprovalsServer::new(self.approvals).max_decoding_message_size(256 * KIB))
             .add_service(AuditServer::new(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::new(self.status).max_decoding_message_size(4 * KIB))
             .add_service(

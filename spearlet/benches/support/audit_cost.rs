@@ -29,8 +29,8 @@ use super::{everything, percentile, policies, registry, spec, us};
 pub async fn run() {
     const CALLS: usize = 5000;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let log = AuditLog::open(dir.path(), "bench-node", ROTATE_BYTES)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let log =
+        AuditLog::open(dir.path(), "bench-node", ROTATE_BYTES).unwrap_or_else(|e| panic!("{e}"));
     let registry = registry(vec![spec("everything", &everything(), &["stdio"])]);
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
     let off = Router::new(connections.clone(), registry.clone());
@@ -96,9 +96,19 @@ pub async fn run() {
         percentile(&mut durable_s, 0.5),
         percentile(&mut durable_s, 0.99),
     );
-    println!("\n## audit trail, server-everything echo over stdio, {CALLS} calls each, alternating");
-    println!("audit off (baseline): p50 {:.1} us, p99 {:.1} us", us(o50), us(o99));
-    println!("audit on:             p50 {:.1} us, p99 {:.1} us", us(a50), us(a99));
+    println!(
+        "\n## audit trail, server-everything echo over stdio, {CALLS} calls each, alternating"
+    );
+    println!(
+        "audit off (baseline): p50 {:.1} us, p99 {:.1} us",
+        us(o50),
+        us(o99)
+    );
+    println!(
+        "audit on:             p50 {:.1} us, p99 {:.1} us",
+        us(a50),
+        us(a99)
+    );
     println!("added at p50: {:.1} us", us(a50) - us(o50));
     println!(
         "noise floor: a second audit-off router differs from the first by {:.1} us at p50",
@@ -132,7 +142,10 @@ fn own_work(log: &AuditLog) {
         });
         samples.push(started.elapsed());
     }
-    let (p50, p99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
+    let (p50, p99) = (
+        percentile(&mut samples, 0.5),
+        percentile(&mut samples, 0.99),
+    );
     println!(
         "the audit's own work per call (arguments digest, append): p50 {:.2} us, p99 {:.2} us",
         us(p50),

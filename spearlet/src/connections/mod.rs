@@ -8,6 +8,7 @@
 //! is reconnected on the next use once its backoff allows. `names.rs` gives
 //! each listed tool the name a model sees for it.
 
+mod catalog;
 pub(crate) mod names;
 pub mod pins;
 mod slot;
@@ -21,8 +22,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
+pub use catalog::{Catalog, Offer, Quarantined};
 pub use pins::{Held, ReportFailed, Reporter};
-pub use slot::{Catalog, Offer, Quarantined, ServerState, ServerStatus};
+pub use slot::{ServerState, ServerStatus};
 
 use crate::mcp::{McpError, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};

@@ -23,8 +23,8 @@ use spear_proto::v1::{SeenTool, ServerSpec, ToolPins};
 use tracing::warn;
 
 use crate::env_refs::Redactor;
-use crate::trust::audit::AuditLog;
 use crate::registry::RegistryHandle;
+use crate::trust::audit::AuditLog;
 
 /// Sends what a server lists to SMS; answers the server's pins after it.
 pub type Reporter = Arc<
@@ -83,15 +83,24 @@ impl Pinning {
                 Held::Changed { seen, .. } => seen.clone(),
                 _ => String::new(),
             };
-            log.append(record(tool, Outcome::Drift, why.sentence(server, tool), seen));
+            log.append(record(
+                tool,
+                Outcome::Drift,
+                why.sentence(server, tool),
+                seen,
+            ));
         }
         let pins = self.current(server);
-        for tool in offered.iter().filter(|t| before.contains_key(t.name.as_ref())) {
+        for tool in offered
+            .iter()
+            .filter(|t| before.contains_key(t.name.as_ref()))
+        {
             let pin = pins
                 .as_ref()
                 .and_then(|p| p.tools.get(tool.name.as_ref()).cloned())
                 .unwrap_or_default();
-            let rule = "its definition is the pinned one again (an operator approved it)".to_string();
+            let rule =
+                "its definition is the pinned one again (an operator approved it)".to_string();
             log.append(record(&tool.name, Outcome::Pinned, rule, pin));
         }
     }

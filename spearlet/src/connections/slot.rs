@@ -1,29 +1,24 @@
-//! One server's connection, catalog, limits and state.
+//! One server's connection, limits and state, and its calls; what it
+//! lists is `catalog.rs`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{JsonObject, Tool};
+use rmcp::model::JsonObject;
 use spear_common::metrics::Histogram;
 use spear_proto::v1::ServerSpec;
 use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn, Instrument};
 
-use super::names::offered_name;
-use super::pins::{self, Held, Pinning};
+use super::catalog::{Catalog, Quarantined};
+use super::pins::Pinning;
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
-use crate::mcp::{
-    check_input_schema, render_result, McpClient, McpError, RenderedResult, SessionOptions,
-    Timeouts,
-};
+use crate::mcp::{render_result, McpClient, McpError, RenderedResult, SessionOptions, Timeouts};
 use spear_common::Backoff;
 use spear_proto::pins::PinMode;
-use spear_proto::v1::{SeenTool, ToolPins};
 
-/// `tools/list` pages read at most per refresh.
-const PAGE_CAP: usize = 100;
 /// Node defaults where a server declares no limit.
 const DEFAULT_MAX_CONCURRENCY: usize = 16;
 const DEFAULT_MAX_OUTPUT_BYTES: usize = 200_000;
@@ -71,59 +66,13 @@ pub struct ServerStatus {
     pub call_latency: Histogram,
 }
 
-/// A server's usable tools, as listed once, with what is offered to a model
-/// for each computed once too.
-#[derive(Debug, Default)]
-pub struct Catalog {
-    pub tools: Vec<Tool>,
-    /// For `tools[i]`: what the model sees of it.
-    pub offered: Vec<Offer>,
-    pub quarantined: Vec<Quarantined>,
-    /// Listed tools not offered because they are not as pinned.
-    pub held: std::collections::BTreeMap<String, Held>,
-    /// The pins this catalog was sorted by.
-    pins: Option<ToolPins>,
-}
-
-impl Catalog {
-    /// `tool`'s pinned digest, when the server's tools are pinned.
-    pub fn pin_digest(&self, tool: &str) -> Option<&str> {
-        self.pins.as_ref()?.tools.get(tool).map(String::as_str)
-    }
-
-    /// The digest of `tool`'s definition as listed now: its pin when it
-    /// has one (an offered tool is as pinned), else computed.
-    pub fn definition_digest(&self, tool: &str) -> Option<String> {
-        if let Some(pinned) = self.pin_digest(tool) {
-            return Some(pinned.to_string());
-        }
-        let listed = self.tools.iter().find(|t| t.name == tool)?;
-        Some(super::pins::seen(listed).digest)
-    }
-}
-
-/// A tool as the model sees it.
-#[derive(Debug, Clone)]
-pub struct Offer {
-    /// The offered name (DESIGN §3.4).
-    pub name: String,
-    pub description: String,
-}
-
-/// A tool left out because its schema is unusable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Quarantined {
-    pub tool: String,
-    pub why: String,
-}
-
-struct Live {
-    client: Arc<McpClient>,
-    tools_changed: watch::Receiver<u64>,
-    catalog: Option<Arc<Catalog>>,
+pub(super) struct Live {
+    pub(super) client: Arc<McpClient>,
+    pub(super) tools_changed: watch::Receiver<u64>,
+    pub(super) catalog: Option<Arc<Catalog>>,
     /// When the catalog must be listed again (the server's `ttlMs`);
     /// `None`: only when the server says its tools changed.
-    stale_at: Option<tokio::time::Instant>,
+    pub(super) stale_at: Option<tokio::time::Instant>,
 }
 
 struct Retry {
@@ -133,19 +82,19 @@ struct Retry {
 }
 
 pub(super) struct Slot {
-    spec: ServerSpec,
-    pinning: Pinning,
+    pub(super) spec: ServerSpec,
+    pub(super) pinning: Pinning,
     lookup: Lookup,
     options: SessionOptions,
     /// What the spec's references resolve to here: never said about it,
     /// and kept out of the node's log while the slot lives.
-    secrets: Arc<Redactor>,
+    pub(super) secrets: Arc<Redactor>,
     runtime: tokio::runtime::Handle,
-    timeouts: Timeouts,
+    pub(super) timeouts: Timeouts,
     max_output_bytes: usize,
     permits: Semaphore,
-    live: tokio::sync::Mutex<Option<Live>>,
-    status: parking_lot::Mutex<ServerStatus>,
+    pub(super) live: tokio::sync::Mutex<Option<Live>>,
+    pub(super) status: parking_lot::Mutex<ServerStatus>,
     retry: parking_lot::Mutex<Retry>,
 }
 
@@ -202,7 +151,7 @@ impl Slot {
         }
     }
 
-    fn pin_mode(&self) -> PinMode {
+    pub(super) fn pin_mode(&self) -> PinMode {
         PinMode::of(&self.spec.pin)
     }
 
@@ -226,7 +175,7 @@ impl Slot {
 
     /// `error`, with any resolved secret in its text replaced: every error
     /// leaving the slot, and every one it logs or keeps, passes here.
-    fn clean(&self, error: McpError) -> McpError {
+    pub(super) fn clean(&self, error: McpError) -> McpError {
         match self.secrets.redact(&error.to_string()) {
             Cow::Borrowed(_) => error,
             Cow::Owned(redacted) => McpError::Redacted(redacted),
@@ -234,7 +183,7 @@ impl Slot {
     }
 
     /// The live client, connecting if there is none and the backoff allows.
-    async fn connected(&self) -> Result<Arc<McpClient>, McpError> {
+    pub(super) async fn connected(&self) -> Result<Arc<McpClient>, McpError> {
         let mut live = self.live.lock().await;
         if let Some(current) = live.as_ref() {
             if !current.client.is_closed() {
@@ -298,7 +247,7 @@ impl Slot {
         }
     }
 
-    fn failed(&self, error: String) {
+    pub(super) fn failed(&self, error: String) {
         let error = self.secrets.redact(&error).into_owned();
         warn!(server_id = %self.spec.id, %error, "MCP server failed");
         let mut retry = self.retry.lock();
@@ -307,125 +256,6 @@ impl Slot {
         let mut status = self.status.lock();
         status.state = ServerState::Failed;
         status.last_error = Some(error);
-    }
-
-    /// The server's tools, listed on first use and again after
-    /// `tools/list_changed` or a reconnect.
-    pub async fn catalog(&self) -> Result<Arc<Catalog>, McpError> {
-        let client = self.connected().await?;
-        {
-            let mut live = self.live.lock().await;
-            if let Some(current) = live.as_mut() {
-                let changed = current.tools_changed.has_changed().unwrap_or(false);
-                let stale = current
-                    .stale_at
-                    .is_some_and(|at| tokio::time::Instant::now() >= at);
-                // A pin changed (an approval): list again, and sort the
-                // tools by the new pins.
-                let repinned = current
-                    .catalog
-                    .as_ref()
-                    .is_some_and(|c| self.pinning.moved(&self.spec.id, c.pins.as_ref()));
-                if let (Some(catalog), false, false, false) =
-                    (&current.catalog, changed, stale, repinned)
-                {
-                    return Ok(Arc::clone(catalog));
-                }
-                current.tools_changed.borrow_and_update();
-            }
-        }
-        let listed = match client.list_tools(PAGE_CAP, self.timeouts.list_tools).await {
-            Ok(tools) => tools,
-            Err(error) => {
-                if matches!(error, McpError::Closed) {
-                    self.failed(error.to_string());
-                }
-                return Err(self.clean(error));
-            }
-        };
-        let stale_at = listed
-            .fresh_for
-            .map(|ttl| tokio::time::Instant::now() + ttl);
-        let seen: Vec<SeenTool> = listed.tools.iter().map(pins::seen).collect();
-        let pins = self
-            .pinning
-            .report(
-                &self.spec,
-                &self.secrets,
-                &seen,
-                self.pinning.current(&self.spec.id),
-            )
-            .await;
-        let mode = self.pin_mode();
-        let mut catalog = Catalog {
-            pins: pins.clone(),
-            ..Catalog::default()
-        };
-        for (tool, seen) in listed.tools.into_iter().zip(seen) {
-            if let Err(held) = pins::verdict(mode, pins.as_ref(), &seen.name, &seen.digest) {
-                warn!(server_id = %self.spec.id, tool = %seen.name, "{}", held.sentence(&self.spec.id, &seen.name));
-                catalog.held.insert(seen.name, held);
-                continue;
-            }
-            if catalog
-                .tools
-                .last()
-                .is_some_and(|t: &Tool| t.name == tool.name)
-            {
-                catalog.quarantined.push(Quarantined {
-                    tool: tool.name.to_string(),
-                    why: "the server lists it twice; the first is used".into(),
-                });
-                continue;
-            }
-            match check_input_schema(&tool.input_schema) {
-                Ok(()) => {
-                    let name = offered_name(&self.spec.id, &tool.name);
-                    let description = format!(
-                        "[MCP server '{}', tool '{}'] {}",
-                        self.spec.id,
-                        tool.name,
-                        tool.description.as_deref().unwrap_or("")
-                    );
-                    catalog.offered.push(Offer { name, description });
-                    catalog.tools.push(tool);
-                }
-                Err(why) => {
-                    warn!(server_id = %self.spec.id, tool = %tool.name, %why, "tool quarantined: its schema is unusable");
-                    catalog.quarantined.push(Quarantined {
-                        tool: tool.name.to_string(),
-                        why: why.to_string(),
-                    });
-                }
-            }
-        }
-        let catalog = Arc::new(catalog);
-        {
-            let mut status = self.status.lock();
-            status.tools = catalog.tools.len();
-            status.quarantined = catalog.quarantined.clone();
-            let before = std::mem::replace(
-                &mut status.held,
-                catalog
-                    .held
-                    .iter()
-                    .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
-                    .collect(),
-            );
-            self.pinning
-                .audit_changes(&self.spec.id, &before, &catalog.held, &catalog.tools);
-            let partial = !catalog.quarantined.is_empty() || !catalog.held.is_empty();
-            if status.state == ServerState::Ready && partial {
-                status.state = ServerState::Degraded;
-            }
-        }
-        if let Some(current) = self.live.lock().await.as_mut() {
-            if Arc::ptr_eq(&current.client, &client) {
-                current.catalog = Some(Arc::clone(&catalog));
-                current.stale_at = stale_at;
-            }
-        }
-        Ok(catalog)
     }
 
     /// Calls `tool` within the concurrency limit and timeout.

@@ -214,7 +214,12 @@ impl Invoker {
     /// Everything the task asks of the node, checked against its policy
     /// and caps: the module's source, the limits, the WASI grants and the
     /// backends.
-    fn clear(&self, task: &TaskSpec, stdin: Vec<u8>, scope: RunScope) -> Result<Cleared, InvokeError> {
+    fn clear(
+        &self,
+        task: &TaskSpec,
+        stdin: Vec<u8>,
+        scope: RunScope,
+    ) -> Result<Cleared, InvokeError> {
         let config = check_task_spec(task)?;
         let refused = |why: Refusal| InvokeError::Refused {
             task_id: task.id.clone(),

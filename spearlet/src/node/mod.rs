@@ -34,8 +34,8 @@ use crate::node_policy::{NodePolicy, PolicyCell, PolicyError};
 use crate::persist::{PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
-use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
+use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
 pub use reload::{ReloadError, Reloader};
 
 /// Everything a node needs to start.

@@ -38,7 +38,10 @@ impl ApprovalNote {
 
     /// What the model is told when the call did not run.
     pub fn sentence(&self, target: &ToolRef) -> String {
-        let call = format!("this call of tool '{}' of server '{}'", target.tool, target.server);
+        let call = format!(
+            "this call of tool '{}' of server '{}'",
+            target.tool, target.server
+        );
         let reason = match self.reason.as_str() {
             "" => String::new(),
             reason => format!(": {reason}"),
@@ -56,7 +59,10 @@ impl Router {
     /// The rule that makes `target`'s calls wait for approval, if one does.
     pub(super) fn approval_rule(&self, task: &TaskPolicy, target: &ToolRef) -> Option<String> {
         let view = self.registry.current();
-        let spec = view.servers.get(&target.server).and_then(|r| r.spec.as_ref());
+        let spec = view
+            .servers
+            .get(&target.server)
+            .and_then(|r| r.spec.as_ref());
         approval_rule(task, spec, &target.tool)
     }
 
@@ -107,8 +113,9 @@ impl Router {
             tool: target.tool.clone(),
             // Unparseable arguments get a digest too: the server will
             // refuse them, but the approval is still for exactly them.
-            arguments_digest: arguments_digest(arguments)
-                .unwrap_or_else(|| spear_proto::pins::digest(&serde_json::Value::String(arguments.to_string()))),
+            arguments_digest: arguments_digest(arguments).unwrap_or_else(|| {
+                spear_proto::pins::digest(&serde_json::Value::String(arguments.to_string()))
+            }),
             pin_digest: pin,
             policy_revision: revision,
         }
@@ -143,7 +150,8 @@ impl Router {
         arguments: &str,
         record: &Record,
     ) -> Result<ApprovalNote, (Outcome, ApprovalNote)> {
-        let unavailable = |why: String| (Outcome::Failed, ApprovalNote::new("", "unavailable", why));
+        let unavailable =
+            |why: String| (Outcome::Failed, ApprovalNote::new("", "unavailable", why));
         let Some(approver) = &self.trust.node.approvals else {
             return Err(unavailable("this node is not connected to SMS".into()));
         };
@@ -162,14 +170,21 @@ impl Router {
         let decided = approver
             .wait(&self.trust.node.node_id, &id)
             .await
-            .map_err(|e| (Outcome::Failed, ApprovalNote::new(&id, "unavailable", e.to_string())))?;
+            .map_err(|e| {
+                (
+                    Outcome::Failed,
+                    ApprovalNote::new(&id, "unavailable", e.to_string()),
+                )
+            })?;
         match decided.state {
             ApprovalState::Approved => {
                 let now = self.binding(target, arguments).await;
-                approver
-                    .claim(&id, now)
-                    .await
-                    .map_err(|e| (Outcome::Denied, ApprovalNote::new(&id, "refused", e.to_string())))?;
+                approver.claim(&id, now).await.map_err(|e| {
+                    (
+                        Outcome::Denied,
+                        ApprovalNote::new(&id, "refused", e.to_string()),
+                    )
+                })?;
                 Ok(ApprovalNote::new(&id, "approved", decided.decided_by))
             }
             ApprovalState::Denied => Err((

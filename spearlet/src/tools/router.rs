@@ -239,7 +239,10 @@ impl Router {
             kind: Kind::ToolCall,
             outcome,
             server: target.map(|t| t.server.clone()).unwrap_or_default(),
-            tool: target.map_or_else(|| spear_common::text::prefix(name, 64).to_string(), |t| t.tool.clone()),
+            tool: target.map_or_else(
+                || spear_common::text::prefix(name, 64).to_string(),
+                |t| t.tool.clone(),
+            ),
             rule,
             ..Record::default()
         });

@@ -45,7 +45,10 @@ impl Approver {
         arguments: String,
         expires_in: Duration,
     ) -> Result<String, ApprovalFailed> {
-        let mut client = self.sms.approvals().map_err(|e| ApprovalFailed(e.to_string()))?;
+        let mut client = self
+            .sms
+            .approvals()
+            .map_err(|e| ApprovalFailed(e.to_string()))?;
         let answer = client
             .request_approval(RequestApprovalRequest {
                 binding: Some(binding),
@@ -60,7 +63,10 @@ impl Approver {
     /// Waits until approval `id` is decided or expires.
     pub async fn wait(&self, node_id: &str, id: &str) -> Result<Decided, ApprovalFailed> {
         loop {
-            let mut client = self.sms.approvals().map_err(|e| ApprovalFailed(e.to_string()))?;
+            let mut client = self
+                .sms
+                .approvals()
+                .map_err(|e| ApprovalFailed(e.to_string()))?;
             let answer = client
                 .await_approval(AwaitApprovalRequest {
                     node_id: node_id.to_string(),
@@ -82,7 +88,10 @@ impl Approver {
 
     /// Uses approved approval `id` for the call `binding` describes.
     pub async fn claim(&self, id: &str, binding: ApprovalBinding) -> Result<(), ApprovalFailed> {
-        let mut client = self.sms.approvals().map_err(|e| ApprovalFailed(e.to_string()))?;
+        let mut client = self
+            .sms
+            .approvals()
+            .map_err(|e| ApprovalFailed(e.to_string()))?;
         client
             .claim_approval(ClaimApprovalRequest {
                 approval_id: id.to_string(),

@@ -33,7 +33,10 @@ impl ToolLoop<'_, '_> {
         // No result reaches the model before its audit record is on disk
         // (DESIGN §6.1): one wait per request, for every call before it.
         let trust = self.setup.router.trust();
-        if tokio::time::timeout_at(deadline, trust.durable()).await.is_err() {
+        if tokio::time::timeout_at(deadline, trust.durable())
+            .await
+            .is_err()
+        {
             return Step::Done(Err(LoopError::Deadline));
         }
         let request = ChatRequest {
@@ -67,8 +70,16 @@ impl ToolLoop<'_, '_> {
             },
             backend: backend.provider().to_string(),
             model: model.to_string(),
-            input_tokens: answered.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.usage.prompt_tokens as u64),
-            output_tokens: answered.as_ref().ok().and_then(|r| r.as_ref().ok()).map(|r| r.usage.completion_tokens as u64),
+            input_tokens: answered
+                .as_ref()
+                .ok()
+                .and_then(|r| r.as_ref().ok())
+                .map(|r| r.usage.prompt_tokens as u64),
+            output_tokens: answered
+                .as_ref()
+                .ok()
+                .and_then(|r| r.as_ref().ok())
+                .map(|r| r.usage.completion_tokens as u64),
             duration_us: Some(asked.elapsed().as_micros() as u64),
             ..Record::default()
         });

@@ -72,7 +72,10 @@ impl ToolLoop<'_, '_> {
                 kind: Kind::ToolCall,
                 outcome: Outcome::Budget,
                 server: target.map(|t| t.server.clone()).unwrap_or_default(),
-                tool: target.map_or_else(|| spear_common::text::prefix(&call.name, 64).to_string(), |t| t.tool.clone()),
+                tool: target.map_or_else(
+                    || spear_common::text::prefix(&call.name, 64).to_string(),
+                    |t| t.tool.clone(),
+                ),
                 rule: refusal.to_string(),
                 tool_calls_used: Some(u64::from(self.calls_made) + run.len() as u64),
                 ..Record::default()

@@ -36,7 +36,9 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 /// Why the log cannot be opened.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot open the audit log in {dir}: {cause}; check the state dir's permissions and free space")]
+#[error(
+    "cannot open the audit log in {dir}: {cause}; check the state dir's permissions and free space"
+)]
 pub struct OpenError {
     dir: PathBuf,
     cause: std::io::Error,
@@ -293,7 +295,10 @@ mod tests {
             let seq = log.append(record(&format!("tool_{i}")));
             log.durable(seq).await;
         }
-        assert!(files::list(dir.path()).unwrap().len() > 2, "small files rotate");
+        assert!(
+            files::list(dir.path()).unwrap().len() > 2,
+            "small files rotate"
+        );
         drop(log);
         let log = AuditLog::open(dir.path(), "n1", 512).unwrap();
         assert_eq!(log.last(), 20);
@@ -335,7 +340,10 @@ mod tests {
         std::fs::write(&path, text.replace("tool_2", "tool_x")).unwrap();
         assert_eq!(
             verify(dir.path()),
-            (2, Err("record 3 was altered: its hash does not match its contents".into()))
+            (
+                2,
+                Err("record 3 was altered: its hash does not match its contents".into())
+            )
         );
     }
 }

@@ -153,7 +153,10 @@ fn find(dir: &Path, next: u64) -> Place {
 
 /// Removes shipped files beyond the newest [`KEEP_FILES`] before `shipping`.
 fn retire(files: &[(u64, PathBuf)], shipping: u64) {
-    let done: Vec<&(u64, PathBuf)> = files.iter().filter(|(first, _)| *first < shipping).collect();
+    let done: Vec<&(u64, PathBuf)> = files
+        .iter()
+        .filter(|(first, _)| *first < shipping)
+        .collect();
     let excess = done.len().saturating_sub(KEEP_FILES);
     for (_, path) in done.into_iter().take(excess) {
         if let Err(cause) = std::fs::remove_file(path) {
