@@ -27,13 +27,17 @@ pub const MCP_DEFAULT_SERVER_IDS: &str = "mcp.default_server_ids";
 pub const MCP_TASK_TOOL_ALLOWLIST: &str = "mcp.task_tool_allowlist";
 /// The task's tool denylist (read-only).
 pub const MCP_TASK_TOOL_DENYLIST: &str = "mcp.task_tool_denylist";
+/// The task's tools whose calls wait for a person's approval (read-only;
+/// server files may name more, docs/trust.md).
+pub const MCP_TASK_TOOL_APPROVAL: &str = "mcp.task_tool_approval";
 
 /// The task keys a guest may read and never write.
-pub const TASK_KEYS: [&str; 4] = [
+pub const TASK_KEYS: [&str; 5] = [
     MCP_ALLOWED_SERVER_IDS,
     MCP_DEFAULT_SERVER_IDS,
     MCP_TASK_TOOL_ALLOWLIST,
     MCP_TASK_TOOL_DENYLIST,
+    MCP_TASK_TOOL_APPROVAL,
 ];
 
 /// Flags of `cchat_send`.

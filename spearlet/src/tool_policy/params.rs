@@ -152,6 +152,7 @@ pub fn get_param(
         params::MCP_DEFAULT_SERVER_IDS => json!(task.default_server_ids),
         params::MCP_TASK_TOOL_ALLOWLIST => json!(task.tool_allowlist),
         params::MCP_TASK_TOOL_DENYLIST => json!(task.tool_denylist),
+        params::MCP_TASK_TOOL_APPROVAL => json!(task.approval),
         other => return Err(ParamError::Unknown(other.chars().take(64).collect())),
     })
 }

@@ -14,7 +14,7 @@ fn task() -> TaskPolicy {
         default_server_ids: vec!["fs".into(), "forbidden".into()],
         tool_allowlist: None,
         tool_denylist: vec!["delete_*".into()],
-        approval: vec![],
+        approval: vec!["write_*".into()],
     }
 }
 
@@ -42,6 +42,7 @@ fn guest_writes_that_widen_are_refused_and_change_nothing() {
     for (key, value) in [
         ("mcp.task_tool_denylist", json!([])),
         ("mcp.task_tool_allowlist", json!(["*"])),
+        ("mcp.task_tool_approval", json!([])),
         ("mcp.allowed_server_ids", json!(["evil"])),
         ("mcp.default_server_ids", json!(["evil"])),
         ("mcp.task_anything", json!(1)),
@@ -107,6 +108,10 @@ fn narrowing_writes_succeed() {
     assert_eq!(
         get_param(&task, &session, "mcp.task_tool_denylist").unwrap(),
         json!(["delete_*"])
+    );
+    assert_eq!(
+        get_param(&task, &session, "mcp.task_tool_approval").unwrap(),
+        json!(["write_*"])
     );
     set_param(&task, &mut session, "mcp.tool_allowlist", &json!(null)).unwrap();
     assert_eq!(session.tool_allowlist, None);
