@@ -311,10 +311,13 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
     let run = invoke_json(&c, &["fs-agent"]);
     assert_eq!(run["ok"], true, "{run}");
     let calls = run["trace"].as_array().unwrap().len();
+    // The run's last record is its final model request (written just
+    // after the run answers).
     let before = eventually("the run's records at SMS", Duration::from_secs(20), || {
         let records = audit_at(&c.sms, &["--task", "fs-agent"]);
         let tool_calls = records.iter().filter(|r| r["kind"] == "tool_call").count();
-        (tool_calls == calls)
+        let ended = records.last().is_some_and(|r| r["kind"] == "model_request");
+        (tool_calls == calls && ended)
             .then_some(records.clone())
             .ok_or(format!("{records:?}"))
     });
@@ -324,6 +327,32 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
         etcd: Some(etcd.endpoint()),
         ..Default::default()
     });
+    assert_eq!(audit_at(&b, &["--task", "fs-agent"]), before);
+
+    // The node sends everything again (its place lost): etcd keeps each
+    // record once.
+    let state_dir = c.node.state_dir.clone();
+    c.node.proc.stop();
+    let written = seqs(&on_disk(&state_dir));
+    std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
+    c.node.start_in_place();
+    let last = *written.last().unwrap();
+    eventually(
+        "the node to ship everything again",
+        Duration::from_secs(20),
+        || {
+            let place =
+                std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
+            (place.trim() == last.to_string())
+                .then_some(())
+                .ok_or(place)
+        },
+    );
+    assert_eq!(
+        seqs(&audit_at(&b, &["--node", "node-a"])),
+        written,
+        "each record once"
+    );
     assert_eq!(audit_at(&b, &["--task", "fs-agent"]), before);
 
     // SMS restarts: the trail is still there, and its own chain goes on

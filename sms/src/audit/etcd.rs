@@ -15,6 +15,10 @@ use spear_proto::v1::AuditLine;
 
 use super::{AuditBook, AuditError, Retention, Shipped};
 
+/// Records one transaction writes (etcd allows 128 operations, each
+/// record is one compare and one put).
+const TXN_RECORDS: usize = 64;
+
 pub struct EtcdAudit {
     client: Client,
     prefix: String,
@@ -62,33 +66,85 @@ impl EtcdAudit {
         Ok(id)
     }
 
-    /// Writes the records of `node` that etcd does not hold yet.
+    /// Writes the records of `node` that etcd does not hold yet: the keys
+    /// it holds are read once for the shipment, the rest written in
+    /// transactions of [`TXN_RECORDS`], each only if none of its keys
+    /// appeared meanwhile (another replica); a transaction that finds one
+    /// is done again record by record.
     pub async fn ship(&self, node: &str, lines: Vec<AuditLine>) -> Result<Shipped, AuditError> {
         super::check_shipment(&lines)?;
         let mut shipped = Shipped::default();
-        if lines.is_empty() {
+        let (Some(first), Some(last)) = (
+            lines.iter().map(|l| l.seq).min(),
+            lines.iter().map(|l| l.seq).max(),
+        ) else {
             return Ok(shipped);
-        }
+        };
         let lease = self.lease().await?;
         let mut client = self.client.clone();
-        for line in lines {
-            let key = self.key(node, line.seq);
-            let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(
-                    key,
-                    line.json.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                )]);
-            let written = client.txn(txn).await.map_err(unavailable)?.succeeded();
-            if written {
-                shipped.stored += 1;
-                shipped.new.push(line);
-            } else {
-                shipped.duplicates += 1;
+        let held = client
+            .get(
+                self.key(node, first),
+                Some(
+                    GetOptions::new()
+                        .with_range(self.key(node, last.saturating_add(1)))
+                        .with_keys_only(),
+                ),
+            )
+            .await
+            .map_err(unavailable)?;
+        let held: std::collections::BTreeSet<Vec<u8>> =
+            held.kvs().iter().map(|kv| kv.key().to_vec()).collect();
+        let (absent, present): (Vec<AuditLine>, Vec<AuditLine>) = lines
+            .into_iter()
+            .partition(|l| !held.contains(self.key(node, l.seq).as_bytes()));
+        shipped.duplicates += present.len() as u64;
+        for chunk in absent.chunks(TXN_RECORDS) {
+            if self.put_absent(&mut client, node, chunk, lease).await? {
+                shipped.stored += chunk.len() as u64;
+                shipped.new.extend_from_slice(chunk);
+                continue;
+            }
+            for line in chunk {
+                if self
+                    .put_absent(&mut client, node, std::slice::from_ref(line), lease)
+                    .await?
+                {
+                    shipped.stored += 1;
+                    shipped.new.push(line.clone());
+                } else {
+                    shipped.duplicates += 1;
+                }
             }
         }
         Ok(shipped)
+    }
+
+    /// Writes `lines` in one transaction if none of their keys exists;
+    /// whether it did.
+    async fn put_absent(
+        &self,
+        client: &mut Client,
+        node: &str,
+        lines: &[AuditLine],
+        lease: i64,
+    ) -> Result<bool, AuditError> {
+        let keys: Vec<String> = lines.iter().map(|l| self.key(node, l.seq)).collect();
+        let txn = Txn::new()
+            .when(
+                keys.iter()
+                    .map(|k| Compare::create_revision(k.clone(), CompareOp::Equal, 0))
+                    .collect::<Vec<_>>(),
+            )
+            .and_then(
+                keys.into_iter()
+                    .zip(lines)
+                    .map(|(k, l)| {
+                        TxnOp::put(k, l.json.clone(), Some(PutOptions::new().with_lease(lease)))
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        Ok(client.txn(txn).await.map_err(unavailable)?.succeeded())
     }
 
     /// Every record etcd holds, in a book of its own (for a query or a
