@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use spear_tests::etcd::EtcdServer;
-use spear_tests::procs::{SmsOptions, SmsProc};
+use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::tasks::{
     cluster, cluster_opts, fs_task, guest, invoke_json, register, Cluster, ClusterOptions,
 };
@@ -50,6 +50,29 @@ fn on_disk(state_dir: &Path) -> Vec<Value> {
         );
     }
     records
+}
+
+/// Restarts `node` as if it crashed before it kept its shipper's place:
+/// it sends every record it has again. Returns their seqs once it has.
+fn ship_everything_again(node: &mut SpearletProc) -> BTreeSet<u64> {
+    let state_dir = node.state_dir.clone();
+    node.proc.stop();
+    let written = seqs(&on_disk(&state_dir));
+    std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
+    node.start_in_place();
+    let last = written.last().copied().unwrap_or_default();
+    eventually(
+        "the node to ship everything again",
+        Duration::from_secs(20),
+        || {
+            let place =
+                std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
+            (place.trim() == last.to_string())
+                .then_some(())
+                .ok_or(place)
+        },
+    );
+    written
 }
 
 fn seqs(records: &[Value]) -> BTreeSet<u64> {
@@ -236,22 +259,7 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
 
     // The shipper's place lost (a crash before it was written): the node
     // sends everything again; SMS keeps each record once.
-    c.node.proc.stop();
-    let written = seqs(&on_disk(&state_dir));
-    std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
-    c.node.start_in_place();
-    let last = *written.last().unwrap();
-    eventually(
-        "the node to ship everything again",
-        Duration::from_secs(20),
-        || {
-            let place =
-                std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
-            (place.trim() == last.to_string())
-                .then_some(())
-                .ok_or(place)
-        },
-    );
+    let written = ship_everything_again(&mut c.node);
     assert_eq!(audit(&c, &["--node", "node-a"]).len(), written.len());
 
     // A record edited on the node's disk: the node's verify names it.
@@ -331,23 +339,7 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
 
     // The node sends everything again (its place lost): etcd keeps each
     // record once.
-    let state_dir = c.node.state_dir.clone();
-    c.node.proc.stop();
-    let written = seqs(&on_disk(&state_dir));
-    std::fs::remove_file(state_dir.join("audit/shipped")).unwrap();
-    c.node.start_in_place();
-    let last = *written.last().unwrap();
-    eventually(
-        "the node to ship everything again",
-        Duration::from_secs(20),
-        || {
-            let place =
-                std::fs::read_to_string(state_dir.join("audit/shipped")).unwrap_or_default();
-            (place.trim() == last.to_string())
-                .then_some(())
-                .ok_or(place)
-        },
-    );
+    let written = ship_everything_again(&mut c.node);
     assert_eq!(
         seqs(&audit_at(&b, &["--node", "node-a"])),
         written,

@@ -68,7 +68,7 @@ impl EtcdAudit {
 
     /// Writes the records of `node` that etcd does not hold yet: the keys
     /// it holds are read once for the shipment, the rest written in
-    /// transactions of [`TXN_RECORDS`], each only if none of its keys
+    /// transactions of `TXN_RECORDS`, each only if none of its keys
     /// appeared meanwhile (another replica); a transaction that finds one
     /// is done again record by record.
     pub async fn ship(&self, node: &str, lines: Vec<AuditLine>) -> Result<Shipped, AuditError> {
