@@ -55,6 +55,11 @@ pub struct Labels<'a> {
     pub outcome: &'a str,
 }
 
+/// Whether records are exported (logs configured and the exporter built).
+pub fn enabled() -> bool {
+    LOGGER.get_or_init(build).is_some()
+}
+
 /// Exports one audit record (its JSON line), when logs are configured.
 pub fn export(labels: Labels<'_>, json: &str) {
     let Some((_, logger)) = LOGGER.get_or_init(build) else {

@@ -20,6 +20,7 @@
 
 pub mod audit_export;
 pub mod backoff;
+pub mod clock;
 pub mod insecure;
 pub mod metrics;
 pub mod process;

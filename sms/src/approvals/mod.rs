@@ -27,7 +27,7 @@
 mod tests;
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 use spear_proto::approvals::{DEFAULT_EXPIRY, MAX_EXPIRY};
@@ -133,9 +133,7 @@ pub struct Decision {
 }
 
 fn epoch_ms(after: Duration) -> u64 {
-    (SystemTime::now() + after)
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    spear_common::clock::unix_ms(SystemTime::now() + after)
 }
 
 impl ApprovalBook {

@@ -71,14 +71,11 @@ fn parse_since(text: &str) -> Result<u64> {
     })?;
     let seconds = match unit {
         "s" | "" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
         _ => anyhow::bail!("--since '{text}': the unit is s, m or h"),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    Ok(now.saturating_sub(seconds * 1000))
+    Ok(spear_common::clock::now_ms().saturating_sub(seconds.saturating_mul(1000)))
 }
 
 pub async fn run(args: AuditArgs) -> Result<i32> {

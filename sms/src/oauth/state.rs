@@ -5,11 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use spear_proto::v1::{CredentialRecord, CredentialState, CredentialStatus, OauthGrant};
 
-/// Unix milliseconds of `t` (0 before the epoch).
-pub fn millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use spear_common::clock::unix_ms as millis;
 
 /// The time `ms` Unix milliseconds name, if any (0 is none).
 fn from_millis(ms: u64) -> Option<SystemTime> {

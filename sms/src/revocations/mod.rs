@@ -108,10 +108,7 @@ impl Revocations {
             Revoked::Identity(identity) => Target::Identity(identity.to_string()),
             Revoked::Serial(serial) => Target::Serial(serial.clone()),
         });
-        revocation.revoked_at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        revocation.revoked_at_ms = spear_common::clock::now_ms();
         let added = self.store.add(&key_of(&target), revocation).await?;
         self.refresh().await;
         Ok(added)

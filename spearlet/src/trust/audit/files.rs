@@ -66,8 +66,22 @@ pub struct Tail {
     pub file: Option<(u64, u64)>,
 }
 
+/// The end of the log, reading only the end of the newest file when its
+/// last record is readable (a start does not read 64 MiB); the whole file
+/// otherwise.
 pub fn tail(dir: &Path) -> std::io::Result<Tail> {
     let files = list(dir)?;
+    if let Some((first, path)) = files.last() {
+        if let Some((record, good_len)) = last_record(path)? {
+            if record.seq >= *first {
+                return Ok(Tail {
+                    seq: record.seq,
+                    hash: record.hash,
+                    file: Some((*first, good_len)),
+                });
+            }
+        }
+    }
     let mut newest = None;
     for (first, path) in files.iter().rev() {
         let lines = lines_from(path, 0)?;
@@ -91,4 +105,29 @@ pub fn tail(dir: &Path) -> std::io::Result<Tail> {
         file: newest,
         ..Tail::default()
     })
+}
+
+/// The last complete line of `path` as a record, and the length of the
+/// file up to its end; `None` when the end holds no readable record.
+fn last_record(path: &Path) -> std::io::Result<Option<(Record, u64)>> {
+    const END: u64 = 64 * 1024;
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(END);
+    file.seek(SeekFrom::Start(start))?;
+    let mut end = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut end)?;
+    let Some(last_newline) = end.iter().rposition(|b| *b == b'\n') else {
+        return Ok(None);
+    };
+    let line_start = match end[..last_newline].iter().rposition(|b| *b == b'\n') {
+        Some(at) => at + 1,
+        // The line may begin before what was read.
+        None if start > 0 => return Ok(None),
+        None => 0,
+    };
+    let line = &end[line_start..last_newline];
+    Ok(serde_json::from_slice::<Record>(line)
+        .ok()
+        .map(|record| (record, start + last_newline as u64 + 1)))
 }

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use spear_proto::audit::Record;
@@ -64,12 +64,6 @@ struct Inner {
     wake: mpsc::Sender<()>,
     /// The last seq on disk.
     synced: watch::Receiver<u64>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl AuditLog {
@@ -132,7 +126,7 @@ impl AuditLog {
     /// seq, for [`AuditLog::durable`].
     pub fn append(&self, mut record: Record) -> u64 {
         record.node.clone_from(&self.inner.node);
-        record.time_ms = now_ms();
+        record.time_ms = spear_common::clock::now_ms();
         let mut queue = self.inner.queue.lock();
         let seq = queue.next;
         record.seq = seq;

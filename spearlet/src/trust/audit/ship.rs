@@ -14,7 +14,7 @@ use std::time::Duration;
 use spear_common::backoff::Backoff;
 use spear_proto::v1::{AuditLine, ShipAuditRequest};
 use tokio::task::JoinHandle;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::files;
 use super::log::AuditLog;
@@ -22,6 +22,8 @@ use crate::sms_link::SmsLink;
 
 /// Records one shipment carries at most.
 const BATCH: usize = 1000;
+/// How long shipping fails before the node says so.
+const SAY_FAILING_AFTER: Duration = Duration::from_secs(10);
 /// Shipped files kept on the node beyond the one being written.
 pub const KEEP_FILES: usize = 8;
 
@@ -57,17 +59,31 @@ impl Shipper {
         let mut place = find(self.log.dir(), shipped + 1);
         let mut synced = self.log.watch_synced();
         let mut backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(30));
+        // Said once when shipping has failed for a while (not at every
+        // start, before the node reaches SMS), and once when it is back.
+        let mut failing_since: Option<std::time::Instant> = None;
+        let mut warned = false;
         loop {
             let on_disk = *synced.borrow_and_update();
             if place.next <= on_disk {
                 match self.ship_from(place, on_disk).await {
                     Ok(moved) => {
+                        if std::mem::take(&mut warned) {
+                            info!(through = moved.next - 1, "audit records reach SMS again");
+                        }
+                        failing_since = None;
                         backoff.reset();
                         place = moved;
                         continue;
                     }
                     Err(why) => {
-                        debug!(%why, "audit records not shipped yet; trying again");
+                        let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                        if !warned && since.elapsed() >= SAY_FAILING_AFTER {
+                            warned = true;
+                            warn!(%why, "audit records are not reaching SMS; they wait in the state dir and are sent when it answers");
+                        } else {
+                            debug!(%why, "audit records not shipped yet; trying again");
+                        }
                         tokio::time::sleep(backoff.next_delay()).await;
                         continue;
                     }
