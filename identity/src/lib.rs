@@ -46,5 +46,6 @@ pub use service_tls::{ServiceTls, ServiceTlsFiles};
 pub use spiffe::{Identity, IdentityError, TrustDomain};
 pub use tls::{FlagsError, TlsFlags, TlsIdentity};
 pub use token::{
-    AdminToken, JoinToken, Presented, TokenError, TokenKind, JOIN_TOKEN_HEADER, MIN_TOKEN_LEN,
+    AdminToken, JoinToken, Presented, TokenError, TokenKind, ViewerToken, JOIN_TOKEN_HEADER,
+    MIN_TOKEN_LEN,
 };

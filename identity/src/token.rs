@@ -37,6 +37,7 @@ pub const JOIN_TOKEN_HEADER: &str = "spear-join-token";
 pub enum TokenKind {
     Admin,
     Join,
+    Viewer,
 }
 
 impl std::fmt::Display for TokenKind {
@@ -44,6 +45,7 @@ impl std::fmt::Display for TokenKind {
         f.write_str(match self {
             TokenKind::Admin => "admin token",
             TokenKind::Join => "node join token",
+            TokenKind::Viewer => "viewer token",
         })
     }
 }
@@ -184,6 +186,39 @@ impl TokenFile {
     }
 }
 
+/// The console's read-only token (SMS's `--viewer-token-file`): it signs
+/// in to the console as a viewer, and is accepted nowhere else.
+#[derive(Clone, Debug, Default)]
+pub struct ViewerToken(Option<TokenFile>);
+
+impl ViewerToken {
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// The token in `path`, re-read when the file changes. Must run inside
+    /// Tokio.
+    pub fn from_file(path: PathBuf) -> Result<Self, TokenError> {
+        TokenFile::from_file(TokenKind::Viewer, path).map(|f| Self(Some(f)))
+    }
+
+    /// A token given directly (tests and benchmarks).
+    pub fn fixed(token: &str) -> Self {
+        Self(Some(TokenFile::fixed(TokenKind::Viewer, token)))
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.as_ref().is_some_and(TokenFile::is_set)
+    }
+
+    /// Whether `token` is the viewer token now, compared in constant time.
+    pub fn matches(&self, token: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|f| f.check(Some(token.as_bytes())) == Presented::Valid)
+    }
+}
+
 /// The admin token (SMS's `--admin-token-file`).
 #[derive(Clone, Debug)]
 pub struct AdminToken(TokenFile);
@@ -226,6 +261,12 @@ impl AdminToken {
                 .get("authorization")
                 .map(|v| v.as_encoded_bytes()),
         )
+    }
+
+    /// Whether `token` (as typed, not a header) is the admin token now,
+    /// compared in constant time: the console's sign-in.
+    pub fn matches(&self, token: &str) -> bool {
+        self.0.check(Some(token.as_bytes())) == Presented::Valid
     }
 
     /// What an `authorization` header value presents: [`Self::presented`]

@@ -44,6 +44,9 @@ pub const MAX_INVOKE_RESPONSE_BYTES: usize = 64 << 20;
 /// at most these), each text cut to [`MAX_HEARTBEAT_TEXT`] bytes.
 pub const MAX_HEARTBEAT_PROBLEMS: usize = 256;
 pub const MAX_HEARTBEAT_TEXT: usize = 1024;
+/// The servers a heartbeat reports by state, first by id: each is a few
+/// dozen bytes, so this stays far under [`MAX_HEARTBEAT_BYTES`].
+pub const MAX_HEARTBEAT_SERVERS: usize = 2048;
 
 /// Largest heartbeat SMS decodes: the problems above with room to spare.
 pub const MAX_HEARTBEAT_BYTES: usize = 1 << 20;

@@ -54,3 +54,4 @@ pub mod store;
 pub mod tasks;
 pub mod watch;
 pub mod writer;
+pub mod console;

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_proto::v1::{HeartbeatRequest, ServerProblem};
+use spear_proto::v1::{HeartbeatRequest, ServerProblem, ServerReport};
 use tokio::sync::watch;
 use tracing::debug;
 
@@ -15,7 +15,9 @@ use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::sync::SyncStatusCell;
 
-use spear_proto::defaults::{HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_TEXT};
+use spear_proto::defaults::{
+    HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_SERVERS, MAX_HEARTBEAT_TEXT,
+};
 
 /// What the node tells SMS about invoking it.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +44,7 @@ pub async fn run(
         if let Ok(mut nodes) = link.nodes() {
             let view = registry.current();
             let state = status.status.lock().state;
+            let (servers, server_total) = servers(&connections);
             let request = HeartbeatRequest {
                 node_id: node_id.clone(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -52,6 +55,8 @@ pub async fn run(
                 invoke_addr: advert.invoke_addr.clone(),
                 running: advert.runs.running.load(Ordering::Relaxed),
                 draining: advert.runs.is_draining(),
+                servers,
+                server_total,
             };
             let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
             if let Ok(Err(status)) = sent {
@@ -72,6 +77,25 @@ pub async fn run(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Each server's state as this node holds it (the console's nodes view),
+/// first by id, at most [`MAX_HEARTBEAT_SERVERS`]; and how many in all.
+fn servers(connections: &Connections) -> (Vec<ServerReport>, u32) {
+    let all = connections.status();
+    let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
+    let reports = all
+        .into_iter()
+        .take(MAX_HEARTBEAT_SERVERS)
+        .map(|(server_id, status)| ServerReport {
+            server_id,
+            state: status.state.name().to_string(),
+            protocol_version: status.protocol_version.unwrap_or_default(),
+            tools: u32::try_from(status.tools).unwrap_or(u32::MAX),
+            held: u32::try_from(status.held.len()).unwrap_or(u32::MAX),
+        })
+        .collect();
+    (reports, total)
 }
 
 /// Per-server problems this node sees: failed servers, quarantined tools

@@ -49,7 +49,7 @@ async fn admin_status(sms: &str, admin: &TlsIdentity) -> Result<Duration, String
         .await
         .map_err(|e| spear_common::text::causes(&e))?;
     StatusClient::new(channel)
-        .get_status(StatusRequest {})
+        .get_status(StatusRequest::default())
         .await
         .map_err(|e| e.to_string())?;
     Ok(start.elapsed())

@@ -188,6 +188,9 @@ pub struct SmsProc {
     pub proc: Proc,
     pub grpc: String,
     pub metrics: String,
+    /// The console's base URL (`https://` under TLS); empty when it is
+    /// off (no token to sign in with).
+    pub console: String,
     pub options: SmsOptions,
     workdir: tempfile::TempDir,
 }
@@ -206,9 +209,13 @@ impl SmsProc {
             .arg(format!("{host}:{port}"))
             .arg("--metrics-listen")
             .arg(format!("{host}:0"))
+            .arg("--console-listen")
+            .arg(format!("{host}:0"))
             .arg("--ready-file")
             .arg(&ready)
             .env_remove("SMS_ADMIN_TOKEN_FILE")
+            .env_remove("SMS_CONSOLE_LISTEN")
+            .env_remove("SMS_VIEWER_TOKEN_FILE")
             .env_remove("SMS_TLS_CA")
             .env_remove("SMS_TLS_CERT")
             .env_remove("SMS_TLS_KEY")
@@ -252,9 +259,15 @@ impl SmsProc {
             }
             _ => metrics,
         };
+        let console = match ready["console"].as_str() {
+            Some(addr) if options.tls.is_some() => format!("https://{addr}"),
+            Some(addr) => format!("http://{addr}"),
+            None => String::new(),
+        };
         SmsProc {
             grpc: ready["grpc"].as_str().unwrap_or_default().to_string(),
             metrics,
+            console,
             proc,
             options,
             workdir,

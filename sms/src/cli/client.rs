@@ -115,7 +115,7 @@ pub(super) fn request<T>(args: &ClientArgs, body: T) -> Result<tonic::Request<T>
 pub async fn status(args: &ClientArgs) -> Result<()> {
     let mut client = StatusClient::new(connect_sms(args).await?);
     let status = client
-        .get_status(request(args, StatusRequest {})?)
+        .get_status(request(args, StatusRequest::default())?)
         .await
         .map_err(status_error)?
         .into_inner();

@@ -15,7 +15,7 @@ use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 use crate::server::{Sms, SmsConfig, StoreConfig};
 use crate::store::{EtcdStoreConfig, EtcdTls, EtcdUser};
 use crate::watch::HubConfig;
-use spear_identity::{AdminToken, JoinToken, TlsFlags, TlsIdentity};
+use spear_identity::{AdminToken, JoinToken, TlsFlags, TlsIdentity, ViewerToken};
 
 #[derive(Debug, Args, Default)]
 pub struct ServeArgs {
@@ -87,6 +87,19 @@ pub struct ServeArgs {
     /// Log format: human or json [default: human].
     #[arg(long, env = "SMS_LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// The operator console's listen address [default: 127.0.0.1:7380];
+    /// "off" disables it. Signing in needs --admin-token-file (or
+    /// --viewer-token-file); HTTPS when SMS has TLS.
+    #[arg(long, env = "SMS_CONSOLE_LISTEN")]
+    pub console_listen: Option<String>,
+    /// File holding a read-only token for the console (viewers see every
+    /// view and change nothing); re-read when it changes.
+    #[arg(long, env = "SMS_VIEWER_TOKEN_FILE")]
+    pub viewer_token_file: Option<PathBuf>,
+    /// Directory modules uploaded through the console are written to
+    /// (nodes must read it: their policy lists file:///DIR/).
+    #[arg(long, env = "SMS_MODULE_DIR")]
+    pub module_dir: Option<PathBuf>,
     /// Hours of the nodes' audit records SMS keeps [default: 168].
     #[arg(long, env = "SMS_AUDIT_RETENTION_HOURS")]
     pub audit_retention_hours: Option<u64>,
@@ -121,6 +134,9 @@ struct FileConfig {
     history_len: Option<usize>,
     log_format: Option<String>,
     audit_retention_hours: Option<u64>,
+    console_listen: Option<String>,
+    viewer_token_file: Option<PathBuf>,
+    module_dir: Option<PathBuf>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
@@ -220,6 +236,29 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         }
         audit_retention.max_age = std::time::Duration::from_secs(hours.saturating_mul(3600));
     }
+    let console = args
+        .console_listen
+        .clone()
+        .or(file.console_listen)
+        .unwrap_or_else(|| crate::console::DEFAULT_LISTEN.to_string());
+    let console_listen = console
+        .parse::<Listen>()
+        .map_err(|bad| anyhow!("--console-listen {bad}"))?
+        .addr();
+    let viewer_token = match args.viewer_token_file.clone().or(file.viewer_token_file) {
+        Some(path) => ViewerToken::from_file(path)?,
+        None => ViewerToken::none(),
+    };
+    let module_dir = match args.module_dir.clone().or(file.module_dir) {
+        Some(dir) if dir.is_dir() => Some(dir.canonicalize().with_context(|| {
+            format!("--module-dir {}: cannot resolve it", dir.display())
+        })?),
+        Some(dir) => bail!(
+            "--module-dir {} is not a directory; create it (nodes must read it) or leave the flag out",
+            dir.display()
+        ),
+        None => None,
+    };
     let config = SmsConfig {
         listen,
         metrics_listen,
@@ -233,6 +272,9 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         hub,
         oauth_key_file: args.oauth_key_file.clone().or(file.oauth_key_file),
         audit_retention,
+        console_listen,
+        viewer_token,
+        module_dir,
     };
     Ok((config, log_format))
 }
@@ -306,13 +348,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         let ready = serde_json::json!({
             "grpc": sms.grpc_addr.to_string(),
             "metrics": sms.metrics_addr.map(|a| a.to_string()),
+            "console": sms.console_addr.map(|a| a.to_string()),
         });
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, ready.to_string())
             .with_context(|| format!("cannot write {}", tmp.display()))?;
         std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    info!(grpc = %sms.grpc_addr, metrics = ?sms.metrics_addr, "SMS serving");
+    info!(grpc = %sms.grpc_addr, metrics = ?sms.metrics_addr, console = ?sms.console_addr, "SMS serving");
     // SMS follows its files as they change (server directory, TLS
     // material, admin token); a SIGHUP, as `systemctl reload` sends, must
     // not stop it.

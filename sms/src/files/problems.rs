@@ -18,6 +18,8 @@ pub struct FileProblems {
     /// Whole scans of the directory so far (`sms_mcp_dir_scans`): a
     /// directory nobody touches is scanned once per rescan period.
     scans: AtomicU64,
+    /// Bumped by every change: the console's live views follow it.
+    version: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -37,12 +39,26 @@ impl FileProblems {
             return false;
         }
         inner.by_file.insert(file.to_string(), problems);
+        self.changed();
         true
     }
 
     /// Forgets the problems of `file`; true if it had any.
     pub fn clear(&self, file: &str) -> bool {
-        self.inner.write().by_file.remove(file).is_some()
+        let had = self.inner.write().by_file.remove(file).is_some();
+        if had {
+            self.changed();
+        }
+        had
+    }
+
+    fn changed(&self) {
+        self.version.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Changes whenever the problems do.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
     }
 
     pub fn has(&self, file: &str) -> bool {
@@ -51,10 +67,12 @@ impl FileProblems {
 
     /// Drops entries of files no longer in the directory.
     pub fn retain_files(&self, present: &BTreeSet<String>) {
-        self.inner
-            .write()
-            .by_file
-            .retain(|file, _| present.contains(file));
+        let mut inner = self.inner.write();
+        let before = inner.by_file.len();
+        inner.by_file.retain(|file, _| present.contains(file));
+        if inner.by_file.len() != before {
+            self.changed();
+        }
     }
 
     /// Counts one whole scan of the directory.
@@ -78,7 +96,11 @@ impl FileProblems {
     }
 
     pub fn set_dir_error(&self, error: Option<String>) {
-        self.inner.write().dir_error = error;
+        let mut inner = self.inner.write();
+        if inner.dir_error != error {
+            inner.dir_error = error;
+            self.changed();
+        }
     }
 
     /// Number of files currently rejected (plus one if the directory itself

@@ -44,13 +44,27 @@ impl StatusService {
 
     /// The status as of now.
     pub fn snapshot(&self) -> StatusResponse {
+        self.snapshot_for(None)
+    }
+
+    /// The status as of now; with `node_id`, only that node, with its
+    /// servers' states.
+    pub fn snapshot_for(&self, node_id: Option<&str>) -> StatusResponse {
         let (epoch, revision) = self.hub.position();
+        let nodes = match node_id {
+            Some(id) => self
+                .nodes
+                .node_status(id, epoch, revision)
+                .into_iter()
+                .collect(),
+            None => self.nodes.status(epoch, revision),
+        };
         StatusResponse {
             epoch,
             revision,
             server_count: self.hub.server_count() as u32,
             file_problems: self.problems.to_proto(),
-            nodes: self.nodes.status(epoch, revision),
+            nodes,
             watch_streams: self.hub.stats.streams.load(Ordering::Relaxed) as u32,
             store: self.hub.store().kind().to_string(),
             insecure: self.insecure,
@@ -65,6 +79,9 @@ impl StatusApi for StatusService {
         request: Request<StatusRequest>,
     ) -> Result<Response<StatusResponse>, Status> {
         self.access.admin(&request, "get_status")?;
-        Ok(Response::new(self.snapshot()))
+        let node_id = &request.get_ref().node_id;
+        Ok(Response::new(
+            self.snapshot_for((!node_id.is_empty()).then_some(node_id.as_str())),
+        ))
     }
 }

@@ -2,7 +2,8 @@ use std::sync::Arc;
 
 use spear_proto::v1::tasks_server::Tasks as TasksApi;
 use spear_proto::v1::{
-    DeleteTaskRequest, DeleteTaskResponse, GetTaskRequest, InvokeRequest, InvokeResponse,
+    DeleteTaskRequest, DeleteTaskResponse, ExplainRequest, ExplainResponse, GetTaskRequest,
+    InvokeRequest, InvokeResponse,
     ListTasksRequest, ListTasksResponse, RegisterTaskRequest, RegisterTaskResponse, TaskSpec,
 };
 use tonic::{Request, Response, Status};
@@ -113,6 +114,25 @@ impl TasksApi for TasksService {
         result?;
         info!(task_id = %id, %caller, "task deleted");
         Ok(Response::new(DeleteTaskResponse {}))
+    }
+
+    async fn explain_task(
+        &self,
+        request: Request<ExplainRequest>,
+    ) -> Result<Response<ExplainResponse>, Status> {
+        self.access.admin(&request, "explain_task")?;
+        let request = request.into_inner();
+        let task = self
+            .store
+            .get(&request.task_id)
+            .await
+            .map_err(task_status)?;
+        let response = self
+            .invoker
+            .explain(request, task)
+            .await
+            .map_err(invoke_status)?;
+        Ok(Response::new(response))
     }
 
     async fn invoke_task(

@@ -14,12 +14,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use spear_common::text;
+use tokio::sync::watch;
 use spear_proto::v1::{HeartbeatRequest, NodeStatus};
 
 use crate::store::{Epoch, Revision};
 
 pub use spear_proto::defaults::NODE_TTL;
-use spear_proto::defaults::{MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_TEXT as MAX_TEXT};
+use spear_proto::defaults::{
+    MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_SERVERS, MAX_HEARTBEAT_TEXT as MAX_TEXT,
+};
 /// A lost node is forgotten after this long.
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 /// Forgotten nodes are swept at most this often, not on every heartbeat.
@@ -55,6 +58,8 @@ pub enum NodeError {
 pub struct NodeTable {
     nodes: RwLock<Nodes>,
     limit: usize,
+    /// Counts accepted heartbeats: the console's live views follow it.
+    changes: watch::Sender<u64>,
 }
 
 impl Default for NodeTable {
@@ -75,7 +80,13 @@ impl NodeTable {
         Self {
             nodes: RwLock::default(),
             limit,
+            changes: watch::channel(0).0,
         }
+    }
+
+    /// Changes with every accepted heartbeat.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Records a heartbeat, registering the node on its first one.
@@ -95,6 +106,12 @@ impl NodeTable {
         for problem in &mut report.problems {
             text::truncate(&mut problem.message, MAX_TEXT);
             text::truncate(&mut problem.server_id, MAX_TEXT);
+        }
+        report.servers.truncate(MAX_HEARTBEAT_SERVERS);
+        for server in &mut report.servers {
+            text::truncate(&mut server.server_id, MAX_TEXT);
+            text::truncate(&mut server.state, MAX_TEXT);
+            text::truncate(&mut server.protocol_version, MAX_TEXT);
         }
         let mut guard = self.nodes.write();
         let table = &mut *guard;
@@ -134,17 +151,46 @@ impl NodeTable {
                 last_seen: now,
             },
         );
+        drop(guard);
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
         Ok(())
     }
 
-    /// Every known node with its lag behind `(epoch, revision)`.
+    /// Every known node with its lag behind `(epoch, revision)`, without
+    /// its servers' states (see [`NodeTable::node_status`]).
     pub fn status(&self, epoch: Epoch, revision: Revision) -> Vec<NodeStatus> {
-        let now = Instant::now();
-        self.nodes
-            .read()
+        let nodes = self.nodes.read();
+        nodes
             .by_id
             .values()
-            .map(|n| {
+            .map(|n| Self::entry_status(n, epoch, revision, false))
+            .collect()
+    }
+
+    /// How many nodes heartbeat within the TTL.
+    pub fn alive_count(&self) -> usize {
+        let now = Instant::now();
+        let nodes = self.nodes.read();
+        nodes
+            .by_id
+            .values()
+            .filter(|n| now.duration_since(n.last_seen) < NODE_TTL)
+            .count()
+    }
+
+    /// One node's status with each of its servers' states.
+    pub fn node_status(&self, node_id: &str, epoch: Epoch, revision: Revision) -> Option<NodeStatus> {
+        let nodes = self.nodes.read();
+        nodes
+            .by_id
+            .get(node_id)
+            .map(|n| Self::entry_status(n, epoch, revision, true))
+    }
+
+    fn entry_status(n: &NodeEntry, epoch: Epoch, revision: Revision, servers: bool) -> NodeStatus {
+        let now = Instant::now();
+        {
+            {
                 let r = &n.report;
                 let lag = if r.applied_epoch == epoch {
                     revision.saturating_sub(r.applied_revision)
@@ -165,9 +211,11 @@ impl NodeTable {
                     invoke_addr: r.invoke_addr.clone(),
                     running: r.running,
                     draining: r.draining,
+                    servers: if servers { r.servers.clone() } else { Vec::new() },
+                    server_total: r.server_total,
                 }
-            })
-            .collect()
+            }
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use spear_identity::{Access, AdminToken, Identity, JoinToken, TlsIdentity};
+use spear_identity::{Access, AdminToken, Identity, JoinToken, TlsIdentity, ViewerToken};
 use tokio::net::TcpListener;
 use tracing::info;
 
@@ -62,6 +62,12 @@ pub struct SmsConfig {
     pub oauth_key_file: Option<PathBuf>,
     /// How long and how much of the nodes' audit records SMS keeps.
     pub audit_retention: crate::audit::Retention,
+    /// The console's address (`--console-listen`); `None`: off.
+    pub console_listen: Option<SocketAddr>,
+    /// A read-only sign-in for the console (`--viewer-token-file`).
+    pub viewer_token: ViewerToken,
+    /// Where console uploads of modules go (`--module-dir`).
+    pub module_dir: Option<PathBuf>,
 }
 
 /// Why SMS could not start.
@@ -90,6 +96,8 @@ pub enum StartError {
     OAuthKey(#[from] KeyError),
     #[error("this machine gave no randomness for SMS's sealing key; try again")]
     NoRandomness,
+    #[error(transparent)]
+    Console(#[from] crate::console::ConsoleError),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -102,6 +110,8 @@ pub struct Sms {
     pub problems: Arc<FileProblems>,
     pub grpc_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the console serves; `None` when it is off.
+    pub console_addr: Option<SocketAddr>,
     listener: TcpListener,
     tls: Option<TlsIdentity>,
     access: Access,
@@ -178,6 +188,26 @@ impl Sms {
             max_watches_per_node: config.max_watches_per_node,
             insecure,
         });
+        let console_addr = match config.console_listen {
+            Some(listen) => {
+                let console = crate::console::ConsoleConfig {
+                    listen,
+                    tls: config.tls.clone(),
+                    insecure: config.insecure,
+                    admin_token: config.admin_token.clone(),
+                    viewer_token: config.viewer_token.clone(),
+                    module_dir: config.module_dir.clone(),
+                };
+                let deps = crate::console::ConsoleDeps {
+                    api: services.console_api(),
+                    hub: Arc::clone(&hub),
+                    nodes: Arc::clone(&nodes),
+                    problems: Arc::clone(&problems),
+                };
+                crate::console::Console::serve(console, deps).await?
+            }
+            None => None,
+        };
         let tls = config.tls.is_some();
         info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");
         Ok(Sms {
@@ -186,6 +216,7 @@ impl Sms {
             problems,
             grpc_addr,
             metrics_addr,
+            console_addr,
             listener,
             tls: config.tls,
             access,

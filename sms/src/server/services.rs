@@ -58,17 +58,20 @@ pub struct ServicesDeps {
     pub insecure: bool,
 }
 
+/// Each service behind an `Arc`: the gRPC server and the console
+/// (which calls them in process, [`crate::console::Api`]) share them.
 pub struct Services {
-    registry: RegistryService,
-    admin: AdminService,
-    nodes: NodesService,
-    pins: PinsService,
-    approvals: ApprovalsService,
-    audit: AuditService,
-    status: StatusService,
-    tasks: TasksService,
-    credentials: CredentialsService,
-    revocations: RevocationsService,
+    registry: Arc<RegistryService>,
+    admin: Arc<AdminService>,
+    nodes: Arc<NodesService>,
+    pins: Arc<PinsService>,
+    approvals: Arc<ApprovalsService>,
+    audit: Arc<AuditService>,
+    status: Arc<StatusService>,
+    tasks: Arc<TasksService>,
+    credentials: Arc<CredentialsService>,
+    revocations: Arc<RevocationsService>,
+    events: TrustEvents,
 }
 
 impl Services {
@@ -93,39 +96,74 @@ impl Services {
         let events = TrustEvents::default();
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
         Services {
-            registry: RegistryService::new(Arc::clone(&hub), access.clone(), max_watches_per_node),
-            pins: PinsService::new(
+            registry: Arc::new(RegistryService::new(
+                Arc::clone(&hub),
+                access.clone(),
+                max_watches_per_node,
+            )),
+            pins: Arc::new(
+                PinsService::new(
                 Arc::new(PinBook::default()),
                 events.clone(),
                 Arc::clone(&hub),
                 Arc::clone(&writer),
                 access.clone(),
             )
-            .audited(admin_audit.clone()),
-            approvals: ApprovalsService::new(
-                Arc::new(ApprovalBook::default()),
+                .audited(admin_audit.clone()),
+            ),
+            approvals: Arc::new(
+                ApprovalsService::new(
+                    Arc::new(ApprovalBook::default()),
+                    events.clone(),
+                    access.clone(),
+                )
+                .audited(admin_audit.clone()),
+            ),
+            audit: Arc::new(AuditService::new(
+                Arc::clone(&stores.audit),
                 events.clone(),
                 access.clone(),
-            )
-            .audited(admin_audit.clone()),
-            audit: AuditService::new(Arc::clone(&stores.audit), events, access.clone()),
-            admin: AdminService::new(
-                Arc::new(Admin::new(writer, keys.sealer.clone())),
-                access.clone(),
-            )
-            .audited(admin_audit.clone()),
-            tasks: TasksService::new(stores.tasks, Arc::new(invoker), access.clone())
+            )),
+            admin: Arc::new(
+                AdminService::new(
+                    Arc::new(Admin::new(writer, keys.sealer.clone())),
+                    access.clone(),
+                )
                 .audited(admin_audit.clone()),
-            nodes: NodesService::new(
+            ),
+            tasks: Arc::new(
+                TasksService::new(stores.tasks, Arc::new(invoker), access.clone())
+                    .audited(admin_audit.clone()),
+            ),
+            nodes: Arc::new(NodesService::new(
                 Arc::clone(&nodes),
                 stores.shared_nodes,
                 Arc::clone(&hub),
                 access.clone(),
+            )),
+            credentials: Arc::new(
+                CredentialsService::new(Arc::new(broker), keys.sealer, access.clone())
+                    .audited(admin_audit.clone()),
             ),
-            credentials: CredentialsService::new(Arc::new(broker), keys.sealer, access.clone())
-                .audited(admin_audit.clone()),
-            revocations: RevocationsService::new(revocations, access.clone()).audited(admin_audit),
-            status: StatusService::new(hub, nodes, problems, access).insecure(insecure),
+            revocations: Arc::new(
+                RevocationsService::new(revocations, access.clone()).audited(admin_audit),
+            ),
+            status: Arc::new(StatusService::new(hub, nodes, problems, access).insecure(insecure)),
+            events,
+        }
+    }
+
+    /// The services the console calls in process.
+    pub fn console_api(&self) -> crate::console::Api {
+        crate::console::Api {
+            registry: Arc::clone(&self.registry),
+            status: Arc::clone(&self.status),
+            tasks: Arc::clone(&self.tasks),
+            pins: Arc::clone(&self.pins),
+            approvals: Arc::clone(&self.approvals),
+            audit: Arc::clone(&self.audit),
+            credentials: Arc::clone(&self.credentials),
+            events: self.events.clone(),
         }
     }
 
@@ -164,24 +202,24 @@ impl Services {
         spear_identity::server()
             .layer(access.gate().with_deadlines(deadlines))
             .add_service(health)
-            .add_service(RegistryServer::new(self.registry).max_decoding_message_size(64 * KIB))
-            .add_service(AdminServer::new(self.admin).max_decoding_message_size(2 * MIB))
+            .add_service(RegistryServer::from_arc(self.registry).max_decoding_message_size(64 * KIB))
+            .add_service(AdminServer::from_arc(self.admin).max_decoding_message_size(2 * MIB))
             .add_service(
-                NodesServer::new(self.nodes)
+                NodesServer::from_arc(self.nodes)
                     .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
-            .add_service(PinsServer::new(self.pins).max_decoding_message_size(8 * MIB))
-            .add_service(ApprovalsServer::new(self.approvals).max_decoding_message_size(256 * KIB))
-            .add_service(AuditServer::new(self.audit).max_decoding_message_size(16 * MIB))
-            .add_service(StatusServer::new(self.status).max_decoding_message_size(4 * KIB))
+            .add_service(PinsServer::from_arc(self.pins).max_decoding_message_size(8 * MIB))
+            .add_service(ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB))
+            .add_service(AuditServer::from_arc(self.audit).max_decoding_message_size(16 * MIB))
+            .add_service(StatusServer::from_arc(self.status).max_decoding_message_size(4 * KIB))
             .add_service(
-                CredentialsServer::new(self.credentials).max_decoding_message_size(128 * KIB),
+                CredentialsServer::from_arc(self.credentials).max_decoding_message_size(128 * KIB),
             )
             .add_service(
-                RevocationsServer::new(self.revocations).max_decoding_message_size(4 * KIB),
+                RevocationsServer::from_arc(self.revocations).max_decoding_message_size(4 * KIB),
             )
             .add_service(
-                TasksServer::new(self.tasks)
+                TasksServer::from_arc(self.tasks)
                     .max_decoding_message_size(defaults::MAX_INVOKE_REQUEST_BYTES)
                     .max_encoding_message_size(defaults::MAX_INVOKE_RESPONSE_BYTES),
             )

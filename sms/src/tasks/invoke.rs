@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
-use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
+use spear_proto::v1::{ExplainRequest, ExplainResponse, InvokeRequest, InvokeResponse, TaskSpec};
 use tonic::transport::Channel;
 use tonic::Code;
 use tracing::{info_span, warn, Instrument};
@@ -256,6 +256,44 @@ impl Invoker {
         Err(InvokeError::AllFailed(failures.join("; ")))
     }
 }
+
+impl Invoker {
+    /// Asks node `request.node_id` what a session of `task` would be
+    /// offered there, with the node's live connections.
+    pub async fn explain(
+        &self,
+        mut request: ExplainRequest,
+        task: TaskSpec,
+    ) -> Result<ExplainResponse, InvokeError> {
+        let nodes = self.candidates().await;
+        let Some(node) = nodes.into_iter().find(|n| n.node_id == request.node_id) else {
+            return Err(InvokeError::NodeUnavailable(request.node_id));
+        };
+        let channel = self
+            .channel(&node)
+            .map_err(|e| InvokeError::AllFailed(format!("{}: {e}", node.node_id)))?;
+        request.task = Some(task);
+        let mut call = tonic::Request::new(request);
+        self.join.attach(call.metadata_mut());
+        // Listing a server's tools may start it: its connect timeout and a margin.
+        call.set_timeout(EXPLAIN_WITHIN);
+        let answer = tokio::time::timeout(
+            EXPLAIN_WITHIN,
+            InvocationClient::new(channel).explain(call),
+        )
+        .await
+        .map_err(|_| InvokeError::NoAnswer {
+            node: node.node_id.clone(),
+            after: EXPLAIN_WITHIN,
+        })?;
+        answer
+            .map(tonic::Response::into_inner)
+            .map_err(InvokeError::Refused)
+    }
+}
+
+/// How long a node may take to explain (it may start servers to list them).
+const EXPLAIN_WITHIN: Duration = Duration::from_secs(30);
 
 /// True when the node itself answered "unavailable" (it is draining, or
 /// cannot fetch the task): a node says so before it runs anything.

@@ -27,7 +27,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use spear_proto::task::check_task_spec;
-use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace};
+use spear_proto::v1::{
+    ExplainRequest, ExplainResponse, InvokeRequest, InvokeResponse, TaskSpec, ToolCallTrace,
+};
 use tracing::{info, info_span, Instrument};
 
 pub use limits::{LimitPolicy, LimitRefused, RunLimits};
@@ -209,6 +211,30 @@ impl Invoker {
         let mut response = response(self.node_id.clone(), task.id, outcome);
         response.invocation_id = invocation_id;
         Ok(response)
+    }
+
+    /// What a session of the request's task would be offered here, and
+    /// which rule decided each server and tool.
+    pub async fn explain(&self, request: ExplainRequest) -> Result<ExplainResponse, InvokeError> {
+        let task = request.task.ok_or_else(|| {
+            InvokeError::InvalidRequest("an explain request carries its task".into())
+        })?;
+        let policy = crate::tool_policy::parse_task_config(&task.config_json)?;
+        let mut writes = Vec::with_capacity(request.writes.len());
+        for write in request.writes {
+            let value = serde_json::from_str(&write.value_json).map_err(|e| {
+                InvokeError::InvalidRequest(format!(
+                    "session param {}: the value is not JSON ({e}); write strings in quotes",
+                    write.key
+                ))
+            })?;
+            writes.push((write.key, value));
+        }
+        let explanation = self.router.explain(&policy, &writes).await;
+        Ok(ExplainResponse {
+            node_id: self.node_id.clone(),
+            explanation_json: explanation.to_json().to_string(),
+        })
     }
 
     /// Everything the task asks of the node, checked against its policy

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use spear_identity::{incoming, server, Access, AdminToken, DenyList, JoinToken, TlsIdentity};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
-use spear_proto::v1::{InvokeRequest, InvokeResponse};
+use spear_proto::v1::{ExplainRequest, ExplainResponse, InvokeRequest, InvokeResponse};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 use tracing::warn;
@@ -56,6 +56,18 @@ fn to_status(error: InvokeError) -> Status {
 
 #[tonic::async_trait]
 impl Invocation for InvocationService {
+    async fn explain(
+        &self,
+        request: Request<ExplainRequest>,
+    ) -> Result<Response<ExplainResponse>, Status> {
+        self.access.runner(&request)?;
+        self.invoker
+            .explain(request.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(to_status)
+    }
+
     async fn invoke(
         &self,
         request: Request<InvokeRequest>,

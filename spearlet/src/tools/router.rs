@@ -120,6 +120,18 @@ impl Router {
 
     /// Every tool the policy lets this session offer, from usable servers.
     /// Servers not connected yet are connected concurrently.
+    /// What a session of `task` with `writes` would be offered here, with
+    /// this node's registry and live connections: `spearlet explain`'s
+    /// answer, for SMS's console.
+    pub async fn explain(
+        &self,
+        task: &TaskPolicy,
+        writes: &[(String, serde_json::Value)],
+    ) -> super::Explanation {
+        let view = self.registry.current();
+        super::explain(task, writes, &view, Some(&self.connections)).await
+    }
+
     pub async fn tool_set(&self, task: &TaskPolicy, session: &SessionPolicy) -> ToolSet {
         let view = self.registry.current();
         let mut seen = std::collections::BTreeSet::new();

@@ -90,6 +90,9 @@ pub async fn start_sms_with(
         hub: HubConfig::default(),
         oauth_key_file: None,
         audit_retention: Default::default(),
+        console_listen: None,
+        viewer_token: Default::default(),
+        module_dir: None,
     };
     let sms = Sms::start(config)
         .await

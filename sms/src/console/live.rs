@@ -1,0 +1,201 @@
+//! `/events`: server-sent events that tell a page which of its parts
+//! changed, so its script re-reads them (the page is re-rendered by the
+//! same code that rendered it first: one source of truth, no client-side
+//! templates). Topics:
+//!
+//! - `registry`: the registry's revision moved (a file or admin write).
+//! - `problems`: a file of the MCP directory became broken or was fixed.
+//! - `nodes`: a heartbeat arrived, or a node stopped being alive.
+//! - `trust`: an approval was asked for or decided, or a pin drifted.
+//! - `audit`: a record reached SMS.
+//!
+//! Each stream is one task: it wakes on SMS's own signals (the hub's
+//! watch, the trust broadcast, heartbeats) and checks the cheap counters
+//! of the rest every 250 ms; events of one topic are at most one per
+//! 250 ms. At most [`MAX_STREAMS`] are open at once.
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use spear_proto::v1::trust_event::Event as Trust;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+use super::Shared;
+
+/// Event streams open at once, over all sessions.
+pub const MAX_STREAMS: usize = 256;
+/// How often the counters are looked at.
+const TICK: Duration = Duration::from_millis(250);
+
+/// The nodes topic is sent at most this often.
+const NODES_EVERY: Duration = Duration::from_secs(1);
+
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(Deserialize)]
+pub struct Topics {
+    #[serde(default)]
+    topics: String,
+}
+
+/// Holds one of the [`MAX_STREAMS`] places while its stream is open.
+struct Place;
+
+impl Place {
+    fn take() -> Option<Place> {
+        let taken = OPEN.fetch_add(1, Ordering::AcqRel);
+        if taken >= MAX_STREAMS {
+            OPEN.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Place)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What a stream has told its page so far.
+#[derive(Default, PartialEq, Eq, Clone, Copy)]
+struct Seen {
+    position: (u64, u64),
+    problems: u64,
+    alive: usize,
+}
+
+pub async fn events(State(state): State<Shared>, Query(topics): Query<Topics>) -> Response {
+    let Some(place) = Place::take() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live views are open; close some console tabs\n",
+        )
+            .into_response();
+    };
+    let wanted: BTreeSet<String> = topics
+        .topics
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    let (sender, receiver) = mpsc::channel::<&'static str>(16);
+    tokio::spawn(follow(state, wanted, sender, place));
+    let stream = ReceiverStream::new(receiver)
+        .map(|topic| Ok::<_, Infallible>(Event::default().event(topic).data(topic)));
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Sends the topics that changed until the page goes away.
+async fn follow(
+    state: Shared,
+    wanted: BTreeSet<String>,
+    sender: mpsc::Sender<&'static str>,
+    _place: Place,
+) {
+    let mut trust = state.api.events.subscribe();
+    let mut heartbeats = state.nodes.changes();
+    let mut seen = snapshot(&state);
+    let mut ticks = tokio::time::interval(TICK);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut dirty: BTreeSet<&'static str> = BTreeSet::new();
+    let mut last_alive_check = tokio::time::Instant::now();
+    let mut last_nodes_sent = tokio::time::Instant::now() - NODES_EVERY;
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            received = trust.recv() => match received {
+                Ok(event) => match event.event {
+                    Some(Trust::Audit(_)) => { dirty.insert("audit"); }
+                    Some(_) => { dirty.insert("trust"); }
+                    None => {}
+                },
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    dirty.insert("trust");
+                    dirty.insert("audit");
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            changed = heartbeats.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                dirty.insert("nodes");
+                heartbeats.borrow_and_update();
+                // The tick sends it.
+                continue;
+            }
+        }
+        let now = snapshot_cheap(&state, seen);
+        if now.position != seen.position {
+            dirty.insert("registry");
+        }
+        if now.problems != seen.problems {
+            dirty.insert("problems");
+        }
+        seen.position = now.position;
+        seen.problems = now.problems;
+        // Nodes stop being alive without a heartbeat: look once a second.
+        if last_alive_check.elapsed() >= Duration::from_secs(1) {
+            last_alive_check = tokio::time::Instant::now();
+            let alive = alive_nodes(&state);
+            if alive != seen.alive {
+                seen.alive = alive;
+                dirty.insert("nodes");
+            }
+        }
+        // A fleet heartbeats all the time: its page is re-read at most
+        // once a second.
+        let nodes_wait = last_nodes_sent.elapsed() < NODES_EVERY;
+        for topic in std::mem::take(&mut dirty) {
+            if !wanted.contains(topic) {
+                continue;
+            }
+            if topic == "nodes" {
+                if nodes_wait {
+                    dirty.insert(topic);
+                    continue;
+                }
+                last_nodes_sent = tokio::time::Instant::now();
+            }
+            if sender.send(topic).await.is_err() {
+                return;
+            }
+        }
+        if sender.is_closed() {
+            return;
+        }
+    }
+}
+
+fn snapshot(state: &Shared) -> Seen {
+    Seen {
+        alive: alive_nodes(state),
+        ..snapshot_cheap(state, Seen::default())
+    }
+}
+
+/// The counters that cost nothing to read.
+fn snapshot_cheap(state: &Shared, seen: Seen) -> Seen {
+    Seen {
+        position: state.hub.position(),
+        problems: state.problems.version(),
+        alive: seen.alive,
+    }
+}
+
+fn alive_nodes(state: &Shared) -> usize {
+    state.nodes.alive_count()
+}

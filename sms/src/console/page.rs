@@ -1,0 +1,183 @@
+//! The frame every console page shares: the head (one stylesheet, one
+//! script, both served from the binary), the navigation, the signed-in
+//! role and sign-out, and small helpers for tables that page and search.
+//!
+//! Everything is rendered with maud, which escapes every value it is
+//! given: a string from a server file, a node or a guest is text, never
+//! markup. No page holds inline script or style (the CSP forbids both).
+
+use maud::{html, Markup, DOCTYPE};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use serde::Deserialize;
+
+use super::session::Session;
+
+/// Rows per page in every list.
+pub const PER_PAGE: usize = 50;
+
+/// The sections, in navigation order: (path, label).
+const SECTIONS: &[(&str, &str)] = &[
+    ("/", "Registry"),
+    ("/nodes", "Nodes"),
+    ("/tasks", "Tasks"),
+    ("/explain", "Explain"),
+    ("/trust", "Trust"),
+    ("/audit", "Audit"),
+    ("/oauth", "OAuth"),
+];
+
+/// A whole page: `section` is the path of the navigation entry to mark,
+/// `src` the URL its live regions are re-read from.
+pub fn page(title: &str, section: &str, src: &str, session: &Session, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Spear console" }
+                link rel="stylesheet" href="/assets/console.css";
+                script src="/assets/console.js" defer {}
+            }
+            body {
+                a class="skip" href="#main" { "Skip to content" }
+                header {
+                    span class="brand" { "Spear" }
+                    nav aria-label="Sections" {
+                        ul {
+                            @for (path, label) in SECTIONS {
+                                li {
+                                    @if *path == section {
+                                        a href=(path) aria-current="page" { (label) }
+                                    } @else {
+                                        a href=(path) { (label) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    span class="role" data-role=(session.role.name()) { "Signed in as " (session.role.name()) }
+                    form method="post" action="/logout" class="inline" {
+                        input type="hidden" name="csrf" value=(session.csrf);
+                        button type="submit" { "Sign out" }
+                    }
+                    span id="live" class="live" aria-live="polite" { "" }
+                }
+                main id="main" data-src=(src) {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A page for someone not signed in (the sign-in form, or a refusal).
+pub fn bare(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Spear console" }
+                link rel="stylesheet" href="/assets/console.css";
+            }
+            body {
+                main id="main" class="narrow" {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// The hidden CSRF field every write form carries.
+pub fn csrf(session: &Session) -> Markup {
+    html! { input type="hidden" name="csrf" value=(session.csrf); }
+}
+
+/// A message box: what happened, for the result of a write.
+pub fn notice(kind: &str, text: &str) -> Markup {
+    html! { p class={"notice " (kind)} role=(if kind == "error" { "alert" } else { "status" }) { (text) } }
+}
+
+/// `segment` safe inside a URL path or query.
+pub fn enc(segment: &str) -> String {
+    utf8_percent_encode(segment, NON_ALPHANUMERIC).to_string()
+}
+
+/// A list's place: which page, and what to search for.
+#[derive(Debug, Default, Deserialize)]
+pub struct Paging {
+    #[serde(default)]
+    pub q: String,
+    #[serde(default)]
+    pub page: usize,
+}
+
+/// Rows `paging` shows of `all` (already filtered), and the pager.
+pub fn paged<T>(all: Vec<T>, paging: &Paging, base: &str) -> (Vec<T>, Markup) {
+    let total = all.len();
+    let pages = total.div_ceil(PER_PAGE).max(1);
+    let page = paging.page.min(pages - 1);
+    let rows: Vec<T> = all
+        .into_iter()
+        .skip(page * PER_PAGE)
+        .take(PER_PAGE)
+        .collect();
+    let link = |p: usize| format!("{base}?q={}&page={p}", enc(&paging.q));
+    let pager = html! {
+        nav class="pager" aria-label="Pages" {
+            span { (total) " in all · page " (page + 1) " of " (pages) }
+            @if page > 0 { " " a href=(link(page - 1)) rel="prev" { "← previous" } }
+            @if page + 1 < pages { " " a href=(link(page + 1)) rel="next" { "next →" } }
+        }
+    };
+    (rows, pager)
+}
+
+/// The search box of a list at `base`.
+pub fn search(base: &str, paging: &Paging, label: &str) -> Markup {
+    html! {
+        form method="get" action=(base) class="search" role="search" {
+            label { (label) " " input type="search" name="q" value=(paging.q); }
+            button type="submit" { "Search" }
+        }
+    }
+}
+
+/// Whether `text` holds `q` (case-insensitive); an empty `q` matches all.
+pub fn matches(q: &str, texts: &[&str]) -> bool {
+    if q.is_empty() {
+        return true;
+    }
+    let q = q.to_lowercase();
+    texts.iter().any(|t| t.to_lowercase().contains(&q))
+}
+
+/// Unix milliseconds as UTC (`2026-11-26 14:03:07`); empty for 0.
+pub fn time(ms: u64) -> String {
+    if ms == 0 {
+        return String::new();
+    }
+    let nanos = i128::from(ms) * 1_000_000;
+    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => ms.to_string(),
+    }
+}
+
+/// A region the script refreshes when an event of one of `topics` comes.
+pub fn live(id: &str, topics: &str, body: Markup) -> Markup {
+    html! { section id=(id) data-live=(topics) { (body) } }
+}

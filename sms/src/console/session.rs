@@ -1,0 +1,202 @@
+//! Who is signed in to the console: a token (admin or viewer) is
+//! exchanged for a session, held here in memory and named by a random id
+//! in an HttpOnly, SameSite=Strict cookie (Secure under TLS). Each session
+//! carries its own CSRF token, which every write form sends back.
+//!
+//! Sessions live only in this SMS's memory: a restart signs everyone out,
+//! which is what an operator expects of a console after an upgrade.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rand::RngCore;
+use spear_identity::{AdminToken, ViewerToken};
+
+/// How long a sign-in lasts.
+pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
+/// The most sessions kept; beyond it the oldest is signed out.
+const MAX_SESSIONS: usize = 1024;
+
+/// What a signed-in person may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Everything the admin API allows.
+    Admin,
+    /// Read every view; no write control is shown, and none is accepted.
+    Viewer,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Viewer => "viewer",
+        }
+    }
+}
+
+/// One signed-in browser.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub role: Role,
+    /// Sent back in every write form.
+    pub csrf: String,
+    expires: Instant,
+}
+
+/// Why a write was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WriteRefused {
+    #[error("this session is read-only (viewer); sign in with the admin token to change anything")]
+    Viewer,
+    #[error("the form's CSRF token is missing or wrong; reload the page and try again")]
+    Csrf,
+}
+
+impl Session {
+    /// A write is allowed: an admin's, with this session's CSRF token.
+    pub fn may_write(&self, csrf: &str) -> Result<(), WriteRefused> {
+        if self.role != Role::Admin {
+            return Err(WriteRefused::Viewer);
+        }
+        if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
+            return Err(WriteRefused::Csrf);
+        }
+        Ok(())
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// The console's sessions and the tokens that open them.
+pub struct Sessions {
+    admin: AdminToken,
+    viewer: ViewerToken,
+    by_id: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    pub fn new(admin: AdminToken, viewer: ViewerToken) -> Self {
+        Self {
+            admin,
+            viewer,
+            by_id: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether any token can sign in.
+    pub fn can_sign_in(&self) -> bool {
+        self.admin.is_set() || self.viewer.is_set()
+    }
+
+    /// Signs in with `token`: the new session's id, or `None` when the
+    /// token is neither the admin's nor the viewer's.
+    pub fn sign_in(&self, token: &str) -> Option<(String, Session)> {
+        let role = if self.admin.matches(token) {
+            Role::Admin
+        } else if self.viewer.matches(token) {
+            Role::Viewer
+        } else {
+            return None;
+        };
+        let session = Session {
+            role,
+            csrf: random_id(),
+            expires: Instant::now() + SESSION_TTL,
+        };
+        let id = random_id();
+        let mut by_id = self.by_id.lock();
+        let now = Instant::now();
+        by_id.retain(|_, s| s.expires > now);
+        if by_id.len() >= MAX_SESSIONS {
+            let oldest = by_id
+                .iter()
+                .min_by_key(|(_, s)| s.expires)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                by_id.remove(&oldest);
+            }
+        }
+        by_id.insert(id.clone(), session.clone());
+        Some((id, session))
+    }
+
+    /// The live session `id` names.
+    pub fn get(&self, id: &str) -> Option<Session> {
+        let mut by_id = self.by_id.lock();
+        match by_id.get(id) {
+            Some(session) if session.expires > Instant::now() => Some(session.clone()),
+            Some(_) => {
+                by_id.remove(id);
+                None
+            }
+            None => None,
+        }
+    }
+
+    pub fn sign_out(&self, id: &str) {
+        self.by_id.lock().remove(id);
+    }
+}
+
+/// 32 random bytes in hex.
+fn random_id() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ADMIN: &str = "admin-token-0123456789";
+    const VIEWER: &str = "viewer-token-0123456789";
+
+    fn sessions() -> Sessions {
+        Sessions::new(AdminToken::fixed(ADMIN), ViewerToken::fixed(VIEWER))
+    }
+
+    #[test]
+    fn tokens_open_sessions_of_their_role() {
+        let sessions = sessions();
+        assert!(sessions.sign_in("wrong-token-0123456789").is_none());
+        assert!(sessions.sign_in("").is_none());
+        let (id, admin) = sessions.sign_in(ADMIN).unwrap();
+        assert_eq!(admin.role, Role::Admin);
+        assert_eq!(sessions.get(&id).unwrap().role, Role::Admin);
+        let (_, viewer) = sessions.sign_in(VIEWER).unwrap();
+        assert_eq!(viewer.role, Role::Viewer);
+        sessions.sign_out(&id);
+        assert!(sessions.get(&id).is_none());
+    }
+
+    #[test]
+    fn writes_need_the_admin_role_and_the_csrf_token() {
+        let sessions = sessions();
+        let (_, admin) = sessions.sign_in(ADMIN).unwrap();
+        let (_, viewer) = sessions.sign_in(VIEWER).unwrap();
+        assert_eq!(admin.may_write(&admin.csrf), Ok(()));
+        assert_eq!(admin.may_write(""), Err(WriteRefused::Csrf));
+        assert_eq!(admin.may_write(&viewer.csrf), Err(WriteRefused::Csrf));
+        assert_eq!(viewer.may_write(&viewer.csrf), Err(WriteRefused::Viewer));
+    }
+
+    #[test]
+    fn sessions_are_capped() {
+        let sessions = sessions();
+        let (first, _) = sessions.sign_in(ADMIN).unwrap();
+        for _ in 0..MAX_SESSIONS {
+            sessions.sign_in(ADMIN).unwrap();
+        }
+        assert!(sessions.get(&first).is_none());
+        assert_eq!(sessions.by_id.lock().len(), MAX_SESSIONS);
+    }
+}

@@ -1,0 +1,104 @@
+//! Sign-in and sign-out: the token (admin or viewer) is exchanged for a
+//! session cookie; sign-out ends the session on SMS, not only in the
+//! browser.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
+use maud::html;
+use serde::Deserialize;
+use tracing::info;
+
+use super::super::guard::{cookie, same_site, session_id, Signed};
+use super::super::{page, Shared};
+
+#[derive(Deserialize)]
+pub struct SignIn {
+    #[serde(default)]
+    token: String,
+}
+
+#[derive(Deserialize)]
+pub struct SignOut {
+    #[serde(default)]
+    csrf: String,
+}
+
+fn form_page(error: Option<&str>) -> maud::Markup {
+    page::bare(
+        "Sign in",
+        html! {
+            @if let Some(error) = error { (page::notice("error", error)) }
+            form method="post" action="/login" class="stack" {
+                label for="token" { "Admin or viewer token" }
+                input id="token" type="password" name="token" autocomplete="current-password" required;
+                p class="muted" { "The contents of SMS's --admin-token-file (or --viewer-token-file for a read-only view)." }
+                button type="submit" class="primary" { "Sign in" }
+            }
+        },
+    )
+}
+
+pub async fn form(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    if session_id(&headers, state.tls).is_some_and(|id| state.sessions.get(&id).is_some()) {
+        return Redirect::to("/").into_response();
+    }
+    form_page(None).into_response()
+}
+
+pub async fn sign_in(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
+    if let Err(refused) = same_site(&headers) {
+        return refused;
+    }
+    match state.sessions.sign_in(form.token.trim()) {
+        Some((id, session)) => {
+            info!(role = session.role.name(), "console sign-in");
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::SET_COOKIE, cookie(state.tls, &id)),
+                    (header::LOCATION, "/".to_string()),
+                ],
+            )
+                .into_response()
+        }
+        None => {
+            info!("console sign-in refused: wrong token");
+            (
+                StatusCode::UNAUTHORIZED,
+                form_page(Some(
+                    "That token is neither SMS's admin token nor its viewer token; copy it from the token file and try again.",
+                )),
+            )
+                .into_response()
+        }
+    }
+}
+
+pub async fn sign_out(
+    State(state): State<Shared>,
+    Extension(signed): Extension<Signed>,
+    Form(form): Form<SignOut>,
+) -> Response {
+    if form.csrf != signed.session.csrf {
+        return (
+            StatusCode::FORBIDDEN,
+            "the form's CSRF token is wrong; reload the page and try again\n",
+        )
+            .into_response();
+    }
+    state.sessions.sign_out(&signed.id);
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie(state.tls, "")),
+            (header::LOCATION, "/login".to_string()),
+        ],
+    )
+        .into_response()
+}
