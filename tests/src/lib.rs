@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod certs;
+pub mod console;
 pub mod etcd;
 pub mod fixtures;
 pub mod fs_node;

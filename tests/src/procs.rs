@@ -181,6 +181,9 @@ pub struct SmsOptions {
     pub history_len: Option<usize>,
     /// Reuse this gRPC port (a restart keeps the address nodes know).
     pub port: Option<u16>,
+    /// [`SmsProc::client`] presents `admin_token` (the console tests sign
+    /// in with it, and drive the CLI as before).
+    pub client_presents_token: bool,
 }
 
 /// A running `sms`.
@@ -297,7 +300,12 @@ impl SmsProc {
     /// [`SmsOptions::client_tls`] and without a token; returns (exit code,
     /// stdout, stderr).
     pub fn client(&self, args: &[&str]) -> (i32, String, String) {
-        self.client_with_token(args, None)
+        let token = self
+            .options
+            .admin_token
+            .as_deref()
+            .filter(|_| self.options.client_presents_token);
+        self.client_with_token(args, token)
     }
 
     /// [`SmsProc::client`] with `SMS_ADMIN_TOKEN` set to `token`.

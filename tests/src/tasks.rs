@@ -65,7 +65,16 @@ pub struct ClusterOptions<'a> {
     /// MCP servers and module URLs are refused. (Otherwise it lists
     /// 127.0.0.0/8, where the tests' peers listen.)
     pub no_egress: bool,
+    /// The console's sign-in: SMS gets [`CONSOLE_TOKEN`] as its admin
+    /// token (the CLI presents it too), [`VIEWER_TOKEN`] as its viewer
+    /// token, and [`Cluster::modules`] as its module dir.
+    pub console: bool,
 }
+
+/// The admin token of a cluster with [`ClusterOptions::console`].
+pub const CONSOLE_TOKEN: &str = "console-admin-token-0123456789";
+/// Its viewer token.
+pub const VIEWER_TOKEN: &str = "console-viewer-token-0123456789";
 
 /// SMS with the filesystem server, one node whose default backend is the
 /// replay model, and a notes file for the agent to read.
@@ -190,6 +199,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         node_toml,
         models,
         no_egress,
+        console,
     } = options;
     let egress = if no_egress {
         ""
@@ -236,9 +246,24 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
     )
     .unwrap();
 
+    let mut extra = Vec::new();
+    if console {
+        let viewer = work.path().join("viewer-token");
+        std::fs::write(&viewer, VIEWER_TOKEN).unwrap();
+        extra.extend([
+            "--viewer-token-file".to_string(),
+            viewer.display().to_string(),
+            "--module-dir".to_string(),
+            modules.display().to_string(),
+        ]);
+    }
     let sms = SmsProc::start(SmsOptions {
         mcp_dir: Some(mcp_dir),
-        admin_token: token.map(str::to_string),
+        admin_token: token
+            .map(str::to_string)
+            .or(console.then(|| CONSOLE_TOKEN.to_string())),
+        client_presents_token: console,
+        extra,
         etcd: etcd.map(EtcdServer::endpoint),
         tls: certs.map(Certs::sms),
         client_tls: certs.map(|c| c.admin("ops")),

@@ -37,6 +37,8 @@ pub struct TrustSetup {
     pub turns: Vec<Value>,
     /// The task's wall limit.
     pub wall_ms: u64,
+    /// The console is on ([`ClusterOptions::console`]).
+    pub console: bool,
 }
 
 impl Default for TrustSetup {
@@ -46,6 +48,7 @@ impl Default for TrustSetup {
             server: json!({}),
             turns: vec![echo_call("call_1", "hi"), answer_turn()],
             wall_ms: 60_000,
+            console: false,
         }
     }
 }
@@ -59,6 +62,7 @@ pub fn trust_cluster(notes: &str, setup: TrustSetup) -> (Cluster, tempfile::Temp
         notes,
         ClusterOptions {
             models: vec![("echo", model)],
+            console: setup.console,
             ..Default::default()
         },
     );

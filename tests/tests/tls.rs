@@ -253,6 +253,15 @@ impl Invocation for Spy {
             ..Default::default()
         }))
     }
+
+    async fn explain(
+        &self,
+        _request: tonic::Request<spear_proto::v1::ExplainRequest>,
+    ) -> Result<tonic::Response<spear_proto::v1::ExplainResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(
+            "the spy only records invocations",
+        ))
+    }
 }
 
 #[test]

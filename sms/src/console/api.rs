@@ -9,11 +9,11 @@
 use std::sync::Arc;
 
 use spear_identity::{Identity, Peer};
+use spear_proto::shared_registry::registry_server::Registry;
 use spear_proto::v1::approvals_server::Approvals;
 use spear_proto::v1::audit_server::Audit;
 use spear_proto::v1::credentials_server::Credentials;
 use spear_proto::v1::pins_server::Pins;
-use spear_proto::shared_registry::registry_server::Registry;
 use spear_proto::v1::status_server::Status as StatusApi;
 use spear_proto::v1::tasks_server::Tasks;
 use spear_proto::v1::*;

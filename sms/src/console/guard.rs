@@ -72,8 +72,12 @@ pub async fn signed_in(State(state): State<Shared>, mut request: Request, next: 
             return refused;
         }
     }
-    let signed = session_id(request.headers(), state.tls)
-        .and_then(|id| state.sessions.get(&id).map(|session| Signed { id, session }));
+    let signed = session_id(request.headers(), state.tls).and_then(|id| {
+        state
+            .sessions
+            .get(&id)
+            .map(|session| Signed { id, session })
+    });
     match signed {
         Some(signed) => {
             request.extensions_mut().insert(signed);
@@ -117,10 +121,16 @@ pub fn same_site(headers: &HeaderMap) -> Result<(), Response> {
     Ok(())
 }
 
-/// The security headers on every response.
+/// The security headers on every response, and `Server-Timing`: how
+/// long SMS took to answer (browsers show it; the page timings read it).
 pub async fn headers(request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
     let mut response = next.run(request).await;
+    let took = started.elapsed().as_secs_f64() * 1000.0;
     let headers = response.headers_mut();
+    if let Ok(timing) = HeaderValue::from_str(&format!("render;dur={took:.1}")) {
+        headers.insert("server-timing", timing);
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),

@@ -159,14 +159,23 @@ fn router(state: Shared) -> Router {
         .route("/servers/{id}", get(views::registry::server))
         .route("/nodes", get(views::nodes::list))
         .route("/nodes/{id}", get(views::nodes::node))
-        .route("/tasks", get(views::tasks::list).post(views::tasks::register))
+        .route(
+            "/tasks",
+            get(views::tasks::list).post(views::tasks::register),
+        )
         .route("/tasks/{id}", get(views::tasks::task))
         .route("/tasks/{id}/delete", post(views::tasks::delete))
         .route("/tasks/{id}/invoke", post(views::tasks::invoke))
-        .route("/explain", get(views::explain::form).post(views::explain::explain))
+        .route(
+            "/explain",
+            get(views::explain::form).post(views::explain::explain),
+        )
         .route("/trust", get(views::trust::page))
         .route("/trust/approvals/{id}", post(views::trust::decide))
-        .route("/trust/pins/{server}", get(views::trust::diff).post(views::trust::approve_pins))
+        .route(
+            "/trust/pins/{server}",
+            get(views::trust::diff).post(views::trust::approve_pins),
+        )
         .route("/audit", get(views::audit::page))
         .route("/audit/verify", post(views::audit::verify))
         .route("/oauth", get(views::oauth::page))
@@ -177,11 +186,16 @@ fn router(state: Shared) -> Router {
             guard::signed_in,
         ));
     Router::new()
-        .route("/login", get(views::signin::form).post(views::signin::sign_in))
+        .route(
+            "/login",
+            get(views::signin::form).post(views::signin::sign_in),
+        )
         .route("/assets/console.css", get(guard::css))
         .route("/assets/console.js", get(guard::js))
         .merge(signed_in)
-        .layer(axum::extract::DefaultBodyLimit::max(views::tasks::MAX_UPLOAD))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            views::tasks::MAX_UPLOAD,
+        ))
         .layer(axum::middleware::from_fn(guard::headers))
         .with_state(state)
 }

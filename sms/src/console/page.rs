@@ -7,7 +7,7 @@
 //! markup. No page holds inline script or style (the CSP forbids both).
 
 use maud::{html, Markup, DOCTYPE};
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 use super::session::Session;
@@ -103,9 +103,16 @@ pub fn notice(kind: &str, text: &str) -> Markup {
     html! { p class={"notice " (kind)} role=(if kind == "error" { "alert" } else { "status" }) { (text) } }
 }
 
+/// What [`enc`] escapes: all but RFC 3986's unreserved characters.
+const ESCAPED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// `segment` safe inside a URL path or query.
 pub fn enc(segment: &str) -> String {
-    utf8_percent_encode(segment, NON_ALPHANUMERIC).to_string()
+    utf8_percent_encode(segment, ESCAPED).to_string()
 }
 
 /// A list's place: which page, and what to search for.

@@ -80,8 +80,8 @@ impl StatusApi for StatusService {
     ) -> Result<Response<StatusResponse>, Status> {
         self.access.admin(&request, "get_status")?;
         let node_id = &request.get_ref().node_id;
-        Ok(Response::new(
-            self.snapshot_for((!node_id.is_empty()).then_some(node_id.as_str())),
-        ))
+        Ok(Response::new(self.snapshot_for(
+            (!node_id.is_empty()).then_some(node_id.as_str()),
+        )))
     }
 }

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use spear_proto::v1::tasks_server::Tasks as TasksApi;
 use spear_proto::v1::{
     DeleteTaskRequest, DeleteTaskResponse, ExplainRequest, ExplainResponse, GetTaskRequest,
-    InvokeRequest, InvokeResponse,
-    ListTasksRequest, ListTasksResponse, RegisterTaskRequest, RegisterTaskResponse, TaskSpec,
+    InvokeRequest, InvokeResponse, ListTasksRequest, ListTasksResponse, RegisterTaskRequest,
+    RegisterTaskResponse, TaskSpec,
 };
 use tonic::{Request, Response, Status};
 use tracing::info;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use spear_common::text;
-use tokio::sync::watch;
 use spear_proto::v1::{HeartbeatRequest, NodeStatus};
+use tokio::sync::watch;
 
 use crate::store::{Epoch, Revision};
 
@@ -179,7 +179,12 @@ impl NodeTable {
     }
 
     /// One node's status with each of its servers' states.
-    pub fn node_status(&self, node_id: &str, epoch: Epoch, revision: Revision) -> Option<NodeStatus> {
+    pub fn node_status(
+        &self,
+        node_id: &str,
+        epoch: Epoch,
+        revision: Revision,
+    ) -> Option<NodeStatus> {
         let nodes = self.nodes.read();
         nodes
             .by_id
@@ -211,7 +216,11 @@ impl NodeTable {
                     invoke_addr: r.invoke_addr.clone(),
                     running: r.running,
                     draining: r.draining,
-                    servers: if servers { r.servers.clone() } else { Vec::new() },
+                    servers: if servers {
+                        r.servers.clone()
+                    } else {
+                        Vec::new()
+                    },
                     server_total: r.server_total,
                 }
             }

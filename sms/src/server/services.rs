@@ -103,12 +103,12 @@ impl Services {
             )),
             pins: Arc::new(
                 PinsService::new(
-                Arc::new(PinBook::default()),
-                events.clone(),
-                Arc::clone(&hub),
-                Arc::clone(&writer),
-                access.clone(),
-            )
+                    Arc::new(PinBook::default()),
+                    events.clone(),
+                    Arc::clone(&hub),
+                    Arc::clone(&writer),
+                    access.clone(),
+                )
                 .audited(admin_audit.clone()),
             ),
             approvals: Arc::new(
@@ -202,14 +202,18 @@ impl Services {
         spear_identity::server()
             .layer(access.gate().with_deadlines(deadlines))
             .add_service(health)
-            .add_service(RegistryServer::from_arc(self.registry).max_decoding_message_size(64 * KIB))
+            .add_service(
+                RegistryServer::from_arc(self.registry).max_decoding_message_size(64 * KIB),
+            )
             .add_service(AdminServer::from_arc(self.admin).max_decoding_message_size(2 * MIB))
             .add_service(
                 NodesServer::from_arc(self.nodes)
                     .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
             .add_service(PinsServer::from_arc(self.pins).max_decoding_message_size(8 * MIB))
-            .add_service(ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB))
+            .add_service(
+                ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB),
+            )
             .add_service(AuditServer::from_arc(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::from_arc(self.status).max_decoding_message_size(4 * KIB))
             .add_service(

@@ -277,15 +277,13 @@ impl Invoker {
         self.join.attach(call.metadata_mut());
         // Listing a server's tools may start it: its connect timeout and a margin.
         call.set_timeout(EXPLAIN_WITHIN);
-        let answer = tokio::time::timeout(
-            EXPLAIN_WITHIN,
-            InvocationClient::new(channel).explain(call),
-        )
-        .await
-        .map_err(|_| InvokeError::NoAnswer {
-            node: node.node_id.clone(),
-            after: EXPLAIN_WITHIN,
-        })?;
+        let answer =
+            tokio::time::timeout(EXPLAIN_WITHIN, InvocationClient::new(channel).explain(call))
+                .await
+                .map_err(|_| InvokeError::NoAnswer {
+                    node: node.node_id.clone(),
+                    after: EXPLAIN_WITHIN,
+                })?;
         answer
             .map(tonic::Response::into_inner)
             .map_err(InvokeError::Refused)

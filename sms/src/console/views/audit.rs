@@ -199,5 +199,11 @@ pub async fn verify(
     };
     let filters = Filters::default();
     let (records, left_out) = trail(&state, &filters).await?;
-    Ok(render(&signed, &filters, &records, left_out, Some(verified)))
+    Ok(render(
+        &signed,
+        &filters,
+        &records,
+        left_out,
+        Some(verified),
+    ))
 }

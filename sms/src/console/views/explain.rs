@@ -49,7 +49,12 @@ fn writes(params: &str) -> Result<Vec<SessionWrite>, Failure> {
         .collect()
 }
 
-async fn form_page(state: &Shared, signed: &Signed, inputs: &Inputs, answer: Option<Markup>) -> View {
+async fn form_page(
+    state: &Shared,
+    signed: &Signed,
+    inputs: &Inputs,
+    answer: Option<Markup>,
+) -> View {
     let status = state.api.status(None).await?;
     let tasks = state.api.tasks().await?;
     let body = html! {
@@ -73,7 +78,13 @@ async fn form_page(state: &Shared, signed: &Signed, inputs: &Inputs, answer: Opt
         }
         @if let Some(answer) = answer { (answer) }
     };
-    Ok(page::page("Explain", "/explain", "/explain", &signed.session, body))
+    Ok(page::page(
+        "Explain",
+        "/explain",
+        "/explain",
+        &signed.session,
+        body,
+    ))
 }
 
 pub async fn form(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {

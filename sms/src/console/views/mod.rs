@@ -72,10 +72,10 @@ pub type View = Result<Markup, Failure>;
 /// A state name as a badge: ok, warn or bad by what it means.
 pub fn badge(text: &str) -> Markup {
     let class = match text {
-        "ready" | "alive" | "current" | "valid" | "approved" | "used" | "run" | "ok"
-        | "pinned" | "synced" | "whole" | "enabled" | "on demand" => "ok",
-        "failed" | "not alive" | "denied" | "expired" | "needs login" | "unreadable"
-        | "broken" | "drifted" | "rejected" | "refused" | "approval_denied" => "bad",
+        "ready" | "alive" | "current" | "valid" | "approved" | "used" | "run" | "ok" | "pinned"
+        | "synced" | "whole" | "enabled" | "on demand" => "ok",
+        "failed" | "not alive" | "denied" | "expired" | "needs login" | "unreadable" | "broken"
+        | "drifted" | "rejected" | "refused" | "approval_denied" => "bad",
         _ => "warn",
     };
     html! { span class={"state " (class)} { (text) } }

@@ -62,7 +62,7 @@ pub async fn list(
     });
     let (rows, pager) = paged(nodes, &paging, "/nodes");
     let body = html! {
-        (page::live("convergence", "nodes registry", html! {
+        (page::live("fleet", "nodes registry", html! {
             div class="summary" {
                 div { strong id="revision" { (status.revision) } "SMS revision" }
                 div { strong id="nodes-total" { (status.nodes.len()) } "nodes" }

@@ -53,5 +53,11 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
             p class="muted" { "A login runs on the operator's machine: the authorization server sends the browser back to the loopback address `sms oauth login` listens on, then SMS seals the tokens and renews them." }
         }
     };
-    Ok(page::page("OAuth", "/oauth", "/oauth", &signed.session, body))
+    Ok(page::page(
+        "OAuth",
+        "/oauth",
+        "/oauth",
+        &signed.session,
+        body,
+    ))
 }

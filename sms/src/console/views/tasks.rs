@@ -164,7 +164,13 @@ pub async fn list(
 ) -> View {
     let tasks = state.api.tasks().await?;
     let recent = invocations(&state, "").await?;
-    Ok(render_list(&state, &signed, &tasks, &recent, notice_of(&shown.notice)))
+    Ok(render_list(
+        &state,
+        &signed,
+        &tasks,
+        &recent,
+        notice_of(&shown.notice),
+    ))
 }
 
 fn render_list(
@@ -210,7 +216,10 @@ struct Registration {
 
 async fn read_form(mut form: Multipart) -> Result<Registration, Failure> {
     let bad = |e: axum::extract::multipart::MultipartError| {
-        Failure::new(StatusCode::BAD_REQUEST, format!("the form could not be read: {e}"))
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            format!("the form could not be read: {e}"),
+        )
     };
     let mut out = Registration::default();
     while let Some(field) = form.next_field().await.map_err(bad)? {
@@ -389,7 +398,13 @@ fn task_page(
             }
         }
     };
-    page::page(&format!("Task {}", task.id), "/tasks", &src, &signed.session, body)
+    page::page(
+        &format!("Task {}", task.id),
+        "/tasks",
+        &src,
+        &signed.session,
+        body,
+    )
 }
 
 pub async fn task(

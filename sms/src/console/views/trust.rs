@@ -74,13 +74,21 @@ pub async fn page(
     let mut approvals = state.api.approvals().await?;
     // Pending first, then newest.
     approvals.sort_by(|a, b| {
-        (a.state() != ApprovalState::Pending, std::cmp::Reverse(a.created_at_ms))
-            .cmp(&(b.state() != ApprovalState::Pending, std::cmp::Reverse(b.created_at_ms)))
+        (
+            a.state() != ApprovalState::Pending,
+            std::cmp::Reverse(a.created_at_ms),
+        )
+            .cmp(&(
+                b.state() != ApprovalState::Pending,
+                std::cmp::Reverse(b.created_at_ms),
+            ))
     });
     let pins = state.api.pins().await?;
     let attention: Vec<_> = pins
         .iter()
-        .filter(|p| !p.drifted.is_empty() || !p.disagreeing_nodes.is_empty() || !p.rejected.is_empty())
+        .filter(|p| {
+            !p.drifted.is_empty() || !p.disagreeing_nodes.is_empty() || !p.rejected.is_empty()
+        })
         .collect();
     let pending = approvals
         .iter()
@@ -121,7 +129,13 @@ pub async fn page(
             }
         }))
     };
-    Ok(page::page("Trust", "/trust", "/trust", &signed.session, body))
+    Ok(page::page(
+        "Trust",
+        "/trust",
+        "/trust",
+        &signed.session,
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -224,5 +238,9 @@ pub async fn approve_pins(
         .api
         .approve_pins(&server, form.tool.trim(), form.node.trim())
         .await?;
-    Ok(Redirect::to(&format!("/trust/pins/{}?notice=pins-approved", enc(&server))).into_response())
+    Ok(Redirect::to(&format!(
+        "/trust/pins/{}?notice=pins-approved",
+        enc(&server)
+    ))
+    .into_response())
 }
