@@ -8,7 +8,9 @@
 //! servers. The browser (Debian's chromium, through Playwright) signs in
 //! and loads each page `ROUNDS` times; SMS's own time per page comes from
 //! its `Server-Timing` header, the browser's from Navigation Timing. The
-//! baseline of the same run is the 10-server, 2-node console.
+//! baseline of the same run is the 10-server, 2-node console. Then a
+//! file dropped into the MCP directory, timed until its row shows on an
+//! open page (the live update).
 
 #[path = "bench_support/stats.rs"]
 #[allow(dead_code, unused_imports)]
@@ -137,10 +139,14 @@ fn measure(servers: usize, nodes: usize, rt: &tokio::runtime::Runtime) -> Value 
     let seen = drive(
         "timings",
         &sms,
-        &[("PAGES", pages), ("ROUNDS", ROUNDS.to_string())],
+        &[
+            ("PAGES", pages),
+            ("ROUNDS", ROUNDS.to_string()),
+            ("MCP_DIR", dir.path().display().to_string()),
+        ],
     );
     stop.store(true, Ordering::Relaxed);
-    seen["timings"].clone()
+    seen
 }
 
 fn at(sorted: &[Value], q: f64) -> f64 {
@@ -152,7 +158,8 @@ fn at(sorted: &[Value], q: f64) -> f64 {
     sorted[i].as_f64().unwrap_or(f64::NAN)
 }
 
-fn report(name: &str, timings: &Value) {
+fn report(name: &str, seen: &Value) {
+    let timings = &seen["timings"];
     println!("\n{name}");
     println!(
         "{:<24} {:>10} {:>10} {:>12} {:>12} {:>9}",
@@ -171,6 +178,13 @@ fn report(name: &str, timings: &Value) {
             t["bytes"].as_f64().unwrap_or(0.0) / 1024.0
         );
     }
+    let live = seen["live_ms"].as_array().cloned().unwrap_or_default();
+    println!(
+        "a dropped file on an open page: p50 {:.0} ms, p99 {:.0} ms ({} files)",
+        at(&live, 0.5),
+        at(&live, 0.99),
+        live.len()
+    );
 }
 
 fn main() {

@@ -362,6 +362,19 @@ def timings(browser):
         out[path] = {"server_ms": sorted(server), "response_ms": sorted(total),
                      "bytes": len(page.content())}
     result["timings"] = out
+    # Live: a file dropped into the MCP directory, until its row shows on
+    # an open page (the hub's change, the event, the page re-read).
+    if os.environ.get("MCP_DIR"):
+        page.goto(URL + "/?q=live-")
+        wait_live(page)
+        live = []
+        for i in range(rounds):
+            started = time.monotonic()
+            write_atomically(os.path.join(os.environ["MCP_DIR"], f"live-{i:03}.json"),
+                             json.dumps({"mcpServers": {f"live-{i:03}": {"command": "echo"}}}))
+            page.wait_for_selector(f"tr[data-server=live-{i:03}]", timeout=WAIT_MS)
+            live.append((time.monotonic() - started) * 1000)
+        result["live_ms"] = sorted(live)
     for name, path in (("registry-10k", "/"), ("nodes-1k", "/nodes")):
         if path in out:
             page.goto(URL + path)

@@ -199,3 +199,19 @@ fn snapshot_cheap(state: &Shared, seen: Seen) -> Seen {
 fn alive_nodes(state: &Shared) -> usize {
     state.nodes.alive_count()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_streams_are_capped_and_give_their_place_back() {
+        let places: Vec<Place> = std::iter::from_fn(Place::take)
+            .take(MAX_STREAMS + 1)
+            .collect();
+        assert_eq!(places.len(), MAX_STREAMS);
+        assert!(Place::take().is_none());
+        drop(places);
+        assert!(Place::take().is_some());
+    }
+}

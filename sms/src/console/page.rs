@@ -188,3 +188,33 @@ pub fn time(ms: u64) -> String {
 pub fn live(id: &str, topics: &str, body: Markup) -> Markup {
     html! { section id=(id) data-live=(topics) { (body) } }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_page_by_fifty_and_clamp_past_the_end() {
+        let all: Vec<usize> = (0..120).collect();
+        let paging = Paging {
+            q: String::new(),
+            page: 2,
+        };
+        let (rows, pager) = paged(all.clone(), &paging, "/");
+        assert_eq!(rows, (100..120).collect::<Vec<_>>());
+        assert!(pager.into_string().contains("page 3 of 3"));
+        let far = Paging {
+            q: "x".into(),
+            page: 99,
+        };
+        let (rows, _) = paged(all, &far, "/");
+        assert_eq!(rows.len(), 20);
+    }
+
+    #[test]
+    fn search_is_case_insensitive_and_segments_are_escaped() {
+        assert!(matches("FS", &["fs-agent"]));
+        assert!(!matches("gpu", &["fs-agent", "files.json"]));
+        assert_eq!(enc("a b/<c>?d-e_f.g~"), "a%20b%2F%3Cc%3E%3Fd-e_f.g~");
+    }
+}

@@ -9,10 +9,10 @@ use serde::Deserialize;
 use spear_proto::audit::{Kind, Record};
 use spear_proto::v1::{QueryAuditRequest, QueryAuditResponse};
 
-use super::super::guard::Signed;
-use super::super::page::{self, enc};
-use super::super::Shared;
 use super::{badge, Failure, View};
+use crate::console::guard::Signed;
+use crate::console::page::{self, enc};
+use crate::console::Shared;
 
 /// Records one page shows.
 pub const LIMIT: u32 = 200;
@@ -181,7 +181,7 @@ pub async fn verify(
     Form(form): Form<Verify>,
 ) -> View {
     if form.csrf != signed.session.csrf {
-        return Err(super::super::session::WriteRefused::Csrf.into());
+        return Err(crate::console::session::WriteRefused::Csrf.into());
     }
     let chains = state.api.verify_audit().await?;
     let whole = chains.iter().all(|c| c.problem.is_empty());

@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use spear_proto::v1::{ExplainRequest, SessionWrite};
 
-use super::super::guard::Signed;
-use super::super::page;
-use super::super::Shared;
 use super::{badge, Failure, View};
+use crate::console::guard::Signed;
+use crate::console::page;
+use crate::console::Shared;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Inputs {
@@ -136,7 +136,7 @@ pub async fn explain(
     Form(inputs): Form<Inputs>,
 ) -> View {
     if inputs.csrf != signed.session.csrf {
-        return Err(super::super::session::WriteRefused::Csrf.into());
+        return Err(crate::console::session::WriteRefused::Csrf.into());
     }
     let response = state
         .api

@@ -8,10 +8,10 @@ use axum::Extension;
 use maud::html;
 use spear_proto::v1::{NodeStatus, SyncState};
 
-use super::super::guard::Signed;
-use super::super::page::{self, enc, matches, paged, Paging};
-use super::super::Shared;
 use super::{badge, Failure, View};
+use crate::console::guard::Signed;
+use crate::console::page::{self, enc, matches, paged, Paging};
+use crate::console::Shared;
 
 /// A node is current when it is alive and has applied SMS's revision.
 fn is_current(node: &NodeStatus) -> bool {

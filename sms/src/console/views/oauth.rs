@@ -8,10 +8,10 @@ use axum::Extension;
 use maud::html;
 use spear_proto::v1::{CredentialState, CredentialStatus};
 
-use super::super::guard::Signed;
-use super::super::page;
-use super::super::Shared;
 use super::{badge, View};
+use crate::console::guard::Signed;
+use crate::console::page;
+use crate::console::Shared;
 
 fn state_name(status: &CredentialStatus) -> &'static str {
     match status.state() {

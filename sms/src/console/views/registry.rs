@@ -10,10 +10,10 @@ use axum::Extension;
 use maud::{html, Markup};
 use spear_proto::v1::{source, PinState, ServerRecord, StatusResponse, Transport};
 
-use super::super::guard::Signed;
-use super::super::page::{self, enc, matches, paged, Paging};
-use super::super::Shared;
 use super::{badge, View};
+use crate::console::guard::Signed;
+use crate::console::page::{self, enc, matches, paged, Paging};
+use crate::console::Shared;
 
 /// Where a server was declared.
 fn origin(record: &ServerRecord) -> String {

@@ -10,8 +10,8 @@ use maud::html;
 use serde::Deserialize;
 use tracing::info;
 
-use super::super::guard::{cookie, same_site, session_id, Signed};
-use super::super::{page, Shared};
+use crate::console::guard::{cookie, same_site, session_id, Signed};
+use crate::console::{page, Shared};
 
 #[derive(Deserialize)]
 pub struct SignIn {

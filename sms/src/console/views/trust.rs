@@ -9,10 +9,10 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::v1::{ApprovalInfo, ApprovalState};
 
-use super::super::guard::Signed;
-use super::super::page::{self, enc};
-use super::super::Shared;
 use super::{badge, notice_of, Failure, View};
+use crate::console::guard::Signed;
+use crate::console::page::{self, enc};
+use crate::console::Shared;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Shown {
