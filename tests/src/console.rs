@@ -12,19 +12,11 @@ use crate::tasks::{repo_file, CONSOLE_TOKEN, VIEWER_TOKEN};
 
 /// The venv's Python with Playwright.
 fn python() -> PathBuf {
-    let dir = std::env::var("SPEAR_VENV_BROWSER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-            PathBuf::from(home).join(".cache/spear/venv-browser")
-        });
-    let python = dir.join("bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing; run scripts/setup.sh (it installs Playwright and chromium)",
-        python.display()
-    );
-    python
+    crate::peers::venv_python(
+        "SPEAR_VENV_BROWSER",
+        "venv-browser",
+        "Playwright (it also installs chromium)",
+    )
 }
 
 /// Runs `scenario` against `sms`'s console with `env`; what the driver

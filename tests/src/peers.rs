@@ -82,7 +82,7 @@ pub fn python_sdk2() -> PathBuf {
 }
 
 /// `bin/python` of the venv `$variable` names, else `~/.cache/spear/<dir>`.
-fn venv_python(variable: &str, dir: &str, holding: &str) -> PathBuf {
+pub(crate) fn venv_python(variable: &str, dir: &str, holding: &str) -> PathBuf {
     let dir = std::env::var(variable)
         .map(PathBuf::from)
         .unwrap_or_else(|_| {

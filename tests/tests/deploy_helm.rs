@@ -290,6 +290,39 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
     );
 }
 
+/// The console is on by default, behind the SMS Service's `console`
+/// port, HTTPS under TLS; `sms.console.enabled=false` turns it off.
+#[test]
+fn the_console_is_served_behind_the_sms_service() {
+    let chart_dir = chart().display().to_string();
+    let out = helm(&["template", "spear", &chart_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    for expected in [
+        "--console-listen=0.0.0.0:7380",
+        "containerPort: 7380",
+        "targetPort: console",
+        "appProtocol: https",
+        "{port: console, protocol: TCP}",
+    ] {
+        assert!(
+            rendered.contains(expected),
+            "{expected} not in:\n{rendered}"
+        );
+    }
+    let out = helm(&[
+        "template",
+        "spear",
+        &chart_dir,
+        "--set",
+        "sms.console.enabled=false",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let off = String::from_utf8(out.stdout).unwrap();
+    assert!(off.contains("--console-listen=off"), "{off}");
+    assert!(!off.contains("targetPort: console"), "{off}");
+}
+
 #[test]
 fn wrong_values_are_refused_with_a_sentence() {
     let chart = chart().display().to_string();

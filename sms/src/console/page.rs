@@ -32,13 +32,7 @@ pub fn page(title: &str, section: &str, src: &str, session: &Session, body: Mark
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Spear console" }
-                link rel="stylesheet" href="/assets/console.css";
-                script src="/assets/console.js" defer {}
-            }
+            (head(title, true))
             body {
                 a class="skip" href="#main" { "Skip to content" }
                 header {
@@ -77,18 +71,27 @@ pub fn bare(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · Spear console" }
-                link rel="stylesheet" href="/assets/console.css";
-            }
+            (head(title, false))
             body {
                 main id="main" class="narrow" {
                     h1 { (title) }
                     (body)
                 }
             }
+        }
+    }
+}
+
+/// The head: the title, the stylesheet and, for signed-in pages, the
+/// script of the live parts.
+fn head(title: &str, script: bool) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) " · Spear console" }
+            link rel="stylesheet" href="/assets/console.css";
+            @if script { script src="/assets/console.js" defer {} }
         }
     }
 }
@@ -124,6 +127,13 @@ pub struct Paging {
     pub page: usize,
 }
 
+impl Paging {
+    /// This place in the list at `base`, as a URL.
+    pub fn src(&self, base: &str) -> String {
+        format!("{base}?q={}&page={}", enc(&self.q), self.page)
+    }
+}
+
 /// Rows `paging` shows of `all` (already filtered), and the pager.
 pub fn paged<T>(all: Vec<T>, paging: &Paging, base: &str) -> (Vec<T>, Markup) {
     let total = all.len();
@@ -134,7 +144,13 @@ pub fn paged<T>(all: Vec<T>, paging: &Paging, base: &str) -> (Vec<T>, Markup) {
         .skip(page * PER_PAGE)
         .take(PER_PAGE)
         .collect();
-    let link = |p: usize| format!("{base}?q={}&page={p}", enc(&paging.q));
+    let link = |page: usize| {
+        Paging {
+            q: paging.q.clone(),
+            page,
+        }
+        .src(base)
+    };
     let pager = html! {
         nav class="pager" aria-label="Pages" {
             span { (total) " in all · page " (page + 1) " of " (pages) }

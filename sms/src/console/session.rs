@@ -43,6 +43,19 @@ pub struct Session {
     /// Sent back in every write form.
     pub csrf: String,
     expires: Instant,
+    /// The token it was opened with: when the token file changes (a
+    /// rotation, or a revocation by emptying it), the session ends.
+    opened_with: OpenedWith,
+}
+
+/// A token held to compare; never printed.
+#[derive(Clone)]
+struct OpenedWith(String);
+
+impl std::fmt::Debug for OpenedWith {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<token>")
+    }
 }
 
 /// Why a write was refused.
@@ -106,6 +119,7 @@ impl Sessions {
             role,
             csrf: random_id(),
             expires: Instant::now() + SESSION_TTL,
+            opened_with: OpenedWith(token.to_string()),
         };
         let id = random_id();
         let mut by_id = self.by_id.lock();
@@ -124,16 +138,23 @@ impl Sessions {
         Some((id, session))
     }
 
-    /// The live session `id` names.
+    /// The live session `id` names: not expired, and its token is still
+    /// the one SMS reads from the token file.
     pub fn get(&self, id: &str) -> Option<Session> {
         let mut by_id = self.by_id.lock();
-        match by_id.get(id) {
-            Some(session) if session.expires > Instant::now() => Some(session.clone()),
-            Some(_) => {
-                by_id.remove(id);
-                None
-            }
-            None => None,
+        let session = by_id.get(id)?;
+        if session.expires > Instant::now() && self.still_holds(session) {
+            return Some(session.clone());
+        }
+        by_id.remove(id);
+        None
+    }
+
+    fn still_holds(&self, session: &Session) -> bool {
+        let token = &session.opened_with.0;
+        match session.role {
+            Role::Admin => self.admin.matches(token),
+            Role::Viewer => self.viewer.matches(token),
         }
     }
 
@@ -187,6 +208,32 @@ mod tests {
         assert_eq!(admin.may_write(""), Err(WriteRefused::Csrf));
         assert_eq!(admin.may_write(&viewer.csrf), Err(WriteRefused::Csrf));
         assert_eq!(viewer.may_write(&viewer.csrf), Err(WriteRefused::Viewer));
+    }
+
+    /// A token rotated (or revoked by emptying its file) ends the
+    /// sessions it opened; the new token opens new ones.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rotating_a_token_ends_its_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("admin-token");
+        std::fs::write(&file, ADMIN).unwrap();
+        let sessions = Sessions::new(
+            AdminToken::from_file(file.clone()).unwrap(),
+            ViewerToken::none(),
+        );
+        let (id, _) = sessions.sign_in(ADMIN).unwrap();
+        assert!(sessions.get(&id).is_some());
+        std::fs::write(&file, "rotated-admin-token-0123456789").unwrap();
+        let deadline = Instant::now() + std::time::Duration::from_secs(20);
+        while sessions.get(&id).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the old session outlived the rotation"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(sessions.sign_in(ADMIN).is_none());
+        assert!(sessions.sign_in("rotated-admin-token-0123456789").is_some());
     }
 
     #[test]

@@ -19,12 +19,7 @@ fn is_current(node: &NodeStatus) -> bool {
 }
 
 fn sync_name(node: &NodeStatus) -> &'static str {
-    match node.sync_state() {
-        SyncState::Synced => "synced",
-        SyncState::Stale => "stale",
-        SyncState::Connecting => "connecting",
-        SyncState::Unspecified => "unknown",
-    }
+    SyncState::label_of(node.sync_state)
 }
 
 fn seconds_ago(ms: u64) -> String {
@@ -104,7 +99,7 @@ pub async fn list(
     Ok(page::page(
         "Nodes",
         "/nodes",
-        &format!("/nodes?q={}&page={}", enc(&paging.q), paging.page),
+        &paging.src("/nodes"),
         &signed.session,
         body,
     ))

@@ -6,25 +6,12 @@
 use axum::extract::State;
 use axum::Extension;
 use maud::html;
-use spear_proto::v1::{CredentialState, CredentialStatus};
+use spear_proto::v1::CredentialState;
 
 use super::{badge, View};
 use crate::console::guard::Signed;
 use crate::console::page;
 use crate::console::Shared;
-
-fn state_name(status: &CredentialStatus) -> &'static str {
-    match status.state() {
-        CredentialState::Valid => "valid",
-        CredentialState::Expired => "expired",
-        CredentialState::NotLoggedIn => "not logged in",
-        CredentialState::NeedsLogin => "needs login",
-        CredentialState::Unreadable => "unreadable",
-        CredentialState::Orphaned => "orphaned",
-        CredentialState::OnDemand => "on demand",
-        CredentialState::Unspecified => "unknown",
-    }
-}
 
 pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
     let credentials = state.api.credentials().await?;
@@ -38,7 +25,7 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
                     @for c in &credentials {
                         tr data-server=(c.server_id) {
                             td class="mono" { (c.server_id) }
-                            td { (badge(state_name(c))) }
+                            td { (badge(CredentialState::label_of(c.state))) }
                             td class="mono" { (c.scopes.join(" ")) }
                             td { (page::time(c.logged_in_at_ms)) }
                             td { (c.logged_in_by) }

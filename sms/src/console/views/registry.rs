@@ -8,30 +8,22 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, Query, State};
 use axum::Extension;
 use maud::{html, Markup};
-use spear_proto::v1::{source, PinState, ServerRecord, StatusResponse, Transport};
+use spear_proto::v1::{PinState, ServerRecord, StatusResponse, Transport};
 
 use super::{badge, View};
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc, matches, paged, Paging};
 use crate::console::Shared;
 
-/// Where a server was declared.
+/// Where a server was declared (`file:NAME` or `admin`), as
+/// `sms servers` says it.
 fn origin(record: &ServerRecord) -> String {
-    match record.source.as_ref().and_then(|s| s.kind.as_ref()) {
-        Some(source::Kind::File(file)) => file.clone(),
-        Some(source::Kind::Admin(_)) => "admin API".to_string(),
-        None => String::new(),
-    }
+    record.source_label()
 }
 
-/// The transport's name, as in server files.
+/// The transport, as server files spell it.
 fn transport(record: &ServerRecord) -> &'static str {
-    match record.spec.as_ref().map(|s| s.transport()) {
-        Some(Transport::Stdio) => "stdio",
-        Some(Transport::StreamableHttp) => "streamable-http",
-        Some(Transport::Sse) => "sse",
-        _ => "unspecified",
-    }
+    Transport::label_of(record.spec.as_ref().map_or(0, |s| s.transport))
 }
 
 /// Nodes that report the server failed, from their heartbeats.
@@ -145,7 +137,7 @@ pub async fn list(
     Ok(page::page(
         "Registry",
         "/",
-        &format!("/?q={}&page={}", enc(&paging.q), paging.page),
+        &paging.src("/"),
         &signed.session,
         body,
     ))

@@ -21,14 +21,7 @@ pub struct Shown {
 }
 
 fn state_name(info: &ApprovalInfo) -> &'static str {
-    match info.state() {
-        ApprovalState::Pending => "pending",
-        ApprovalState::Approved => "approved",
-        ApprovalState::Denied => "denied",
-        ApprovalState::Expired => "expired",
-        ApprovalState::Used => "used",
-        ApprovalState::Unspecified => "unknown",
-    }
+    crate::approvals::state_name(info.state())
 }
 
 fn approval_row(signed: &Signed, info: &ApprovalInfo) -> Markup {
