@@ -7,10 +7,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rmcp::transport::auth::{
-    AuthorizationRequest, ClientCredentialsConfig, JwtSigningAlgorithm, OAuthState,
-    WWWAuthenticateParams,
-};
+use rmcp::transport::auth::{ClientCredentialsConfig, JwtSigningAlgorithm, WWWAuthenticateParams};
 use rmcp::transport::AuthorizationManager;
 
 use crate::{Browser, ClientConfig, Grant, OAuthError, Redirect};
@@ -22,9 +19,6 @@ pub const MAX_STEP_UPS: u32 = 3;
 
 /// How long a login waits for the operator by default.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// The name a dynamically registered client gets.
-const CLIENT_NAME: &str = "Spear";
 
 /// The logins of one client to one server.
 pub struct Authorizer {
@@ -84,33 +78,19 @@ impl Authorizer {
         challenge: Option<&str>,
         scopes: &[String],
     ) -> Result<AuthorizationManager, OAuthError> {
-        let mut state = OAuthState::new(self.server_url.as_str(), None).await?;
-        let mut request =
-            AuthorizationRequest::new(self.redirect.uri()).with_client_name(CLIENT_NAME);
-        if let Some(id) = &self.client.client_id {
-            request = request.with_preregistered_client(id);
-            if let Some(secret) = &self.client.client_secret {
-                request = request.with_client_secret(secret.expose());
-            }
-        }
-        if let Some(url) = &self.client.client_metadata_url {
-            request = request.with_client_metadata_url(url);
-        }
-        if !scopes.is_empty() {
-            request = request.with_scopes(scopes.iter().cloned());
-        }
-        if let Some(challenge) = challenge {
-            request = request.with_challenge(challenge);
-        }
-        state.start_authorization(request).await?;
-        let url = state.get_authorization_url().await?;
+        let (pending, url) = crate::begin_login(
+            &self.server_url,
+            &self.client,
+            self.redirect.uri(),
+            challenge,
+            scopes,
+        )
+        .await?;
         self.browser.open(&url);
         let callback = self.redirect.wait(self.login_timeout).await?;
-        state.handle_callback_url(&callback).await?;
+        let manager = pending.finish(&callback).await?;
         tracing::info!(server = %self.server_url, "authorized");
-        state
-            .into_authorization_manager()
-            .ok_or_else(|| OAuthError::Flow("the authorization did not complete".into()))
+        Ok(manager)
     }
 
     /// Answers a 403 `insufficient_scope`: the scopes held plus those the

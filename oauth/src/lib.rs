@@ -14,6 +14,8 @@
 //! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
 //!   again for the scopes held plus those the server names, a bounded
 //!   number of times;
+//! - [`begin_login`] and [`PendingLogin::finish`] are the same flow for a
+//!   caller that serves the redirect itself (SMS's console);
 //! - [`held`] takes what a login obtained, to keep; [`refresh`] renews it
 //!   (SMS does this for a cluster).
 //!
@@ -29,6 +31,7 @@ mod error;
 mod redirect;
 mod terminal;
 mod tokens;
+mod web_login;
 
 pub use authorize::{client_credentials, Authorizer, MAX_STEP_UPS};
 pub use browser::Browser;
@@ -40,6 +43,7 @@ pub use terminal::LoginFlags;
 pub use tokens::{
     access_token, due_at, expires_at, has_refresh_token, held, refresh, renew_at, token_digest,
 };
+pub use web_login::{begin_login, query_value, PendingLogin};
 
 /// rmcp's types a caller holds: the manager an authorization yields (it
 /// refreshes its own tokens) and the challenge parser.

@@ -122,7 +122,7 @@ async fn read_line() -> Result<String, OAuthError> {
 }
 
 /// The authorization server's `error` (RFC 6749 §4.1.2.1), if it sent one.
-fn refused(url: &str) -> Result<(), OAuthError> {
+pub(crate) fn refused(url: &str) -> Result<(), OAuthError> {
     let Ok(parsed) = url::Url::parse(url) else {
         return Err(OAuthError::Paste(
             "that is not a URL; paste the whole address from the browser's address bar".into(),

@@ -341,6 +341,35 @@ def trust(browser):
     result["pins_notice"] = page.inner_text(".notice")
 
 
+def oauth(browser):
+    """A login started from the page: SERVER's authorization server is
+    oidc-provider, whose own pages the operator signs in and consents at."""
+    server = os.environ["SERVER"]
+    page = new_context(browser).new_page()
+    sign_in(page, ADMIN)
+    page.goto(URL + "/oauth")
+    row = page.locator(f"#oauth-table tr[data-server='{server}']")
+    result["before"] = row.get_attribute("data-state")
+    row.locator("button[data-action=login]").click()
+    # oidc-provider's sign-in page, then its consent page.
+    page.wait_for_selector("input[name=login]", timeout=WAIT_MS)
+    result["provider_page"] = page.url.split("?")[0]
+    page.fill("input[name=login]", "alice")
+    page.fill("input[name=password]", "any")
+    page.click("button[type=submit]")
+    page.wait_for_selector("button[type=submit]", timeout=WAIT_MS)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#logged-in", timeout=WAIT_MS)
+    result["callback"] = page.url.split("?")[0]
+    result["logged_in"] = page.inner_text("#logged-in")
+    # The same code and state again (a replayed redirect) opens nothing.
+    replayed = page.request.get(page.url)
+    result["replayed"] = [replayed.status, replayed.text()]
+    page.goto(URL + "/oauth")
+    result["after"] = page.locator(f"#oauth-table tr[data-server='{server}']").get_attribute("data-state")
+    shot(page, "oauth")
+
+
 def timings(browser):
     """Page timings: each PAGES path, ROUNDS times; SMS's own time
     (Server-Timing) and the browser's, in ms."""
@@ -381,7 +410,7 @@ def timings(browser):
             shot(page, name)
 
 
-SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, timings)}
+SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, timings)}
 
 if __name__ == "__main__":
     scenario = SCENARIOS[sys.argv[1]]

@@ -184,6 +184,8 @@ pub struct SmsOptions {
     /// [`SmsProc::client`] presents `admin_token` (the console tests sign
     /// in with it, and drive the CLI as before).
     pub client_presents_token: bool,
+    /// The console's port (an OAuth redirect URI names it); else any.
+    pub console_port: Option<u16>,
 }
 
 /// A running `sms`.
@@ -213,7 +215,7 @@ impl SmsProc {
             .arg("--metrics-listen")
             .arg(format!("{host}:0"))
             .arg("--console-listen")
-            .arg(format!("{host}:0"))
+            .arg(format!("{host}:{}", options.console_port.unwrap_or(0)))
             .arg("--ready-file")
             .arg(&ready)
             .env_remove("SMS_ADMIN_TOKEN_FILE")

@@ -9,13 +9,17 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::certs::Certs;
 use spear_tests::console::drive;
-use spear_tests::peers::{drifting_server, python_sdk};
+use spear_tests::peers::{
+    assert_no_secret, drifting_server, node22, npm_dir, oauth_protected_server, python_sdk,
+    LinePeer,
+};
 use spear_tests::procs::bin;
+use spear_tests::procs::{SmsOptions, SmsProc};
 use spear_tests::tasks::{
     cluster_opts, fs_task, guest, register, second_node, Cluster, ClusterOptions,
 };
 use spear_tests::trust::{answer_turn, echo_call, invoke_on, trust_cluster, TrustSetup};
-use spear_tests::wait::eventually;
+use spear_tests::wait::{eventually, free_port};
 
 fn console_cluster(certs: Option<&Certs>) -> Cluster {
     cluster_opts(
@@ -375,4 +379,95 @@ fn an_approval_and_a_pin_diff_are_decided_from_the_page() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(hostile["pinned"], 1, "{pins}");
+}
+
+/// A login started from the OAuth page: the browser signs in and consents
+/// at a real OpenID Provider (oidc-provider) and comes back to the
+/// console, which leaves SMS holding the credential, sealed.
+#[test]
+fn an_oauth_login_started_from_the_page_leaves_sms_a_credential() {
+    let work = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let (provider_port, console_port) = (free_port(), free_port());
+    let issuer = format!("http://127.0.0.1:{provider_port}");
+    let tokens = work.path().join("accepted-tokens");
+    let server = oauth_protected_server(&issuer, &tokens);
+    let resource = server.url("/mcp");
+    let mut command = std::process::Command::new(node22());
+    command
+        .arg(spear_tests::tasks::repo_file(
+            "tests/peers/oidc_provider.mjs",
+        ))
+        .arg(npm_dir())
+        .arg(provider_port.to_string())
+        .arg(&resource)
+        .arg(format!("http://127.0.0.1:{console_port}/oauth/callback"))
+        .arg("300")
+        .arg("unused-m2m-secret");
+    let provider = LinePeer::start(command);
+    provider.wait_for("READY ");
+    let mcp_dir = work.path().join("mcp.d");
+    std::fs::create_dir_all(&mcp_dir).unwrap_or_else(|e| panic!("{e}"));
+    let servers = json!({"mcpServers": {
+        "docs": {"url": resource, "auth": {"client_id": "spear-cli", "scopes": ["docs:read"]}},
+    }});
+    std::fs::write(mcp_dir.join("servers.json"), servers.to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let key = work.path().join("oauth.key");
+    let out = std::process::Command::new(bin("sms"))
+        .args(["oauth", "keygen"])
+        .arg(&key)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.status.success(), "{out:?}");
+    let sms = SmsProc::start(SmsOptions {
+        mcp_dir: Some(mcp_dir),
+        admin_token: Some(spear_tests::tasks::CONSOLE_TOKEN.into()),
+        client_presents_token: true,
+        console_port: Some(console_port),
+        extra: vec!["--oauth-key-file".into(), key.display().to_string()],
+        ..Default::default()
+    });
+
+    let seen = drive("oauth", &sms, &[("SERVER", "docs".into())]);
+    assert_eq!(seen["before"], "not logged in", "{seen}");
+    assert_eq!(
+        seen["provider_page"]
+            .as_str()
+            .map(|u| u.starts_with(&issuer)),
+        Some(true),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["callback"],
+        format!("http://127.0.0.1:{console_port}/oauth/callback"),
+        "{seen}"
+    );
+    assert!(
+        text(&seen["logged_in"]).contains("docs: valid, scopes docs:read"),
+        "{seen}"
+    );
+    assert_eq!(seen["after"], "valid", "{seen}");
+
+    let (code, out, err) = sms.client(&["oauth", "status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&out).unwrap_or_default();
+    let docs = status["credentials"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["server_id"] == "docs"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(docs["state"], "valid", "{status}");
+    assert_eq!(docs["logged_in_by"], "admin/console", "{status}");
+    // No code or token the provider issued is in SMS's log.
+    let mut secrets = provider.values("CODE ");
+    secrets.extend(provider.values("REFRESH "));
+    assert!(!secrets.is_empty(), "the provider issued nothing");
+    assert_no_secret("SMS's log", &sms.proc.log(), &secrets);
+    // The callback works once: replaying it is refused.
+    assert_eq!(seen["replayed"][0], 400, "{seen}");
+    assert!(
+        text(&seen["replayed"][1]).contains("used already"),
+        "{seen}"
+    );
+    drop(server);
 }

@@ -37,6 +37,10 @@ pub struct Api {
     pub credentials: Arc<CredentialsService>,
     /// Approvals, drift and audit records as they happen (the live views).
     pub events: TrustEvents,
+    /// Where a login starts from (a server's URL and client, as SMS
+    /// resolves them); the credential it yields goes through
+    /// [`Api::put_credential`].
+    pub broker: Arc<crate::oauth::Broker>,
 }
 
 /// The identity console calls carry, and SMS's audit chain names.
@@ -173,6 +177,19 @@ impl Api {
             .await?
             .into_inner()
             .chains)
+    }
+
+    pub async fn put_credential(
+        &self,
+        server_id: &str,
+        credentials_json: String,
+    ) -> Result<CredentialStatus, Refused> {
+        let request = PutCredentialRequest {
+            server_id: server_id.to_string(),
+            credentials_json,
+        };
+        let put = self.credentials.put_credential(call(request)).await?;
+        Ok(put.into_inner().status.unwrap_or_default())
     }
 
     pub async fn credentials(&self) -> Result<Vec<CredentialStatus>, Refused> {

@@ -10,6 +10,7 @@
 //! - `guard.rs`: the security headers and the sign-in check every page
 //!   passes through.
 //! - `live.rs`: server-sent events that tell pages what changed.
+//! - `logins.rs`: OAuth logins started here, until the browser is back.
 //! - `views/`: one file per section.
 //!
 //! The listener is loopback by default; it serves HTTPS with SMS's
@@ -19,6 +20,7 @@
 mod api;
 mod guard;
 mod live;
+mod logins;
 mod page;
 mod session;
 mod views;
@@ -91,6 +93,8 @@ pub(crate) struct State {
     /// Cookies are `Secure` (and `__Host-`) under TLS.
     pub tls: bool,
     pub module_dir: Option<PathBuf>,
+    /// OAuth logins waiting for the browser to come back.
+    pub logins: logins::Logins,
 }
 
 pub(crate) type Shared = Arc<State>;
@@ -139,6 +143,7 @@ impl Console {
             sessions,
             tls: tls.is_some(),
             module_dir,
+            logins: logins::Logins::default(),
         });
         let listener = HttpListener::new(listener, tls).map_err(listen_error)?;
         let app = router(state);
@@ -179,6 +184,7 @@ fn router(state: Shared) -> Router {
         .route("/audit", get(views::audit::page))
         .route("/audit/verify", post(views::audit::verify))
         .route("/oauth", get(views::oauth::page))
+        .route("/oauth/{server}/login", post(views::oauth::start))
         .route("/events", get(live::events))
         .route("/logout", post(views::signin::sign_out))
         .layer(axum::middleware::from_fn_with_state(
@@ -190,6 +196,10 @@ fn router(state: Shared) -> Router {
             "/login",
             get(views::signin::form).post(views::signin::sign_in),
         )
+        // The authorization server sends the browser back here: a
+        // cross-site navigation, without the session cookie; the pending
+        // login's state is the credential (`logins.rs`).
+        .route("/oauth/callback", get(views::oauth::callback))
         .route("/assets/console.css", get(guard::css))
         .route("/assets/console.js", get(guard::js))
         .merge(signed_in)

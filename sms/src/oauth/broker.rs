@@ -314,6 +314,21 @@ impl Broker {
         }
     }
 
+    /// What a login to server `id` starts from (the console's): its URL
+    /// and client, resolved as SMS resolves them to renew its tokens.
+    /// Refused for a server whose grant needs nobody to log in.
+    pub fn login_client(&self, id: &str) -> Result<(String, ClientConfig), BrokerError> {
+        let server = self.protected(id)?;
+        let grant = server.grant();
+        if grant != OauthGrant::AuthorizationCode {
+            return Err(BrokerError::NoLoginNeeded {
+                id: id.to_string(),
+                grant: grant.label(),
+            });
+        }
+        self.client(id, &server)
+    }
+
     /// Stores what `sms oauth login` obtained for server `id`
     /// (`credentials_json`, rmcp's stored credentials), sealed, replacing
     /// any credential before it. `by` is who logged in.

@@ -72,6 +72,7 @@ pub struct Services {
     credentials: Arc<CredentialsService>,
     revocations: Arc<RevocationsService>,
     events: TrustEvents,
+    broker: Arc<Broker>,
 }
 
 impl Services {
@@ -92,7 +93,7 @@ impl Services {
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_join_token(join_token);
-        let broker = Broker::new(stores.vault, keys.oauth, Arc::clone(&hub));
+        let broker = Arc::new(Broker::new(stores.vault, keys.oauth, Arc::clone(&hub)));
         let events = TrustEvents::default();
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
         Services {
@@ -142,7 +143,7 @@ impl Services {
                 access.clone(),
             )),
             credentials: Arc::new(
-                CredentialsService::new(Arc::new(broker), keys.sealer, access.clone())
+                CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())
                     .audited(admin_audit.clone()),
             ),
             revocations: Arc::new(
@@ -150,6 +151,7 @@ impl Services {
             ),
             status: Arc::new(StatusService::new(hub, nodes, problems, access).insecure(insecure)),
             events,
+            broker,
         }
     }
 
@@ -164,6 +166,7 @@ impl Services {
             audit: Arc::clone(&self.audit),
             credentials: Arc::clone(&self.credentials),
             events: self.events.clone(),
+            broker: Arc::clone(&self.broker),
         }
     }
 

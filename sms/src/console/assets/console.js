@@ -6,6 +6,13 @@
 // escaped, by SMS.
 (function () {
   "use strict";
+  // A page that only hands over to another site (an OAuth login) names
+  // the link to follow.
+  var follow = document.querySelector("a[data-follow]");
+  if (follow) {
+    window.location.assign(follow.href);
+    return;
+  }
   var main = document.getElementById("main");
   var status = document.getElementById("live");
   var regions = document.querySelectorAll("[data-live]");

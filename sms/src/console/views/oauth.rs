@@ -1,16 +1,22 @@
 //! OAuth: which servers need a login, and each credential's state (never
-//! a value). What `sms oauth status` shows. A login runs the
-//! authorization-code flow from `sms oauth login`, whose redirect comes
-//! back to the operator's own machine; the page gives the command.
+//! a value), as `sms oauth status` shows them; and a login started from
+//! the page. SMS runs the authorization-code flow (PKCE, the resource
+//! indicator, registration, as `sms oauth login` does), the browser goes
+//! to the authorization server and comes back to `/oauth/callback`, and
+//! SMS seals what it obtained as a `PutCredential` by `admin/console`.
 
-use axum::extract::State;
-use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Form};
 use maud::html;
-use spear_proto::v1::CredentialState;
+use serde::Deserialize;
+use spear_proto::v1::{CredentialState, OauthGrant};
+use tracing::{info, warn};
 
-use super::{badge, View};
 use crate::console::guard::Signed;
-use crate::console::page;
+use crate::console::page::{self, enc};
+use crate::console::views::{badge, Failure, View};
 use crate::console::Shared;
 
 pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
@@ -20,24 +26,32 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
             p class="muted" { "No server in the registry declares \"auth\"." }
         } @else {
             table id="oauth-table" {
-                thead { tr { th { "Server" } th { "State" } th { "Scopes" } th { "Logged in (UTC)" } th { "By" } th { "Expires (UTC)" } th { "Renewable" } th { "Problem" } th { "Log in" } } }
+                thead { tr { th { "Server" } th { "State" } th { "Grant" } th { "Scopes" } th { "Logged in (UTC)" } th { "By" } th { "Expires (UTC)" } th { "Renewable" } th { "Problem" } th { "" } } }
                 tbody {
                     @for c in &credentials {
-                        tr data-server=(c.server_id) {
+                        tr data-server=(c.server_id) data-state=(CredentialState::label_of(c.state)) {
                             td class="mono" { (c.server_id) }
                             td { (badge(CredentialState::label_of(c.state))) }
+                            td { (OauthGrant::label_of(c.grant)) }
                             td class="mono" { (c.scopes.join(" ")) }
                             td { (page::time(c.logged_in_at_ms)) }
                             td { (c.logged_in_by) }
                             td { (page::time(c.expires_at_ms)) }
                             td { (c.has_refresh_token) }
                             td { (c.problem) }
-                            td class="mono" { "sms oauth login " (c.server_id) }
+                            td {
+                                @if c.grant == OauthGrant::AuthorizationCode as i32 && signed.session.is_admin() {
+                                    form method="post" action={"/oauth/" (enc(&c.server_id)) "/login"} class="inline" {
+                                        (page::csrf(&signed.session))
+                                        button type="submit" class="primary" data-action="login" { "Log in" }
+                                    }
+                                }
+                            }
                         }
                     }
                 }
             }
-            p class="muted" { "A login runs on the operator's machine: the authorization server sends the browser back to the loopback address `sms oauth login` listens on, then SMS seals the tokens and renews them." }
+            p class="muted" { "Log in sends this browser to the server's authorization server; it comes back here and SMS seals the tokens and renews them. `sms oauth login SERVER` does the same from a terminal." }
         }
     };
     Ok(page::page(
@@ -47,4 +61,100 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
         &signed.session,
         body,
     ))
+}
+
+#[derive(Deserialize)]
+pub struct Start {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// This console's own address, as the browser reached it.
+fn own_origin(state: &Shared, headers: &HeaderMap) -> Result<String, Failure> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .ok_or_else(|| Failure::new(StatusCode::BAD_REQUEST, "the request names no Host"))?;
+    let scheme = if state.tls { "https" } else { "http" };
+    Ok(format!("{scheme}://{host}"))
+}
+
+pub async fn start(
+    State(state): State<Shared>,
+    Extension(signed): Extension<Signed>,
+    Path(server): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<Start>,
+) -> Result<Response, Failure> {
+    signed.session.may_write(&form.csrf)?;
+    let (url, client) = state
+        .api
+        .broker
+        .login_client(&server)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let redirect = format!("{}/oauth/callback", own_origin(&state, &headers)?);
+    let (pending, authorize) =
+        spear_oauth::begin_login(&url, &client, &redirect, None, &client.scopes)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::BAD_GATEWAY,
+                    format!("cannot start a login to server '{server}': {e}"),
+                )
+            })?;
+    state.logins.insert(&server, pending);
+    info!(server_id = %server, "console login started");
+    // Not a redirect: the CSP's `form-action 'self'` rightly stops a form
+    // from landing on another origin. A link does not; the script follows
+    // it at once.
+    let issuer = authorize.split('?').next().unwrap_or_default().to_string();
+    let body = html! {
+        p { "Signing in to " span class="mono" { (server) } " at its authorization server, "
+            span class="mono" { (issuer) } "." }
+        p { a id="authorize" href=(authorize) data-follow { "Continue to the authorization server" } }
+    };
+    Ok(page::page("Log in", "/oauth", "/oauth", &signed.session, body).into_response())
+}
+
+/// Where the authorization server sends the browser back.
+pub async fn callback(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Response, Failure> {
+    let full = format!("{}{uri}", own_origin(&state, &headers)?);
+    let unknown = || {
+        Failure::new(
+            StatusCode::BAD_REQUEST,
+            "this login is unknown, was used already or took longer than 10 minutes; start it again from the OAuth page",
+        )
+    };
+    let state_param = spear_oauth::query_value(&full, "state").ok_or_else(unknown)?;
+    let (server, pending) = state.logins.take(&state_param).ok_or_else(unknown)?;
+    let failed = |why: String| {
+        warn!(server_id = %server, %why, "console login failed");
+        Failure::new(
+            StatusCode::BAD_GATEWAY,
+            format!("the login to server '{server}' failed: {why}"),
+        )
+    };
+    let manager = pending
+        .finish(&full)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let held = spear_oauth::held(&manager)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let json = serde_json::to_string(&held).map_err(|e| failed(e.to_string()))?;
+    let status = state.api.put_credential(&server, json).await?;
+    info!(server_id = %server, "console login completed");
+    let body = page::bare(
+        "Logged in",
+        html! {
+            p id="logged-in" { "Logged in to " span class="mono" { (server) } ": "
+                (CredentialState::label_of(status.state)) ", scopes " (status.scopes.join(" ")) "." }
+            p { "SMS holds the tokens sealed and renews them. " a href="/oauth" { "Back to OAuth" } }
+        },
+    );
+    Ok(body.into_response())
 }
