@@ -23,12 +23,14 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use serde::Deserialize;
 use spear_proto::v1::trust_event::Event as Trust;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
+use super::guard::Signed;
 use super::Shared;
 
 /// Event streams open at once, over all sessions.
@@ -75,7 +77,11 @@ struct Seen {
     alive: usize,
 }
 
-pub async fn events(State(state): State<Shared>, Query(topics): Query<Topics>) -> Response {
+pub async fn events(
+    State(state): State<Shared>,
+    Extension(signed): Extension<Signed>,
+    Query(topics): Query<Topics>,
+) -> Response {
     let Some(place) = Place::take() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -90,7 +96,7 @@ pub async fn events(State(state): State<Shared>, Query(topics): Query<Topics>) -
         .map(str::to_string)
         .collect();
     let (sender, receiver) = mpsc::channel::<&'static str>(16);
-    tokio::spawn(follow(state, wanted, sender, place));
+    tokio::spawn(follow(state, signed.id, wanted, sender, place));
     let stream = ReceiverStream::new(receiver)
         .map(|topic| Ok::<_, Infallible>(Event::default().event(topic).data(topic)));
     Sse::new(stream)
@@ -98,9 +104,11 @@ pub async fn events(State(state): State<Shared>, Query(topics): Query<Topics>) -
         .into_response()
 }
 
-/// Sends the topics that changed until the page goes away.
+/// Sends the topics that changed until the page goes away or its
+/// session ends (sign-out, expiry, a rotated token).
 async fn follow(
     state: Shared,
+    session_id: String,
     wanted: BTreeSet<String>,
     sender: mpsc::Sender<&'static str>,
     _place: Place,
@@ -150,6 +158,9 @@ async fn follow(
         // Nodes stop being alive without a heartbeat: look once a second.
         if last_alive_check.elapsed() >= Duration::from_secs(1) {
             last_alive_check = tokio::time::Instant::now();
+            if state.sessions.get(&session_id).is_none() {
+                return;
+            }
             let alive = alive_nodes(&state);
             if alive != seen.alive {
                 seen.alive = alive;

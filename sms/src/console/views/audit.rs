@@ -131,7 +131,7 @@ async fn trail(state: &Shared, filters: &Filters) -> Result<(Vec<Record>, u64), 
 }
 
 fn render(
-    state_session: &Signed,
+    signed: &Signed,
     filters: &Filters,
     records: &[Record],
     left_out: u64,
@@ -140,7 +140,7 @@ fn render(
     let body = html! {
         (filter_form(filters))
         form method="post" action="/audit/verify" class="inline" {
-            (page::csrf(&state_session.session))
+            (page::csrf(&signed.session))
             button type="submit" { "Verify every chain" }
         }
         @if let Some(verified) = verified { (verified) }
@@ -153,7 +153,7 @@ fn render(
         "Audit trail",
         "/audit",
         &format!("/audit?{}", filters.query()),
-        &state_session.session,
+        &signed.session,
         body,
     )
 }
