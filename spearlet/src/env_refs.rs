@@ -96,6 +96,24 @@ impl Resolver {
         resolver
     }
 
+    /// The values the server's `env` and `headers` references resolve to:
+    /// the credentials a server is handed, which a tool result must not
+    /// carry to the model (a server that prints its environment). Values
+    /// in its arguments, command and URL, and literal values, are left in
+    /// results: a path or a setting is what a model may need to see.
+    pub fn handed_to(spec: &ServerSpec, lookup: &LookupFn<'_>) -> Resolver {
+        let mut resolver = Resolver::default();
+        let references = spec
+            .env
+            .values()
+            .chain(spec.headers.values())
+            .filter(|v| !spear_proto::refs::is_literal(v));
+        for text in references {
+            let _ = resolver.resolve("", text, lookup);
+        }
+        resolver
+    }
+
     /// A [`Redactor`] for the secrets substituted so far.
     pub fn redactor(&self) -> Redactor {
         let mut forms: Vec<String> = self

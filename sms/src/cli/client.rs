@@ -190,15 +190,26 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
         .into_inner();
     println!("epoch {} revision {}", list.epoch, list.revision);
     println!(
-        "{:<32} {:<16} {:<8} {:<24} {:>10}",
+        "{:<32} {:<16} {:<8} {:<24} {:>10}  FROM",
         "ID", "TRANSPORT", "ENABLED", "SOURCE", "REVISION"
     );
     for record in &list.servers {
         let Some(spec) = &record.spec else { continue };
         let transport = Transport::label_of(spec.transport);
         let source = record.source_label();
+        // A server from the official registry's server.json: its name,
+        // version and what runs.
+        let from = match &spec.registry {
+            Some(r) => format!(
+                "registry {} {}: {}",
+                printable(&r.name),
+                printable(&r.version),
+                printable(&r.package)
+            ),
+            None => "-".to_string(),
+        };
         println!(
-            "{:<32} {:<16} {:<8} {:<24} {:>10}",
+            "{:<32} {:<16} {:<8} {:<24} {:>10}  {from}",
             spec.id, transport, spec.enabled, source, record.mod_revision
         );
     }

@@ -1,10 +1,13 @@
 //! Server declarations: parsing and validating the files of `--mcp-dir` and
-//! admin requests into [`spear_proto::v1::ServerSpec`]s, with one clear
+//! admin requests into [`spear_proto::v1::ServerSpec`]s (four shapes: the
+//! native one, `mcpServers`, `servers`, and the official registry's
+//! `server.json`, `official.rs`), with one clear
 //! problem per mistake (file, JSON path, what to do).
 
 mod auth;
 mod fields;
 mod ids;
+mod official;
 mod parse;
 mod problem;
 mod scan;
@@ -12,10 +15,13 @@ mod suggest;
 mod values;
 
 #[cfg(test)]
+mod server_json_tests;
+#[cfg(test)]
 mod tests;
 
 pub use ids::{check_server_id, IdError, MAX_ID_LEN};
-pub use parse::{parse_file, parse_server_json, MAX_FILE_BYTES};
+pub use official::{id_from_name, COMPANION_SUFFIX, DEFAULT_PIN};
+pub use parse::{parse_file, parse_file_with, parse_server_json, Companion, MAX_FILE_BYTES};
 pub use problem::Problem;
 pub use scan::{
     scan_dir, scan_dir_since, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped,

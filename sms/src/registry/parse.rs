@@ -4,18 +4,51 @@ use serde_json::{Map, Value};
 use spear_proto::v1::ServerSpec;
 
 use super::fields::{kind, parse_entry, Problems, Shape};
+use super::official;
 use super::problem::Problem;
 
 /// Files larger than this are rejected unread.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 
-/// Parses one file's bytes, in either shape. `file` names the file in
+/// A registry server.json's companion file: its name and bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Companion<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+}
+
+/// Parses one file's bytes, in any shape. `file` names the file in
 /// problems. All or nothing: a file with any problem declares nothing.
 pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Vec<ServerSpec>, Vec<Problem>> {
+    parse_file_with(file, bytes, None)
+}
+
+/// [`parse_file`], with the companion file found beside it (Spear's
+/// settings for a registry server.json; refused beside any other shape).
+pub fn parse_file_with(
+    file: &str,
+    bytes: &[u8],
+    companion: Option<Companion<'_>>,
+) -> Result<Vec<ServerSpec>, Vec<Problem>> {
     let mut problems = Problems::new(file);
     let Some(root) = read_json(&mut problems, bytes) else {
         return Err(problems.list);
     };
+    if let Value::Object(root) = &root {
+        if official::is_registry_file(root) {
+            return parse_registry_file(&mut problems, root, companion);
+        }
+    }
+    if let Some(companion) = companion {
+        problems.push(
+            "",
+            format!(
+                "{} sits beside it, but only an official registry server.json takes a companion file; put Spear's settings in {file} itself, or remove {}",
+                companion.name, companion.name
+            ),
+        );
+        return Err(problems.list);
+    }
     let Value::Object(root) = root else {
         problems.push(
             "$",
@@ -45,6 +78,39 @@ pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Vec<ServerSpec>, Vec<Probl
         Ok(specs)
     } else {
         Err(problems.list)
+    }
+}
+
+/// A registry server.json with its companion's settings, if any.
+fn parse_registry_file(
+    problems: &mut Problems,
+    root: &Map<String, Value>,
+    companion: Option<Companion<'_>>,
+) -> Result<Vec<ServerSpec>, Vec<Problem>> {
+    let settings = match companion {
+        None => None,
+        Some(companion) => {
+            let mut own = Problems::new(companion.name);
+            match read_json(&mut own, companion.bytes) {
+                Some(Value::Object(settings)) => Some(settings),
+                Some(other) => {
+                    own.push(
+                        "$",
+                        format!(
+                            "expected an object of Spear's settings, found {}",
+                            kind(&other)
+                        ),
+                    );
+                    return Err(own.list);
+                }
+                None => return Err(own.list),
+            }
+        }
+    };
+    let spec = official::parse_registry(problems, root, settings.as_ref());
+    match spec {
+        Some(spec) if problems.is_empty() => Ok(vec![spec]),
+        _ => Err(std::mem::take(&mut problems.list)),
     }
 }
 

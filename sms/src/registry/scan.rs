@@ -7,7 +7,8 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 use spear_proto::v1::ServerSpec;
 
-use super::parse::{parse_file, MAX_FILE_BYTES};
+use super::official::COMPANION_SUFFIX;
+use super::parse::{parse_file_with, Companion, MAX_FILE_BYTES};
 use super::problem::Problem;
 
 /// What one file declares, or why it was rejected.
@@ -78,8 +79,35 @@ pub fn scan_dir_since(
         names.push(name);
     }
     names.sort();
+    // A companion (`X.spear.json`) is read with its server.json (`X.json`),
+    // not on its own.
+    let (companions, names): (Vec<String>, Vec<String>) = names
+        .into_iter()
+        .partition(|n| n.ends_with(COMPANION_SUFFIX));
+    for companion in &companions {
+        let main = format!("{}.json", companion.trim_end_matches(COMPANION_SUFFIX));
+        if names.contains(&main) {
+            scan.skipped.push(Skipped {
+                name: companion.clone(),
+                reason: format!("Spear's settings for {main}, read with it"),
+            });
+        } else {
+            let message = format!("a companion file holds Spear's settings for a registry server.json beside it, and {main} is not here; add it or remove this file");
+            scan.files.push(ScannedFile {
+                name: companion.clone(),
+                digest: Sha256::digest(message.as_bytes()).into(),
+                outcome: FileOutcome::Invalid(vec![Problem {
+                    file: companion.clone(),
+                    path: String::new(),
+                    message,
+                }]),
+            });
+        }
+    }
     for name in names {
-        match read_file(&root, &dir.join(&name), &name, known) {
+        let companion = format!("{}{COMPANION_SUFFIX}", name.trim_end_matches(".json"));
+        let companion = companions.contains(&companion).then_some(companion);
+        match read_file(&root, dir, &name, companion.as_deref(), known) {
             Entry::File(outcome, digest) => scan.files.push(ScannedFile {
                 name,
                 outcome,
@@ -88,6 +116,7 @@ pub fn scan_dir_since(
             Entry::Skip(reason) => scan.skipped.push(Skipped { name, reason }),
         }
     }
+    scan.files.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(scan)
 }
 
@@ -96,12 +125,51 @@ enum Entry {
     Skip(String),
 }
 
+/// Reads file `name` of `dir`, with its companion when it has one (the
+/// digest covers both: a changed companion is a changed server).
 fn read_file(
     root: &Path,
-    path: &Path,
+    dir: &Path,
     name: &str,
+    companion: Option<&str>,
     known: &dyn Fn(&str, &[u8; 32]) -> bool,
 ) -> Entry {
+    let (bytes, digest) = match read_bytes(root, &dir.join(name), name) {
+        Ok(read) => read,
+        Err(entry) => return entry,
+    };
+    let companion = match companion {
+        None => None,
+        Some(other) => match read_bytes(root, &dir.join(other), other) {
+            Ok((bytes, _)) => Some((other, bytes)),
+            Err(entry) => return entry,
+        },
+    };
+    let digest = match &companion {
+        None => digest,
+        Some((_, extra)) => Sha256::new()
+            .chain_update(&bytes)
+            .chain_update([0u8])
+            .chain_update(extra)
+            .finalize()
+            .into(),
+    };
+    if known(name, &digest) {
+        return Entry::File(FileOutcome::Unchanged, digest);
+    }
+    let companion = companion.as_ref().map(|(name, bytes)| Companion {
+        name,
+        bytes: bytes.as_slice(),
+    });
+    let outcome = match parse_file_with(name, &bytes, companion) {
+        Ok(specs) => FileOutcome::Servers(specs),
+        Err(problems) => FileOutcome::Invalid(problems),
+    };
+    Entry::File(outcome, digest)
+}
+
+/// One file's bytes and their digest, or the entry saying why not.
+fn read_bytes(root: &Path, path: &Path, name: &str) -> Result<(Vec<u8>, [u8; 32]), Entry> {
     let invalid = |message: String| {
         let digest: [u8; 32] = Sha256::digest(message.as_bytes()).into();
         Entry::File(
@@ -113,55 +181,48 @@ fn read_file(
             digest,
         )
     };
-    let link = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) => return invalid(format!("cannot read the file: {e}")),
-    };
+    let link = std::fs::symlink_metadata(path)
+        .map_err(|e| invalid(format!("cannot read the file: {e}")))?;
     if link.file_type().is_symlink() {
         match path.canonicalize() {
             Err(_) => {
-                return invalid("is a symlink to nothing (dangling); fix or remove the link".into())
+                return Err(invalid(
+                    "is a symlink to nothing (dangling); fix or remove the link".into(),
+                ))
             }
             Ok(target) if !target.starts_with(root) => {
-                return invalid(
+                return Err(invalid(
                     "is a symlink pointing outside the MCP directory; copy the file in instead"
                         .into(),
-                )
+                ))
             }
             Ok(_) => {}
         }
     }
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) => return invalid(format!("cannot read the file: {e}")),
-    };
+    let meta =
+        std::fs::metadata(path).map_err(|e| invalid(format!("cannot read the file: {e}")))?;
     if meta.is_dir() {
-        return Entry::Skip("a directory (subdirectories are not read)".into());
+        return Err(Entry::Skip(
+            "a directory (subdirectories are not read)".into(),
+        ));
     }
     if !meta.is_file() {
-        return Entry::Skip("not a regular file".into());
+        return Err(Entry::Skip("not a regular file".into()));
     }
     if meta.len() > MAX_FILE_BYTES as u64 {
-        return invalid(format!(
+        return Err(invalid(format!(
             "file is {} bytes; the limit is {MAX_FILE_BYTES}; split it into several files",
             meta.len()
-        ));
+        )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     let read = std::fs::File::open(path)
         .and_then(|f| f.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes));
     if let Err(e) = read {
-        return invalid(format!("cannot read the file: {e}"));
+        return Err(invalid(format!("cannot read the file: {e}")));
     }
     let digest: [u8; 32] = Sha256::digest(&bytes).into();
-    if known(name, &digest) {
-        return Entry::File(FileOutcome::Unchanged, digest);
-    }
-    let outcome = match parse_file(name, &bytes) {
-        Ok(specs) => FileOutcome::Servers(specs),
-        Err(problems) => FileOutcome::Invalid(problems),
-    };
-    Entry::File(outcome, digest)
+    Ok((bytes, digest))
 }
 
 /// `sms validate`: every per-file problem plus ids declared by two files (the

@@ -141,6 +141,15 @@ impl Connections {
         self.slot(server_id)?.catalog().await
     }
 
+    /// A result of `server_id` as a model may read it: without the values
+    /// its env and header references resolved to.
+    pub fn redact_result(&self, server_id: &str, text: String) -> String {
+        match self.slot(server_id) {
+            Ok(slot) => slot.redact_result(text),
+            Err(_) => text,
+        }
+    }
+
     /// `text` with the values of `server_id`'s secrets replaced, for what
     /// leaves the node (an approval's arguments).
     pub fn redact(&self, server_id: &str, text: &str) -> String {

@@ -89,6 +89,9 @@ pub(super) struct Slot {
     /// What the spec's references resolve to here: never said about it,
     /// and kept out of the node's log while the slot lives.
     pub(super) secrets: Arc<Redactor>,
+    /// What the server's env and header references resolved to: kept out
+    /// of the results the model reads ([`Slot::redact_result`]).
+    handed: Redactor,
     runtime: tokio::runtime::Handle,
     pub(super) timeouts: Timeouts,
     max_output_bytes: usize,
@@ -121,6 +124,7 @@ impl Slot {
             secrets: Resolver::secrets_of(&spec, &|name| lookup(name))
                 .redactor()
                 .for_logs(),
+            handed: Resolver::handed_to(&spec, &|name| lookup(name)).redactor(),
             timeouts: Timeouts::for_spec(&spec),
             max_output_bytes,
             permits: Semaphore::new(max_concurrency),
@@ -163,6 +167,15 @@ impl Slot {
     /// `text` with this server's secrets replaced.
     pub fn redact(&self, text: &str) -> String {
         self.secrets.redact(text).into_owned()
+    }
+
+    /// A result's `text` with the credentials the server was handed
+    /// replaced, before a model reads it.
+    pub fn redact_result(&self, text: String) -> String {
+        match self.handed.redact(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(redacted) => redacted,
+        }
     }
 
     pub fn id(&self) -> &str {

@@ -322,7 +322,9 @@ impl Router {
             .await;
         match result {
             Ok(rendered) => ToolOutcome {
-                text: rendered.text,
+                // The credentials the server was handed stay out of what
+                // the model reads.
+                text: self.connections.redact_result(server_id, rendered.text),
                 is_error: rendered.is_error,
                 executed: Some(target),
                 approval: None,

@@ -109,7 +109,10 @@ pub async fn list(
                         @let pin = pins.get(&spec.id);
                         tr data-server=(spec.id) {
                             td { a href={"/servers/" (enc(&spec.id))} { (spec.id) } }
-                            td class="mono" { (origin(record)) }
+                            td class="mono" {
+                                (origin(record))
+                                @if let Some(r) = &spec.registry { br; span class="muted" { "registry " (r.name) " " (r.version) ": " (r.package) } }
+                            }
                             td { (transport(record)) }
                             td {
                                 @if !spec.enabled { (badge("disabled")) }
@@ -176,6 +179,9 @@ pub async fn server(
         (page::live("server", "registry trust nodes", html! {
         table class="facts" {
             tr { th { "Declared in" } td class="mono" { (origin(record)) } }
+            @if let Some(r) = &spec.registry {
+                tr { th { "From the MCP Registry" } td class="mono" { (r.name) " " (r.version) " · runs " (r.package) } }
+            }
             tr { th { "Transport" } td { (transport(record)) } }
             tr { th { "Enabled" } td { (spec.enabled) } }
             @if !spec.command.is_empty() {
