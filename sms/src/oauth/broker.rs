@@ -319,13 +319,7 @@ impl Broker {
     /// Refused for a server whose grant needs nobody to log in.
     pub fn login_client(&self, id: &str) -> Result<(String, ClientConfig), BrokerError> {
         let server = self.protected(id)?;
-        let grant = server.grant();
-        if grant != OauthGrant::AuthorizationCode {
-            return Err(BrokerError::NoLoginNeeded {
-                id: id.to_string(),
-                grant: grant.label(),
-            });
-        }
+        logged_in_to(id, &server)?;
         self.client(id, &server)
     }
 
@@ -340,13 +334,7 @@ impl Broker {
     ) -> Result<CredentialStatus, BrokerError> {
         let key = self.key()?;
         let server = self.protected(id)?;
-        let grant = server.grant();
-        if grant != OauthGrant::AuthorizationCode {
-            return Err(BrokerError::NoLoginNeeded {
-                id: id.to_string(),
-                grant: grant.label(),
-            });
-        }
+        let grant = logged_in_to(id, &server)?;
         let bad = |why: String| BrokerError::BadLogin {
             id: id.to_string(),
             why,
@@ -411,4 +399,17 @@ impl Broker {
         }
         Ok(out.into_values().collect())
     }
+}
+
+/// The grant of a server a person logs in to (authorization code); any
+/// other grant gets its tokens without one.
+fn logged_in_to(id: &str, server: &Protected) -> Result<OauthGrant, BrokerError> {
+    let grant = server.grant();
+    if grant != OauthGrant::AuthorizationCode {
+        return Err(BrokerError::NoLoginNeeded {
+            id: id.to_string(),
+            grant: grant.label(),
+        });
+    }
+    Ok(grant)
 }

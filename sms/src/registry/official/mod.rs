@@ -1,0 +1,231 @@
+//! The official MCP Registry's `server.json`, the fourth server-file
+//! shape (docs/server-files.md): recognised by its `$schema` (the draft of
+//! 2025-07 to the schema of 2025-12-11) or, for the pre-release draft, by
+//! `version_detail`; both the snake_case and camelCase generations, mixed
+//! as real files mix them.
+//!
+//! Entry point: [`parse_registry`]. It picks what a node can run (the
+//! first package of a kind nodes run: npm with `npx`, PyPI with `uvx`, an
+//! OCI image with `docker run`; else the first remote), turns it into a
+//! native entry (arguments as argv, never a shell; variables as `${NAME}`
+//! references the node resolves under its policy), lays Spear's own
+//! settings over it from the companion file, and checks the result with
+//! the native shape's rules. Versions must be exact: the same bytes on
+//! every node.
+//!
+//! `values.rs` reads the file's values, `packages.rs` and `remotes.rs`
+//! turn what runs into a native entry.
+
+mod packages;
+mod remotes;
+mod values;
+
+use serde_json::{json, Map, Value};
+use spear_proto::v1::{RegistryOrigin, ServerSpec};
+
+use super::fields::{parse_entry, Problems, Shape};
+use packages::package_entry;
+use remotes::remote_entry;
+use values::{text, Companion};
+
+/// What a `$schema` of the official registry contains.
+const SCHEMA_HOSTS: &[&str] = &[
+    "modelcontextprotocol.io/schemas/",
+    "static.modelcontextprotocol.io/schemas/",
+];
+
+/// A companion file is named after its server.json: `github.json` and
+/// `github.spear.json`.
+pub const COMPANION_SUFFIX: &str = ".spear.json";
+
+/// Keys a companion file may hold: Spear's settings for the server.
+pub const COMPANION_KEYS: &[&str] = &[
+    "id",
+    "description",
+    "allowed_tools",
+    "denied_tools",
+    "timeouts_ms",
+    "limits",
+    "enabled",
+    "elicitation",
+    "auth",
+    "nodes",
+    "pin",
+    "approval",
+    "package",
+    "remote",
+    "variables",
+    "env",
+    "headers",
+];
+
+/// Refusals a problem names, one per package or remote; the rest are
+/// counted.
+const MAX_REASONS: usize = 3;
+
+/// The default pin for a registry server without a companion: nothing it
+/// lists is offered until an operator approves the definitions.
+pub const DEFAULT_PIN: &str = "approve";
+
+/// Whether `root` is an official registry `server.json`.
+pub fn is_registry_file(root: &Map<String, Value>) -> bool {
+    let schema = root.get("$schema").and_then(Value::as_str).unwrap_or("");
+    SCHEMA_HOSTS.iter().any(|h| schema.contains(h)) || root.contains_key("version_detail")
+}
+
+/// A valid server id from the registry name (`io.github.owner/repo-mcp` →
+/// `repo-mcp`): its last segment, lowercased, other characters as `-`.
+pub fn id_from_name(name: &str) -> String {
+    let last = name.rsplit('/').next().unwrap_or(name);
+    let mut id: String = last
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while id.starts_with(['-', '_']) {
+        id.remove(0);
+    }
+    id.truncate(super::ids::MAX_ID_LEN);
+    id
+}
+
+/// Parses a registry `server.json` (`root`) with its companion's settings
+/// (`companion`, from `<name>.spear.json` beside it) into one server.
+pub fn parse_registry(
+    problems: &mut Problems,
+    root: &Map<String, Value>,
+    companion: Option<&Map<String, Value>>,
+) -> Option<ServerSpec> {
+    let companion = Companion {
+        settings: companion,
+    };
+    if let Some(settings) = companion.settings {
+        super::values::unknown_keys(problems, "$companion", settings, COMPANION_KEYS);
+    }
+    let Some(name) = text(root, "name", "name") else {
+        problems.push(
+            "$.name",
+            "a registry server.json names its server (\"name\": \"io.github.owner/repo\")",
+        );
+        return None;
+    };
+    let version = text(root, "version", "version")
+        .or_else(|| {
+            root.get("version_detail")
+                .and_then(Value::as_object)
+                .and_then(|d| text(d, "version", "version"))
+        })
+        .unwrap_or("");
+    let packages: Vec<&Map<String, Value>> = root
+        .get("packages")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_object).collect())
+        .unwrap_or_default();
+    let remotes: Vec<&Map<String, Value>> = root
+        .get("remotes")
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_object).collect())
+        .unwrap_or_default();
+
+    // The companion may pick; otherwise the first that can run.
+    let chosen_package = companion
+        .get("package")
+        .and_then(Value::as_u64)
+        .map(|i| i as usize);
+    let chosen_remote = companion
+        .get("remote")
+        .and_then(Value::as_u64)
+        .map(|i| i as usize);
+    let mut refused = Vec::new();
+    let mut chosen = None;
+    let mut local = Problems::new("");
+    for (i, package) in packages.iter().enumerate() {
+        if chosen_remote.is_some() || chosen_package.is_some_and(|c| c != i) {
+            continue;
+        }
+        let path = format!("$.packages[{i}]");
+        let mut attempt = Problems::new("");
+        match package_entry(&mut attempt, &path, package, &companion) {
+            Ok(found) if attempt.is_empty() => {
+                chosen = Some(found);
+                break;
+            }
+            Ok(_) => local.list.extend(attempt.list),
+            Err(why) => refused.push(format!("packages[{i}]: {why}")),
+        }
+    }
+    if chosen.is_none() {
+        for (i, remote) in remotes.iter().enumerate() {
+            if chosen_package.is_some() || chosen_remote.is_some_and(|c| c != i) {
+                continue;
+            }
+            let path = format!("$.remotes[{i}]");
+            let mut attempt = Problems::new("");
+            match remote_entry(&mut attempt, &path, remote, &companion) {
+                Ok(found) if attempt.is_empty() => {
+                    chosen = Some(found);
+                    break;
+                }
+                Ok(_) => local.list.extend(attempt.list),
+                Err(why) => refused.push(format!("remotes[{i}]: {why}")),
+            }
+        }
+    }
+    let Some((mut entry, origin)) = chosen else {
+        for problem in local.list {
+            problems.push(&problem.path, problem.message);
+        }
+        let why = if refused.is_empty() && packages.is_empty() && remotes.is_empty() {
+            "it lists no packages and no remotes".to_string()
+        } else if refused.is_empty() {
+            "none of its packages and remotes can be used as written".to_string()
+        } else if refused.len() > MAX_REASONS {
+            let more = refused.len() - MAX_REASONS;
+            refused.truncate(MAX_REASONS);
+            format!("{}; and {more} more", refused.join("; "))
+        } else {
+            refused.join("; ")
+        };
+        problems.push(
+            "$",
+            format!("no package or remote of {name} can run on a node: {why}"),
+        );
+        return None;
+    };
+    let id = companion
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| id_from_name(name));
+    entry.insert("id".into(), json!(id));
+    let description = text(root, "description", "description").unwrap_or("");
+    let description: String = description
+        .chars()
+        .take(super::fields::MAX_DESCRIPTION)
+        .collect();
+    entry.insert("description".into(), json!(description));
+    entry.insert("pin".into(), json!(DEFAULT_PIN));
+    if let Some(settings) = companion.settings {
+        for (key, value) in settings {
+            if !matches!(
+                key.as_str(),
+                "package" | "remote" | "variables" | "env" | "headers"
+            ) {
+                entry.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    let mut spec = parse_entry(problems, "$", &entry, Shape::Native, None)?;
+    spec.registry = Some(RegistryOrigin {
+        name: name.to_string(),
+        version: version.to_string(),
+        package: origin,
+    });
+    Some(spec)
+}
