@@ -69,8 +69,10 @@ impl<'a> Iterator for Pieces<'a> {
             self.rest = &after[end + 1..];
             return Some(Ok(Piece::Ref { name, default }));
         }
-        // Literal text up to the next '$' (a lone '$' is literal too).
-        let end = rest[1..].find('$').map_or(rest.len(), |at| at + 1);
+        // Literal text up to the next '$' (a lone '$' is literal too),
+        // stepping over the first character whatever its width.
+        let first = rest.chars().next().map_or(1, char::len_utf8);
+        let end = rest[first..].find('$').map_or(rest.len(), |at| at + first);
         self.rest = &rest[end..];
         Some(Ok(Piece::Text(&rest[..end])))
     }
@@ -276,6 +278,27 @@ mod tests {
                     default: Some("d")
                 },
             ]
+        );
+    }
+
+    /// Found by the server_json fuzz target: text that starts with a
+    /// character wider than a byte, before a `$`, split inside it.
+    #[test]
+    fn text_of_any_characters_splits_on_character_boundaries() {
+        use super::{check_references, pieces, Piece};
+        for text in ["é", "é${X}", "޹$:{", "日本$", "€$$${A}b", "$é"] {
+            let parts: Vec<_> = pieces(text).collect();
+            assert!(!parts.is_empty(), "{text}");
+            let _ = check_references(text);
+        }
+        let parts: Vec<_> = pieces("é${X}").collect();
+        assert_eq!(parts[0], Ok(Piece::Text("é")));
+        assert_eq!(
+            parts[1],
+            Ok(Piece::Ref {
+                name: "X",
+                default: None
+            })
         );
     }
 
