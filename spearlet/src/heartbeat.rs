@@ -9,7 +9,9 @@ use spear_proto::v1::{HeartbeatRequest, ServerProblem, ServerReport};
 use tokio::sync::watch;
 use tracing::debug;
 
-use crate::connections::{Connections, ServerState};
+use std::collections::BTreeMap;
+
+use crate::connections::{Connections, ServerState, ServerStatus};
 use crate::invoke::RunStats;
 use crate::registry::{RegistryHandle, RegistryView};
 use crate::sms_link::SmsLink;
@@ -44,14 +46,17 @@ pub async fn run(
         if let Ok(mut nodes) = link.nodes() {
             let view = registry.current();
             let state = status.status.lock().state;
-            let (servers, server_total) = servers(&view, &connections);
+            // One look at the connections serves both reports.
+            let statuses = connections.status();
+            let problems = problems(&statuses);
+            let (servers, server_total) = servers(&view, statuses);
             let request = HeartbeatRequest {
                 node_id: node_id.clone(),
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 applied_epoch: view.epoch,
                 applied_revision: view.revision,
                 sync_state: state as i32,
-                problems: problems(&connections),
+                problems,
                 invoke_addr: advert.invoke_addr.clone(),
                 running: advert.runs.running.load(Ordering::Relaxed),
                 draining: advert.runs.is_draining(),
@@ -83,8 +88,10 @@ pub async fn run(
 /// console's nodes view): its connection's state, or `idle` for one no
 /// run has used yet (nodes connect on first use) and `disabled`; first by
 /// id, at most [`MAX_HEARTBEAT_SERVERS`]; and how many in all.
-fn servers(view: &RegistryView, connections: &Connections) -> (Vec<ServerReport>, u32) {
-    let mut connected = connections.status();
+fn servers(
+    view: &RegistryView,
+    mut connected: BTreeMap<String, ServerStatus>,
+) -> (Vec<ServerReport>, u32) {
     let mut ids: Vec<&String> = view.servers.keys().collect();
     let extra: Vec<String> = connected
         .keys()
@@ -124,8 +131,8 @@ fn servers(view: &RegistryView, connections: &Connections) -> (Vec<ServerReport>
 
 /// Per-server problems this node sees: failed servers, quarantined tools
 /// and tools held for their pin, as many and as long as SMS keeps.
-fn problems(connections: &Connections) -> Vec<ServerProblem> {
-    let mut out = all_problems(connections);
+fn problems(statuses: &BTreeMap<String, ServerStatus>) -> Vec<ServerProblem> {
+    let mut out = all_problems(statuses);
     out.truncate(MAX_HEARTBEAT_PROBLEMS);
     for problem in &mut out {
         spear_common::text::truncate(&mut problem.message, MAX_HEARTBEAT_TEXT);
@@ -133,9 +140,9 @@ fn problems(connections: &Connections) -> Vec<ServerProblem> {
     out
 }
 
-fn all_problems(connections: &Connections) -> Vec<ServerProblem> {
+fn all_problems(statuses: &BTreeMap<String, ServerStatus>) -> Vec<ServerProblem> {
     let mut out = Vec::new();
-    for (server_id, status) in connections.status() {
+    for (server_id, status) in statuses {
         if status.state == ServerState::Failed {
             let message = status.last_error.clone().unwrap_or_else(|| "failed".into());
             out.push(ServerProblem {

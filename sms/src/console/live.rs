@@ -69,14 +69,6 @@ impl Drop for Place {
     }
 }
 
-/// What a stream has told its page so far.
-#[derive(Default, PartialEq, Eq, Clone, Copy)]
-struct Seen {
-    position: (u64, u64),
-    problems: u64,
-    alive: usize,
-}
-
 pub async fn events(
     State(state): State<Shared>,
     Extension(signed): Extension<Signed>,
@@ -115,7 +107,9 @@ async fn follow(
 ) {
     let mut trust = state.api.events.subscribe();
     let mut heartbeats = state.nodes.changes();
-    let mut seen = snapshot(&state);
+    let mut position = state.hub.position();
+    let mut problems = state.problems.version();
+    let mut alive = state.nodes.alive_count();
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut dirty: BTreeSet<&'static str> = BTreeSet::new();
@@ -146,24 +140,25 @@ async fn follow(
                 continue;
             }
         }
-        let now = snapshot_cheap(&state, seen);
-        if now.position != seen.position {
+        let now = state.hub.position();
+        if now != position {
+            position = now;
             dirty.insert("registry");
         }
-        if now.problems != seen.problems {
+        let now = state.problems.version();
+        if now != problems {
+            problems = now;
             dirty.insert("problems");
         }
-        seen.position = now.position;
-        seen.problems = now.problems;
         // Nodes stop being alive without a heartbeat: look once a second.
         if last_alive_check.elapsed() >= Duration::from_secs(1) {
             last_alive_check = tokio::time::Instant::now();
             if state.sessions.get(&session_id).is_none() {
                 return;
             }
-            let alive = alive_nodes(&state);
-            if alive != seen.alive {
-                seen.alive = alive;
+            let now = state.nodes.alive_count();
+            if now != alive {
+                alive = now;
                 dirty.insert("nodes");
             }
         }
@@ -189,26 +184,6 @@ async fn follow(
             return;
         }
     }
-}
-
-fn snapshot(state: &Shared) -> Seen {
-    Seen {
-        alive: alive_nodes(state),
-        ..snapshot_cheap(state, Seen::default())
-    }
-}
-
-/// The counters that cost nothing to read.
-fn snapshot_cheap(state: &Shared, seen: Seen) -> Seen {
-    Seen {
-        position: state.hub.position(),
-        problems: state.problems.version(),
-        alive: seen.alive,
-    }
-}
-
-fn alive_nodes(state: &Shared) -> usize {
-    state.nodes.alive_count()
 }
 
 #[cfg(test)]

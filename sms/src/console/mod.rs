@@ -120,7 +120,7 @@ impl Console {
         } = config;
         let sessions = Sessions::new(admin_token, viewer_token);
         if !sessions.can_sign_in() {
-            warn!("console off: signing in needs --admin-token-file or --viewer-token-file");
+            info!("console off: signing in needs --admin-token-file or --viewer-token-file");
             return Ok(None);
         }
         if tls.is_none() && !listen.ip().is_loopback() && !insecure {

@@ -68,15 +68,23 @@ pub enum WriteRefused {
 }
 
 impl Session {
+    /// A form came from this session's own page: it carries its CSRF
+    /// token (compared in constant time). Enough for a POST any role may
+    /// make (sign-out, verify, explain).
+    pub fn sent_by_us(&self, csrf: &str) -> Result<(), WriteRefused> {
+        if constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
+            Ok(())
+        } else {
+            Err(WriteRefused::Csrf)
+        }
+    }
+
     /// A write is allowed: an admin's, with this session's CSRF token.
     pub fn may_write(&self, csrf: &str) -> Result<(), WriteRefused> {
         if self.role != Role::Admin {
             return Err(WriteRefused::Viewer);
         }
-        if !constant_time_eq(csrf.as_bytes(), self.csrf.as_bytes()) {
-            return Err(WriteRefused::Csrf);
-        }
-        Ok(())
+        self.sent_by_us(csrf)
     }
 
     pub fn is_admin(&self) -> bool {

@@ -37,6 +37,11 @@ impl TasksService {
         self.audit = audit;
         self
     }
+
+    /// The registered task `id`, as a status when it cannot be read.
+    async fn stored(&self, id: &str) -> Result<TaskSpec, Status> {
+        self.store.get(id).await.map_err(task_status)
+    }
 }
 
 fn task_status(error: TaskError) -> Status {
@@ -122,11 +127,7 @@ impl TasksApi for TasksService {
     ) -> Result<Response<ExplainResponse>, Status> {
         self.access.admin(&request, "explain_task")?;
         let request = request.into_inner();
-        let task = self
-            .store
-            .get(&request.task_id)
-            .await
-            .map_err(task_status)?;
+        let task = self.stored(&request.task_id).await?;
         let response = self
             .invoker
             .explain(request, task)
@@ -161,11 +162,7 @@ impl TasksApi for TasksService {
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         async {
-            let task = self
-                .store
-                .get(&request.task_id)
-                .await
-                .map_err(task_status)?;
+            let task = self.stored(&request.task_id).await?;
             let response = self
                 .invoker
                 .invoke(request, task)

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use spear_proto::audit::{Kind, Record};
 use spear_proto::v1::{QueryAuditRequest, QueryAuditResponse};
 
-use super::{badge, Failure, View};
+use super::{badge, CsrfForm, Failure, View};
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
 use crate::console::Shared;
@@ -167,22 +167,14 @@ pub async fn page(
     Ok(render(&signed, &filters, &records, left_out, None))
 }
 
-#[derive(Deserialize)]
-pub struct Verify {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// Verifying reads every chain: a read, but a costly one, so it is a
 /// POST with the CSRF token (viewers may run it).
 pub async fn verify(
     State(state): State<Shared>,
     Extension(signed): Extension<Signed>,
-    Form(form): Form<Verify>,
+    Form(form): Form<CsrfForm>,
 ) -> View {
-    if form.csrf != signed.session.csrf {
-        return Err(crate::console::session::WriteRefused::Csrf.into());
-    }
+    signed.session.sent_by_us(&form.csrf)?;
     let chains = state.api.verify_audit().await?;
     let whole = chains.iter().all(|c| c.problem.is_empty());
     let verified = html! {

@@ -135,9 +135,7 @@ pub async fn explain(
     Extension(signed): Extension<Signed>,
     Form(inputs): Form<Inputs>,
 ) -> View {
-    if inputs.csrf != signed.session.csrf {
-        return Err(crate::console::session::WriteRefused::Csrf.into());
-    }
+    signed.session.sent_by_us(&inputs.csrf)?;
     let response = state
         .api
         .explain(ExplainRequest {

@@ -18,6 +18,14 @@ use maud::{html, Markup};
 use super::page;
 use super::session::WriteRefused;
 
+/// A form that carries nothing but its CSRF token (sign-out, delete,
+/// verify, a login's start).
+#[derive(serde::Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    pub csrf: String,
+}
+
 /// A page that could not be shown, as one sentence.
 pub struct Failure {
     status: StatusCode,

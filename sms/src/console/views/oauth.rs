@@ -10,13 +10,12 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Form};
 use maud::html;
-use serde::Deserialize;
 use spear_proto::v1::{CredentialState, OauthGrant};
 use tracing::{info, warn};
 
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
-use crate::console::views::{badge, Failure, View};
+use crate::console::views::{badge, CsrfForm, Failure, View};
 use crate::console::Shared;
 
 pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
@@ -63,12 +62,6 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
     ))
 }
 
-#[derive(Deserialize)]
-pub struct Start {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// This console's own address, as the browser reached it.
 fn own_origin(state: &Shared, headers: &HeaderMap) -> Result<String, Failure> {
     let host = headers
@@ -84,7 +77,7 @@ pub async fn start(
     Extension(signed): Extension<Signed>,
     Path(server): Path<String>,
     headers: HeaderMap,
-    Form(form): Form<Start>,
+    Form(form): Form<CsrfForm>,
 ) -> Result<Response, Failure> {
     signed.session.may_write(&form.csrf)?;
     let (url, client) = state

@@ -11,18 +11,13 @@ use serde::Deserialize;
 use tracing::info;
 
 use crate::console::guard::{cookie, same_site, session_id, Signed};
+use crate::console::views::CsrfForm;
 use crate::console::{page, Shared};
 
 #[derive(Deserialize)]
 pub struct SignIn {
     #[serde(default)]
     token: String,
-}
-
-#[derive(Deserialize)]
-pub struct SignOut {
-    #[serde(default)]
-    csrf: String,
 }
 
 fn form_page(error: Option<&str>) -> maud::Markup {
@@ -83,14 +78,10 @@ pub async fn sign_in(
 pub async fn sign_out(
     State(state): State<Shared>,
     Extension(signed): Extension<Signed>,
-    Form(form): Form<SignOut>,
+    Form(form): Form<CsrfForm>,
 ) -> Response {
-    if form.csrf != signed.session.csrf {
-        return (
-            StatusCode::FORBIDDEN,
-            "the form's CSRF token is wrong; reload the page and try again\n",
-        )
-            .into_response();
+    if let Err(refused) = signed.session.sent_by_us(&form.csrf) {
+        return (StatusCode::FORBIDDEN, format!("{refused}\n")).into_response();
     }
     state.sessions.sign_out(&signed.id);
     (

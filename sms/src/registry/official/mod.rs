@@ -23,7 +23,7 @@ mod values;
 use serde_json::{json, Map, Value};
 use spear_proto::v1::{RegistryOrigin, ServerSpec};
 
-use super::fields::{parse_entry, Problems, Shape};
+use super::fields::{parse_entry, Problems, Shape, NATIVE_KEYS};
 use packages::package_entry;
 use remotes::remote_entry;
 use values::{text, Companion};
@@ -38,26 +38,23 @@ const SCHEMA_HOSTS: &[&str] = &[
 /// `github.spear.json`.
 pub const COMPANION_SUFFIX: &str = ".spear.json";
 
-/// Keys a companion file may hold: Spear's settings for the server.
-pub const COMPANION_KEYS: &[&str] = &[
-    "id",
-    "description",
-    "allowed_tools",
-    "denied_tools",
-    "timeouts_ms",
-    "limits",
-    "enabled",
-    "elicitation",
-    "auth",
-    "nodes",
-    "pin",
-    "approval",
-    "package",
-    "remote",
-    "variables",
-    "env",
-    "headers",
-];
+/// Native keys that say how to run a server: a server.json says that,
+/// so a companion may not (its `env` and `headers` only add to them).
+const RUN_KEYS: &[&str] = &["transport", "command", "args", "cwd", "url"];
+/// Keys only a companion has: which package or remote runs, and values
+/// for what the server.json leaves open.
+const REGISTRY_KEYS: &[&str] = &["package", "remote", "variables", "env", "headers"];
+
+/// Keys a companion file may hold: the native keys of Spear's settings
+/// (every native key but how to run it) and [`REGISTRY_KEYS`].
+pub fn companion_keys() -> Vec<&'static str> {
+    NATIVE_KEYS
+        .iter()
+        .copied()
+        .filter(|k| !RUN_KEYS.contains(k) && !REGISTRY_KEYS.contains(k))
+        .chain(REGISTRY_KEYS.iter().copied())
+        .collect()
+}
 
 /// Refusals a problem names, one per package or remote; the rest are
 /// counted.
@@ -106,7 +103,7 @@ pub fn parse_registry(
         settings: companion,
     };
     if let Some(settings) = companion.settings {
-        super::values::unknown_keys(problems, "$companion", settings, COMPANION_KEYS);
+        super::values::unknown_keys(problems, "$companion", settings, &companion_keys());
     }
     let Some(name) = text(root, "name", "name") else {
         problems.push(
@@ -213,10 +210,7 @@ pub fn parse_registry(
     entry.insert("pin".into(), json!(DEFAULT_PIN));
     if let Some(settings) = companion.settings {
         for (key, value) in settings {
-            if !matches!(
-                key.as_str(),
-                "package" | "remote" | "variables" | "env" | "headers"
-            ) {
+            if !REGISTRY_KEYS.contains(&key.as_str()) {
                 entry.insert(key.clone(), value.clone());
             }
         }

@@ -15,11 +15,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
 use maud::{html, Markup};
 use serde::Deserialize;
-use spear_proto::audit::Kind;
+use spear_proto::audit::{Kind, Record};
 use spear_proto::v1::{QueryAuditRequest, TaskSpec};
 
 use super::audit::parse;
-use super::{notice_of, Failure, View};
+use super::{notice_of, CsrfForm, Failure, View};
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
 use crate::console::Shared;
@@ -39,6 +39,23 @@ pub struct Shown {
     invocation: String,
 }
 
+/// Records the task's runs left in the trail (every task's, for ""):
+/// the newest [`RECORDS`].
+async fn task_records(state: &Shared, task: &str) -> Result<Vec<Record>, Failure> {
+    let response = state
+        .api
+        .audit(QueryAuditRequest {
+            task_id: task.to_string(),
+            limit: RECORDS,
+            ..Default::default()
+        })
+        .await?;
+    Ok(parse(&response))
+}
+
+/// Audit records a tasks page reads.
+const RECORDS: u32 = 1000;
+
 /// One invocation as the audit trail tells it.
 struct Invocation {
     id: String,
@@ -53,16 +70,8 @@ struct Invocation {
 /// The task's (or every task's) records, grouped by invocation, newest
 /// first.
 async fn invocations(state: &Shared, task: &str) -> Result<Vec<Invocation>, Failure> {
-    let response = state
-        .api
-        .audit(QueryAuditRequest {
-            task_id: task.to_string(),
-            limit: 1000,
-            ..Default::default()
-        })
-        .await?;
     let mut by_id: BTreeMap<String, Invocation> = BTreeMap::new();
-    for record in parse(&response) {
+    for record in task_records(state, task).await? {
         if record.invocation.is_empty() {
             continue;
         }
@@ -159,17 +168,11 @@ fn render_list(
     page::page("Tasks", "/tasks", "/tasks", &signed.session, body)
 }
 
-#[derive(Deserialize)]
-pub struct Write {
-    #[serde(default)]
-    csrf: String,
-}
-
 pub async fn delete(
     State(state): State<Shared>,
     Extension(signed): Extension<Signed>,
     Path(id): Path<String>,
-    Form(form): Form<Write>,
+    Form(form): Form<CsrfForm>,
 ) -> Result<Response, Failure> {
     signed.session.may_write(&form.csrf)?;
     state.api.delete_task(&id).await?;

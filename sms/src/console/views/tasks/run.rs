@@ -6,26 +6,19 @@ use axum::{Extension, Form};
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::audit::Record;
-use spear_proto::v1::{InvokeRequest, InvokeResponse, QueryAuditRequest, TaskSpec};
+use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
 
 use super::Shown;
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
-use crate::console::views::audit::{parse, table};
+use crate::console::views::audit::table;
 use crate::console::views::{badge, notice_of, Failure, View};
 use crate::console::Shared;
 
 /// One invocation's records, oldest first.
 async fn trace(state: &Shared, task: &str, invocation: &str) -> Result<Vec<Record>, Failure> {
-    let response = state
-        .api
-        .audit(QueryAuditRequest {
-            task_id: task.to_string(),
-            limit: 1000,
-            ..Default::default()
-        })
-        .await?;
-    let mut records: Vec<Record> = parse(&response)
+    let mut records: Vec<Record> = super::task_records(state, task)
+        .await?
         .into_iter()
         .filter(|r| r.invocation == invocation)
         .collect();
