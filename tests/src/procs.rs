@@ -407,44 +407,60 @@ impl SpearletProc {
         state_dir: &Path,
         extra: &[String],
     ) -> SpearletProc {
-        let port = free_port();
-        let (mut cmd, host) = match place {
-            Some(place) => (place.command(bin("spearlet")), place.ip.to_string()),
-            None => (Command::new(bin("spearlet")), "127.0.0.1".to_string()),
-        };
-        let listen = format!("{host}:{port}");
-        // With TLS the endpoint is HTTPS, verified with the node's CA.
-        let ca = extra
-            .iter()
-            .position(|a| a == "--tls-ca")
-            .and_then(|i| extra.get(i + 1));
-        let http = match ca {
-            Some(ca) => {
-                crate::http::trust(Path::new(ca));
-                format!("https://{listen}")
+        // The HTTP port is chosen here (free_port) and bound by the
+        // spearlet a moment later; another process on this machine may
+        // take it in between. That start is retried on a new port.
+        let mut attempts = 0;
+        let (proc, http) = loop {
+            attempts += 1;
+            let port = free_port();
+            let (mut cmd, host) = match place {
+                Some(place) => (place.command(bin("spearlet")), place.ip.to_string()),
+                None => (Command::new(bin("spearlet")), "127.0.0.1".to_string()),
+            };
+            let listen = format!("{host}:{port}");
+            // With TLS the endpoint is HTTPS, verified with the node's CA.
+            let ca = extra
+                .iter()
+                .position(|a| a == "--tls-ca")
+                .and_then(|i| extra.get(i + 1));
+            let http = match ca {
+                Some(ca) => {
+                    crate::http::trust(Path::new(ca));
+                    format!("https://{listen}")
+                }
+                None => listen.clone(),
+            };
+            cmd.arg("run")
+                .arg("--sms")
+                .arg(sms)
+                .arg("--state-dir")
+                .arg(state_dir)
+                .arg("--node-id")
+                .arg(node_id)
+                .arg("--metrics-listen")
+                .arg(&listen)
+                .arg("--listen")
+                .arg(format!("{host}:0"))
+                .args(extra);
+            let log = state_dir.with_extension("log");
+            let mut proc = Proc::spawn(&format!("spearlet {node_id}"), cmd, log);
+            let mut lost_port = false;
+            eventually("spearlet HTTP endpoint", Duration::from_secs(30), || {
+                if !proc.is_running() {
+                    let log = proc.log();
+                    if attempts < 3 && log.contains(&format!("cannot listen on {listen}")) {
+                        lost_port = true;
+                        return Ok(());
+                    }
+                    panic!("spearlet exited at start:\n{log}");
+                }
+                crate::http::get(&http, "/livez").map(drop)
+            });
+            if !lost_port {
+                break (proc, http);
             }
-            None => listen.clone(),
         };
-        cmd.arg("run")
-            .arg("--sms")
-            .arg(sms)
-            .arg("--state-dir")
-            .arg(state_dir)
-            .arg("--node-id")
-            .arg(node_id)
-            .arg("--metrics-listen")
-            .arg(&listen)
-            .arg("--listen")
-            .arg(format!("{host}:0"))
-            .args(extra);
-        let log = state_dir.with_extension("log");
-        let mut proc = Proc::spawn(&format!("spearlet {node_id}"), cmd, log);
-        eventually("spearlet HTTP endpoint", Duration::from_secs(30), || {
-            if !proc.is_running() {
-                panic!("spearlet exited at start:\n{}", proc.log());
-            }
-            crate::http::get(&http, "/livez")
-        });
         SpearletProc {
             proc,
             http,
