@@ -22,7 +22,8 @@ pub mod request;
 pub use calls::{AssistantCall, AssistantMessage, RequestedCall, ToolResult};
 pub use error::{Error, ErrorKind};
 pub use guest_tools::{spear_alloc, spear_tool_call};
-pub use reply::{Reply, StopReason, ToolCall, Usage};
+pub use params::ToolSearch;
+pub use reply::{FoundTool, Reply, SearchTrace, StopReason, ToolCall, Usage};
 pub use request::{RequestParams, ResponseFormat, ToolChoice, ToolMode};
 pub use serde_json::{json, Value};
 
@@ -88,6 +89,7 @@ pub struct McpParams {
     servers: Option<Vec<String>>,
     allow: Option<Vec<String>>,
     deny: Option<Vec<String>>,
+    tool_search: Option<params::ToolSearch>,
 }
 
 impl McpParams {
@@ -119,6 +121,13 @@ impl McpParams {
         self
     }
 
+    /// `mcp.tool_search`: a search over the session's tools instead of
+    /// every definition (docs/guest-api.md, "Tool search").
+    pub fn tool_search(mut self, mode: params::ToolSearch) -> Self {
+        self.tool_search = Some(mode);
+        self
+    }
+
     /// The `(key, value)` writes, in a fixed order.
     pub fn writes(&self) -> Vec<(&'static str, Value)> {
         let mut out = Vec::new();
@@ -133,6 +142,9 @@ impl McpParams {
         }
         if let Some(deny) = &self.deny {
             out.push((params::MCP_TOOL_DENYLIST, json!(deny)));
+        }
+        if let Some(mode) = self.tool_search {
+            out.push((params::MCP_TOOL_SEARCH, json!(mode)));
         }
         out
     }

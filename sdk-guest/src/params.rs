@@ -11,12 +11,33 @@ pub const MCP_TOOL_ALLOWLIST: &str = "mcp.tool_allowlist";
 /// Tool patterns the session denies.
 pub const MCP_TOOL_DENYLIST: &str = "mcp.tool_denylist";
 
+/// `"off"`, `"on"` or `"auto"` (the default): whether the model is first
+/// given a search over the session's tools instead of every definition
+/// (docs/guest-api.md, "Tool search").
+pub const MCP_TOOL_SEARCH: &str = "mcp.tool_search";
+
+/// The values of [`MCP_TOOL_SEARCH`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearch {
+    /// Every allowed tool's definition in every request.
+    Off,
+    /// The node's search tool first; the tools it finds are offered from
+    /// the next request on, for the rest of the session.
+    On,
+    /// `On` when the session would offer more than 30 MCP tools or more
+    /// than 32 KiB of their definitions, else `Off`.
+    #[default]
+    Auto,
+}
+
 /// The session keys a guest may write.
-pub const SESSION_KEYS: [&str; 4] = [
+pub const SESSION_KEYS: [&str; 5] = [
     MCP_ENABLED,
     MCP_SERVER_IDS,
     MCP_TOOL_ALLOWLIST,
     MCP_TOOL_DENYLIST,
+    MCP_TOOL_SEARCH,
 ];
 
 /// The servers the task allows (read-only).

@@ -102,4 +102,27 @@ pub struct ToolCall {
     /// Bytes of the result shown to the model.
     #[serde(default)]
     pub bytes: u64,
+    /// A call of the node's tool search (`mcp.tool_search`): what the
+    /// model searched for and the tools it found, which it may call from
+    /// the next request on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchTrace>,
+}
+
+/// One search of the session's tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchTrace {
+    /// The query as the model wrote it.
+    pub query: String,
+    /// The tools found, best first, each now offered to the model.
+    pub found: Vec<FoundTool>,
+}
+
+/// A tool a search found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundTool {
+    /// The name the model calls it by.
+    pub name: String,
+    pub server: String,
+    pub tool: String,
 }

@@ -19,8 +19,9 @@
 //! servers and tools a session sees (three layers: server, task, session);
 //! [`node_policy`] decides what the operator lets tasks and servers take
 //! from this node (dirs, env, egress, modules, models); [`tools`] applies
-//! the first to build a request's tools, routes the model's calls back, and
-//! explains each verdict (`tools::explain`).
+//! the first to build a request's tools, routes the model's calls back,
+//! explains each verdict (`tools::explain`) and, for sessions with many
+//! tools, offers a search over them ([`tool_index`] ranks them).
 //!
 //! **Running guests.** [`invoke`] is the gRPC Invocation service (where a
 //! task comes from, grants, limits, run slots, module loading) and puts the
@@ -56,6 +57,7 @@ pub mod revocations;
 pub mod sms_link;
 pub mod sms_tokens;
 pub mod sync;
+pub mod tool_index;
 pub mod tool_policy;
 pub mod tools;
 pub mod trust;

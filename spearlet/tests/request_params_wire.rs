@@ -32,6 +32,7 @@ fn setup<'a>(
         guest_tools: &NO_GUEST_TOOLS,
         mode,
         limits: limits(),
+        search: None,
     }
 }
 

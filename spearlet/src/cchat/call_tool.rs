@@ -2,7 +2,8 @@
 //! automatic tool calls, the guest runs an MCP tool the model asked for
 //! (or any other tool offered in that session's last request) itself,
 //! with the same resolution, policy re-check, budgets and deadline as the
-//! loop, then answers the call with a `tool` message.
+//! loop, then answers the call with a `tool` message. A call of the
+//! node's search tool is answered by the node, as in the loop.
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
 use super::send::TRACE_COST;
 use super::sessions::{CallError, Sessions};
 use super::CallTrace;
-use crate::tools::{Allowed, CallRefused, ToolOutcome};
+use crate::tools::{Allowed, CallRefused, ToolOutcome, SEARCH_TOOL};
 
 impl Sessions {
     /// Runs `call` (the JSON of a [`RequestedCall`]) and returns the JSON
@@ -35,6 +36,9 @@ impl Sessions {
         let call: RequestedCall = serde_json::from_slice(call).map_err(|e| {
             CallError::refused(EINVAL, format!("the call is the JSON {{\"id\", \"name\", \"arguments\"}} of a reply's tool call: {e}"))
         })?;
+        if call.name == SEARCH_TOOL && session.search.is_some() {
+            return self.search(handle, call);
+        }
         let allowed = self.check_call(handle, &call.name)?;
         let target = allowed.target.clone();
         let Some(left) = self.deps.deadline.checked_duration_since(Instant::now()) else {
@@ -68,6 +72,7 @@ impl Sessions {
             is_error: outcome.is_error,
             duration: started.elapsed(),
             bytes: outcome.text.len(),
+            search: None,
         });
         let result = ToolResult {
             content: outcome.text,
@@ -81,6 +86,39 @@ impl Sessions {
             }),
         };
         // Strings and booleans always serialize.
+        Ok(serde_json::to_vec(&result).unwrap_or_default())
+    }
+
+    /// A guest-driven call of the search tool: counted like any call, and
+    /// the tools found are the session's to call.
+    fn search(&mut self, handle: i32, call: RequestedCall) -> Result<Vec<u8>, CallError> {
+        if self.deps.budget.take_tool_calls(1) == 0 {
+            let spent = self.deps.budget.tool_calls_spent();
+            return Err(self.refuse(spent));
+        }
+        let started = Instant::now();
+        let session = self.session(handle)?;
+        let Some(search) = session.search.as_mut() else {
+            return Err(CallError::bad_handle(handle));
+        };
+        let searched = search.run(&call.arguments);
+        session.offered = search.visible();
+        self.deps.budget.keep_memory(TRACE_COST);
+        self.trace.push(CallTrace {
+            tool_call_id: call.id,
+            name: call.name,
+            executed: None,
+            guest_tool: None,
+            is_error: searched.is_error,
+            duration: started.elapsed(),
+            bytes: searched.text.len(),
+            search: searched.trace,
+        });
+        let result = ToolResult {
+            content: searched.text,
+            is_error: searched.is_error,
+            ..ToolResult::default()
+        };
         Ok(serde_json::to_vec(&result).unwrap_or_default())
     }
 

@@ -51,6 +51,7 @@ impl SendJob {
             guest_tools: &session.guest_tools,
             mode: self.mode,
             limits: self.limits,
+            search: session.search.as_ref(),
         };
         run_send(&setup, &mut session.messages, &mut self.budget, guest).await
     }
@@ -129,6 +130,9 @@ impl Sessions {
         self.deps.budget = budget;
         self.sending = false;
         session.offered = std::mem::take(&mut outcome.offered);
+        if let Some(search) = outcome.search.take() {
+            session.search = Some(search);
+        }
         let backend = session.chosen.name.clone();
         let model = session.chosen.backend.model().to_string();
         let wants_json = matches!(
@@ -267,6 +271,7 @@ pub(super) fn trace_of(trace: &[CallTrace]) -> Vec<ToolCall> {
             is_error: t.is_error,
             duration_ms: t.duration.as_millis() as u64,
             bytes: t.bytes as u64,
+            search: t.search.clone(),
         })
         .collect()
 }

@@ -31,7 +31,7 @@ use super::request_params::{self, Ceilings};
 use super::{BudgetError, BudgetKind, CallTrace, RunBudget, Strike};
 use crate::llm::ChatMessage;
 use crate::tool_policy::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
-use crate::tools::{Router, ToolSet};
+use crate::tools::{Router, Search, ToolSet};
 use crate::wasm::StopReason;
 
 /// Messages kept per session at most.
@@ -109,6 +109,9 @@ pub(super) struct Session {
     pub reply: Option<Vec<u8>>,
     /// The MCP tools of the last request, which guest-driven calls may use.
     pub offered: ToolSet,
+    /// The session's tool search (the tools the model obtained), once a
+    /// send searched.
+    pub search: Option<Search>,
     /// A guest-driven call's result that did not fit the guest's buffer:
     /// `(the call as written, the result)`, handed back on the retry
     /// without running the tool again.
@@ -250,6 +253,7 @@ impl Sessions {
             messages: Vec::new(),
             reply: None,
             offered: ToolSet::default(),
+            search: None,
             kept_result: None,
             charged: SESSION_COST,
         };

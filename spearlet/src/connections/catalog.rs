@@ -14,6 +14,7 @@ use super::names::offered_name;
 use super::pins::{self, Held};
 use super::slot::{ServerState, Slot};
 use crate::mcp::{check_input_schema, McpError};
+use crate::tool_index::Terms;
 
 /// `tools/list` pages read at most per refresh.
 const PAGE_CAP: usize = 100;
@@ -55,6 +56,11 @@ pub struct Offer {
     /// The offered name (DESIGN §3.4).
     pub name: String,
     pub description: String,
+    /// Its words, for tool search: computed here, once per listing.
+    pub terms: Arc<Terms>,
+    /// Bytes of its definition as sent to a model (name, description,
+    /// schema): what `mcp.tool_search` `auto` weighs.
+    pub definition_bytes: usize,
 }
 
 /// A tool left out because its schema is unusable.
@@ -143,7 +149,15 @@ impl Slot {
                         tool.name,
                         tool.description.as_deref().unwrap_or("")
                     );
-                    catalog.offered.push(Offer { name, description });
+                    let definition_bytes = name.len()
+                        + description.len()
+                        + serde_json::to_string(&tool.input_schema).map_or(0, |s| s.len());
+                    catalog.offered.push(Offer {
+                        terms: Arc::new(Terms::of_tool(&self.spec.id, &tool)),
+                        name,
+                        description,
+                        definition_bytes,
+                    });
                     catalog.tools.push(tool);
                 }
                 Err(why) => {

@@ -16,4 +16,5 @@ mod tests;
 
 pub use decide::{approval_rule, server_verdict, tool_verdict, Layer, Verdict};
 pub use params::{get_param, is_mcp_key, set_param, ParamError, SessionPolicy, TaskPolicy};
+pub use spear_guest::params::ToolSearch;
 pub use task_config::parse_task_config;

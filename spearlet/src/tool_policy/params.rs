@@ -6,7 +6,7 @@
 //! against the task, and a refused write changes nothing.
 
 use serde_json::{json, Value};
-use spear_guest::params;
+use spear_guest::params::{self, ToolSearch};
 use spear_proto::patterns::check_pattern;
 
 /// Task-level MCP policy (`mcp.*` in the task config).
@@ -38,6 +38,10 @@ pub struct SessionPolicy {
     pub tool_allowlist: Option<Vec<String>>,
     /// `mcp.tool_denylist`.
     pub tool_denylist: Vec<String>,
+    /// `mcp.tool_search`: how the session's tools reach the model. Not a
+    /// permission (it changes how tools are shown, never which), so any
+    /// value may be written.
+    pub tool_search: ToolSearch,
 }
 
 impl SessionPolicy {
@@ -54,6 +58,7 @@ impl SessionPolicy {
                 .collect(),
             tool_allowlist: None,
             tool_denylist: Vec::new(),
+            tool_search: ToolSearch::default(),
         }
     }
 }
@@ -132,6 +137,10 @@ pub fn set_param(
                 patterns(key, value)?
             };
         }
+        params::MCP_TOOL_SEARCH => {
+            session.tool_search = serde_json::from_value(value.clone())
+                .map_err(|_| invalid(key, "expected \"off\", \"on\" or \"auto\""))?;
+        }
         other => return Err(ParamError::Unknown(other.chars().take(64).collect())),
     }
     Ok(())
@@ -148,6 +157,7 @@ pub fn get_param(
         params::MCP_SERVER_IDS => json!(session.server_ids),
         params::MCP_TOOL_ALLOWLIST => json!(session.tool_allowlist),
         params::MCP_TOOL_DENYLIST => json!(session.tool_denylist),
+        params::MCP_TOOL_SEARCH => json!(session.tool_search),
         params::MCP_ALLOWED_SERVER_IDS => json!(task.allowed_server_ids),
         params::MCP_DEFAULT_SERVER_IDS => json!(task.default_server_ids),
         params::MCP_TASK_TOOL_ALLOWLIST => json!(task.tool_allowlist),

@@ -118,6 +118,28 @@ fn narrowing_writes_succeed() {
 }
 
 #[test]
+fn tool_search_is_auto_until_the_guest_chooses() {
+    let task = task();
+    let mut session = SessionPolicy::from_task(&task);
+    assert_eq!(
+        get_param(&task, &session, "mcp.tool_search").unwrap(),
+        json!("auto")
+    );
+    for (value, mode) in [
+        ("on", ToolSearch::On),
+        ("off", ToolSearch::Off),
+        ("auto", ToolSearch::Auto),
+    ] {
+        set_param(&task, &mut session, "mcp.tool_search", &json!(value)).unwrap();
+        assert_eq!(session.tool_search, mode);
+        assert_eq!(
+            get_param(&task, &session, "mcp.tool_search").unwrap(),
+            json!(value)
+        );
+    }
+}
+
+#[test]
 fn malformed_values_are_invalid_not_denied() {
     let task = task();
     let mut session = SessionPolicy::from_task(&task);
@@ -127,6 +149,8 @@ fn malformed_values_are_invalid_not_denied() {
         ("mcp.server_ids", json!([1])),
         ("mcp.tool_allowlist", json!([""])),
         ("mcp.tool_denylist", json!(["has space"])),
+        ("mcp.tool_search", json!(true)),
+        ("mcp.tool_search", json!("sometimes")),
     ] {
         assert!(
             matches!(
@@ -272,6 +296,7 @@ proptest! {
             server_ids: task.allowed_server_ids.clone(),
             tool_allowlist: None,
             tool_denylist: vec![],
+            tool_search: Default::default(),
         };
         let spec = spec(server);
         let guest = server_verdict(&task, &session, server, Some(&spec), Ok(())).offered

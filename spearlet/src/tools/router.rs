@@ -15,6 +15,7 @@ use super::approval::ApprovalNote;
 use super::{OfferedTools, ResolveError, ToolRef};
 use crate::connections::Connections;
 use crate::registry::RegistryHandle;
+use crate::tool_index::Terms;
 use crate::tool_policy::{server_verdict, tool_verdict, SessionPolicy, TaskPolicy};
 use crate::trust::{NodeTrust, RunScope, RunTrust};
 
@@ -28,6 +29,10 @@ pub struct OfferedTool {
     pub input_schema: Arc<JsonObject>,
     pub server_id: String,
     pub tool: String,
+    /// Its words, for tool search.
+    pub terms: Arc<Terms>,
+    /// Bytes of its definition as sent to a model.
+    pub definition_bytes: usize,
 }
 
 /// The tools of one request, and the map to resolve the model's calls.
@@ -39,6 +44,16 @@ pub struct ToolSet {
     /// would have: a call to one is answered with why (and the command
     /// that shows the change), not as an unknown tool.
     pub held: std::collections::BTreeMap<String, String>,
+}
+
+impl ToolSet {
+    /// The name `target` is offered by in this set.
+    pub fn name_of(&self, target: &ToolRef) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|t| t.server_id == target.server && t.tool == target.tool)
+            .map(|t| t.name.as_str())
+    }
 }
 
 /// What a tool call gives back to the model.
@@ -176,6 +191,8 @@ impl Router {
                     input_schema: Arc::clone(&tool.input_schema),
                     server_id: server_id.clone(),
                     tool: tool.name.to_string(),
+                    terms: Arc::clone(&offer.terms),
+                    definition_bytes: offer.definition_bytes,
                 });
             }
         }

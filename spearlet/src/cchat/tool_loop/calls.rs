@@ -1,7 +1,9 @@
 //! The `RunCalls` branch: the tool calls of one answer, as many as the
 //! run's and the send's budgets allow, MCP calls concurrently (the router
 //! re-checks policy and each server's limits), guest tools one at a time
-//! through the guest's dispatcher. Every call is answered with one `tool`
+//! through the guest's dispatcher, searches of the session's tools by the
+//! node (the tools found are offered from the next request on). Every
+//! call is answered with one `tool`
 //! message, the refused ones too, so the history stays valid for the
 //! provider; then the loop asks again, or ends on what refused a call.
 
@@ -13,7 +15,8 @@ use tokio::time::Instant;
 use super::{CallTrace, LoopError, SendSetup, Step, ToolLoop};
 use crate::cchat::guest_tools::{GuestTool, MAX_RESULT_BYTES};
 use crate::llm::{ChatMessage, ToolCall};
-use crate::tools::{ToolRef, ToolSet};
+use crate::tools::{ToolRef, ToolSet, SEARCH_TOOL};
+use spear_guest::reply::SearchTrace;
 
 /// One call's answer before it is kept.
 struct Answer {
@@ -22,6 +25,7 @@ struct Answer {
     executed: Option<ToolRef>,
     guest_tool: Option<String>,
     duration: Duration,
+    search: Option<SearchTrace>,
 }
 
 impl Answer {
@@ -32,6 +36,7 @@ impl Answer {
             executed: None,
             guest_tool: None,
             duration: Duration::ZERO,
+            search: None,
         }
     }
 }
@@ -50,7 +55,10 @@ impl ToolLoop<'_, '_> {
         } else {
             LoopError::MaxToolCalls(limit)
         };
-        let mut mcp = run_mcp(self.setup, &self.set, run).await.into_iter();
+        let searching = self.search.is_some();
+        let mut mcp = run_mcp(self.setup, &self.set, run, searching)
+            .await
+            .into_iter();
         let mut out_of_memory = None;
         for call in run {
             let answer = match self.setup.guest_tools.find(&call.name) {
@@ -58,6 +66,7 @@ impl ToolLoop<'_, '_> {
                     Ok(answer) => answer,
                     Err(stopped) => return Step::Done(Err(stopped)),
                 },
+                None if searching && call.name == SEARCH_TOOL => self.run_search(call),
                 None => mcp
                     .next()
                     .unwrap_or_else(|| Answer::error("the tool call was lost".into())),
@@ -84,6 +93,7 @@ impl ToolLoop<'_, '_> {
             self.answer(call, Answer::error(format!("not executed: {refusal}")));
         }
         self.calls_made += run.len() as u32;
+        self.offer_found();
         match (out_of_memory, refused.is_empty()) {
             (Some(full), _) => Step::Done(Err(full)),
             (None, false) => Step::Done(Err(refusal)),
@@ -113,7 +123,24 @@ impl ToolLoop<'_, '_> {
             executed: None,
             guest_tool: Some(call.name.clone()),
             duration,
+            search: None,
         })
+    }
+
+    /// A search of the session's tools, answered by the node.
+    fn run_search(&mut self, call: &ToolCall) -> Answer {
+        let started = Instant::now();
+        let Some(search) = self.search.as_mut() else {
+            return Answer::error("the tool call was lost".into());
+        };
+        let searched = search.run(&call.arguments);
+        Answer {
+            text: searched.text,
+            is_error: searched.is_error,
+            duration: started.elapsed(),
+            search: searched.trace,
+            ..Answer::error(String::new())
+        }
     }
 
     /// Charges `answer` to the run's memory budget and answers `call`
@@ -143,19 +170,26 @@ impl ToolLoop<'_, '_> {
             is_error: answer.is_error,
             duration: answer.duration,
             bytes: answer.text.len(),
+            search: answer.search,
         });
         self.messages.push(ChatMessage::tool(&call.id, answer.text));
     }
 }
 
-/// The MCP calls among `run`, at once, each cut at the deadline; in
-/// the order of `run`. (A function of the setup alone: the guest's
-/// callbacks, which are not `Sync`, stay out of the futures.)
-async fn run_mcp(setup: &SendSetup<'_>, set: &ToolSet, run: &[ToolCall]) -> Vec<Answer> {
+/// The MCP calls among `run` (not the guest's tools, nor searches when
+/// `searching`), at once, each cut at the deadline; in the order of `run`.
+/// (A function of the setup alone: the guest's callbacks, which are not
+/// `Sync`, stay out of the futures.)
+async fn run_mcp(
+    setup: &SendSetup<'_>,
+    set: &ToolSet,
+    run: &[ToolCall],
+    searching: bool,
+) -> Vec<Answer> {
     let deadline = Instant::from_std(setup.limits.deadline);
-    let mcp = run
-        .iter()
-        .filter(|call| setup.guest_tools.find(&call.name).is_none());
+    let mcp = run.iter().filter(|call| {
+        setup.guest_tools.find(&call.name).is_none() && !(searching && call.name == SEARCH_TOOL)
+    });
     futures::future::join_all(mcp.map(|call| async move {
         let started = Instant::now();
         let executed = tokio::time::timeout_at(
@@ -172,6 +206,7 @@ async fn run_mcp(setup: &SendSetup<'_>, set: &ToolSet, run: &[ToolCall]) -> Vec<
                 executed: o.executed,
                 guest_tool: None,
                 duration: Duration::ZERO,
+                search: None,
             },
             Err(_) => Answer::error("the tool call was cut short by the session deadline".into()),
         };

@@ -16,6 +16,12 @@
 //! tool calls are the guest's to run or refuse ([`LoopOutcome::pending`]).
 //! [`SendMode::NoTools`] is one request with no tools offered.
 //!
+//! With tool search (`mcp.tool_search`, [`crate::tools::search`]) the
+//! MCP tools offered start as the search tool alone (plus the tools the
+//! session obtained in earlier sends); a search call is answered by the
+//! node, in the `RunCalls` branch like any call, and the tools it finds are
+//! offered from the next `Ask` on.
+//!
 //! The session's `tool_choice` applies to the first request only (a forced
 //! call on every request would never let the model answer). An answer the
 //! output-token limit cut (`length` / `max_tokens`) is the final answer
@@ -61,7 +67,9 @@ use crate::llm::{
     ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Unsupported, Usage,
 };
 use crate::tool_policy::{SessionPolicy, TaskPolicy};
+use crate::tools::search::{searches, Search, SEARCH_TOOL};
 use crate::tools::{Router, ToolRef, ToolSet};
+use spear_guest::reply::SearchTrace;
 
 /// Bounds on one `cchat_send`.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +92,8 @@ pub struct CallTrace {
     pub is_error: bool,
     pub duration: Duration,
     pub bytes: usize,
+    /// A search of the session's tools: the query and what it found.
+    pub search: Option<SearchTrace>,
 }
 
 /// Why the loop ended without a final answer.
@@ -142,6 +152,8 @@ pub struct SendSetup<'a> {
     pub guest_tools: &'a GuestTools,
     pub mode: SendMode,
     pub limits: LoopLimits,
+    /// The session's search so far (the tools it obtained), if any.
+    pub search: Option<&'a Search>,
 }
 
 /// What one send produced.
@@ -160,6 +172,9 @@ pub struct LoopOutcome {
     pub offered: ToolSet,
     /// `Once` mode: the last answer's tool calls, for the guest.
     pub pending: Vec<ToolCall>,
+    /// The send's tool search, when it searched: the session keeps it
+    /// for its next send and for guest-driven search calls.
+    pub search: Option<Search>,
 }
 
 /// The automatic loop with the provider's defaults and no guest tools.
@@ -181,6 +196,7 @@ pub async fn run_tool_loop(
         guest_tools: &GuestTools::default(),
         mode: SendMode::Auto,
         limits,
+        search: None,
     };
     run_send(&setup, messages, budget, &mut NoCallbacks).await
 }
@@ -200,8 +216,11 @@ pub(super) enum Step {
 /// produced so far.
 pub(super) struct ToolLoop<'s, 'm> {
     setup: &'s SendSetup<'s>,
-    /// The MCP tools offered, under the session's policy.
+    /// The MCP tools the model may call now: under the session's policy,
+    /// and with search, the ones it obtained.
     set: ToolSet,
+    /// Tool search, when this send searches.
+    search: Option<Search>,
     /// Every tool the model sees (guest tools first).
     tools: Vec<ToolSpec>,
     /// The first request's params; `later` lets the model choose.
@@ -225,14 +244,14 @@ pub async fn run_send(
     budget: &mut RunBudget,
     guest: &mut dyn GuestCallbacks,
 ) -> LoopOutcome {
-    let set = if setup.mode == SendMode::NoTools {
+    let all = if setup.mode == SendMode::NoTools {
         ToolSet::default()
     } else {
         setup.router.tool_set(setup.task, setup.policy).await
     };
-    let mut send = match ToolLoop::new(setup, set, messages, budget, guest) {
+    let mut send = match ToolLoop::new(setup, all, messages, budget, guest) {
         Ok(send) => send,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let mut step = Step::Ask;
     loop {
@@ -249,20 +268,26 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
     /// params cannot be honoured (no request is made then).
     fn new(
         setup: &'s SendSetup<'s>,
-        set: ToolSet,
+        all: ToolSet,
         messages: &'m mut Vec<ChatMessage>,
         budget: &'m mut RunBudget,
         guest: &'m mut dyn GuestCallbacks,
-    ) -> Result<Self, LoopOutcome> {
-        let mut tools: Vec<ToolSpec> = Vec::new();
-        if setup.mode != SendMode::NoTools {
-            tools.extend(setup.guest_tools.specs());
-            tools.extend(set.tools.iter().map(|t| ToolSpec {
-                name: t.name.clone(),
-                description: t.description.clone(),
-                parameters: serde_json::Value::Object((*t.input_schema).clone()),
-            }));
-        }
+    ) -> Result<Self, Box<LoopOutcome>> {
+        let (set, search) = if searches(setup.policy.tool_search, &all) {
+            let mut search = Search::begin(all, setup.search);
+            // A tool the guest names in tool_choice is obtained for it.
+            if let Some(ToolChoice::Named { name }) = &setup.params.tool_choice {
+                let all = search.all();
+                let named = all.offered.resolve(name).ok().and_then(|t| all.name_of(t));
+                if let Some(named) = named.map(str::to_string) {
+                    search.load(&named);
+                }
+            }
+            (search.visible(), Some(search))
+        } else {
+            (all, None)
+        };
+        let tools = specs(setup, search.as_ref(), &set);
         let first = first_params(setup.params, &set, setup.guest_tools, &tools).and_then(|first| {
             setup.backend.check(&first)?;
             Ok(first)
@@ -271,7 +296,7 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
             Ok(first) => first,
             Err(refused) => {
                 let refused = Err(LoopError::Params(refused));
-                return Err(LoopOutcome::ended(refused, ToolSet::default()));
+                return Err(Box::new(LoopOutcome::ended(refused, ToolSet::default())));
             }
         };
         let mut later = first.clone();
@@ -288,6 +313,7 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
         Ok(ToolLoop {
             setup,
             set,
+            search,
             tools,
             first,
             later,
@@ -304,8 +330,34 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
     fn finish(mut self, result: Result<String, LoopError>) -> LoopOutcome {
         self.outcome.result = result;
         self.outcome.offered = self.set;
+        self.outcome.search = self.search;
         self.outcome
     }
+
+    /// Offers the tools the searches of the last calls obtained.
+    fn offer_found(&mut self) {
+        if let Some(search) = &self.search {
+            self.set = search.visible();
+            self.tools = specs(self.setup, Some(search), &self.set);
+        }
+    }
+}
+
+/// Every tool the model sees: the guest's first, then the search tool
+/// when the send searches, then the MCP tools of `set`.
+fn specs(setup: &SendSetup<'_>, search: Option<&Search>, set: &ToolSet) -> Vec<ToolSpec> {
+    let mut tools: Vec<ToolSpec> = Vec::new();
+    if setup.mode == SendMode::NoTools {
+        return tools;
+    }
+    tools.extend(setup.guest_tools.specs());
+    tools.extend(search.map(Search::spec));
+    tools.extend(set.tools.iter().map(|t| ToolSpec {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        parameters: serde_json::Value::Object((*t.input_schema).clone()),
+    }));
+    tools
 }
 
 impl LoopOutcome {
@@ -319,6 +371,7 @@ impl LoopOutcome {
             stop: StopReason::default(),
             offered,
             pending: Vec::new(),
+            search: None,
         }
     }
 }
@@ -337,15 +390,15 @@ fn first_params(
             return Err(ParamsRefused::RequiredWithoutTools);
         }
         Some(ToolChoice::Named { name }) => {
-            let offered = if guest_tools.find(name).is_some() && !tools.is_empty() {
+            let own = guest_tools.find(name).is_some() || name == SEARCH_TOOL;
+            let offered = if own && tools.iter().any(|t| &t.name == name) {
                 Some(name.clone())
             } else {
-                set.offered.resolve(name).ok().and_then(|target| {
-                    set.tools
-                        .iter()
-                        .find(|t| t.server_id == target.server && t.tool == target.tool)
-                        .map(|t| t.name.clone())
-                })
+                set.offered
+                    .resolve(name)
+                    .ok()
+                    .and_then(|target| set.name_of(target))
+                    .map(str::to_string)
             };
             let Some(offered) = offered else {
                 let shown = spear_common::text::prefix(name, 64);

@@ -136,6 +136,7 @@ impl Bench {
             guest_tools: &self.guest_tools,
             mode,
             limits,
+            search: None,
         }
     }
 }

@@ -1,0 +1,304 @@
+//! Tool search (`mcp.tool_search`) against the scripted model and nine
+//! real MCP servers of twenty tools each (`tests/peers/catalog_server.py`
+//! over stdio): the first request carries the search tool, not the 180
+//! definitions; what a search finds becomes callable from the next
+//! request; a tool outside the session's policy is never found and its
+//! call is refused; searches count as tool calls.
+
+mod support;
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use spear_guest::request::RequestParams;
+use spear_proto::v1::{ServerSpec, Transport};
+use spearlet::cchat::{
+    run_send, GuestTools, LoopLimits, NoCallbacks, RunBudget, SendMode, SendSetup,
+};
+use spearlet::connections::Connections;
+use spearlet::llm::{ChatMessage, LlmBackend};
+use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::tool_policy::{SessionPolicy, TaskPolicy, ToolSearch};
+use spearlet::tools::{offered_name, Router, SEARCH_TOOL};
+use support::*;
+
+const SERVERS: [&str; 9] = [
+    "files", "git", "tracker", "chat", "calendar", "database", "cloud", "browser", "mail",
+];
+
+struct Fleet {
+    router: Router,
+    task: TaskPolicy,
+}
+
+fn fleet() -> Fleet {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/peers/catalog_server.py"
+    );
+    let specs = SERVERS.iter().map(|id| ServerSpec {
+        id: id.to_string(),
+        transport: Transport::Stdio as i32,
+        command: "python3".into(),
+        args: vec![script.into(), id.to_string()],
+        enabled: true,
+        ..Default::default()
+    });
+    let registry = RegistryHandle::new(RegistryView::from_specs(specs));
+    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    let task = TaskPolicy {
+        enabled: true,
+        allowed_server_ids: SERVERS.iter().map(|s| s.to_string()).collect(),
+        default_server_ids: SERVERS.iter().map(|s| s.to_string()).collect(),
+        ..TaskPolicy::default()
+    };
+    Fleet {
+        router: Router::new(connections, registry),
+        task,
+    }
+}
+
+impl Fleet {
+    async fn send(
+        &self,
+        backend: &dyn LlmBackend,
+        policy: &SessionPolicy,
+        limits: LoopLimits,
+    ) -> spearlet::cchat::LoopOutcome {
+        let params = RequestParams::default();
+        let guest_tools = GuestTools::default();
+        let setup = SendSetup {
+            backend,
+            router: &self.router,
+            task: &self.task,
+            policy,
+            params: &params,
+            guest_tools: &guest_tools,
+            mode: SendMode::Auto,
+            limits,
+            search: None,
+        };
+        let mut messages = vec![ChatMessage::user("tidy up the release")];
+        let outcome = run_send(
+            &setup,
+            &mut messages,
+            &mut RunBudget::unlimited(),
+            &mut NoCallbacks,
+        )
+        .await;
+        assert_history_valid(&messages);
+        outcome
+    }
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_model_searches_then_calls_what_it_found_and_nothing_else() {
+    let fleet = fleet();
+    // The session: no mail server, and no tool that deletes.
+    let mut policy = SessionPolicy::from_task(&fleet.task);
+    policy.server_ids.retain(|s| s != "mail");
+    policy.tool_denylist = vec!["delete_*".into(), "drop_table".into()];
+    policy.tool_search = ToolSearch::On;
+
+    let extract = offered_name("files", "extract_archive");
+    let delete = offered_name("files", "delete_file");
+    let send_email = offered_name("mail", "send_email");
+    let model = ScriptedModel::script(vec![
+        // A search, and a call of a tool not obtained yet.
+        Turn::calls(&[
+            ("s1", SEARCH_TOOL, json!({"query": "unzip archive"})),
+            ("c1", &extract, json!({"archive": "r.zip"})),
+        ]),
+        // The tool found; searches for what the session may not use; calls
+        // of those tools by their names.
+        Turn::calls(&[
+            (
+                "c2",
+                &extract,
+                json!({"archive": "r.zip", "destination": "/tmp/r; $(reboot)"}),
+            ),
+            (
+                "s2",
+                SEARCH_TOOL,
+                json!({"query": "delete remove file permanently", "limit": 10}),
+            ),
+            (
+                "s3",
+                SEARCH_TOOL,
+                json!({"query": "send an email message to recipients", "limit": 10}),
+            ),
+            ("c3", &delete, json!({"path": "/etc/passwd"})),
+            ("c4", &send_email, json!({"to": "x@example.com"})),
+        ]),
+        Turn::answer("unpacked"),
+    ])
+    .await;
+    let outcome = fleet.send(&backend(&model, 0), &policy, limits()).await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("unpacked"));
+    assert_no_violations(&model);
+
+    let requests = model.requests();
+    // First request: the search tool alone, not the 156 definitions the
+    // session may use (160 on its servers, less four that delete).
+    assert_eq!(tool_names(&requests[0].body), [SEARCH_TOOL]);
+    let description = requests[0].body["tools"][0]["function"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(description.contains("the 156 tools"), "{description}");
+    assert!(!description.contains("mail"), "{description}");
+    // Second request: the search tool and what the first search found,
+    // with their full definitions.
+    let second = tool_names(&requests[1].body);
+    assert_eq!(second[0], SEARCH_TOOL);
+    assert!(second.contains(&extract), "{second:?}");
+    assert!(second.len() <= 6, "{second:?}");
+    let definition = requests[1].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == extract.as_str())
+        .unwrap();
+    assert_eq!(
+        definition["function"]["parameters"]["properties"]["destination"]["type"],
+        "string"
+    );
+
+    let trace = |id: &str| outcome.trace.iter().find(|t| t.tool_call_id == id).unwrap();
+    let found = |id: &str| -> Vec<String> {
+        trace(id)
+            .search
+            .as_ref()
+            .unwrap()
+            .found
+            .iter()
+            .map(|f| format!("{}/{}", f.server, f.tool))
+            .collect()
+    };
+    assert_eq!(found("s1")[0], "files/extract_archive");
+    assert_eq!(trace("s1").search.as_ref().unwrap().query, "unzip archive");
+    // Called before it was obtained: refused like any unknown tool.
+    assert!(trace("c1").is_error && trace("c1").executed.is_none());
+    // Called after: it ran, with its arguments as written.
+    assert!(!trace("c2").is_error);
+    assert_eq!(
+        trace("c2").executed.as_ref().map(|t| t.tool.as_str()),
+        Some("extract_archive")
+    );
+    let results: Vec<&str> = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(results
+        .iter()
+        .any(|r| r.starts_with("files/extract_archive ran with") && r.contains("$(reboot)")));
+    // Searches never find what the session may not use…
+    for id in ["s2", "s3"] {
+        let found = found(id);
+        assert!(!found.is_empty(), "{id} found nothing");
+        assert!(
+            found.iter().all(|f| !f.starts_with("mail/")
+                && !f.contains("/delete_")
+                && f != "database/drop_table"),
+            "{id}: {found:?}"
+        );
+    }
+    // …and calls of those tools by name are refused.
+    for id in ["c3", "c4"] {
+        assert!(trace(id).is_error && trace(id).executed.is_none(), "{id}");
+    }
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.contains("was not offered"))
+            .count()
+            >= 3,
+        "{results:?}"
+    );
+    // What the searches obtained stays for the session's next send.
+    let search = outcome.search.as_ref().unwrap();
+    assert!(search.visible().tools.iter().any(|t| t.name == extract));
+}
+
+#[tokio::test]
+async fn searches_count_as_tool_calls() {
+    let fleet = fleet();
+    let mut policy = SessionPolicy::from_task(&fleet.task);
+    policy.tool_search = ToolSearch::On;
+    let model = ScriptedModel::script(vec![Turn::calls(&[
+        ("s1", SEARCH_TOOL, json!({"query": "git log"})),
+        ("s2", SEARCH_TOOL, json!({"query": "git blame"})),
+    ])])
+    .await;
+    let limits = LoopLimits {
+        max_total_tool_calls: 1,
+        ..limits()
+    };
+    let outcome = fleet.send(&backend(&model, 0), &policy, limits).await;
+    let error = outcome.result.unwrap_err().to_string();
+    assert!(error.contains("max_total_tool_calls"), "{error}");
+    assert!(outcome.trace[0].search.is_some() && !outcome.trace[0].is_error);
+    assert!(outcome.trace[1].is_error && outcome.trace[1].search.is_none());
+}
+
+#[tokio::test]
+async fn auto_searches_with_many_tools_only_and_off_sends_them_all() {
+    let fleet = fleet();
+    let auto = SessionPolicy::from_task(&fleet.task);
+    let off = SessionPolicy {
+        tool_search: ToolSearch::Off,
+        ..auto.clone()
+    };
+    let few = SessionPolicy {
+        server_ids: vec!["git".into()],
+        ..auto.clone()
+    };
+    let model = ScriptedModel::script(vec![
+        Turn::answer("a"),
+        Turn::answer("b"),
+        Turn::answer("c"),
+        Turn::answer("d"),
+    ])
+    .await;
+    for policy in [&auto, &off, &few] {
+        fleet.send(&backend(&model, 0), policy, limits()).await;
+    }
+    // Anthropic's wire format takes the search tool too.
+    fleet
+        .send(&anthropic(&model, false, 0), &auto, limits())
+        .await;
+    assert_no_violations(&model);
+    let requests = model.requests();
+    assert_eq!(tool_names(&requests[0].body), [SEARCH_TOOL]);
+    let all = tool_names(&requests[1].body);
+    assert_eq!(all.len(), 180);
+    assert!(!all.contains(&SEARCH_TOOL.to_string()));
+    assert_eq!(tool_names(&requests[2].body).len(), 20);
+    let anthropic: Vec<&str> = requests[3].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(anthropic, [SEARCH_TOOL]);
+    let (on, off) = (body_bytes(&requests[0].body), body_bytes(&requests[1].body));
+    assert!(on * 5 < off, "search on {on} bytes, off {off}");
+}
+
+fn body_bytes(body: &Value) -> usize {
+    body.to_string().len()
+}
