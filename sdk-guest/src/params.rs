@@ -16,6 +16,12 @@ pub const MCP_TOOL_DENYLIST: &str = "mcp.tool_denylist";
 /// (docs/guest-api.md, "Tool search").
 pub const MCP_TOOL_SEARCH: &str = "mcp.tool_search";
 
+/// The name of the node's search tool, offered to the model when a send
+/// searches: a pending call of it (after a send without automatic tool
+/// calls) is run with `cchat_call_tool` like any other. In the `mcp` name
+/// space, which guest tools may not use, and unlike any MCP tool's name.
+pub const SEARCH_TOOL: &str = "mcp_search_tools";
+
 /// The values of [`MCP_TOOL_SEARCH`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

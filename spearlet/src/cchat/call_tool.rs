@@ -89,8 +89,8 @@ impl Sessions {
         Ok(serde_json::to_vec(&result).unwrap_or_default())
     }
 
-    /// A guest-driven call of the search tool: counted like any call, and
-    /// the tools found are the session's to call.
+    /// A guest-driven call of the search tool: counted like any call; the
+    /// tools found are the session's to call from its next send.
     fn search(&mut self, handle: i32, call: RequestedCall) -> Result<Vec<u8>, CallError> {
         if self.deps.budget.take_tool_calls(1) == 0 {
             let spent = self.deps.budget.tool_calls_spent();
@@ -101,8 +101,10 @@ impl Sessions {
         let Some(search) = session.search.as_mut() else {
             return Err(CallError::bad_handle(handle));
         };
+        // What it finds is offered from the next send on, as in the loop:
+        // a call the model wrote before it saw this answer (in the same
+        // reply) is still refused.
         let searched = search.run(&call.arguments);
-        session.offered = search.visible();
         self.deps.budget.keep_memory(TRACE_COST);
         self.trace.push(CallTrace {
             tool_call_id: call.id,

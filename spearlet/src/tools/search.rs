@@ -25,9 +25,7 @@ use crate::llm::ToolSpec;
 use crate::tool_index::SearchIndex;
 use crate::tool_policy::ToolSearch;
 
-/// The search tool's name: in the `mcp` name space, which guest tools may
-/// not use, and unlike any MCP tool's offered name (`mcp__…`, `mcp_h_…`).
-pub const SEARCH_TOOL: &str = "mcp_search_tools";
+pub use spear_guest::params::SEARCH_TOOL;
 
 /// `auto` searches when a send would offer more than this many MCP tools…
 pub const AUTO_TOOLS: usize = 30;
