@@ -37,6 +37,21 @@ const SERVERS: [&str; 9] = [
     "files", "git", "tracker", "chat", "calendar", "database", "cloud", "browser", "mail",
 ];
 
+/// The Python of the venv with the MCP SDK (`scripts/setup.sh` makes it):
+/// `$SPEAR_VENV/bin/python`, else `~/.cache/spear/venv/bin/python`.
+fn python_sdk() -> String {
+    let venv = std::env::var("SPEAR_VENV").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        format!("{home}/.cache/spear/venv")
+    });
+    let python = format!("{venv}/bin/python");
+    if !std::path::Path::new(&python).exists() {
+        eprintln!("{python} is missing: run scripts/setup.sh (it installs the Python MCP SDK)");
+        std::process::exit(2);
+    }
+    python
+}
+
 fn catalog_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/tool-catalog")
 }
@@ -80,7 +95,7 @@ fn router() -> (Router, TaskPolicy) {
     let specs = SERVERS.iter().map(|id| ServerSpec {
         id: id.to_string(),
         transport: Transport::Stdio as i32,
-        command: "python3".into(),
+        command: python_sdk(),
         args: vec![script.into(), id.to_string()],
         enabled: true,
         ..Default::default()

@@ -26,6 +26,21 @@ const SERVERS: [&str; 9] = [
     "files", "git", "tracker", "chat", "calendar", "database", "cloud", "browser", "mail",
 ];
 
+/// The Python of the venv with the MCP SDK (`scripts/setup.sh` makes it):
+/// `$SPEAR_VENV/bin/python`, else `~/.cache/spear/venv/bin/python`.
+fn python_sdk() -> String {
+    let venv = std::env::var("SPEAR_VENV").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        format!("{home}/.cache/spear/venv")
+    });
+    let python = format!("{venv}/bin/python");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "{python} is missing: run scripts/setup.sh (it installs the Python MCP SDK)"
+    );
+    python
+}
+
 struct Fleet {
     router: Router,
     task: TaskPolicy,
@@ -39,7 +54,7 @@ fn fleet() -> Fleet {
     let specs = SERVERS.iter().map(|id| ServerSpec {
         id: id.to_string(),
         transport: Transport::Stdio as i32,
-        command: "python3".into(),
+        command: python_sdk(),
         args: vec![script.into(), id.to_string()],
         enabled: true,
         ..Default::default()
