@@ -3,7 +3,9 @@
 //! over stdio): the first request carries the search tool, not the 180
 //! definitions; what a search finds becomes callable from the next
 //! request; a tool outside the session's policy is never found and its
-//! call is refused; searches count as tool calls.
+//! call is refused; searches count as tool calls. The same on an Anthropic
+//! backend that searches natively (deferred tools, the provider's blocks
+//! sent back as they came).
 
 mod support;
 
@@ -16,7 +18,7 @@ use spearlet::cchat::{
     run_send, GuestTools, LoopLimits, NoCallbacks, RunBudget, SendMode, SendSetup,
 };
 use spearlet::connections::Connections;
-use spearlet::llm::{ChatMessage, LlmBackend};
+use spearlet::llm::{AnthropicBackend, AnthropicConfig, ChatMessage, LlmBackend};
 use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tool_policy::{SessionPolicy, TaskPolicy, ToolSearch};
 use spearlet::tools::{offered_name, Router, SEARCH_TOOL};
@@ -316,4 +318,125 @@ async fn auto_searches_with_many_tools_only_and_off_sends_them_all() {
 
 fn body_bytes(body: &Value) -> usize {
     body.to_string().len()
+}
+
+/// An Anthropic backend that searches natively (`tool_search = "native"`).
+fn anthropic_native(model: &ScriptedModel) -> AnthropicBackend {
+    AnthropicBackend::new(AnthropicConfig {
+        base_url: model.anthropic_url(),
+        model: "scripted".into(),
+        api_key: Some("sk-ant-test".into()),
+        max_tokens: 1024,
+        timeout: std::time::Duration::from_secs(10),
+        max_retries: 0,
+        stream: false,
+        native_tool_search: true,
+    })
+}
+
+#[tokio::test]
+async fn anthropic_searches_natively_within_the_session_policy() {
+    let fleet = fleet();
+    let mut policy = SessionPolicy::from_task(&fleet.task);
+    policy.tool_denylist = vec!["delete_*".into()];
+    policy.tool_search = ToolSearch::On;
+    let extract = offered_name("files", "extract_archive");
+    let delete = offered_name("files", "delete_file");
+    let git_log = offered_name("git", "git_log");
+    let model = ScriptedModel::script(vec![
+        // The provider finds two tools; it was never sent the denied one,
+        // so it cannot reference it. The answer calls what it found, and a
+        // tool it did not find.
+        Turn::native_search(
+            "unzip archive",
+            &[&extract, &delete],
+            &[
+                ("c1", &extract, json!({"archive": "r.zip"})),
+                ("c2", &git_log, json!({"repo_path": "/srv"})),
+            ],
+        ),
+        Turn::answer("unpacked"),
+    ])
+    .await;
+    let outcome = fleet
+        .send(&anthropic_native(&model), &policy, limits())
+        .await;
+    assert_eq!(outcome.result.as_deref().ok(), Some("unpacked"));
+    assert_no_violations(&model);
+
+    let requests = model.requests();
+    assert_eq!(
+        requests[0].header("anthropic-beta"),
+        Some("advanced-tool-use-2025-11-20")
+    );
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["type"], "tool_search_tool_bm25_20251119");
+    // Every tool the session may use, deferred; none it may not.
+    let deferred: Vec<&str> = tools[1..]
+        .iter()
+        .filter(|t| t["defer_loading"] == true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(deferred.len(), 176, "180 less the four that delete");
+    assert_eq!(tools.len(), 177);
+    assert!(!deferred.contains(&delete.as_str()));
+
+    // The provider's search: traced and counted; what it found ran in the
+    // same answer; what it did not find was refused like an unknown tool.
+    let search = outcome.trace[0].search.as_ref().unwrap();
+    assert_eq!(search.query, "unzip archive");
+    let found: Vec<&str> = search.found.iter().map(|f| f.tool.as_str()).collect();
+    assert_eq!(found, ["extract_archive"]);
+    let call = |id: &str| outcome.trace.iter().find(|t| t.tool_call_id == id).unwrap();
+    assert!(!call("c1").is_error && call("c1").executed.is_some());
+    assert!(call("c2").is_error && call("c2").executed.is_none());
+
+    // The next request carries the provider's blocks back as they came,
+    // and the same tools, all deferred (the provider loads the found one
+    // from the history's reference).
+    let second = &requests[1].body;
+    let assistant = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap();
+    let kinds: Vec<&str> = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "server_tool_use",
+            "tool_search_tool_result",
+            "tool_use",
+            "tool_use"
+        ]
+    );
+    assert_eq!(second["tools"], requests[0].body["tools"]);
+}
+
+#[tokio::test]
+async fn a_native_search_past_the_tool_call_limit_ends_the_send() {
+    let fleet = fleet();
+    let mut policy = SessionPolicy::from_task(&fleet.task);
+    policy.tool_search = ToolSearch::On;
+    let extract = offered_name("files", "extract_archive");
+    let model = ScriptedModel::script(vec![Turn::native_search(
+        "unzip",
+        &[&extract],
+        &[("c1", &extract, json!({}))],
+    )])
+    .await;
+    let limits = LoopLimits {
+        max_total_tool_calls: 0,
+        ..limits()
+    };
+    let outcome = fleet.send(&anthropic_native(&model), &policy, limits).await;
+    let error = outcome.result.unwrap_err().to_string();
+    assert!(error.contains("max_total_tool_calls"), "{error}");
+    assert!(outcome.trace.is_empty(), "{:?}", outcome.trace);
 }

@@ -85,6 +85,7 @@ impl LlmBackend for InstantModel {
             message,
             usage: Usage::default(),
             stop,
+            searches: Vec::new(),
         })
     }
 }
@@ -134,7 +135,12 @@ pub async fn loop_overhead() {
                 tool_denylist: Vec::new(),
                 approval: Vec::new(),
             };
-            let session = SessionPolicy::from_task(&task);
+            // Every tool injected in every request, as this section
+            // measures (past 30 tools `auto` would offer the search tool).
+            let session = SessionPolicy {
+                tool_search: spearlet::tool_policy::ToolSearch::Off,
+                ..SessionPolicy::from_task(&task)
+            };
             let offered = router.tool_set(&task, &session).await.tools.len();
             let model = InstantModel::new(TURNS, vec![offered_name("s0", "tool_0")], 1);
             let mut per_iteration = Vec::new();

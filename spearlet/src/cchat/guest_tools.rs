@@ -112,6 +112,7 @@ impl GuestTools {
             name: t.spec.name.clone(),
             description: t.spec.description.clone(),
             parameters: t.spec.parameters.clone(),
+            deferred: false,
         })
     }
 }

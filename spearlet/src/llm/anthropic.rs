@@ -4,6 +4,12 @@
 //! top-level field; tool calls are `tool_use` content blocks with a JSON
 //! `input`; tool results are `tool_result` blocks in a `user` message, all the
 //! results of one turn in one message.
+//!
+//! Native tool search (`tool_search = "native"`): deferred tools are sent
+//! with `defer_loading` next to the BM25 tool search tool, under the
+//! beta that enables it; an answer's `server_tool_use` and
+//! `tool_search_tool_result` blocks are read into [`ProviderSearch`]es and
+//! the answer's blocks kept as they came, to be sent back as they are.
 
 use std::time::Duration;
 
@@ -15,9 +21,16 @@ use spear_guest::request::{RequestParams, ResponseFormat, ToolChoice, ToolMode};
 use super::request::{ChatRequest, Unsupported};
 use super::retry::{json as read_json, send};
 use super::stream::{read_stream, Dialect};
-use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, Usage};
+use super::types::{
+    ChatMessage, LlmBackend, LlmError, ProviderSearch, Reply, Role, ToolCall, Usage,
+};
 
 const API_VERSION: &str = "2023-06-01";
+/// The server-side tool search tool the node asks for, and its name.
+const SEARCH_TOOL_TYPE: &str = "tool_search_tool_bm25_20251119";
+const SEARCH_TOOL_NAME: &str = "tool_search_tool_bm25";
+/// The beta under which the messages API takes deferred tools.
+const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
 
 /// Where and how to reach the provider; the key never appears in errors.
 #[derive(Clone)]
@@ -31,6 +44,9 @@ pub struct AnthropicConfig {
     pub max_retries: u32,
     /// Ask for a streamed answer (tool-call deltas are assembled here).
     pub stream: bool,
+    /// Search a session's tools on the provider's side (`tool_search =
+    /// "native"`); never together with `stream`.
+    pub native_tool_search: bool,
 }
 
 impl std::fmt::Debug for AnthropicConfig {
@@ -71,6 +87,13 @@ pub fn request_body(model: &str, max_tokens: u32, request: &ChatRequest<'_>) -> 
         match m.role {
             Role::User => out.push(json!({"role": "user", "content": [{"type": "text", "text": m.content.clone().unwrap_or_default()}]})),
             Role::Assistant => {
+                // An answer with the provider's own search blocks goes back
+                // exactly as it came.
+                let kept = m.provider_content.as_deref().and_then(|c| serde_json::from_str::<Value>(c).ok());
+                if let Some(content) = kept.filter(Value::is_array) {
+                    out.push(json!({"role": "assistant", "content": content}));
+                    continue;
+                }
                 let mut blocks: Vec<Value> = Vec::new();
                 if let Some(text) = m.content.as_deref().filter(|t| !t.is_empty()) {
                     blocks.push(json!({"type": "text", "text": text}));
@@ -105,7 +128,19 @@ pub fn request_body(model: &str, max_tokens: u32, request: &ChatRequest<'_>) -> 
         body["system"] = json!(system.join("\n\n"));
     }
     if !tools.is_empty() {
-        body["tools"] = tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
+        let mut wire: Vec<Value> = Vec::with_capacity(tools.len() + 1);
+        if request.defers_tools() {
+            wire.push(json!({"type": SEARCH_TOOL_TYPE, "name": SEARCH_TOOL_NAME}));
+        }
+        for t in tools {
+            let mut tool =
+                json!({"name": t.name, "description": t.description, "input_schema": t.parameters});
+            if t.deferred {
+                tool["defer_loading"] = json!(true);
+            }
+            wire.push(tool);
+        }
+        body["tools"] = Value::Array(wire);
     }
     map_params(&mut body, request);
     body
@@ -181,8 +216,45 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
         .ok_or_else(|| LlmError::BadReply("no content".into()))?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
+    let mut searches: Vec<ProviderSearch> = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
+            Some("server_tool_use") => {
+                let field = |name: &str| {
+                    block
+                        .get(name)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                searches.push(ProviderSearch {
+                    id: field("id"),
+                    tool: field("name"),
+                    query: block
+                        .pointer("/input/query")
+                        .or_else(|| block.pointer("/input/pattern"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    found: Vec::new(),
+                });
+            }
+            Some("tool_search_tool_result") => {
+                let id = block
+                    .get("tool_use_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let found = block
+                    .pointer("/content/tool_references")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.get("tool_name").and_then(Value::as_str))
+                    .map(str::to_string);
+                if let Some(search) = searches.iter_mut().find(|s| s.id == id) {
+                    search.found.extend(found);
+                }
+            }
             Some("text") => text.push_str(
                 block
                     .get("text")
@@ -215,12 +287,16 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
             _ => {}
         }
     }
-    let message = ChatMessage::assistant(text, tool_calls);
+    let mut message = ChatMessage::assistant(text, tool_calls);
+    if !searches.is_empty() {
+        message.provider_content = Some(Value::Array(blocks.clone()).to_string());
+    }
     let stop = body.get("stop_reason").and_then(Value::as_str);
     Ok(Reply {
         stop: Reply::anthropic_stop(stop, &message),
         message,
         usage: Usage::at(body, "/usage/input_tokens", "/usage/output_tokens"),
+        searches,
     })
 }
 
@@ -235,12 +311,16 @@ impl LlmBackend for AnthropicBackend {
         if self.config.stream {
             body["stream"] = json!(true);
         }
+        let beta = request.defers_tools().then_some(TOOL_SEARCH_BETA);
         let request = || {
-            let request = self
+            let mut request = self
                 .http
                 .post(&url)
                 .header("anthropic-version", API_VERSION)
                 .json(&body);
+            if let Some(beta) = beta {
+                request = request.header("anthropic-beta", beta);
+            }
             match &self.config.api_key {
                 Some(key) => request.header("x-api-key", key),
                 None => request,
@@ -256,6 +336,10 @@ impl LlmBackend for AnthropicBackend {
 
     fn check(&self, params: &RequestParams) -> Result<(), Unsupported> {
         check_params(params)
+    }
+
+    fn searches_natively(&self) -> bool {
+        self.config.native_tool_search && !self.config.stream
     }
 
     fn model(&self) -> &str {

@@ -18,6 +18,13 @@
 //! model = "claude-sonnet-4-5"
 //! api_key_env = "ANTHROPIC_API_KEY"
 //! stream = true
+//!
+//! [llm.backends.claude-search]
+//! kind = "anthropic"
+//! base_url = "https://api.anthropic.com"
+//! model = "claude-sonnet-4-5"
+//! api_key_env = "ANTHROPIC_API_KEY"
+//! tool_search = "native"                # Anthropic's own search when a session searches
 //! ```
 
 use std::collections::{BTreeMap, HashMap};
@@ -69,6 +76,23 @@ pub struct BackendSection {
     /// Anthropic requires it; ignored for OpenAI-compatible backends.
     #[serde(default = "default_max_tokens")]
     pub max_tokens: u32,
+    /// How a session's tool search (`mcp.tool_search`) is done on this
+    /// backend: by the node (the default, every provider) or by the
+    /// provider (`"native"`: Anthropic's deferred loading).
+    #[serde(default)]
+    pub tool_search: ToolSearchBy,
+}
+
+/// `tool_search` of a backend.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolSearchBy {
+    /// The node's search tool, `mcp_search_tools`.
+    #[default]
+    Node,
+    /// Anthropic's server-side tool search: every tool the session may use
+    /// is sent with `defer_loading`, and the provider searches them.
+    Native,
 }
 
 fn default_timeout() -> u64 {
@@ -136,6 +160,14 @@ impl Backends {
             }
             if backend.model.is_empty() {
                 return Err(invalid("model is empty".into()));
+            }
+            if backend.tool_search == ToolSearchBy::Native {
+                if backend.kind != BackendKind::Anthropic {
+                    return Err(invalid("tool_search = \"native\" is Anthropic's; an OpenAI-compatible backend searches with the node's tool (remove tool_search)".into()));
+                }
+                if backend.stream {
+                    return Err(invalid("tool_search = \"native\" needs stream = false: the node keeps the provider's search blocks from whole answers".into()));
+                }
             }
             let api_key = match &backend.api_key_env {
                 Some(var) => Some(env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
@@ -253,6 +285,7 @@ impl Backends {
                 timeout: Duration::from_secs(s.timeout_secs),
                 max_retries: s.max_retries,
                 stream: s.stream,
+                native_tool_search: s.tool_search == ToolSearchBy::Native,
             })),
         };
         built.insert(key, Arc::clone(&backend));
@@ -356,5 +389,34 @@ mod tests {
             toml::from_str::<toml::Value>(&text.replace("kind = \"openai\"", "kind = \"gemini\""))
                 .unwrap();
         assert!(LlmSection::deserialize(bad["llm"].clone()).is_err());
+    }
+
+    #[test]
+    fn native_tool_search_is_anthropic_s_and_whole_answers_only() {
+        let claude = r#"
+            [llm.backends.claude]
+            kind = "anthropic"
+            base_url = "http://127.0.0.1:1"
+            model = "m"
+            tool_search = "native"
+        "#;
+        let backends = Backends::new(section(claude), |_| None).unwrap();
+        assert!(backends.get(None, None).unwrap().searches_natively());
+        let plain = Backends::new(
+            section(&claude.replace("tool_search = \"native\"", "")),
+            |_| None,
+        )
+        .unwrap();
+        assert!(!plain.get(None, None).unwrap().searches_natively());
+        for (text, says) in [
+            (claude.replace("anthropic", "openai"), "Anthropic's"),
+            (format!("{claude}\nstream = true"), "stream = false"),
+        ] {
+            let error = Backends::new(section(&text), |_| None)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(error.contains("claude") && error.contains(says), "{error}");
+        }
     }
 }

@@ -15,5 +15,6 @@ pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use request::{ChatRequest, Unsupported};
 pub use types::{
-    ChatMessage, LlmBackend, LlmError, Reply, Role, StopReason, ToolCall, ToolSpec, Usage,
+    ChatMessage, LlmBackend, LlmError, ProviderSearch, Reply, Role, StopReason, ToolCall, ToolSpec,
+    Usage,
 };

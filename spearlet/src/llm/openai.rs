@@ -173,6 +173,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
         stop: Reply::openai_stop(finish, &message),
         message,
         usage: Usage::at(body, "/usage/prompt_tokens", "/usage/completion_tokens"),
+        searches: Vec::new(),
     })
 }
 

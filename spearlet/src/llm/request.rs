@@ -38,6 +38,11 @@ impl<'a> ChatRequest<'a> {
         self.params.tool_choice.as_ref()
     }
 
+    /// True when some tools are deferred for the provider's own search.
+    pub fn defers_tools(&self) -> bool {
+        self.tools.iter().any(|t| t.deferred)
+    }
+
     /// Writes the sampling params every provider spells alike
     /// (`temperature`, `top_p`) into a request body; each backend maps
     /// the rest itself.

@@ -189,6 +189,7 @@ impl Assembler {
             message,
             usage: self.usage,
             stop,
+            searches: Vec::new(),
         })
     }
 }

@@ -32,6 +32,10 @@ pub struct ChatMessage {
     pub tool_calls: Vec<ToolCall>,
     /// Tool messages: the call answered.
     pub tool_call_id: Option<String>,
+    /// An Anthropic answer with server-side tool search: its content
+    /// blocks as the provider sent them (JSON), which the next requests
+    /// must carry back as they are.
+    pub provider_content: Option<String>,
 }
 
 impl ChatMessage {
@@ -41,6 +45,7 @@ impl ChatMessage {
             content: Some(text.to_string()),
             tool_calls: vec![],
             tool_call_id: None,
+            provider_content: None,
         }
     }
 
@@ -50,6 +55,7 @@ impl ChatMessage {
             content: Some(text.to_string()),
             tool_calls: vec![],
             tool_call_id: None,
+            provider_content: None,
         }
     }
 
@@ -60,6 +66,7 @@ impl ChatMessage {
             content: (!text.is_empty()).then_some(text),
             tool_calls,
             tool_call_id: None,
+            provider_content: None,
         }
     }
 
@@ -69,6 +76,7 @@ impl ChatMessage {
             content: Some(text),
             tool_calls: vec![],
             tool_call_id: Some(call_id.to_string()),
+            provider_content: None,
         }
     }
 
@@ -83,6 +91,7 @@ impl ChatMessage {
             .sum();
         PART + self.content.as_ref().map_or(0, String::len)
             + self.tool_call_id.as_ref().map_or(0, String::len)
+            + self.provider_content.as_ref().map_or(0, String::len)
             + calls
     }
 }
@@ -94,6 +103,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments.
     pub parameters: Value,
+    /// Sent for the provider's own tool search to find, not loaded
+    /// (Anthropic's `defer_loading`; only on a backend that searches
+    /// natively).
+    pub deferred: bool,
 }
 
 /// Tokens as the provider reported them.
@@ -170,6 +183,21 @@ pub struct Reply {
     pub usage: Usage,
     /// Why the answer ended.
     pub stop: StopReason,
+    /// The searches the provider ran on its side before answering
+    /// (Anthropic's tool search), in order.
+    pub searches: Vec<ProviderSearch>,
+}
+
+/// One search the provider ran over the deferred tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderSearch {
+    /// The provider's id of it (`srvtoolu_…`).
+    pub id: String,
+    /// The search tool the model used.
+    pub tool: String,
+    pub query: String,
+    /// The names of the tools it referenced, now loaded for the model.
+    pub found: Vec<String>,
 }
 
 /// Why a request to the model failed, in one sentence for the guest. Never
@@ -202,6 +230,13 @@ pub trait LlmBackend: Send + Sync {
     /// anything is sent (a session checks at `set_param` and at send).
     fn check(&self, _params: &RequestParams) -> Result<(), Unsupported> {
         Ok(())
+    }
+
+    /// True when this backend searches the session's tools on the
+    /// provider's side (`tool_search = "native"`): the loop then sends
+    /// them deferred instead of offering the node's search tool.
+    fn searches_natively(&self) -> bool {
+        false
     }
 
     /// The model it asks, for the guest's reply.

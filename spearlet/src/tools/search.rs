@@ -168,6 +168,7 @@ impl Search {
                 },
                 "required": ["query"]
             }),
+            deferred: false,
         }
     }
 

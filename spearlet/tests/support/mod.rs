@@ -95,6 +95,7 @@ pub fn anthropic(model: &ScriptedModel, stream: bool, max_retries: u32) -> Anthr
         timeout: Duration::from_secs(10),
         max_retries,
         stream,
+        native_tool_search: false,
     })
 }
 

@@ -1,7 +1,9 @@
 //! Anthropic messages: a turn as a `message` body or as the event stream
 //! (`message_start`, `ping`, content blocks with `text_delta` and
 //! `input_json_delta`, `message_delta` with the `stop_reason` and output
-//! tokens, `message_stop`; an `error` event when it fails mid-answer).
+//! tokens, `message_stop`; an `error` event when it fails mid-answer), and
+//! the blocks of its server-side tool search (`server_tool_use`, then
+//! `tool_search_tool_result` with `tool_reference`s).
 
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -34,6 +36,21 @@ pub fn render(turn: &Turn, request: &Value, stream: bool) -> Response {
             );
             return event_stream(events.body);
         }
+        Turn::NativeSearch {
+            query,
+            found,
+            calls,
+        } => {
+            if stream {
+                return error_response(
+                    Dialect::Anthropic,
+                    500,
+                    None,
+                    "the script's server-side tool search is played without streaming only",
+                );
+            }
+            return native_search(request, query, found, calls);
+        }
     };
     if stream {
         let mut events = Events::start(request);
@@ -64,6 +81,53 @@ pub fn render(turn: &Turn, request: &Value, stream: bool) -> Response {
         "id": "msg_scripted", "type": "message", "role": "assistant", "model": model(request),
         "content": content, "stop_reason": stop, "stop_sequence": null,
         "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS},
+    }))
+    .into_response()
+}
+
+/// A server-side tool search: what a provider answers, finding only the
+/// tools of `found` that the request defers.
+fn native_search(request: &Value, query: &str, found: &[String], calls: &[Call]) -> Response {
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let search_tool = tools
+        .iter()
+        .find(|t| {
+            t["type"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("tool_search_tool_"))
+        })
+        .and_then(|t| t["name"].as_str())
+        .unwrap_or("tool_search_tool_bm25");
+    let deferred = |name: &str| {
+        tools
+            .iter()
+            .any(|t| t["name"] == name && t["defer_loading"] == true)
+    };
+    let references: Vec<Value> = found
+        .iter()
+        .filter(|name| deferred(name))
+        .map(|name| json!({"type": "tool_reference", "tool_name": name}))
+        .collect();
+    let mut content = vec![
+        json!({"type": "server_tool_use", "id": "srvtoolu_scripted", "name": search_tool, "input": {"query": query}}),
+        json!({"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_scripted",
+               "content": {"type": "tool_search_tool_search_result", "tool_references": references}}),
+    ];
+    for call in calls {
+        content.push(
+            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.input()}),
+        );
+    }
+    let stop = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    axum::Json(json!({
+        "id": "msg_scripted", "type": "message", "role": "assistant", "model": model(request),
+        "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS,
+                  "server_tool_use": {"tool_search_requests": 1}},
     }))
     .into_response()
 }

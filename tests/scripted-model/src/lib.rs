@@ -101,6 +101,16 @@ pub enum Turn {
     /// A stream that starts answering `text`, then sends the provider's
     /// error event and ends. Without streaming: a 500.
     FailMidStream { text: String, message: String },
+    /// Anthropic's server-side tool search (a request with a
+    /// `tool_search_tool_*` tool and deferred tools): a `server_tool_use`
+    /// searching for `query`, its `tool_search_tool_result` referencing
+    /// those of `found` the request defers (a provider can only find the
+    /// tools it was sent), then `calls`. Not in the OpenAI format.
+    NativeSearch {
+        query: String,
+        found: Vec<String>,
+        calls: Vec<Call>,
+    },
 }
 
 impl Turn {
@@ -111,6 +121,17 @@ impl Turn {
     pub fn calls(calls: &[(&str, &str, Value)]) -> Turn {
         Turn::ToolCalls {
             text: String::new(),
+            calls: calls
+                .iter()
+                .map(|(id, name, args)| Call::new(id, name, args.clone()))
+                .collect(),
+        }
+    }
+
+    pub fn native_search(query: &str, found: &[&str], calls: &[(&str, &str, Value)]) -> Turn {
+        Turn::NativeSearch {
+            query: query.to_string(),
+            found: found.iter().map(|f| f.to_string()).collect(),
             calls: calls
                 .iter()
                 .map(|(id, name, args)| Call::new(id, name, args.clone()))

@@ -28,6 +28,14 @@ pub fn render(turn: &Turn, request: &Value, stream: bool) -> Response {
             }
             return event_stream(failed_stream(request, text, message));
         }
+        Turn::NativeSearch { .. } => {
+            return error_response(
+                Dialect::OpenAi,
+                500,
+                None,
+                "the script plays Anthropic's server-side tool search to an OpenAI request",
+            )
+        }
     };
     let model = request["model"].as_str().unwrap_or("scripted");
     if stream {

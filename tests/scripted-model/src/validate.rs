@@ -21,6 +21,7 @@ pub fn request(request: &Request) -> Result<(), String> {
             if request.header("anthropic-version").is_none() {
                 return Err("anthropic-version: header is required".into());
             }
+            tool_search(body, request.header("anthropic-beta"))?;
             anthropic(body, messages)
         }
     }
@@ -306,6 +307,10 @@ fn anthropic(body: &Value, messages: &[Value]) -> Result<(), String> {
     }
     for (i, tool) in body["tools"].as_array().into_iter().flatten().enumerate() {
         let name = tool["name"].as_str().unwrap_or_default();
+        if tool.get("type").is_some() {
+            // A server tool (tool search): checked in `tool_search`.
+            continue;
+        }
         if !tool_name_ok(name) || tool["input_schema"]["type"] != "object" {
             return Err(format!("tools.{i}: a name matching ^[a-zA-Z0-9_-]{{1,64}}$ and an input_schema of type object are required"));
         }
@@ -365,6 +370,102 @@ fn anthropic(body: &Value, messages: &[Value]) -> Result<(), String> {
             "the last message asks for tools and nothing answers them: {}",
             joined(&asked)
         ));
+    }
+    Ok(())
+}
+
+/// The server-side tool search tools Anthropic has.
+const TOOL_SEARCH_TYPES: &[&str] = &[
+    "tool_search_tool_bm25_20251119",
+    "tool_search_tool_regex_20251119",
+];
+/// The beta its requests name.
+const TOOL_SEARCH_BETA: &str = "advanced-tool-use-2025-11-20";
+
+/// Deferred tools and the tool search tool, as the messages API checks
+/// them; and every server-side search the history replays: its result
+/// after its `server_tool_use`, its references among the deferred tools.
+fn tool_search(body: &Value, beta: Option<&str>) -> Result<(), String> {
+    let tools: Vec<&Value> = body["tools"].as_array().into_iter().flatten().collect();
+    let mut search_tools = 0;
+    let mut deferred: BTreeSet<&str> = BTreeSet::new();
+    for (i, tool) in tools.iter().enumerate() {
+        if let Some(kind) = tool.get("type") {
+            if !kind
+                .as_str()
+                .is_some_and(|k| TOOL_SEARCH_TYPES.contains(&k))
+                || !tool["name"].as_str().is_some_and(tool_name_ok)
+            {
+                return Err(format!(
+                    "tools.{i}: a server tool needs a known type and a name, got {tool}"
+                ));
+            }
+            if tool.get("defer_loading").is_some_and(|d| d != false) {
+                return Err(format!(
+                    "tools.{i}: the tool search tool cannot be deferred"
+                ));
+            }
+            search_tools += 1;
+            continue;
+        }
+        match tool.get("defer_loading") {
+            None | Some(Value::Bool(false)) => {}
+            Some(Value::Bool(true)) => {
+                deferred.insert(tool["name"].as_str().unwrap_or_default());
+            }
+            Some(other) => {
+                return Err(format!(
+                    "tools.{i}.defer_loading: a boolean is required, got {other}"
+                ))
+            }
+        }
+    }
+    if !deferred.is_empty() && search_tools == 0 {
+        return Err(
+            "tools: deferred tools (defer_loading) need a tool search tool in the request".into(),
+        );
+    }
+    if search_tools > 0 && !beta.is_some_and(|b| b.split(',').any(|b| b.trim() == TOOL_SEARCH_BETA))
+    {
+        return Err(format!(
+            "anthropic-beta: the tool search tool needs the {TOOL_SEARCH_BETA} beta"
+        ));
+    }
+    for (i, message) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let blocks = message["content"].as_array().cloned().unwrap_or_default();
+        let mut searched: BTreeSet<String> = BTreeSet::new();
+        for block in &blocks {
+            match block["type"].as_str() {
+                Some("server_tool_use") => {
+                    if message["role"] != "assistant" || search_tools == 0 {
+                        return Err(format!("messages.{i}: server_tool_use blocks are the assistant's, with a tool search tool in the request"));
+                    }
+                    searched.insert(block["id"].as_str().unwrap_or_default().to_string());
+                }
+                Some("tool_search_tool_result") => {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default();
+                    if !searched.contains(id) {
+                        return Err(format!("messages.{i}: tool_search_tool_result '{id}' does not follow its server_tool_use"));
+                    }
+                    let references = block["content"]["tool_references"]
+                        .as_array()
+                        .into_iter()
+                        .flatten();
+                    for reference in references {
+                        let name = reference["tool_name"].as_str().unwrap_or_default();
+                        if !deferred.contains(name) {
+                            return Err(format!("messages.{i}: tool reference '{name}' is not a deferred tool of this request"));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
     Ok(())
 }

@@ -3,13 +3,19 @@
 //! deadline and the run's request budget. After: the answer is counted,
 //! kept in the history when it fits the run's memory budget, and becomes
 //! the final text, the guest's pending calls (`Once`), or calls to run.
+//! Searches the provider ran on its side (native tool search) are counted
+//! as tool calls first, and what they found is obtained.
 
 use spear_proto::audit::{Kind, Outcome, Record};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::{LoopError, SendMode, Step, ToolLoop};
-use crate::llm::{ChatRequest, Reply, StopReason};
+use std::time::Duration;
+
+use spear_guest::reply::{FoundTool, SearchTrace};
+
+use super::{CallTrace, LoopError, SendMode, Step, ToolLoop};
+use crate::llm::{ChatRequest, ProviderSearch, Reply, StopReason};
 
 impl ToolLoop<'_, '_> {
     /// Asks the model once; see the module docs.
@@ -103,6 +109,9 @@ impl ToolLoop<'_, '_> {
         if reply.stop == StopReason::MaxTokens && !reply.message.tool_calls.is_empty() {
             return Step::Done(Err(LoopError::CutToolCall));
         }
+        if let Err(limit) = self.provider_searches(&reply.searches) {
+            return Step::Done(Err(limit));
+        }
         // Not kept when it does not fit: the history stays valid without it.
         if let Err(full) = self.budget.charge_memory(reply.message.footprint()) {
             return Step::Done(Err(full.into()));
@@ -118,5 +127,55 @@ impl ToolLoop<'_, '_> {
             return Step::Done(Ok(text));
         }
         Step::RunCalls(calls)
+    }
+
+    /// The searches the provider ran before answering: each counted like a
+    /// tool call (the run's budget, the send's `max_total_tool_calls`) and
+    /// traced, and the tools it referenced obtained, so the answer's calls
+    /// of them run. Past a limit the answer is not kept and the send ends.
+    /// (Only a backend searching natively is sent deferred tools; any other
+    /// provider's searches obtain nothing.)
+    fn provider_searches(&mut self, searches: &[ProviderSearch]) -> Result<(), LoopError> {
+        let Some(search) = self.search.as_mut().filter(|_| self.native) else {
+            return Ok(());
+        };
+        let limit = self.setup.limits.max_total_tool_calls;
+        for provider in searches {
+            if self.calls_made >= limit {
+                return Err(LoopError::MaxToolCalls(limit));
+            }
+            if self.budget.take_tool_calls(1) == 0 {
+                return Err(LoopError::Budget(self.budget.tool_calls_spent()));
+            }
+            self.calls_made += 1;
+            let mut found = Vec::new();
+            for name in &provider.found {
+                let target = search.all().offered.resolve(name).ok().cloned();
+                if let Some(target) = target.filter(|_| search.load(name)) {
+                    found.push(FoundTool {
+                        name: name.clone(),
+                        server: target.server,
+                        tool: target.tool,
+                    });
+                }
+            }
+            self.outcome.trace.push(CallTrace {
+                tool_call_id: provider.id.clone(),
+                name: provider.tool.clone(),
+                executed: None,
+                guest_tool: None,
+                is_error: false,
+                duration: Duration::ZERO,
+                bytes: 0,
+                search: Some(SearchTrace {
+                    query: spear_common::text::prefix(&provider.query, 256).to_string(),
+                    found,
+                }),
+            });
+        }
+        if !searches.is_empty() {
+            self.offer_found();
+        }
+        Ok(())
     }
 }

@@ -55,7 +55,8 @@ impl ToolLoop<'_, '_> {
         } else {
             LoopError::MaxToolCalls(limit)
         };
-        let searching = self.search.is_some();
+        // The node's search tool is offered only when the node searches.
+        let searching = self.search.is_some() && !self.native;
         let mut mcp = run_mcp(self.setup, &self.set, run, searching)
             .await
             .into_iter();

@@ -20,7 +20,11 @@
 //! MCP tools offered start as the search tool alone (plus the tools the
 //! session obtained in earlier sends); a search call is answered by the
 //! node, in the `RunCalls` branch like any call, and the tools it finds are
-//! offered from the next `Ask` on.
+//! offered from the next `Ask` on. On a backend that searches natively
+//! (`tool_search = "native"`, Anthropic) every tool the session may use is
+//! sent deferred instead, the provider searches them, and the tools its
+//! searches referenced are the ones the model obtained (`ask.rs`): callable
+//! in that same answer, as the provider loaded them for it.
 //!
 //! The session's `tool_choice` applies to the first request only (a forced
 //! call on every request would never let the model answer). An answer the
@@ -221,6 +225,9 @@ pub(super) struct ToolLoop<'s, 'm> {
     set: ToolSet,
     /// Tool search, when this send searches.
     search: Option<Search>,
+    /// The provider searches (its tool search over deferred tools), not
+    /// the node's search tool.
+    native: bool,
     /// Every tool the model sees (guest tools first).
     tools: Vec<ToolSpec>,
     /// The first request's params; `later` lets the model choose.
@@ -287,7 +294,8 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
         } else {
             (all, None)
         };
-        let tools = specs(setup, search.as_ref(), &set);
+        let native = search.is_some() && setup.backend.searches_natively();
+        let tools = specs(setup, search.as_ref(), native, &set);
         let first = first_params(setup.params, &set, setup.guest_tools, &tools).and_then(|first| {
             setup.backend.check(&first)?;
             Ok(first)
@@ -314,6 +322,7 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
             setup,
             set,
             search,
+            native,
             tools,
             first,
             later,
@@ -338,25 +347,40 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
     fn offer_found(&mut self) {
         if let Some(search) = &self.search {
             self.set = search.visible();
-            self.tools = specs(self.setup, Some(search), &self.set);
+            self.tools = specs(self.setup, Some(search), self.native, &self.set);
         }
     }
 }
 
-/// Every tool the model sees: the guest's first, then the search tool
-/// when the send searches, then the MCP tools of `set`.
-fn specs(setup: &SendSetup<'_>, search: Option<&Search>, set: &ToolSet) -> Vec<ToolSpec> {
+/// Every tool the model sees: the guest's first, then the node's search
+/// tool when the send searches, then the MCP tools of `set`; or, when the
+/// provider searches (`native`), every MCP tool the session may use,
+/// deferred, in every request: the provider loads the ones its searches
+/// referenced from the history, and the list never changes (its cache).
+fn specs(
+    setup: &SendSetup<'_>,
+    search: Option<&Search>,
+    native: bool,
+    set: &ToolSet,
+) -> Vec<ToolSpec> {
     let mut tools: Vec<ToolSpec> = Vec::new();
     if setup.mode == SendMode::NoTools {
         return tools;
     }
     tools.extend(setup.guest_tools.specs());
-    tools.extend(search.map(Search::spec));
-    tools.extend(set.tools.iter().map(|t| ToolSpec {
+    let spec = |t: &crate::tools::OfferedTool, deferred| ToolSpec {
         name: t.name.clone(),
         description: t.description.clone(),
         parameters: serde_json::Value::Object((*t.input_schema).clone()),
-    }));
+        deferred,
+    };
+    match search {
+        Some(search) if native => tools.extend(search.all().tools.iter().map(|t| spec(t, true))),
+        _ => {
+            tools.extend(search.map(Search::spec));
+            tools.extend(set.tools.iter().map(|t| spec(t, false)));
+        }
+    }
     tools
 }
 

@@ -58,6 +58,7 @@ fn text(answer: &str) -> Reply {
             completion_tokens: 5,
         },
         stop: StopReason::EndTurn,
+        searches: Vec::new(),
     }
 }
 
@@ -74,6 +75,7 @@ fn calls(ids: &[&str]) -> Reply {
         message: ChatMessage::assistant(String::new(), calls),
         usage: Usage::default(),
         stop: StopReason::ToolCalls,
+        searches: Vec::new(),
     }
 }
 
