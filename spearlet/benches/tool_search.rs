@@ -9,7 +9,10 @@
 //!   task needs, then answers;
 //! - `on`: the search tool alone; the model searches with the task's query,
 //!   calls the tool the task needs by its name, then answers (the call
-//!   only runs when the search found that tool).
+//!   only runs when the search found that tool);
+//! - and in Anthropic's format, every definition against Anthropic's own
+//!   search (`tool_search = "native"`: the tools deferred; the scripted
+//!   provider plays a search that finds the needed tool): the bytes sent.
 //!
 //! It prints the bytes of each first request (what the model reads before
 //! its first reply), where the needed tool ranked among the search's
@@ -21,36 +24,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use spear_guest::request::RequestParams;
-use spear_proto::v1::{ServerSpec, Transport};
 use spear_scripted_model::{ScriptedModel, Turn};
 use spearlet::cchat::{
     run_send, GuestTools, LoopLimits, NoCallbacks, RunBudget, SendMode, SendSetup,
 };
-use spearlet::connections::Connections;
-use spearlet::llm::{ChatMessage, OpenAiBackend, OpenAiConfig};
-use spearlet::registry::{RegistryHandle, RegistryView};
+use spearlet::llm::{
+    AnthropicBackend, AnthropicConfig, ChatMessage, LlmBackend, OpenAiBackend, OpenAiConfig,
+};
 use spearlet::tool_index::Terms;
 use spearlet::tool_policy::{SessionPolicy, TaskPolicy, ToolSearch};
+
+#[path = "../tests/support/catalog_fleet.rs"]
+mod catalog_fleet;
+use catalog_fleet::{catalog_fleet, SERVERS};
 use spearlet::tools::{offered_name, OfferedTool, Router, Search, ToolSet, SEARCH_TOOL};
-
-const SERVERS: [&str; 9] = [
-    "files", "git", "tracker", "chat", "calendar", "database", "cloud", "browser", "mail",
-];
-
-/// The Python of the venv with the MCP SDK (`scripts/setup.sh` makes it):
-/// `$SPEAR_VENV/bin/python`, else `~/.cache/spear/venv/bin/python`.
-fn python_sdk() -> String {
-    let venv = std::env::var("SPEAR_VENV").unwrap_or_else(|_| {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-        format!("{home}/.cache/spear/venv")
-    });
-    let python = format!("{venv}/bin/python");
-    if !std::path::Path::new(&python).exists() {
-        eprintln!("{python} is missing: run scripts/setup.sh (it installs the Python MCP SDK)");
-        std::process::exit(2);
-    }
-    python
-}
 
 fn catalog_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/tool-catalog")
@@ -87,31 +74,6 @@ fn tasks() -> Vec<Task> {
         .collect()
 }
 
-fn router() -> (Router, TaskPolicy) {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/peers/catalog_server.py"
-    );
-    let specs = SERVERS.iter().map(|id| ServerSpec {
-        id: id.to_string(),
-        transport: Transport::Stdio as i32,
-        command: python_sdk(),
-        args: vec![script.into(), id.to_string()],
-        enabled: true,
-        ..Default::default()
-    });
-    let registry = RegistryHandle::new(RegistryView::from_specs(specs));
-    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
-    let ids: Vec<String> = SERVERS.iter().map(|s| s.to_string()).collect();
-    let task = TaskPolicy {
-        enabled: true,
-        allowed_server_ids: ids.clone(),
-        default_server_ids: ids,
-        ..TaskPolicy::default()
-    };
-    (Router::new(connections, registry), task)
-}
-
 /// One task's run: the first request's bytes, every request's bytes, the
 /// rank of the needed tool in the search (on), whether the tool ran.
 struct Run {
@@ -121,34 +83,65 @@ struct Run {
     ran: bool,
 }
 
-async fn run(router: &Router, task: &TaskPolicy, t: &Task, mode: ToolSearch) -> Run {
+/// How a task's run offers the tools.
+#[derive(Clone, Copy, PartialEq)]
+enum Arm {
+    /// OpenAI format, every definition.
+    Off,
+    /// OpenAI format, the node's search.
+    On,
+    /// Anthropic format, every definition.
+    AnthropicOff,
+    /// Anthropic format, Anthropic's own search (deferred tools).
+    Native,
+}
+
+async fn run(router: &Router, task: &TaskPolicy, t: &Task, arm: Arm) -> Run {
     let needed = offered_name(&t.server, &t.tool);
-    let mut turns = Vec::new();
-    if mode == ToolSearch::On {
-        turns.push(Turn::calls(&[(
-            "s",
-            SEARCH_TOOL,
-            json!({"query": t.query}),
-        )]));
-    }
-    turns.push(Turn::calls(&[("c", &needed, json!({}))]));
-    turns.push(Turn::answer("done"));
+    let call = [("c", needed.as_str(), json!({}))];
+    let turns = match arm {
+        Arm::Off | Arm::AnthropicOff => vec![Turn::calls(&call), Turn::answer("done")],
+        Arm::On => vec![
+            Turn::calls(&[("s", SEARCH_TOOL, json!({"query": t.query}))]),
+            Turn::calls(&call),
+            Turn::answer("done"),
+        ],
+        Arm::Native => vec![
+            Turn::native_search(&t.query, &[&needed], &call),
+            Turn::answer("done"),
+        ],
+    };
     let model = ScriptedModel::script(turns).await;
-    let backend = OpenAiBackend::new(OpenAiConfig {
-        base_url: model.openai_url(),
-        model: "scripted".into(),
-        api_key: Some("sk-bench".into()),
-        timeout: Duration::from_secs(10),
-        max_retries: 0,
-        stream: false,
-    });
+    let backend: Box<dyn LlmBackend> = match arm {
+        Arm::Off | Arm::On => Box::new(OpenAiBackend::new(OpenAiConfig {
+            base_url: model.openai_url(),
+            model: "scripted".into(),
+            api_key: Some("sk-bench".into()),
+            timeout: Duration::from_secs(10),
+            max_retries: 0,
+            stream: false,
+        })),
+        Arm::AnthropicOff | Arm::Native => Box::new(AnthropicBackend::new(AnthropicConfig {
+            base_url: model.anthropic_url(),
+            model: "scripted".into(),
+            api_key: Some("sk-bench".into()),
+            max_tokens: 1024,
+            timeout: Duration::from_secs(10),
+            max_retries: 0,
+            stream: false,
+            native_tool_search: arm == Arm::Native,
+        })),
+    };
     let policy = SessionPolicy {
-        tool_search: mode,
+        tool_search: match arm {
+            Arm::Off | Arm::AnthropicOff => ToolSearch::Off,
+            Arm::On | Arm::Native => ToolSearch::On,
+        },
         ..SessionPolicy::from_task(task)
     };
     let (params, guest_tools) = (RequestParams::default(), GuestTools::default());
     let setup = SendSetup {
-        backend: &backend,
+        backend: backend.as_ref(),
         router,
         task,
         policy: &policy,
@@ -289,7 +282,7 @@ fn search_times(label: &str, set: ToolSet, queries: &[String], rounds: usize) {
 
 #[tokio::main]
 async fn main() {
-    let (router, task) = router();
+    let (router, task) = catalog_fleet();
     let tasks = tasks();
     // Connect and list every server once, outside the measurements.
     let all = router
@@ -305,9 +298,15 @@ async fn main() {
     let (mut first_off, mut first_on, mut all_off, mut all_on) = (0, 0, 0, 0);
     let (mut top5, mut top1, mut ran_on) = (0, 0, 0);
     let mut worst: f64 = 0.0;
+    let (mut anthropic_off, mut native, mut native_ran) = (0, 0, 0);
     for t in &tasks {
-        let off = run(&router, &task, t, ToolSearch::Off).await;
-        let on = run(&router, &task, t, ToolSearch::On).await;
+        let off = run(&router, &task, t, Arm::Off).await;
+        let on = run(&router, &task, t, Arm::On).await;
+        let plain = run(&router, &task, t, Arm::AnthropicOff).await;
+        let deferred = run(&router, &task, t, Arm::Native).await;
+        anthropic_off += plain.first_bytes;
+        native += deferred.first_bytes;
+        native_ran += usize::from(deferred.ran);
         let ratio = on.first_bytes as f64 / off.first_bytes as f64;
         worst = worst.max(ratio);
         first_off += off.first_bytes;
@@ -344,6 +343,10 @@ async fn main() {
     println!(
         "needed tool in the top 5: {top5}/{n} = {:.0}%; first: {top1}/{n}; the call ran with search on: {ran_on}/{n}",
         top5 as f64 * 100.0 / n as f64
+    );
+    println!(
+        "Anthropic format, first request: every definition {anthropic_off} B, native search (deferred) {native} B = {:.1}%; the call ran with native search: {native_ran}/{n}",
+        native as f64 * 100.0 / anthropic_off as f64
     );
     // A model that searches with the user's whole sentence instead of a
     // few words of its own: the rank of the needed tool then.

@@ -9,39 +9,19 @@
 
 mod support;
 
-use std::sync::Arc;
+#[path = "support/catalog_fleet.rs"]
+mod catalog_fleet;
 
+use catalog_fleet::catalog_fleet;
 use serde_json::{json, Value};
 use spear_guest::request::RequestParams;
-use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::cchat::{
     run_send, GuestTools, LoopLimits, NoCallbacks, RunBudget, SendMode, SendSetup,
 };
-use spearlet::connections::Connections;
 use spearlet::llm::{AnthropicBackend, AnthropicConfig, ChatMessage, LlmBackend};
-use spearlet::registry::{RegistryHandle, RegistryView};
 use spearlet::tool_policy::{SessionPolicy, TaskPolicy, ToolSearch};
 use spearlet::tools::{offered_name, Router, SEARCH_TOOL};
 use support::*;
-
-const SERVERS: [&str; 9] = [
-    "files", "git", "tracker", "chat", "calendar", "database", "cloud", "browser", "mail",
-];
-
-/// The Python of the venv with the MCP SDK (`scripts/setup.sh` makes it):
-/// `$SPEAR_VENV/bin/python`, else `~/.cache/spear/venv/bin/python`.
-fn python_sdk() -> String {
-    let venv = std::env::var("SPEAR_VENV").unwrap_or_else(|_| {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-        format!("{home}/.cache/spear/venv")
-    });
-    let python = format!("{venv}/bin/python");
-    assert!(
-        std::path::Path::new(&python).exists(),
-        "{python} is missing: run scripts/setup.sh (it installs the Python MCP SDK)"
-    );
-    python
-}
 
 struct Fleet {
     router: Router,
@@ -49,30 +29,8 @@ struct Fleet {
 }
 
 fn fleet() -> Fleet {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/peers/catalog_server.py"
-    );
-    let specs = SERVERS.iter().map(|id| ServerSpec {
-        id: id.to_string(),
-        transport: Transport::Stdio as i32,
-        command: python_sdk(),
-        args: vec![script.into(), id.to_string()],
-        enabled: true,
-        ..Default::default()
-    });
-    let registry = RegistryHandle::new(RegistryView::from_specs(specs));
-    let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
-    let task = TaskPolicy {
-        enabled: true,
-        allowed_server_ids: SERVERS.iter().map(|s| s.to_string()).collect(),
-        default_server_ids: SERVERS.iter().map(|s| s.to_string()).collect(),
-        ..TaskPolicy::default()
-    };
-    Fleet {
-        router: Router::new(connections, registry),
-        task,
-    }
+    let (router, task) = catalog_fleet();
+    Fleet { router, task }
 }
 
 impl Fleet {
