@@ -168,7 +168,36 @@ pub struct HttpPeer {
 
 impl HttpPeer {
     /// Starts `command` and waits until `port` accepts connections.
-    pub fn start(name: &str, mut command: std::process::Command, port: u16) -> HttpPeer {
+    pub fn start(name: &str, command: std::process::Command, port: u16) -> HttpPeer {
+        Self::try_start(name, command, port).unwrap_or_else(|log| panic!("{name} exited:\n{log}"))
+    }
+
+    /// Starts the peer `make` builds for a free port. A port `free_port`
+    /// picked can be taken by another process before the peer binds it
+    /// (seen in full runs: "Port … is already in use"); then it is started
+    /// again on another, up to three times. Any other exit fails.
+    pub fn start_on_a_free_port(
+        name: &str,
+        make: impl Fn(u16) -> std::process::Command,
+    ) -> HttpPeer {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let port = crate::wait::free_port();
+            match Self::try_start(name, make(port), port) {
+                Ok(peer) => return peer,
+                Err(log) if log.to_lowercase().contains("in use") => last = log,
+                Err(log) => panic!("{name} exited:\n{log}"),
+            }
+        }
+        panic!("{name} found its port taken three times:\n{last}")
+    }
+
+    /// [`HttpPeer::start`], or the peer's log when it exited first.
+    fn try_start(
+        name: &str,
+        mut command: std::process::Command,
+        port: u16,
+    ) -> Result<HttpPeer, String> {
         let logs = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let mut proc = crate::procs::Proc::spawn(
             name,
@@ -178,22 +207,25 @@ impl HttpPeer {
             },
             logs.path().join("peer.log"),
         );
-        crate::wait::eventually(
+        let exited = crate::wait::eventually(
             &format!("{name} to listen on {port}"),
             std::time::Duration::from_secs(30),
             || {
                 if !proc.is_running() {
-                    panic!("{name} exited:\n{}", proc.log());
+                    return Ok(Some(proc.log()));
                 }
                 std::net::TcpStream::connect(("127.0.0.1", port))
-                    .map(|_| ())
+                    .map(|_| None)
                     .map_err(|e| e.to_string())
             },
         );
-        HttpPeer {
-            proc,
-            port,
-            _logs: logs,
+        match exited {
+            Some(log) => Err(log),
+            None => Ok(HttpPeer {
+                proc,
+                port,
+                _logs: logs,
+            }),
         }
     }
 
@@ -270,13 +302,14 @@ impl LinePeer {
 /// it verifies each token against `issuer`'s JWKS and scope `docs:read`, and
 /// appends every token it accepted to `tokens`.
 pub fn oauth_protected_server(issuer: &str, tokens: &std::path::Path) -> HttpPeer {
-    let port = crate::wait::free_port();
-    let mut cmd = std::process::Command::new(python_sdk());
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python_oauth_server.py"))
-        .arg(port.to_string())
-        .arg(issuer)
-        .arg(tokens);
-    HttpPeer::start("python sdk server behind OAuth", cmd, port)
+    HttpPeer::start_on_a_free_port("python sdk server behind OAuth", |port| {
+        let mut cmd = std::process::Command::new(python_sdk());
+        cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python_oauth_server.py"))
+            .arg(port.to_string())
+            .arg(issuer)
+            .arg(tokens);
+        cmd
+    })
 }
 
 /// Asserts none of `secrets` (tokens, codes, client secrets; those of at

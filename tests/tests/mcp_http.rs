@@ -12,9 +12,11 @@ fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 
 #[test]
 fn server_everything_over_streamable_http() {
-    let mut cmd = Command::new(npm_bin("mcp-server-everything"));
-    cmd.arg("streamableHttp");
-    let peer = HttpPeer::start("server-everything http", cmd, free_port());
+    let peer = HttpPeer::start_on_a_free_port("server-everything http", |_| {
+        let mut cmd = Command::new(npm_bin("mcp-server-everything"));
+        cmd.arg("streamableHttp");
+        cmd
+    });
     let url = peer.url("/mcp");
     let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &url], &[]);
     assert_eq!(code, 0, "{err}");
@@ -36,10 +38,11 @@ fn server_everything_over_streamable_http() {
 
 #[test]
 fn python_sdk_server_over_streamable_http() {
-    let mut cmd = Command::new(python_sdk());
-    let port = free_port();
-    cmd.arg(python_http_server()).arg(port.to_string());
-    let peer = HttpPeer::start("python sdk server", cmd, port);
+    let peer = HttpPeer::start_on_a_free_port("python sdk server", |port| {
+        let mut cmd = Command::new(python_sdk());
+        cmd.arg(python_http_server()).arg(port.to_string());
+        cmd
+    });
     let url = peer.url("/mcp");
     let (code, out, err) = spearlet_mcp(&["list-tools", "--url", &url], &[]);
     assert_eq!(code, 0, "{err}");
@@ -104,9 +107,11 @@ fn python_sdk_server_over_streamable_http() {
 
 #[test]
 fn server_everything_over_the_legacy_sse_transport() {
-    let mut cmd = Command::new(npm_bin("mcp-server-everything"));
-    cmd.arg("sse");
-    let peer = HttpPeer::start("server-everything sse", cmd, free_port());
+    let peer = HttpPeer::start_on_a_free_port("server-everything sse", |_| {
+        let mut cmd = Command::new(npm_bin("mcp-server-everything"));
+        cmd.arg("sse");
+        cmd
+    });
     let url = peer.url("/sse");
     let (code, out, err) = spearlet_mcp(&["list-tools", "--sse", "--url", &url], &[]);
     assert_eq!(code, 0, "{err}");

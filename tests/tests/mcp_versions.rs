@@ -26,17 +26,19 @@ fn spearlet_mcp(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
 }
 
 fn python1_peer() -> HttpPeer {
-    let port = free_port();
-    let mut cmd = Command::new(python_sdk());
-    cmd.arg(python_http_server()).arg(port.to_string());
-    HttpPeer::start("python sdk 1.x server", cmd, port)
+    HttpPeer::start_on_a_free_port("python sdk 1.x server", |port| {
+        let mut cmd = Command::new(python_sdk());
+        cmd.arg(python_http_server()).arg(port.to_string());
+        cmd
+    })
 }
 
 fn python2_peer() -> HttpPeer {
-    let port = free_port();
-    let mut cmd = Command::new(python_sdk2());
-    cmd.arg(python2_http_server()).arg(port.to_string());
-    HttpPeer::start("python sdk 2.x server", cmd, port)
+    HttpPeer::start_on_a_free_port("python sdk 2.x server", |port| {
+        let mut cmd = Command::new(python_sdk2());
+        cmd.arg(python2_http_server()).arg(port.to_string());
+        cmd
+    })
 }
 
 fn call(url: &str, tool: &str, args: &str, extra: &[&str]) -> (i32, String, String) {
