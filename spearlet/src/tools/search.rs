@@ -14,6 +14,10 @@
 //!   against, so calling it is refused like any unknown name;
 //! - a search is a tool call: the run's tool-call budget and the send's
 //!   `max_total_tool_calls` count it, and the reply's trace shows it.
+//!
+//! On a backend that searches natively (`tool_search = "native"`), the
+//! provider searches instead and the loop obtains what it found with
+//! [`Search::load`]; the index is then unused, the rest holds the same.
 
 use std::sync::Arc;
 
