@@ -280,6 +280,10 @@ fn body_bytes(body: &Value) -> usize {
 
 /// An Anthropic backend that searches natively (`tool_search = "native"`).
 fn anthropic_native(model: &ScriptedModel) -> AnthropicBackend {
+    anthropic_native_streaming(model, false)
+}
+
+fn anthropic_native_streaming(model: &ScriptedModel, stream: bool) -> AnthropicBackend {
     AnthropicBackend::new(AnthropicConfig {
         base_url: model.anthropic_url(),
         model: "scripted".into(),
@@ -287,13 +291,22 @@ fn anthropic_native(model: &ScriptedModel) -> AnthropicBackend {
         max_tokens: 1024,
         timeout: std::time::Duration::from_secs(10),
         max_retries: 0,
-        stream: false,
+        stream,
         native_tool_search: true,
     })
 }
 
 #[tokio::test]
 async fn anthropic_searches_natively_within_the_session_policy() {
+    native_search_within_the_session_policy(false).await;
+}
+
+#[tokio::test]
+async fn anthropic_searches_natively_in_a_streamed_answer_too() {
+    native_search_within_the_session_policy(true).await;
+}
+
+async fn native_search_within_the_session_policy(stream: bool) {
     let fleet = fleet();
     let mut policy = SessionPolicy::from_task(&fleet.task);
     policy.tool_denylist = vec!["delete_*".into()];
@@ -317,7 +330,11 @@ async fn anthropic_searches_natively_within_the_session_policy() {
     ])
     .await;
     let outcome = fleet
-        .send(&anthropic_native(&model), &policy, limits())
+        .send(
+            &anthropic_native_streaming(&model, stream),
+            &policy,
+            limits(),
+        )
         .await;
     assert_eq!(outcome.result.as_deref().ok(), Some("unpacked"));
     assert_no_violations(&model);

@@ -45,7 +45,7 @@ pub struct AnthropicConfig {
     /// Ask for a streamed answer (tool-call deltas are assembled here).
     pub stream: bool,
     /// Search a session's tools on the provider's side (`tool_search =
-    /// "native"`); never together with `stream`.
+    /// "native"`).
     pub native_tool_search: bool,
 }
 
@@ -208,42 +208,33 @@ fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     body["tool_choice"] = wire;
 }
 
-/// Parses a messages API response.
-pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
-    let blocks = body
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| LlmError::BadReply("no content".into()))?;
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
+/// The server-side searches among an answer's content blocks: each
+/// `server_tool_use` with the tools its `tool_search_tool_result`
+/// referenced.
+pub(super) fn provider_searches(blocks: &[Value]) -> Vec<ProviderSearch> {
+    let text = |block: &Value, pointer: &str| {
+        block
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let mut searches: Vec<ProviderSearch> = Vec::new();
     for block in blocks {
         match block.get("type").and_then(Value::as_str) {
-            Some("server_tool_use") => {
-                let field = |name: &str| {
-                    block
-                        .get(name)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                searches.push(ProviderSearch {
-                    id: field("id"),
-                    tool: field("name"),
-                    query: block
-                        .pointer("/input/query")
-                        .or_else(|| block.pointer("/input/pattern"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    found: Vec::new(),
-                });
-            }
-            Some("tool_search_tool_result") => {
-                let id = block
-                    .get("tool_use_id")
+            Some("server_tool_use") => searches.push(ProviderSearch {
+                id: text(block, "/id"),
+                tool: text(block, "/name"),
+                query: block
+                    .pointer("/input/query")
+                    .or_else(|| block.pointer("/input/pattern"))
                     .and_then(Value::as_str)
-                    .unwrap_or_default();
+                    .unwrap_or_default()
+                    .to_string(),
+                found: Vec::new(),
+            }),
+            Some("tool_search_tool_result") => {
+                let id = text(block, "/tool_use_id");
                 let found = block
                     .pointer("/content/tool_references")
                     .and_then(Value::as_array)
@@ -255,6 +246,22 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
                     search.found.extend(found);
                 }
             }
+            _ => {}
+        }
+    }
+    searches
+}
+
+/// Parses a messages API response.
+pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
+    let blocks = body
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| LlmError::BadReply("no content".into()))?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str) {
             Some("text") => text.push_str(
                 block
                     .get("text")
@@ -288,6 +295,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
         }
     }
     let mut message = ChatMessage::assistant(text, tool_calls);
+    let searches = provider_searches(blocks);
     if !searches.is_empty() {
         message.provider_content = Some(Value::Array(blocks.clone()).to_string());
     }
@@ -339,7 +347,7 @@ impl LlmBackend for AnthropicBackend {
     }
 
     fn searches_natively(&self) -> bool {
-        self.config.native_tool_search && !self.config.stream
+        self.config.native_tool_search
     }
 
     fn model(&self) -> &str {

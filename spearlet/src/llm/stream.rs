@@ -3,7 +3,9 @@
 //! and the stop reason taken from the provider's own reports. An error the
 //! provider sends mid-stream (OpenAI's `{"error": …}` chunk, Anthropic's
 //! `error` event) ends the answer as [`LlmError::Interrupted`]; `ping` and
-//! other events are skipped.
+//! other events are skipped. Anthropic's content blocks are also kept as
+//! they came: an answer with server-side tool search is sent back with
+//! them, as a whole answer's are.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +33,9 @@ pub struct Assembler {
     usage: Usage,
     /// The provider's `finish_reason` / `stop_reason`, once sent.
     stop: Option<String>,
+    /// Anthropic: every content block by index, with the JSON of its
+    /// `input` as streamed so far.
+    blocks: BTreeMap<u64, (Value, String)>,
 }
 
 impl Assembler {
@@ -41,6 +46,7 @@ impl Assembler {
             calls: BTreeMap::new(),
             usage: Usage::default(),
             stop: None,
+            blocks: BTreeMap::new(),
         }
     }
 
@@ -110,6 +116,7 @@ impl Assembler {
             Some("content_block_start") => {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let block = event.get("content_block").cloned().unwrap_or(Value::Null);
+                self.blocks.insert(index, (block.clone(), String::new()));
                 if block.get("type").and_then(Value::as_str) == Some("tool_use") {
                     let partial = self.calls.entry(index).or_default();
                     partial.id = block
@@ -127,14 +134,29 @@ impl Assembler {
             Some("content_block_delta") => {
                 let index = event.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
+                let kept = self.blocks.get_mut(&index);
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => self.text.push_str(
-                        delta
+                    Some("text_delta") => {
+                        let text = delta
                             .get("text")
                             .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    ),
+                            .unwrap_or_default();
+                        self.text.push_str(text);
+                        if let Some(Value::String(kept)) =
+                            kept.and_then(|(block, _)| block.get_mut("text"))
+                        {
+                            kept.push_str(text);
+                        }
+                    }
                     Some("input_json_delta") => {
+                        if let Some((_, input)) = kept {
+                            input.push_str(
+                                delta
+                                    .get("partial_json")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default(),
+                            );
+                        }
                         if let Some(partial) = self.calls.get_mut(&index) {
                             partial.arguments.push_str(
                                 delta
@@ -180,7 +202,21 @@ impl Assembler {
                 arguments,
             });
         }
-        let message = ChatMessage::assistant(self.text, tool_calls);
+        let mut message = ChatMessage::assistant(self.text, tool_calls);
+        let blocks: Vec<Value> = self
+            .blocks
+            .into_values()
+            .map(|(mut block, input)| {
+                if !input.trim().is_empty() {
+                    block["input"] = serde_json::from_str(&input).unwrap_or(Value::Null);
+                }
+                block
+            })
+            .collect();
+        let searches = super::anthropic::provider_searches(&blocks);
+        if !searches.is_empty() {
+            message.provider_content = Some(Value::Array(blocks).to_string());
+        }
         let stop = match self.dialect {
             Dialect::OpenAi => Reply::openai_stop(self.stop.as_deref(), &message),
             Dialect::Anthropic => Reply::anthropic_stop(self.stop.as_deref(), &message),
@@ -189,7 +225,7 @@ impl Assembler {
             message,
             usage: self.usage,
             stop,
-            searches: Vec::new(),
+            searches,
         })
     }
 }

@@ -40,17 +40,7 @@ pub fn render(turn: &Turn, request: &Value, stream: bool) -> Response {
             query,
             found,
             calls,
-        } => {
-            if stream {
-                return error_response(
-                    Dialect::Anthropic,
-                    500,
-                    None,
-                    "the script's server-side tool search is played without streaming only",
-                );
-            }
-            return native_search(request, query, found, calls);
-        }
+        } => return native_search(request, query, found, calls, stream),
     };
     if stream {
         let mut events = Events::start(request);
@@ -87,7 +77,13 @@ pub fn render(turn: &Turn, request: &Value, stream: bool) -> Response {
 
 /// A server-side tool search: what a provider answers, finding only the
 /// tools of `found` that the request defers.
-fn native_search(request: &Value, query: &str, found: &[String], calls: &[Call]) -> Response {
+fn native_search(
+    request: &Value,
+    query: &str,
+    found: &[String],
+    calls: &[Call],
+    stream: bool,
+) -> Response {
     let tools = request["tools"].as_array().cloned().unwrap_or_default();
     let search_tool = tools
         .iter()
@@ -123,6 +119,39 @@ fn native_search(request: &Value, query: &str, found: &[String], calls: &[Call])
     } else {
         "tool_use"
     };
+    if stream {
+        let mut events = Events::start(request);
+        // The search's input streams as JSON deltas; its result comes
+        // whole in its block's start, as the provider sends them.
+        let (search, result) = (&content[0], &content[1]);
+        let mut opening = search.clone();
+        opening["input"] = json!({});
+        events.push(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": opening}),
+        );
+        for half in halves(&search["input"].to_string()) {
+            events.push(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": half}}),
+            );
+        }
+        events.stop(0);
+        events.push(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 1, "content_block": result}),
+        );
+        events.stop(1);
+        for (i, call) in calls.iter().enumerate() {
+            events.tool_block(2 + i, call);
+        }
+        events.push(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": COMPLETION_TOKENS}}),
+        );
+        events.push("message_stop", json!({"type": "message_stop"}));
+        return event_stream(events.body);
+    }
     axum::Json(json!({
         "id": "msg_scripted", "type": "message", "role": "assistant", "model": model(request),
         "content": content, "stop_reason": stop, "stop_sequence": null,
