@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use spearlet::tool_index::{SearchIndex, Terms};
+use spearlet::tools::search::MAX_LOADED;
 use spearlet::tools::{OfferedTool, Search, ToolSet};
 
 fuzz_target!(|data: &[u8]| {
@@ -38,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
         assert_eq!(hits, index.search(&arguments, limit), "not deterministic");
     }
-    let mut search = Search::begin(set.clone(), None);
+    let mut search = Search::begin(set.clone(), None, MAX_LOADED);
     let searched = search.run(&arguments);
     if let Some(trace) = searched.trace {
         assert!(trace.found.len() <= 10);

@@ -37,6 +37,7 @@ use spearlet::tool_policy::{SessionPolicy, TaskPolicy, ToolSearch};
 #[path = "../tests/support/catalog_fleet.rs"]
 mod catalog_fleet;
 use catalog_fleet::{catalog_fleet, SERVERS};
+use spearlet::tools::search::MAX_LOADED;
 use spearlet::tools::{offered_name, OfferedTool, Router, Search, ToolSet, SEARCH_TOOL};
 
 fn catalog_dir() -> std::path::PathBuf {
@@ -253,12 +254,12 @@ fn search_times(label: &str, set: ToolSet, queries: &[String], rounds: usize) {
     let mut builds = Vec::new();
     for _ in 0..20 {
         let started = Instant::now();
-        let search = Search::begin(set.clone(), None);
+        let search = Search::begin(set.clone(), None, MAX_LOADED);
         builds.push(started.elapsed());
         std::hint::black_box(search);
     }
     builds.sort();
-    let mut search = Search::begin(set, None);
+    let mut search = Search::begin(set, None, MAX_LOADED);
     let mut times = Vec::with_capacity(queries.len() * rounds);
     for _ in 0..rounds {
         for query in queries {
@@ -350,7 +351,7 @@ async fn main() {
     );
     // A model that searches with the user's whole sentence instead of a
     // few words of its own: the rank of the needed tool then.
-    let mut search = Search::begin(synthetic(1), None);
+    let mut search = Search::begin(synthetic(1), None, MAX_LOADED);
     let ranks: Vec<Option<usize>> = tasks
         .iter()
         .map(|t| {

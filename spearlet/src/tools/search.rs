@@ -41,8 +41,10 @@ pub const AUTO_BYTES: usize = 32 * 1024;
 const DEFAULT_LIMIT: usize = 5;
 /// Results of one search at most.
 const MAX_LIMIT: usize = 10;
-/// Tools a session keeps obtained at most; past this the oldest are let
-/// go (the model can find them again).
+/// Tools a session keeps obtained at most when the node searches (each
+/// one's definition is in every request); past this the oldest are let go
+/// (the model can find them again). A provider that searches keeps what
+/// it found loaded itself, so then the session keeps them all.
 pub const MAX_LOADED: usize = 64;
 /// Bytes of a description shown in a search result (the full one comes
 /// with the tool's definition).
@@ -67,6 +69,8 @@ pub struct Search {
     all: ToolSet,
     index: Arc<SearchIndex>,
     loaded: Vec<String>,
+    /// Obtained tools kept at most.
+    keep: usize,
 }
 
 /// What one search call gives back.
@@ -84,7 +88,9 @@ impl Search {
     /// `previous` one: what it obtained stays obtained (while the policy
     /// still offers it), and its index is used again when the tools are
     /// the same.
-    pub fn begin(all: ToolSet, previous: Option<&Search>) -> Search {
+    /// `keep` is how many obtained tools it keeps ([`MAX_LOADED`] when
+    /// the node searches).
+    pub fn begin(all: ToolSet, previous: Option<&Search>, keep: usize) -> Search {
         let docs: Vec<_> = all.tools.iter().map(|t| Arc::clone(&t.terms)).collect();
         let index = match previous {
             Some(previous) if previous.index.built_from(&docs) => Arc::clone(&previous.index),
@@ -94,6 +100,7 @@ impl Search {
             all,
             index,
             loaded: Vec::new(),
+            keep: keep.max(1),
         };
         for name in previous.map(|p| p.loaded.as_slice()).unwrap_or_default() {
             search.load(name);
@@ -107,7 +114,7 @@ impl Search {
             return false;
         }
         if !self.loaded.iter().any(|n| n == name) {
-            if self.loaded.len() >= MAX_LOADED {
+            if self.loaded.len() >= self.keep {
                 self.loaded.remove(0);
             }
             self.loaded.push(name.to_string());
@@ -226,5 +233,61 @@ impl Search {
                 found,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool_index::Terms;
+    use crate::tools::OfferedTool;
+
+    /// `n` tools of server `s`, named `t0`, `t1`, …
+    fn tools(n: usize) -> ToolSet {
+        let mut set = ToolSet::default();
+        for i in 0..n {
+            let tool = format!("t{i}");
+            let name = set.offered.offer("s", &tool);
+            set.tools.push(OfferedTool {
+                name,
+                description: format!("tool number {i}"),
+                input_schema: Arc::new(Default::default()),
+                server_id: "s".into(),
+                tool: tool.clone(),
+                terms: Arc::new(Terms::of_fields(&[(3.0, &tool)])),
+                definition_bytes: 10,
+            });
+        }
+        set
+    }
+
+    #[test]
+    fn the_node_keeps_the_last_64_found_and_a_provider_all() {
+        let all = tools(70);
+        let names: Vec<String> = all.tools.iter().map(|t| t.name.clone()).collect();
+        let mut node = Search::begin(all.clone(), None, MAX_LOADED);
+        let mut native = Search::begin(all, None, usize::MAX);
+        for name in &names {
+            assert!(node.load(name) && native.load(name));
+        }
+        let kept: Vec<String> = node.visible().tools.into_iter().map(|t| t.name).collect();
+        assert_eq!(kept, names[6..], "the oldest six let go, the order kept");
+        assert_eq!(native.visible().tools.len(), 70);
+        // What the session obtained carries over to its next send.
+        let next = Search::begin(tools(70), Some(&node), MAX_LOADED);
+        assert_eq!(next.visible().tools.len(), 64);
+        // A name the session may not see is never obtained.
+        assert!(!node.load("mcp__cw__eA"));
+    }
+
+    #[test]
+    fn auto_searches_past_30_tools_or_32_kib() {
+        assert!(!searches(ToolSearch::Auto, &tools(30)));
+        assert!(searches(ToolSearch::Auto, &tools(31)));
+        let mut heavy = tools(2);
+        heavy.tools[0].definition_bytes = AUTO_BYTES;
+        assert!(searches(ToolSearch::Auto, &heavy));
+        assert!(searches(ToolSearch::On, &tools(1)) && !searches(ToolSearch::On, &tools(0)));
+        assert!(!searches(ToolSearch::Off, &tools(100)));
     }
 }

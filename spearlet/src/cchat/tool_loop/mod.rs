@@ -71,7 +71,7 @@ use crate::llm::{
     ChatMessage, LlmBackend, LlmError, StopReason, ToolCall, ToolSpec, Unsupported, Usage,
 };
 use crate::tool_policy::{SessionPolicy, TaskPolicy};
-use crate::tools::search::{searches, Search, SEARCH_TOOL};
+use crate::tools::search::{searches, Search, MAX_LOADED, SEARCH_TOOL};
 use crate::tools::{Router, ToolRef, ToolSet};
 use spear_guest::reply::SearchTrace;
 
@@ -280,8 +280,10 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
         budget: &'m mut RunBudget,
         guest: &'m mut dyn GuestCallbacks,
     ) -> Result<Self, Box<LoopOutcome>> {
+        let native = setup.backend.searches_natively();
         let (set, search) = if searches(setup.policy.tool_search, &all) {
-            let mut search = Search::begin(all, setup.search);
+            let keep = if native { usize::MAX } else { MAX_LOADED };
+            let mut search = Search::begin(all, setup.search, keep);
             // A tool the guest names in tool_choice is obtained for it.
             if let Some(ToolChoice::Named { name }) = &setup.params.tool_choice {
                 let all = search.all();
@@ -294,7 +296,7 @@ impl<'s, 'm> ToolLoop<'s, 'm> {
         } else {
             (all, None)
         };
-        let native = search.is_some() && setup.backend.searches_natively();
+        let native = native && search.is_some();
         let tools = specs(setup, search.as_ref(), native, &set);
         let first = first_params(setup.params, &set, setup.guest_tools, &tools).and_then(|first| {
             setup.backend.check(&first)?;
