@@ -139,38 +139,50 @@ pub fn parse_registry(
         .get("remote")
         .and_then(Value::as_u64)
         .map(|i| i as usize);
+    // Packages first, then remotes; a companion's pick of one kind leaves
+    // the other out.
+    type Entry = fn(
+        &mut Problems,
+        &str,
+        &Map<String, Value>,
+        &Companion<'_>,
+    ) -> Result<(Map<String, Value>, String), String>;
+    let sources: [(&str, &[&Map<String, Value>], Entry, Option<usize>, bool); 2] = [
+        (
+            "packages",
+            &packages,
+            package_entry,
+            chosen_package,
+            chosen_remote.is_some(),
+        ),
+        (
+            "remotes",
+            &remotes,
+            remote_entry,
+            chosen_remote,
+            chosen_package.is_some(),
+        ),
+    ];
     let mut refused = Vec::new();
     let mut chosen = None;
     let mut local = Problems::new("");
-    for (i, package) in packages.iter().enumerate() {
-        if chosen_remote.is_some() || chosen_package.is_some_and(|c| c != i) {
+    'sources: for (kind, entries, entry, pick, other_picked) in sources {
+        if other_picked {
             continue;
         }
-        let path = format!("$.packages[{i}]");
-        let mut attempt = Problems::new("");
-        match package_entry(&mut attempt, &path, package, &companion) {
-            Ok(found) if attempt.is_empty() => {
-                chosen = Some(found);
-                break;
-            }
-            Ok(_) => local.list.extend(attempt.list),
-            Err(why) => refused.push(format!("packages[{i}]: {why}")),
-        }
-    }
-    if chosen.is_none() {
-        for (i, remote) in remotes.iter().enumerate() {
-            if chosen_package.is_some() || chosen_remote.is_some_and(|c| c != i) {
+        for (i, source) in entries.iter().enumerate() {
+            if pick.is_some_and(|c| c != i) {
                 continue;
             }
-            let path = format!("$.remotes[{i}]");
+            let path = format!("$.{kind}[{i}]");
             let mut attempt = Problems::new("");
-            match remote_entry(&mut attempt, &path, remote, &companion) {
+            match entry(&mut attempt, &path, source, &companion) {
                 Ok(found) if attempt.is_empty() => {
                     chosen = Some(found);
-                    break;
+                    break 'sources;
                 }
                 Ok(_) => local.list.extend(attempt.list),
-                Err(why) => refused.push(format!("remotes[{i}]: {why}")),
+                Err(why) => refused.push(format!("{kind}[{i}]: {why}")),
             }
         }
     }
