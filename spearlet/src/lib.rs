@@ -54,6 +54,7 @@ pub mod node_policy;
 pub mod persist;
 pub mod registry;
 pub mod revocations;
+pub mod sandbox;
 pub mod sms_link;
 pub mod sms_tokens;
 pub mod sync;

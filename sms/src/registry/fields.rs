@@ -35,6 +35,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "nodes",
     "pin",
     "approval",
+    "sandbox",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -58,6 +59,7 @@ pub const SHARED_KEYS: &[&str] = &[
     "nodes",
     "pin",
     "approval",
+    "sandbox",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
 const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
@@ -153,6 +155,7 @@ pub fn parse_entry(
     spec.nodes = patterns(problems, path, entry, "nodes").unwrap_or_default();
     spec.pin = pin(problems, path, entry);
     spec.approval = approval(problems, path, entry);
+    spec.sandbox = super::sandbox::sandbox(problems, path, entry, &spec);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());

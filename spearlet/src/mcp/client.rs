@@ -26,7 +26,8 @@ use super::error::McpError;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
 use super::server_log::ServerLog;
-use super::stdio::{StdioChild, StdioCommand};
+use super::stdio::{Confined, StdioChild, StdioCommand};
+use crate::sandbox::Decision;
 use crate::env_refs::{ResolveError, Resolver};
 use crate::node_policy::Egress;
 
@@ -98,6 +99,9 @@ pub struct SessionOptions {
     /// are reached only at addresses the node policy allows. `None`
     /// (`spearlet mcp`): wherever the operator points it.
     pub egress: Option<(Egress, reqwest::Client)>,
+    /// How stdio servers are confined (a node, `spearlet mcp`); `None`:
+    /// they run as this process's user, unconfined (library callers).
+    pub sandbox: Option<crate::sandbox::Sandboxing>,
 }
 
 /// A server's tools as one `tools/list` found them.
@@ -231,7 +235,7 @@ impl McpClient {
             .unwrap_or(Transport::Unspecified)
         {
             Transport::Stdio => {
-                Self::connect_stdio(spec, opened_values, lookup, side, startup).await?
+                Self::connect_stdio(spec, opened_values, lookup, side, startup, &options).await?
             }
             Transport::StreamableHttp => {
                 let mut target = super::http::resolve_target(spec, lookup)?;
@@ -276,17 +280,38 @@ impl McpClient {
         lookup: &crate::env_refs::LookupFn<'_>,
         side: ClientSide,
         startup: Duration,
+        options: &SessionOptions,
     ) -> Result<(RunningService<RoleClient, ClientSide>, Option<StdioChild>), McpError> {
         let (command, mut resolver) = stdio_command(spec, lookup)?;
         // The child's stderr never shows what SMS opened for it.
         resolver.secrets.extend(opened.iter().cloned());
-        let (child, stdout, stdin) =
-            StdioChild::spawn(&spec.id, &command, Arc::new(resolver.redactor())).map_err(
-                |cause| McpError::Spawn {
+        let redactor = Arc::new(resolver.redactor());
+        let decision = options.sandbox.as_ref().map(|s| (s, s.decide(spec, &command)));
+        let (child, stdout, stdin) = match decision {
+            Some((sandboxing, Decision::Confine(plan))) => {
+                let confined = Confined {
+                    launcher: &sandboxing.launcher,
+                    plan: &plan,
+                    egress: sandboxing.egress.as_ref(),
+                    within: startup,
+                };
+                StdioChild::spawn_confined(&spec.id, &command, redactor, confined).await?
+            }
+            Some((_, Decision::Refused(why))) => return Err(McpError::Sandbox(why)),
+            Some((_, Decision::Off)) => {
+                tracing::warn!(server_id = %spec.id, "server runs UNCONFINED: its file says \"sandbox\": \"off\" and this node's policy allows it; it can read and do whatever this node's user can");
+                let mut spawned = StdioChild::spawn(&spec.id, &command, redactor)
+                    .map_err(|cause| McpError::Spawn { program: command.program.clone(), cause })?;
+                spawned.0.mark_off();
+                spawned
+            }
+            None => StdioChild::spawn(&spec.id, &command, redactor).map_err(|cause| {
+                McpError::Spawn {
                     program: command.program.clone(),
                     cause,
-                },
-            )?;
+                }
+            })?,
+        };
         let mut child = Some(child);
         match lifecycle::start(side, (stdout, stdin), Lifecycle::Probe, startup).await {
             Ok(service) => Ok((service, child)),
@@ -420,6 +445,12 @@ impl McpClient {
     /// The stdio server's process id, if it is a local process.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().and_then(StdioChild::pid)
+    }
+
+    /// What confines a stdio server ("confined: …", "unconfined", "off:
+    /// …"); `None` for a remote server.
+    pub fn sandbox(&self) -> Option<&str> {
+        self.child.as_ref().map(StdioChild::sandbox)
     }
 
     /// Kills the server's process group now (calls in flight fail at once).

@@ -18,6 +18,9 @@ pub enum McpError {
         program: String,
         cause: std::io::Error,
     },
+    /// The server was not started: its sandbox could not be had.
+    #[error("not started: {0}")]
+    Sandbox(String),
     #[error("the server did not complete the MCP handshake: {0}")]
     Initialize(String),
     #[error("{what} timed out after {after:?}")]

@@ -6,6 +6,11 @@
 //! line, bounded in length and rate, with resolved secrets redacted. Shutdown
 //! closes stdin, then SIGTERMs the whole group, then SIGKILLs it, so no
 //! grandchild outlives its server.
+//!
+//! Confined (the default on a node, see `crate::sandbox`), the child is
+//! the sandbox launcher with the server's plan; the node reads its report
+//! (what is in force) before the MCP handshake, and forwards the server's
+//! declared destinations.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -35,12 +40,31 @@ pub struct StdioChild {
     child: Child,
     pgid: Option<i32>,
     stderr: Option<JoinHandle<()>>,
+    /// The sandbox's forwarders (confined servers with destinations).
+    _forwarders: Option<crate::sandbox::Forwarders>,
+    /// What confines it, in one line ("confined: …", "unconfined: …").
+    sandbox: String,
 }
 
-/// The base environment every child gets.
-fn base_env() -> Vec<(String, String)> {
+/// How a confined server is started: the launcher and its plan.
+pub struct Confined<'a> {
+    pub launcher: &'a std::path::Path,
+    pub plan: &'a spear_sandbox::Plan,
+    pub egress: Option<&'a crate::node_policy::Egress>,
+    /// How long the launcher may take to report.
+    pub within: Duration,
+}
+
+/// The base environment every child gets. A confined server's `HOME`
+/// and `TMPDIR` are its private scratch directory.
+fn base_env(confined: bool) -> Vec<(String, String)> {
     let mut env = Vec::new();
-    for name in ["PATH", "HOME", "LANG"] {
+    if confined {
+        env.push(("HOME".into(), spear_sandbox::HOME.into()));
+        env.push(("TMPDIR".into(), spear_sandbox::SCRATCH.into()));
+    }
+    let own: &[&str] = if confined { &["PATH", "LANG"] } else { &["PATH", "HOME", "LANG"] };
+    for name in own.iter().copied() {
         if let Ok(value) = std::env::var(name) {
             env.push((name.to_string(), value));
         }
@@ -51,17 +75,105 @@ fn base_env() -> Vec<(String, String)> {
     env
 }
 
+type Spawned = (StdioChild, ChildStdout, ChildStdin);
+
 impl StdioChild {
-    /// Starts the server; returns its stdout and stdin for the MCP transport.
+    /// Starts the server unconfined; returns its stdout and stdin for the
+    /// MCP transport.
     pub fn spawn(
         server_id: &str,
         command: &StdioCommand,
         redactor: Arc<Redactor>,
-    ) -> std::io::Result<(StdioChild, ChildStdout, ChildStdin)> {
+    ) -> std::io::Result<Spawned> {
         let mut cmd = Command::new(&command.program);
-        cmd.args(&command.args)
-            .env_clear()
-            .envs(base_env())
+        cmd.args(&command.args);
+        let mut spawned = Self::start(server_id, cmd, command, false, redactor)?;
+        spawned.0.sandbox = "unconfined".into();
+        Ok(spawned)
+    }
+
+    /// Starts the server in its sandbox: the launcher with `confined`'s
+    /// plan. Waits for the launcher's report; a server that could not be
+    /// confined is ended and its reason returned.
+    pub async fn spawn_confined(
+        server_id: &str,
+        command: &StdioCommand,
+        redactor: Arc<Redactor>,
+        confined: Confined<'_>,
+    ) -> Result<Spawned, super::McpError> {
+        use spear_sandbox::launch::ReportSocket;
+        use std::os::fd::AsRawFd;
+        let failed = |e: &dyn std::fmt::Display| super::McpError::Sandbox(e.to_string());
+        let (ours, theirs) = ReportSocket::pair().map_err(|e| failed(&e))?;
+        let plan = serde_json::to_string(confined.plan).map_err(|e| failed(&e))?;
+        let mut cmd = Command::new(confined.launcher);
+        cmd.arg(spear_sandbox::LAUNCHER_ARG).arg(plan);
+        let raw = theirs.as_raw_fd();
+        // SAFETY: the hook only calls dup2/fcntl (async-signal-safe).
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(move || ReportSocket::install_in_child(raw));
+        }
+        let (mut child, stdout, stdin) = Self::start(server_id, cmd, command, true, redactor)
+            .map_err(|cause| super::McpError::Spawn {
+                program: confined.launcher.display().to_string(),
+                cause,
+            })?;
+        drop(theirs);
+        let within = confined.within;
+        let received = tokio::task::spawn_blocking(move || ours.read(within))
+            .await
+            .map_err(|e| failed(&e))?;
+        let received = match received {
+            Ok(received) if received.report.refused.is_none() => received,
+            Ok(received) => {
+                child.kill();
+                return Err(super::McpError::Sandbox(received.report.summary()));
+            }
+            Err(error) => {
+                child.kill();
+                return Err(failed(&error));
+            }
+        };
+        child.sandbox = received.report.summary();
+        if !confined.plan.forwards.is_empty() {
+            let forwarders = crate::sandbox::Forwarders::start(
+                server_id,
+                &confined.plan.forwards,
+                received.listeners,
+                confined.egress,
+            )
+            .await;
+            match forwarders {
+                Ok(f) => child._forwarders = Some(f),
+                Err(why) => {
+                    child.kill();
+                    return Err(super::McpError::Sandbox(why));
+                }
+            }
+        }
+        Ok((child, stdout, stdin))
+    }
+
+    /// Marks a server the node's policy let run unconfined.
+    pub fn mark_off(&mut self) {
+        self.sandbox = "off: unconfined by its file and the node's policy".into();
+    }
+
+    /// What confines the server, in one line.
+    pub fn sandbox(&self) -> &str {
+        &self.sandbox
+    }
+
+    fn start(
+        server_id: &str,
+        mut cmd: Command,
+        command: &StdioCommand,
+        confined: bool,
+        redactor: Arc<Redactor>,
+    ) -> std::io::Result<Spawned> {
+        cmd.env_clear()
+            .envs(base_env(confined))
             .envs(command.env.iter().cloned())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -85,6 +197,8 @@ impl StdioChild {
                 child,
                 pgid,
                 stderr,
+                _forwarders: None,
+                sandbox: String::new(),
             },
             stdout,
             stdin,

@@ -8,6 +8,7 @@ use crate::connections::{Connections, Lookup, ReportFailed, Reporter};
 use crate::mcp::SessionOptions;
 use crate::node_policy::PolicyCell;
 use crate::registry::RegistryHandle;
+use crate::sandbox::Sandboxing;
 use crate::sms_link::SmsLink;
 use crate::sms_tokens::SmsCredentials;
 use crate::trust::audit::AuditLog;
@@ -18,14 +19,21 @@ pub fn build(
     sms: &SmsLink,
     node_id: &str,
     audit: &AuditLog,
+    own_paths: Vec<std::path::PathBuf>,
 ) -> Connections {
     let env = policy.clone();
     let lookup: Lookup = Arc::new(move |name: &str| env.current().env.lookup(name));
     let egress = policy.egress();
     let guarded = crate::http_client::guarded_http_client(&egress);
+    // Every stdio server in its sandbox: this binary is the launcher.
+    let sandbox = Sandboxing::new(own_paths, policy.sandbox(), Some(egress.clone()))
+        .map_err(|error| tracing::error!(%error, "cannot find this binary to launch sandboxes; stdio servers will not start"))
+        .ok()
+        .unwrap_or_else(|| Sandboxing::unavailable(policy.sandbox()));
     let options = SessionOptions {
         credentials: Some(Arc::new(SmsCredentials::new(sms.clone()))),
         egress: Some((egress, guarded)),
+        sandbox: Some(sandbox),
         ..SessionOptions::default()
     };
     Connections::reporting(

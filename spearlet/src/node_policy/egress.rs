@@ -185,6 +185,11 @@ impl Egress {
         (self.current)().check(&ip.to_string(), ip)
     }
 
+    /// Checks one address `host` resolved to, with the policy in force.
+    pub fn check_ip(&self, host: &str, ip: IpAddr) -> Result<(), EgressRefused> {
+        (self.current)().check(host, ip)
+    }
+
     /// Checks a URL's host now, resolving a name: the sentence a caller
     /// can act on. The client's [`EgressResolver`] checks again at the
     /// connect, so a name that changes its answer in between gains nothing.

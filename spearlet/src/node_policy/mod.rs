@@ -25,6 +25,7 @@ mod dirs;
 pub mod egress;
 mod env;
 mod modules;
+mod sandbox;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ pub use dirs::{DirPolicy, DirRefused, DirRule, GrantedDir};
 pub use egress::{Egress, EgressPolicy, EgressRefused};
 pub use env::{EnvPolicy, Refused};
 pub use modules::{ModulePolicy, ModuleRefused, ModuleSource};
+pub use sandbox::{SandboxSection, OPTIONAL_FEATURES};
 
 /// The `[policy]` table as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -56,6 +58,9 @@ pub struct PolicySection {
     /// `10.0.0.0/8` or single addresses. Public addresses need no entry.
     #[serde(default)]
     pub egress: Vec<String>,
+    /// How stdio MCP servers are confined (`[policy.sandbox]`).
+    #[serde(default)]
+    pub sandbox: SandboxSection,
 }
 
 /// A policy setting that is itself unacceptable.
@@ -73,6 +78,7 @@ pub struct NodePolicy {
     pub env: EnvPolicy,
     pub modules: ModulePolicy,
     pub egress: Arc<EgressPolicy>,
+    pub sandbox: SandboxSection,
 }
 
 impl NodePolicy {
@@ -99,7 +105,12 @@ impl NodePolicy {
                 ),
             });
         }
+        section.sandbox.check().map_err(|why| PolicyError {
+            setting: "sandbox".into(),
+            why,
+        })?;
         Ok(NodePolicy {
+            sandbox: section.sandbox.clone(),
             dirs,
             env: EnvPolicy::build(&section.env, own_vars)?,
             modules,
@@ -114,6 +125,7 @@ impl NodePolicy {
             env: EnvPolicy::none(),
             modules: ModulePolicy::default(),
             egress: Arc::default(),
+            sandbox: SandboxSection::default(),
         }
     }
 }
@@ -138,6 +150,12 @@ impl PolicyCell {
     /// Puts `policy` in force for what is decided from now on.
     pub fn replace(&self, policy: NodePolicy) {
         self.0.store(Arc::new(policy));
+    }
+
+    /// The sandbox section in force, following reloads.
+    pub fn sandbox(&self) -> std::sync::Arc<dyn Fn() -> SandboxSection + Send + Sync> {
+        let cell = self.clone();
+        std::sync::Arc::new(move || cell.current().sandbox.clone())
     }
 
     /// The egress guard following this policy as it is reloaded.

@@ -1,0 +1,90 @@
+//! Process and memory bounds from cgroups, where the node may make them:
+//! a cgroup of its own per server under the v1 `pids` and `memory`
+//! hierarchies (a root node on a cgroup v1 host), or under a delegated
+//! cgroup v2 subtree (`/sys/fs/cgroup/unified` or `/sys/fs/cgroup` when
+//! it is v2 and writable). RLIMIT_NPROC does not bound a root node's
+//! servers (the kernel exempts the host's root user), so without a
+//! cgroup the process bound is the rlimit only, and the report says so.
+//!
+//! The outer launcher joins the cgroups before it makes its namespaces,
+//! and leaves and removes them when the server has ended.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::plan::Plan;
+
+const V1_PIDS: &str = "/sys/fs/cgroup/pids";
+const V1_MEMORY: &str = "/sys/fs/cgroup/memory";
+
+/// The cgroups one server runs in.
+#[derive(Default)]
+pub struct Cgroups {
+    made: Vec<(PathBuf, File)>,
+    pub detail: Vec<String>,
+}
+
+/// This process's cgroup in the v1 hierarchy named `controller`.
+fn own_v1(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.trim_start_matches('/').to_string())
+    })
+}
+
+impl Cgroups {
+    /// Makes and joins a cgroup per controller that can be had; writes
+    /// the bounds. What could not be had is left to the rlimits.
+    pub fn join(plan: &Plan) -> Cgroups {
+        let mut made = Cgroups::default();
+        let pid = std::process::id();
+        let name = format!("spear-{}-{pid}", sanitize(&plan.server));
+        let memory = (plan.memory_mb.saturating_mul(1024 * 1024)).to_string();
+        let wanted = [
+            ("pids", V1_PIDS, "pids.max", plan.processes.to_string()),
+            ("memory", V1_MEMORY, "memory.limit_in_bytes", memory),
+        ];
+        for (controller, root, file, value) in wanted {
+            let Some(own) = own_v1(controller) else { continue };
+            let base = Path::new(root).join(own);
+            let dir = base.join(&name);
+            let joined = fs::create_dir(&dir)
+                .and_then(|()| fs::write(dir.join(file), &value))
+                .and_then(|()| fs::write(dir.join("cgroup.procs"), pid.to_string()))
+                .and_then(|()| File::options().write(true).open(base.join("cgroup.procs")));
+            match joined {
+                Ok(back) => {
+                    made.detail.push(format!("cgroup v1 {controller} ({file} {value})"));
+                    made.made.push((dir, back));
+                }
+                Err(_) => {
+                    let _ = fs::remove_dir(&dir);
+                }
+            }
+        }
+        made
+    }
+
+
+    /// Leaves the cgroups (back to where this process was) and removes
+    /// them; the server and everything it started have ended.
+    pub fn remove(self) {
+        let pid = std::process::id().to_string();
+        for (dir, mut back) in self.made {
+            let _ = back.write_all(pid.as_bytes());
+            let _ = fs::remove_dir(&dir);
+        }
+    }
+}
+
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .collect()
+}

@@ -1,0 +1,39 @@
+//! Spear's sandbox for the stdio MCP servers a node starts
+//! (docs/decisions/0007-sandbox.md).
+//!
+//! Two halves with different rights:
+//! - the node builds a [`Plan`] (what the server may read, write, reach and
+//!   use) and starts the **launcher** — its own binary run as
+//!   `spearlet sandbox-exec PLAN` — with [`launch::Launch`], which hands it
+//!   a socket and reads back one [`Report`] (what is in force, or why the
+//!   server could not be confined) and the listening sockets of the
+//!   server's declared destinations;
+//! - the launcher ([`launcher::run`], entered from `main` before any
+//!   thread exists) puts itself in new user, mount, PID, network, IPC and
+//!   UTS namespaces, and runs the server as the second process of the new
+//!   PID namespace behind a small init that reaps its orphans. Before the
+//!   server's program is executed: a private `/proc`, `/tmp` (its scratch
+//!   `HOME`) and `/run`, the node's own paths masked, loopback up with a
+//!   listener per declared destination, resource limits, Landlock,
+//!   `no_new_privs` and a seccomp filter.
+//!
+//! Nothing here decides what a server is granted: that is the node's
+//! policy and the server file (spearlet's `sandbox` module). This crate
+//! only makes a plan true, or says exactly which part could not be.
+
+mod cgroup;
+pub mod launch;
+pub mod launcher;
+mod limits;
+mod mounts;
+mod net;
+mod plan;
+mod report;
+mod rules;
+mod seccomp;
+
+pub use plan::{Forward, Plan, Required, HOME, SCRATCH};
+pub use report::{Feature, Report};
+
+/// The first argument that makes the spearlet binary the launcher.
+pub const LAUNCHER_ARG: &str = "sandbox-exec";

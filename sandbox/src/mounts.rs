@@ -1,0 +1,156 @@
+//! The server's view of the file system, in its own mount namespace:
+//! nothing propagates back to the host; a `/proc` of its own PID namespace
+//! (it sees its own processes, not the node's or a sibling's); a private
+//! `/tmp` as its scratch space and `HOME`; an empty `/run` (no host
+//! sockets), with the `/etc/hosts` that names its destinations; the
+//! node's own paths and the host's secrets under empty read-only mounts.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::plan::{Plan, HOME, HOST_SECRETS, SCRATCH};
+use crate::report::Report;
+
+fn c(path: &Path) -> Result<CString, String> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} holds a NUL byte", path.display()))
+}
+
+fn mount(
+    source: &str,
+    target: &Path,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> std::io::Result<()> {
+    let source = CString::new(source).map_err(std::io::Error::other)?;
+    let target = c(target).map_err(std::io::Error::other)?;
+    let fstype = CString::new(fstype).map_err(std::io::Error::other)?;
+    let data = data
+        .map(CString::new)
+        .transpose()
+        .map_err(std::io::Error::other)?;
+    let data_ptr = data
+        .as_ref()
+        .map_or(std::ptr::null(), |d| d.as_ptr().cast());
+    // SAFETY: every pointer is a live NUL-terminated string (or null for
+    // data), read by the kernel during the call only.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            data_ptr,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Hides `path` (a directory under an empty read-only tmpfs, a file under
+/// `/dev/null`). A path that does not exist needs no mask.
+fn mask(path: &Path) -> Result<(), String> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let done = if meta.is_dir() {
+        mount(
+            "tmpfs",
+            path,
+            "tmpfs",
+            flags | libc::MS_RDONLY,
+            Some("size=0,mode=0555"),
+        )
+    } else {
+        mount("/dev/null", path, "", libc::MS_BIND, None).and_then(|()| {
+            mount(
+                "",
+                path,
+                "",
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                None,
+            )
+        })
+    };
+    done.map_err(|e| format!("cannot hide {}: {e}", path.display()))
+}
+
+/// Lays out the server's file system. Runs in the new mount namespace,
+/// as the second process of the new PID namespace.
+pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
+    let root = Path::new("/");
+    mount("", root, "", libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| format!("cannot make the mount namespace private: {e}"))?;
+    let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
+    match mount(
+        "proc",
+        Path::new("/proc"),
+        "proc",
+        nosuid | libc::MS_NOEXEC,
+        None,
+    ) {
+        Ok(()) => report.push("pid namespace", true, "a /proc of its own processes only"),
+        Err(error) => {
+            // A host whose /proc has masked entries (some container
+            // runtimes) refuses a new proc mount: no /proc at all then.
+            mask(Path::new("/proc"))?;
+            report.push(
+                "pid namespace",
+                true,
+                format!("no /proc (a private one could not be mounted: {error})"),
+            );
+        }
+    }
+    let scratch = format!("size={}m,mode=0700", plan.scratch_mb.max(1));
+    mount("tmpfs", Path::new(SCRATCH), "tmpfs", nosuid, Some(&scratch))
+        .map_err(|e| format!("cannot mount the scratch directory: {e}"))?;
+    std::fs::create_dir_all(HOME).map_err(|e| format!("cannot make {HOME}: {e}"))?;
+    // /run: no host sockets (docker's, systemd's); it keeps the hosts file.
+    let run = Path::new("/run");
+    mount("tmpfs", run, "tmpfs", nosuid | libc::MS_NOEXEC, Some("size=64k,mode=0755"))
+        .map_err(|e| format!("cannot mount an empty /run: {e}"))?;
+    let hosts = run.join("spear-hosts");
+    std::fs::write(&hosts, plan.hosts_file())
+        .map_err(|e| format!("cannot write the sandbox's hosts file: {e}"))?;
+    mount(
+        &hosts.to_string_lossy(),
+        Path::new("/etc/hosts"),
+        "",
+        libc::MS_BIND,
+        None,
+    )
+    .map_err(|e| format!("cannot give the sandbox its /etc/hosts: {e}"))?;
+    mount(
+        "",
+        run,
+        "",
+        libc::MS_REMOUNT | libc::MS_RDONLY | nosuid | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| format!("cannot make /run read-only: {e}"))?;
+    let mut hidden = 0;
+    for path in plan
+        .mask
+        .iter()
+        .map(|p| p.as_path())
+        .chain(HOST_SECRETS.iter().map(Path::new))
+    {
+        if path.exists() {
+            hidden += 1;
+        }
+        mask(path)?;
+    }
+    report.push(
+        "mount namespace",
+        true,
+        format!("private /tmp ({} MiB) as HOME, empty /run, {hidden} node and host paths hidden", plan.scratch_mb),
+    );
+    Ok(())
+}

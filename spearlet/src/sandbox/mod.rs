@@ -1,0 +1,104 @@
+//! Which sandbox a stdio server gets on this node (docs/security.md, "The
+//! sandbox"; docs/decisions/0007-sandbox.md): the node's
+//! `[policy.sandbox]` section and a server file's `"sandbox"` combined
+//! into a [`spear_sandbox::Plan`], or the server running unconfined
+//! where the node's policy lets it, or a refusal.
+//!
+//! Entry point: [`Sandboxing::decide`]. `grants.rs` computes what a
+//! server may read and write; `forward.rs` carries its declared
+//! destinations' connections out of its network namespace.
+
+mod forward;
+mod grants;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use spear_proto::patterns::glob_match;
+use spear_proto::v1::ServerSpec;
+use spear_sandbox::Plan;
+
+use crate::mcp::StdioCommand;
+use crate::node_policy::{Egress, SandboxSection};
+pub use forward::Forwarders;
+pub use grants::own_paths;
+
+/// How this process confines the servers it starts.
+#[derive(Clone)]
+pub struct Sandboxing {
+    /// The binary that is the launcher (`spearlet sandbox-exec`).
+    pub launcher: PathBuf,
+    /// The node's state, config and keys: hidden in every sandbox.
+    pub own_paths: Arc<Vec<PathBuf>>,
+    /// The section in force (it follows policy reloads).
+    pub section: Arc<dyn Fn() -> SandboxSection + Send + Sync>,
+    /// Where declared destinations may be: the node's egress guard.
+    /// `None` (`spearlet mcp`): wherever the names resolve.
+    pub egress: Option<Egress>,
+}
+
+impl std::fmt::Debug for Sandboxing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandboxing")
+            .field("launcher", &self.launcher)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a server gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Confine(Box<Plan>),
+    /// Unconfined: its file says `"off"` and the node's policy allows it.
+    Off,
+    /// Not started: why, in one sentence.
+    Refused(String),
+}
+
+impl Sandboxing {
+    /// This binary as the launcher, the section from `section`.
+    pub fn new(
+        own_paths: Vec<PathBuf>,
+        section: Arc<dyn Fn() -> SandboxSection + Send + Sync>,
+        egress: Option<Egress>,
+    ) -> std::io::Result<Sandboxing> {
+        Ok(Sandboxing {
+            launcher: std::env::current_exe()?,
+            own_paths: Arc::new(own_paths),
+            section,
+            egress,
+        })
+    }
+
+    /// No launcher could be found: every confined server is refused.
+    pub fn unavailable(section: Arc<dyn Fn() -> SandboxSection + Send + Sync>) -> Sandboxing {
+        Sandboxing {
+            launcher: PathBuf::from("/nonexistent/spearlet"),
+            own_paths: Arc::new(Vec::new()),
+            section,
+            egress: None,
+        }
+    }
+
+    /// Decides `spec`'s sandbox for `command` (resolved on this node).
+    pub fn decide(&self, spec: &ServerSpec, command: &StdioCommand) -> Decision {
+        let section = (self.section)();
+        let declared = spec.sandbox.clone().unwrap_or_default();
+        if declared.off {
+            if section.off.iter().any(|p| glob_match(p, &spec.id)) {
+                return Decision::Off;
+            }
+            return Decision::Refused(format!(
+                "its file says \"sandbox\": \"off\", and this node's policy does not let '{}' run unconfined (list it in [policy.sandbox] off, or remove \"off\")",
+                spec.id
+            ));
+        }
+        match grants::plan(spec, command, &declared, &section, &self.own_paths) {
+            Ok(mut plan) => {
+                plan.required = section.required();
+                Decision::Confine(Box::new(plan))
+            }
+            Err(why) => Decision::Refused(why),
+        }
+    }
+}
