@@ -82,10 +82,55 @@ fn mask(path: &Path) -> Result<(), String> {
     done.map_err(|e| format!("cannot hide {}: {e}", path.display()))
 }
 
+/// Granted paths the private `/tmp` and `/run` would hide: opened before
+/// those mounts, bound back at the same place after them.
+fn hidden_grants(plan: &Plan) -> Vec<(std::path::PathBuf, std::fs::File)> {
+    let mut kept = Vec::new();
+    let granted = plan.read.iter().chain(&plan.write).chain(plan.cwd.iter());
+    for path in granted {
+        let under = [SCRATCH, "/run"]
+            .iter()
+            .any(|top| path.starts_with(top) && path != Path::new(top));
+        if !under || kept.iter().any(|(p, _): &(std::path::PathBuf, _)| p == path) {
+            continue;
+        }
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+        {
+            kept.push((path.clone(), file));
+        }
+    }
+    kept
+}
+
+/// Binds `kept` back over the new mounts, at their own paths.
+fn rebind(kept: Vec<(std::path::PathBuf, std::fs::File)>) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    for (path, file) in kept {
+        let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
+        let made = if is_dir {
+            std::fs::create_dir_all(&path)
+        } else {
+            path.parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&path, b""))
+        };
+        made.map_err(|e| format!("cannot make {} inside the sandbox: {e}", path.display()))?;
+        let source = format!("/proc/self/fd/{}", file.as_raw_fd());
+        mount(&source, &path, "", libc::MS_BIND | libc::MS_REC, None)
+            .map_err(|e| format!("cannot give the server {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Lays out the server's file system. Runs in the new mount namespace,
 /// as the second process of the new PID namespace.
 pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
     let root = Path::new("/");
+    let kept = hidden_grants(plan);
     mount("", root, "", libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| format!("cannot make the mount namespace private: {e}"))?;
     let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
@@ -127,6 +172,7 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         None,
     )
     .map_err(|e| format!("cannot give the sandbox its /etc/hosts: {e}"))?;
+    rebind(kept)?;
     mount(
         "",
         run,

@@ -2,7 +2,7 @@
 //! either one from the node's registry or an ad-hoc command, so an operator
 //! can test a server exactly as the node will run it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -90,6 +90,10 @@ pub struct Target {
     timeout_ms: Option<u64>,
     #[command(flatten)]
     oauth: OAuthFlags,
+    /// Run a stdio server unconfined, as this shell's user. By default it
+    /// runs in the sandbox a node gives it (docs/security.md).
+    #[arg(long)]
+    no_sandbox: bool,
     /// An ad-hoc stdio server: the command and its arguments.
     #[arg(last = true)]
     command: Vec<String>,
@@ -212,6 +216,19 @@ async fn connections_for(
 ) -> Result<Connections> {
     if let Some(login) = target.oauth.login(&spec).await? {
         options.credentials = Some(Arc::new(Login(login)));
+    }
+    if !target.no_sandbox {
+        // This command's own paths (not the server's, after `--`).
+        let args: Vec<std::ffi::OsString> =
+            std::env::args_os().take_while(|a| a != "--").collect();
+        let own = match &target.state_dir {
+            Some(dir) => crate::sandbox::own_paths(dir, None, &args),
+            None => crate::sandbox::own_paths(Path::new("/nonexistent"), None, &args),
+        };
+        let section = crate::node_policy::SandboxSection::default();
+        let sandbox = crate::sandbox::Sandboxing::new(own, Arc::new(move || section.clone()), None)
+            .context("cannot find this binary to launch the sandbox; pass --no-sandbox to run the server unconfined")?;
+        options.sandbox = Some(sandbox);
     }
     let id = spec.id.clone();
     let mut view = RegistryView::from_specs([spec]);

@@ -286,6 +286,15 @@ impl McpClient {
         // The child's stderr never shows what SMS opened for it.
         resolver.secrets.extend(opened.iter().cloned());
         let redactor = Arc::new(resolver.redactor());
+        // A confined server's package is installed apart from running it.
+        let confining = options.sandbox.is_some() && !spec.sandbox.as_ref().is_some_and(|s| s.off);
+        let command = if confining {
+            crate::sandbox::packages::fetched(&spec.id, command)
+                .await
+                .map_err(McpError::Sandbox)?
+        } else {
+            command
+        };
         let decision = options.sandbox.as_ref().map(|s| (s, s.decide(spec, &command)));
         let (child, stdout, stdin) = match decision {
             Some((sandboxing, Decision::Confine(plan))) => {

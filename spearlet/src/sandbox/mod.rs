@@ -10,6 +10,7 @@
 
 mod forward;
 mod grants;
+pub mod packages;
 
 use std::path::PathBuf;
 use std::sync::Arc;
