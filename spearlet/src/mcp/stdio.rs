@@ -136,6 +136,7 @@ impl StdioChild {
             }
         };
         child.sandbox = received.report.summary();
+        info!(server_id, "sandbox: {}", child.sandbox);
         if !confined.plan.forwards.is_empty() {
             let forwarders = crate::sandbox::Forwarders::start(
                 server_id,
