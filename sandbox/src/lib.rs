@@ -4,11 +4,11 @@
 //! Two halves with different rights:
 //! - the node builds a [`Plan`] (what the server may read, write, reach and
 //!   use) and starts the **launcher** — its own binary run as
-//!   `spearlet sandbox-exec PLAN` — with [`launch::Launch`], which hands it
+//!   `spearlet sandbox-exec PLAN` — through [`launch::ReportSocket`], which hands it
 //!   a socket and reads back one [`Report`] (what is in force, or why the
 //!   server could not be confined) and the listening sockets of the
 //!   server's declared destinations;
-//! - the launcher ([`launcher::run`], entered from `main` before any
+//! - the launcher ([`launcher::run_if_asked`], entered from `main` before any
 //!   thread exists) puts itself in new user, mount, PID, network, IPC and
 //!   UTS namespaces, and runs the server as the second process of the new
 //!   PID namespace behind a small init that reaps its orphans. Before the
