@@ -51,7 +51,9 @@ impl Cgroups {
             ("memory", V1_MEMORY, "memory.limit_in_bytes", memory),
         ];
         for (controller, root, file, value) in wanted {
-            let Some(own) = own_v1(controller) else { continue };
+            let Some(own) = own_v1(controller) else {
+                continue;
+            };
             let base = Path::new(root).join(own);
             let dir = base.join(&name);
             let joined = fs::create_dir(&dir)
@@ -60,7 +62,8 @@ impl Cgroups {
                 .and_then(|()| File::options().write(true).open(base.join("cgroup.procs")));
             match joined {
                 Ok(back) => {
-                    made.detail.push(format!("cgroup v1 {controller} ({file} {value})"));
+                    made.detail
+                        .push(format!("cgroup v1 {controller} ({file} {value})"));
                     made.made.push((dir, back));
                 }
                 Err(_) => {
@@ -70,7 +73,6 @@ impl Cgroups {
         }
         made
     }
-
 
     /// Leaves the cgroups (back to where this process was) and removes
     /// them; the server and everything it started have ended.
@@ -85,6 +87,12 @@ impl Cgroups {
 
 fn sanitize(id: &str) -> String {
     id.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }

@@ -22,7 +22,9 @@ const MAX_REPORT: usize = 64 * 1024;
 pub enum LaunchError {
     #[error("cannot open the sandbox's report socket: {0}")]
     Socket(std::io::Error),
-    #[error("the sandbox launcher ended without a report (is this binary a spearlet? see its stderr)")]
+    #[error(
+        "the sandbox launcher ended without a report (is this binary a spearlet? see its stderr)"
+    )]
     NoReport,
     #[error("the sandbox launcher sent no report within {0:?}")]
     Timeout(Duration),
@@ -63,7 +65,8 @@ impl ReportSocket {
         }
         // SAFETY: both descriptors are new and owned by nothing else.
         #[allow(unsafe_code)]
-        let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         Ok((ReportSocket { fd: ours }, theirs))
     }
 
@@ -109,7 +112,11 @@ impl ReportSocket {
         }
     }
 
-    fn receive(&self, deadline: Instant, timeout: Duration) -> Result<(Vec<u8>, Vec<OwnedFd>), LaunchError> {
+    fn receive(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(Vec<u8>, Vec<OwnedFd>), LaunchError> {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(LaunchError::Timeout(timeout));
@@ -118,9 +125,7 @@ impl ReportSocket {
         match receive_message(self.fd.as_raw_fd()) {
             Ok(None) => Err(LaunchError::NoReport),
             Ok(Some(got)) => Ok(got),
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                Err(LaunchError::Timeout(timeout))
-            }
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => Err(LaunchError::Timeout(timeout)),
             Err(e) => Err(LaunchError::Read(e)),
         }
     }

@@ -22,10 +22,10 @@ use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
+use crate::cgroup::Cgroups;
 use crate::launch::send_report;
 use crate::plan::{Plan, HOME};
 use crate::report::Report;
-use crate::cgroup::Cgroups;
 use crate::{limits, mounts, net, rules, seccomp};
 
 /// The descriptor the node's report socket arrives on.
@@ -49,7 +49,10 @@ pub fn run_if_asked(args: &[OsString]) -> Option<i32> {
     let plan: Plan = match args.get(2).map(|a| serde_json::from_slice(a.as_bytes())) {
         Some(Ok(plan)) => plan,
         _ => {
-            refuse(report, "the launcher was given no readable plan (it is started by the node)");
+            refuse(
+                report,
+                "the launcher was given no readable plan (it is started by the node)",
+            );
             return Some(EXIT_REFUSED);
         }
     };
@@ -148,7 +151,10 @@ fn run(plan: &Plan, report: BorrowedFd<'_>) -> i32 {
     ];
     for (file, text) in maps {
         if let Err(error) = std::fs::write(file, text) {
-            refuse(report, &format!("cannot map the server's user ({file}: {error})"));
+            refuse(
+                report,
+                &format!("cannot map the server's user ({file}: {error})"),
+            );
             return EXIT_REFUSED;
         }
     }
@@ -257,7 +263,13 @@ fn server(plan: &Plan, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
     drop(listeners);
     let cwd = plan.cwd.clone().unwrap_or_else(|| HOME.into());
     if let Err(error) = std::env::set_current_dir(&cwd) {
-        refuse(report_fd, &format!("cannot enter the working directory {} inside the sandbox: {error}", cwd.display()));
+        refuse(
+            report_fd,
+            &format!(
+                "cannot enter the working directory {} inside the sandbox: {error}",
+                cwd.display()
+            ),
+        );
         return EXIT_REFUSED;
     }
     // SAFETY: the report socket is close-on-exec: the node reads its end

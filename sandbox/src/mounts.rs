@@ -91,7 +91,11 @@ fn hidden_grants(plan: &Plan) -> Vec<(std::path::PathBuf, std::fs::File)> {
         let under = [SCRATCH, "/run"]
             .iter()
             .any(|top| path.starts_with(top) && path != Path::new(top));
-        if !under || kept.iter().any(|(p, _): &(std::path::PathBuf, _)| p == path) {
+        if !under
+            || kept
+                .iter()
+                .any(|(p, _): &(std::path::PathBuf, _)| p == path)
+        {
             continue;
         }
         use std::os::unix::fs::OpenOptionsExt;
@@ -159,8 +163,14 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
     std::fs::create_dir_all(HOME).map_err(|e| format!("cannot make {HOME}: {e}"))?;
     // /run: no host sockets (docker's, systemd's); it keeps the hosts file.
     let run = Path::new("/run");
-    mount("tmpfs", run, "tmpfs", nosuid | libc::MS_NOEXEC, Some("size=64k,mode=0755"))
-        .map_err(|e| format!("cannot mount an empty /run: {e}"))?;
+    mount(
+        "tmpfs",
+        run,
+        "tmpfs",
+        nosuid | libc::MS_NOEXEC,
+        Some("size=64k,mode=0755"),
+    )
+    .map_err(|e| format!("cannot mount an empty /run: {e}"))?;
     let hosts = run.join("spear-hosts");
     std::fs::write(&hosts, plan.hosts_file())
         .map_err(|e| format!("cannot write the sandbox's hosts file: {e}"))?;
@@ -196,7 +206,10 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
     report.push(
         "mount namespace",
         true,
-        format!("private /tmp ({} MiB) as HOME, empty /run, {hidden} node and host paths hidden", plan.scratch_mb),
+        format!(
+            "private /tmp ({} MiB) as HOME, empty /run, {hidden} node and host paths hidden",
+            plan.scratch_mb
+        ),
     );
     Ok(())
 }

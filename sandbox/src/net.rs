@@ -97,8 +97,8 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<Vec<TcpListener>, Strin
             aliases += 1;
             add_alias(&socket, aliases, forward.listen)?;
         }
-        let listener = TcpListener::bind(SocketAddrV4::new(forward.listen, forward.port))
-            .map_err(|e| {
+        let listener =
+            TcpListener::bind(SocketAddrV4::new(forward.listen, forward.port)).map_err(|e| {
                 format!(
                     "cannot listen for {}:{} inside the sandbox: {e}",
                     forward.host, forward.port
@@ -121,7 +121,8 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<Vec<TcpListener>, Strin
 }
 
 fn listeners_have(listeners: &[TcpListener], ip: Ipv4Addr) -> bool {
-    listeners
-        .iter()
-        .any(|l| l.local_addr().is_ok_and(|a| a.ip() == std::net::IpAddr::V4(ip)))
+    listeners.iter().any(|l| {
+        l.local_addr()
+            .is_ok_and(|a| a.ip() == std::net::IpAddr::V4(ip))
+    })
 }

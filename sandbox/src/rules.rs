@@ -77,7 +77,11 @@ pub fn apply(plan: &Plan, report: &mut Report) -> Result<(), String> {
     report.push(
         "no_new_privs",
         status.no_new_privs,
-        if status.no_new_privs { "set" } else { "could not be set" },
+        if status.no_new_privs {
+            "set"
+        } else {
+            "could not be set"
+        },
     );
     if !enforced && plan.required.landlock {
         return Err(format!(

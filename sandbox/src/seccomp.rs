@@ -74,7 +74,10 @@ const NAMESPACE_FLAGS: &[u64] = &[
     libc::CLONE_NEWCGROUP as u64,
 ];
 
-fn filter(action: SeccompAction, rules: BTreeMap<i64, Vec<SeccompRule>>) -> Result<BpfProgram, String> {
+fn filter(
+    action: SeccompAction,
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+) -> Result<BpfProgram, String> {
     let arch = std::env::consts::ARCH
         .try_into()
         .map_err(|e| format!("seccomp does not know this architecture: {e}"))?;
@@ -88,9 +91,13 @@ fn programs() -> Result<[BpfProgram; 2], String> {
         DENIED.iter().map(|(nr, _)| (*nr, Vec::new())).collect();
     let mut clone_rules = Vec::new();
     for flag in NAMESPACE_FLAGS {
-        let condition =
-            SeccompCondition::new(0, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(*flag), *flag)
-                .map_err(|e| format!("cannot build the seccomp filter: {e}"))?;
+        let condition = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(*flag),
+            *flag,
+        )
+        .map_err(|e| format!("cannot build the seccomp filter: {e}"))?;
         clone_rules.push(
             SeccompRule::new(vec![condition])
                 .map_err(|e| format!("cannot build the seccomp filter: {e}"))?,

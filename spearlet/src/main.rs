@@ -13,7 +13,10 @@ fn main() {
     // No process of the node's user outside a sandbox reads the node's
     // environment (LLM keys) or memory, or attaches to it.
     spear_sandbox::launcher::make_non_dumpable();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("spearlet: cannot start the async runtime: {error}");

@@ -47,10 +47,19 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
     let node_pid = c.node.proc.pid().unwrap_or_else(|| panic!("the node runs"));
     let state = c.node.state_dir.display().to_string();
     let config = c.work.path().join("node.toml").display().to_string();
-    let sms_port = c.sms.grpc.rsplit(':').next().unwrap_or_default().to_string();
+    let sms_port = c
+        .sms
+        .grpc
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let targets = [
         ("HOSTILE_SECRETS", format!("{SIBLING_SECRET},{MODEL_KEY}")),
-        ("HOSTILE_READ", format!("{config},{state}/registry.json,/etc/shadow,/root/.bash_history")),
+        (
+            "HOSTILE_READ",
+            format!("{config},{state}/registry.json,/etc/shadow,/root/.bash_history"),
+        ),
         ("HOSTILE_STATE_DIR", state.clone()),
         ("HOSTILE_PORTS", sms_port),
         ("HOSTILE_NODE_PID", node_pid.to_string()),
@@ -85,7 +94,10 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
     for (attempt, got) in report {
         let got = got.as_str().unwrap_or_default();
         if attempt == "write the home it was given" {
-            assert!(got.starts_with("ESCAPED"), "the scratch home is writable: {got}");
+            assert!(
+                got.starts_with("ESCAPED"),
+                "the scratch home is writable: {got}"
+            );
         } else {
             assert!(got.starts_with("blocked"), "{attempt}: {got}");
         }
@@ -93,7 +105,10 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
     assert!(!c.node.state_dir.join("planted-by-hostile").exists());
     // The node says how the servers were confined, and the ordinary
     // filesystem server still serves the fs-agent.
-    assert!(c.node.proc.log().contains("confined:"), "no sandbox line in the node's log");
+    assert!(
+        c.node.proc.log().contains("confined:"),
+        "no sandbox line in the node's log"
+    );
     let fs = spear_tests::tasks::fs_task();
     let (code, _, err) = register(&c, "fs-agent", &guest("fs-agent"), &fs, &[]);
     assert_eq!(code, 0, "{err}");

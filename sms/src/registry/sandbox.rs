@@ -54,17 +54,31 @@ pub fn sandbox(
         }
     }
     let memory_mb = object.get("memory_mb").map_or(0, |v| {
-        let mb = bounded(problems, &format!("{at}.memory_mb"), v, MAX_MEMORY_MB, "MiB");
+        let mb = bounded(
+            problems,
+            &format!("{at}.memory_mb"),
+            v,
+            MAX_MEMORY_MB,
+            "MiB",
+        );
         if mb != 0 && mb < MIN_MEMORY_MB {
             problems.push(
                 &format!("{at}.memory_mb"),
-                format!("{mb} MiB is too little for any server to start; give at least {MIN_MEMORY_MB}"),
+                format!(
+                    "{mb} MiB is too little for any server to start; give at least {MIN_MEMORY_MB}"
+                ),
             );
         }
         mb as u32
     });
     let processes = object.get("processes").map_or(0, |v| {
-        bounded(problems, &format!("{at}.processes"), v, MAX_PROCESSES, "processes") as u32
+        bounded(
+            problems,
+            &format!("{at}.processes"),
+            v,
+            MAX_PROCESSES,
+            "processes",
+        ) as u32
     });
     Some(Sandbox {
         off: false,
@@ -91,7 +105,10 @@ fn paths(problems: &mut Problems, at: &str, object: &Map<String, Value>, key: &s
             None
         };
         if let Some(why) = why {
-            problems.push(&format!("{at}.{key}[{i}]"), format!("'{}' {why}", path.escape_default()));
+            problems.push(
+                &format!("{at}.{key}[{i}]"),
+                format!("'{}' {why}", path.escape_default()),
+            );
         }
     }
     list
@@ -102,13 +119,17 @@ fn paths(problems: &mut Problems, at: &str, object: &Map<String, Value>, key: &s
 pub fn check_destination(destination: &str) -> Result<(), String> {
     let shown = destination.escape_default();
     let Some((host, port)) = destination.rsplit_once(':') else {
-        return Err(format!("'{shown}' is not host:port (e.g. \"api.github.com:443\")"));
+        return Err(format!(
+            "'{shown}' is not host:port (e.g. \"api.github.com:443\")"
+        ));
     };
     if !port.parse::<u16>().is_ok_and(|p| p != 0) {
         return Err(format!("'{shown}' has no port from 1 to 65535"));
     }
     if host.contains(':') || host.starts_with('[') {
-        return Err(format!("'{shown}': IPv6 destinations are not supported; name the host"));
+        return Err(format!(
+            "'{shown}': IPv6 destinations are not supported; name the host"
+        ));
     }
     let name_ok = !host.is_empty()
         && host.len() <= 253
@@ -116,10 +137,15 @@ pub fn check_destination(destination: &str) -> Result<(), String> {
             !label.is_empty()
                 && label.len() <= 63
                 && !label.starts_with('-')
-                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         });
     if !name_ok {
-        return Err(format!("'{shown}': '{}' is not a host name or an IPv4 address", host.escape_default()));
+        return Err(format!(
+            "'{shown}': '{}' is not a host name or an IPv4 address",
+            host.escape_default()
+        ));
     }
     Ok(())
 }
@@ -132,7 +158,16 @@ mod tests {
     fn destinations_are_host_and_port() {
         assert!(check_destination("api.github.com:443").is_ok());
         assert!(check_destination("10.0.0.5:5432").is_ok());
-        for bad in ["api.github.com", "x:0", "x:70000", "[::1]:443", "*.github.com:443", ":443", "a..b:1", "-a:1"] {
+        for bad in [
+            "api.github.com",
+            "x:0",
+            "x:70000",
+            "[::1]:443",
+            "*.github.com:443",
+            ":443",
+            "a..b:1",
+            "-a:1",
+        ] {
             assert!(check_destination(bad).is_err(), "{bad}");
         }
     }

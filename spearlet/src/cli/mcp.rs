@@ -219,8 +219,7 @@ async fn connections_for(
     }
     if !target.no_sandbox {
         // This command's own paths (not the server's, after `--`).
-        let args: Vec<std::ffi::OsString> =
-            std::env::args_os().take_while(|a| a != "--").collect();
+        let args: Vec<std::ffi::OsString> = std::env::args_os().take_while(|a| a != "--").collect();
         let own = match &target.state_dir {
             Some(dir) => crate::sandbox::own_paths(dir, None, &args),
             None => crate::sandbox::own_paths(Path::new("/nonexistent"), None, &args),

@@ -27,9 +27,9 @@ use super::input_required;
 use super::lifecycle::{self, Lifecycle};
 use super::server_log::ServerLog;
 use super::stdio::{Confined, StdioChild, StdioCommand};
-use crate::sandbox::Decision;
 use crate::env_refs::{ResolveError, Resolver};
 use crate::node_policy::Egress;
+use crate::sandbox::Decision;
 
 /// The node's side of one session: answers what the server asks (pings,
 /// elicitation) and takes what it tells (tool list changes, log lines).
@@ -295,7 +295,10 @@ impl McpClient {
         } else {
             command
         };
-        let decision = options.sandbox.as_ref().map(|s| (s, s.decide(spec, &command)));
+        let decision = options
+            .sandbox
+            .as_ref()
+            .map(|s| (s, s.decide(spec, &command)));
         let (child, stdout, stdin) = match decision {
             Some((sandboxing, Decision::Confine(plan))) => {
                 let confined = Confined {
@@ -309,8 +312,13 @@ impl McpClient {
             Some((_, Decision::Refused(why))) => return Err(McpError::Sandbox(why)),
             Some((_, Decision::Off)) => {
                 tracing::warn!(server_id = %spec.id, "server runs UNCONFINED: its file says \"sandbox\": \"off\" and this node's policy allows it; it can read and do whatever this node's user can");
-                let mut spawned = StdioChild::spawn(&spec.id, &command, redactor)
-                    .map_err(|cause| McpError::Spawn { program: command.program.clone(), cause })?;
+                let mut spawned =
+                    StdioChild::spawn(&spec.id, &command, redactor).map_err(|cause| {
+                        McpError::Spawn {
+                            program: command.program.clone(),
+                            cause,
+                        }
+                    })?;
                 spawned.0.mark_off();
                 spawned
             }

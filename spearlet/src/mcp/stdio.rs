@@ -63,7 +63,11 @@ fn base_env(confined: bool) -> Vec<(String, String)> {
         env.push(("HOME".into(), spear_sandbox::HOME.into()));
         env.push(("TMPDIR".into(), spear_sandbox::SCRATCH.into()));
     }
-    let own: &[&str] = if confined { &["PATH", "LANG"] } else { &["PATH", "HOME", "LANG"] };
+    let own: &[&str] = if confined {
+        &["PATH", "LANG"]
+    } else {
+        &["PATH", "HOME", "LANG"]
+    };
     for name in own.iter().copied() {
         if let Ok(value) = std::env::var(name) {
             env.push((name.to_string(), value));

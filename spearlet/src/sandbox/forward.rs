@@ -49,9 +49,11 @@ impl Forwarders {
             let listener = TcpListener::from_std(listener)
                 .map_err(|e| format!("cannot forward {}:{}: {e}", forward.host, forward.port))?;
             info!(server_id = server, destination = %format!("{}:{}", forward.host, forward.port), %target, "sandbox: forwarding a declared destination");
-            started
-                .tasks
-                .push(tokio::spawn(accept_loop(server.to_string(), listener, target)));
+            started.tasks.push(tokio::spawn(accept_loop(
+                server.to_string(),
+                listener,
+                target,
+            )));
         }
         Ok(started)
     }

@@ -49,7 +49,10 @@ pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!("its command {} is not a file on this node", path.display()))
+            Err(format!(
+                "its command {} is not a file on this node",
+                path.display()
+            ))
         };
     }
     let path_var = command
@@ -62,7 +65,12 @@ pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
     std::env::split_paths(&path_var)
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-        .ok_or_else(|| format!("its command '{}' is not on this node's PATH", command.program))
+        .ok_or_else(|| {
+            format!(
+                "its command '{}' is not on this node's PATH",
+                command.program
+            )
+        })
 }
 
 /// The tree a program's file belongs to.
@@ -173,7 +181,13 @@ pub fn plan(
             spear_sandbox::launch::MAX_FORWARDS
         ));
     }
-    let pick = |declared: u32, default: u64| if declared == 0 { default } else { u64::from(declared) };
+    let pick = |declared: u32, default: u64| {
+        if declared == 0 {
+            default
+        } else {
+            u64::from(declared)
+        }
+    };
     Ok(Plan {
         server: spec.id.clone(),
         program,
@@ -228,12 +242,18 @@ mod tests {
 
     #[test]
     fn a_program_grants_its_tree_never_the_root() {
-        assert_eq!(tree(Path::new("/opt/venv/bin/python")), Some("/opt/venv".into()));
+        assert_eq!(
+            tree(Path::new("/opt/venv/bin/python")),
+            Some("/opt/venv".into())
+        );
         assert_eq!(
             tree(Path::new("/srv/npm/node_modules/.bin/x")),
             Some("/srv/npm/node_modules".into())
         );
         assert_eq!(tree(Path::new("/bin/sh")), None);
-        assert_eq!(tree(Path::new("/srv/app/server.js")), Some("/srv/app".into()));
+        assert_eq!(
+            tree(Path::new("/srv/app/server.js")),
+            Some("/srv/app".into())
+        );
     }
 }

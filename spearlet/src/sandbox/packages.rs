@@ -35,7 +35,9 @@ fn npx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
         match arg.as_str() {
             "-y" | "--yes" => yes = true,
             package if !package.starts_with('-') => {
-                let exact = package.rsplit_once('@').is_some_and(|(n, v)| !n.is_empty() && !v.is_empty());
+                let exact = package
+                    .rsplit_once('@')
+                    .is_some_and(|(n, v)| !n.is_empty() && !v.is_empty());
                 return (yes && exact).then(|| (package.to_string(), args.cloned().collect()));
             }
             _ => return None,
@@ -56,34 +58,53 @@ pub async fn fetched(server: &str, command: StdioCommand) -> Result<StdioCommand
     if !manifest.is_file() {
         install(server, &package, &dir).await?;
     }
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("{package} was installed, but its package.json cannot be read: {e}"))?;
+    let text = std::fs::read_to_string(&manifest).map_err(|e| {
+        format!("{package} was installed, but its package.json cannot be read: {e}")
+    })?;
     let json: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| format!("{package}'s package.json is not JSON: {e}"))?;
     let bin = match &json["bin"] {
         serde_json::Value::String(_) => name.rsplit('/').next().unwrap_or(name).to_string(),
-        serde_json::Value::Object(bins) if bins.len() == 1 => bins.keys().next().cloned().unwrap_or_default(),
+        serde_json::Value::Object(bins) if bins.len() == 1 => {
+            bins.keys().next().cloned().unwrap_or_default()
+        }
         serde_json::Value::Object(bins) => {
             let short = name.rsplit('/').next().unwrap_or(name);
-            bins.keys()
-                .find(|k| *k == short)
-                .cloned()
-                .ok_or_else(|| format!("{package} has several executables and none named {short}"))?
+            bins.keys().find(|k| *k == short).cloned().ok_or_else(|| {
+                format!("{package} has several executables and none named {short}")
+            })?
         }
-        _ => return Err(format!("{package} has no executable (no \"bin\" in its package.json)")),
+        _ => {
+            return Err(format!(
+                "{package} has no executable (no \"bin\" in its package.json)"
+            ))
+        }
     };
     Ok(StdioCommand {
-        program: dir.join("node_modules/.bin").join(bin).display().to_string(),
+        program: dir
+            .join("node_modules/.bin")
+            .join(bin)
+            .display()
+            .to_string(),
         args: rest,
         ..command
     })
 }
 
 async fn install(server: &str, package: &str, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make the package cache {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot make the package cache {}: {e}", dir.display()))?;
     tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's package (install scripts off)");
     let run = tokio::process::Command::new("npm")
-        .args(["install", "--no-save", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+        .args([
+            "install",
+            "--no-save",
+            "--ignore-scripts",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--prefix",
+        ])
         .arg(dir)
         .arg(package)
         .stdin(std::process::Stdio::null())
@@ -95,8 +116,14 @@ async fn install(server: &str, package: &str, dir: &Path) -> Result<(), String> 
         .map_err(|e| format!("cannot run npm to install {package}: {e}"))?;
     if !output.status.success() {
         let err = String::from_utf8_lossy(&output.stderr);
-        let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
-        return Err(format!("npm could not install {package}: {}", spear_common::text::prefix(first, 300)));
+        let first = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no message");
+        return Err(format!(
+            "npm could not install {package}: {}",
+            spear_common::text::prefix(first, 300)
+        ));
     }
     Ok(())
 }
