@@ -55,6 +55,7 @@ impl Cgroups {
                 continue;
             };
             let base = Path::new(root).join(own);
+            sweep(&base);
             let dir = base.join(&name);
             let joined = fs::create_dir(&dir)
                 .and_then(|()| fs::write(dir.join(file), &value))
@@ -81,6 +82,29 @@ impl Cgroups {
         for (dir, mut back) in self.made {
             let _ = back.write_all(pid.as_bytes());
             let _ = fs::remove_dir(&dir);
+        }
+    }
+}
+
+/// Removes the cgroups of launchers that are gone (a launcher killed
+/// outright cannot remove its own). A cgroup still holding a process is
+/// not removed: the kernel refuses.
+fn sweep(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with("spear-"))
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(entry.path());
         }
     }
 }

@@ -7,15 +7,17 @@
 //! Entry points: [`ReportSocket::pair`], [`ReportSocket::install_in_child`]
 //! (for the spawn's `pre_exec`), [`ReportSocket::read`].
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::launcher::REPORT_FD;
+use crate::plan::Plan;
 use crate::report::Report;
 
 /// Most listeners one report carries (one per declared destination).
 pub const MAX_FORWARDS: usize = 32;
-const MAX_REPORT: usize = 64 * 1024;
+/// Largest plan or report (a plan holds the server's arguments).
+const MAX_REPORT: usize = 256 * 1024;
 
 /// Why the node got no usable report.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +70,18 @@ impl ReportSocket {
         let (ours, theirs) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         Ok((ReportSocket { fd: ours }, theirs))
+    }
+
+    /// Sends the launcher its plan; it waits in the socket until read.
+    pub fn send_plan(&self, plan: &Plan) -> Result<(), LaunchError> {
+        let body = serde_json::to_vec(plan).map_err(|e| LaunchError::Unreadable(e.to_string()))?;
+        if body.len() > MAX_REPORT {
+            return Err(LaunchError::Unreadable(format!(
+                "the plan is {} bytes, over {MAX_REPORT}",
+                body.len()
+            )));
+        }
+        send(self.fd.as_fd(), &body, &[]).map_err(LaunchError::Socket)
     }
 
     /// Makes `theirs` descriptor 3 of the child, inheritable. Only
@@ -170,6 +184,25 @@ fn control_len() -> usize {
 /// Sends `report` with `fds` attached (the launcher's side).
 pub fn send_report(fd: BorrowedFd<'_>, report: &Report, fds: &[RawFd]) -> std::io::Result<()> {
     let body = serde_json::to_vec(report).map_err(std::io::Error::other)?;
+    send(fd, &body, fds)
+}
+
+/// Reads the plan the node sent (the launcher's side): it travels on the
+/// socket, not on the command line, where any process of the node's user
+/// could read the server's arguments for as long as it runs.
+pub fn receive_plan(fd: BorrowedFd<'_>) -> Result<Plan, String> {
+    match receive_message(fd.as_raw_fd()) {
+        Ok(Some((body, _))) => {
+            serde_json::from_slice(&body).map_err(|e| format!("the node's plan is unreadable: {e}"))
+        }
+        Ok(None) => Err("the node sent no plan (the launcher is started by the node)".into()),
+        Err(e) => Err(format!(
+            "cannot read the node's plan ({e}); the launcher is started by the node"
+        )),
+    }
+}
+
+fn send(fd: BorrowedFd<'_>, body: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     let fds = &fds[..fds.len().min(MAX_FORWARDS)];
     let mut iov = libc::iovec {
         iov_base: body.as_ptr() as *mut libc::c_void,

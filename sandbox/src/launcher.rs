@@ -1,6 +1,6 @@
-//! The launcher: `spearlet sandbox-exec PLAN`, started by the node with
-//! the server's stdio pipes, its environment, and the report socket as
-//! descriptor 3. Entered from `main` before any thread exists (new user
+//! The launcher: `spearlet sandbox-exec`, started by the node with the
+//! server's stdio pipes, its environment, and the report socket as
+//! descriptor 3, on which the plan arrives first. Entered from `main` before any thread exists (new user
 //! namespaces need a single-threaded caller).
 //!
 //! Three processes, as a state machine:
@@ -23,7 +23,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::cgroup::Cgroups;
-use crate::launch::send_report;
+use crate::launch::{receive_plan, send_report};
 use crate::plan::{Plan, HOME};
 use crate::report::Report;
 use crate::{limits, mounts, net, rules, seccomp};
@@ -46,17 +46,13 @@ pub fn run_if_asked(args: &[OsString]) -> Option<i32> {
         return None;
     }
     let report = report_fd();
-    let plan: Plan = match args.get(2).map(|a| serde_json::from_slice(a.as_bytes())) {
-        Some(Ok(plan)) => plan,
-        _ => {
-            refuse(
-                report,
-                "the launcher was given no readable plan (it is started by the node)",
-            );
-            return Some(EXIT_REFUSED);
+    match receive_plan(report) {
+        Ok(plan) => Some(run(&plan, report)),
+        Err(why) => {
+            refuse(report, &why);
+            Some(EXIT_REFUSED)
         }
-    };
-    Some(run(&plan, report))
+    }
 }
 
 /// Makes this process non-dumpable: its `/proc` files (environment,

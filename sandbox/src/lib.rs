@@ -2,15 +2,15 @@
 //! (docs/decisions/0007-sandbox.md).
 //!
 //! Two halves with different rights:
-//! - the node builds a [`Plan`] (what the server may read, write, reach and
-//!   use) and starts the **launcher** — its own binary run as
-//!   `spearlet sandbox-exec PLAN` — through [`launch::ReportSocket`], which hands it
-//!   a socket and reads back one [`Report`] (what is in force, or why the
-//!   server could not be confined) and the listening sockets of the
-//!   server's declared destinations;
-//! - the launcher ([`launcher::run_if_asked`], entered from `main` before any
-//!   thread exists) puts itself in new user, mount, PID, network, IPC and
-//!   UTS namespaces, and runs the server as the second process of the new
+//! - the node builds a [`Plan`] (what the server may read, write, reach
+//!   and use) and starts the **launcher** (its own binary run as
+//!   `spearlet sandbox-exec`) through [`launch::ReportSocket`], which
+//!   hands it a socket with the plan and reads back one [`Report`] (what
+//!   is in force, or why the server could not be confined) and the
+//!   listening sockets of the server's declared destinations;
+//! - the launcher ([`launcher::run_if_asked`], entered from `main` before
+//!   any thread exists) puts itself in new user, mount, PID, network, IPC,
+//!   UTS and cgroup namespaces, and runs the server as the second process of the new
 //!   PID namespace behind a small init that reaps its orphans. Before the
 //!   server's program is executed: a private `/proc`, `/tmp` (its scratch
 //!   `HOME`) and `/run`, the node's own paths masked, loopback up with a

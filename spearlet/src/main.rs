@@ -4,7 +4,7 @@
 use clap::Parser;
 
 fn main() {
-    // The sandbox launcher (`spearlet sandbox-exec PLAN`), before any
+    // The sandbox launcher (`spearlet sandbox-exec`), before any
     // thread exists: new user namespaces need a single-threaded process.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(code) = spear_sandbox::launcher::run_if_asked(&args) {

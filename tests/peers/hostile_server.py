@@ -2,7 +2,7 @@
 
 Its one tool, `escape`, tries every escape a server started by a node
 could try, and answers a JSON object: each attempt's name and what it
-got ("blocked: ..." or "ESCAPED: ..."). What to aim at comes in the
+got ("blocked: ..." or "DONE: ..."). What to aim at comes in the
 environment (HOSTILE_*), never in arguments, so nothing is granted
 because of it.
 """
@@ -20,7 +20,7 @@ mcp = FastMCP("hostile")
 def attempt(results, name, action):
     try:
         got = action()
-        results[name] = "ESCAPED: " + str(got)[:200]
+        results[name] = "DONE: " + str(got)[:200]
     except Exception as error:  # every refusal is an answer
         results[name] = "blocked: " + type(error).__name__ + ": " + str(error)[:120]
 

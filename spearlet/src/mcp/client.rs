@@ -286,48 +286,32 @@ impl McpClient {
         // The child's stderr never shows what SMS opened for it.
         resolver.secrets.extend(opened.iter().cloned());
         let redactor = Arc::new(resolver.redactor());
-        // A confined server's package is installed apart from running it.
-        let confining = options.sandbox.is_some() && !spec.sandbox.as_ref().is_some_and(|s| s.off);
-        let command = if confining {
-            crate::sandbox::packages::fetched(&spec.id, command)
-                .await
-                .map_err(McpError::Sandbox)?
-        } else {
-            command
+        let spawn_unconfined = |command: &StdioCommand, redactor| {
+            StdioChild::spawn(&spec.id, command, redactor).map_err(|cause| McpError::Spawn {
+                program: command.program.clone(),
+                cause,
+            })
         };
-        let decision = options
-            .sandbox
-            .as_ref()
-            .map(|s| (s, s.decide(spec, &command)));
-        let (child, stdout, stdin) = match decision {
-            Some((sandboxing, Decision::Confine(plan))) => {
-                let confined = Confined {
-                    launcher: &sandboxing.launcher,
-                    plan: &plan,
-                    egress: sandboxing.egress.as_ref(),
-                    within: startup,
-                };
-                StdioChild::spawn_confined(&spec.id, &command, redactor, confined).await?
-            }
-            Some((_, Decision::Refused(why))) => return Err(McpError::Sandbox(why)),
-            Some((_, Decision::Off)) => {
-                tracing::warn!(server_id = %spec.id, "server runs UNCONFINED: its file says \"sandbox\": \"off\" and this node's policy allows it; it can read and do whatever this node's user can");
-                let mut spawned =
-                    StdioChild::spawn(&spec.id, &command, redactor).map_err(|cause| {
-                        McpError::Spawn {
-                            program: command.program.clone(),
-                            cause,
-                        }
-                    })?;
-                spawned.0.mark_off();
-                spawned
-            }
-            None => StdioChild::spawn(&spec.id, &command, redactor).map_err(|cause| {
-                McpError::Spawn {
-                    program: command.program.clone(),
-                    cause,
+        let (child, stdout, stdin) = match &options.sandbox {
+            None => spawn_unconfined(&command, redactor)?,
+            Some(sandboxing) => match sandboxing.prepare(spec, command).await {
+                (command, Decision::Confine { launcher, plan }) => {
+                    let confined = Confined {
+                        launcher: &launcher,
+                        plan: &plan,
+                        egress: sandboxing.egress.as_ref(),
+                        within: startup,
+                    };
+                    StdioChild::spawn_confined(&spec.id, &command, redactor, confined).await?
                 }
-            })?,
+                (_, Decision::Refused(why)) => return Err(McpError::Sandbox(why)),
+                (command, Decision::Off) => {
+                    tracing::warn!(server_id = %spec.id, "server runs UNCONFINED: its file says \"sandbox\": \"off\" and this node's policy allows it; it can read and do whatever this node's user can");
+                    let mut spawned = spawn_unconfined(&command, redactor)?;
+                    spawned.0.mark_off();
+                    spawned
+                }
+            },
         };
         let mut child = Some(child);
         match lifecycle::start(side, (stdout, stdin), Lifecycle::Probe, startup).await {

@@ -109,9 +109,9 @@ impl StdioChild {
         use std::os::fd::AsRawFd;
         let failed = |e: &dyn std::fmt::Display| super::McpError::Sandbox(e.to_string());
         let (ours, theirs) = ReportSocket::pair().map_err(|e| failed(&e))?;
-        let plan = serde_json::to_string(confined.plan).map_err(|e| failed(&e))?;
+        ours.send_plan(confined.plan).map_err(|e| failed(&e))?;
         let mut cmd = Command::new(confined.launcher);
-        cmd.arg(spear_sandbox::LAUNCHER_ARG).arg(plan);
+        cmd.arg(spear_sandbox::LAUNCHER_ARG);
         let raw = theirs.as_raw_fd();
         // SAFETY: the hook only calls dup2/fcntl (async-signal-safe).
         #[allow(unsafe_code)]

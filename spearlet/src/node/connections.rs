@@ -19,17 +19,19 @@ pub fn build(
     sms: &SmsLink,
     node_id: &str,
     audit: &AuditLog,
-    own_paths: Vec<std::path::PathBuf>,
+    config: &super::NodeConfig,
 ) -> Connections {
     let env = policy.clone();
     let lookup: Lookup = Arc::new(move |name: &str| env.current().env.lookup(name));
     let egress = policy.egress();
     let guarded = crate::http_client::guarded_http_client(&egress);
     // Every stdio server in its sandbox: this binary is the launcher.
-    let sandbox = Sandboxing::new(own_paths, policy.sandbox(), Some(egress.clone()))
-        .map_err(|error| tracing::error!(%error, "cannot find this binary to launch sandboxes; stdio servers will not start"))
-        .ok()
-        .unwrap_or_else(|| Sandboxing::unavailable(policy.sandbox()));
+    let own = crate::sandbox::own_paths(
+        Some(&config.state_dir),
+        config.config_path.as_deref(),
+        &std::env::args_os().collect::<Vec<_>>(),
+    );
+    let sandbox = Sandboxing::new(own, policy.sandbox(), Some(egress.clone()));
     let options = SessionOptions {
         credentials: Some(Arc::new(SmsCredentials::new(sms.clone()))),
         egress: Some((egress, guarded)),

@@ -162,10 +162,7 @@ impl Node {
             config.join_token.clone(),
         );
         let audit = AuditLog::open(&config.state_dir.join("audit"), &node_id, ROTATE_BYTES)?;
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        let own =
-            crate::sandbox::own_paths(&config.state_dir, config.config_path.as_deref(), &args);
-        let connections = connections::build(&registry, &policy, &sms, &node_id, &audit, own);
+        let connections = connections::build(&registry, &policy, &sms, &node_id, &audit, &config);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
             Some(listen) => {

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use spear_proto::v1::{Sandbox, ServerSpec};
-use spear_sandbox::{Plan, Required};
+use spear_sandbox::Plan;
 
 use super::SandboxSection;
 use crate::mcp::StdioCommand;
@@ -23,9 +23,16 @@ use crate::mcp::StdioCommand;
 /// The node's own files, hidden in every sandbox: its state dir, its
 /// config file, and every file or directory its command line names (TLS
 /// keys, token files).
-pub fn own_paths(state_dir: &Path, config: Option<&Path>, args: &[OsString]) -> Vec<PathBuf> {
-    let mut paths = vec![state_dir.to_path_buf()];
-    paths.extend(config.map(Path::to_path_buf));
+pub fn own_paths(
+    state_dir: Option<&Path>,
+    config: Option<&Path>,
+    args: &[OsString],
+) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = state_dir
+        .into_iter()
+        .chain(config)
+        .map(Path::to_path_buf)
+        .collect();
     for arg in args.iter().skip(1) {
         let arg = arg.to_string_lossy();
         let value = arg.split_once('=').map_or(arg.as_ref(), |(_, v)| v);
@@ -84,7 +91,7 @@ fn tree(file: &Path) -> Option<PathBuf> {
 }
 
 /// A script's interpreter (`#!/path` or `#!/usr/bin/env name`).
-fn interpreter(file: &Path, path_var: &StdioCommand) -> Option<PathBuf> {
+fn interpreter(file: &Path, command: &StdioCommand) -> Option<PathBuf> {
     let mut head = [0u8; 256];
     let n = std::fs::File::open(file).ok()?.read(&mut head).ok()?;
     let line = head[..n].strip_prefix(b"#!")?;
@@ -96,7 +103,7 @@ fn interpreter(file: &Path, path_var: &StdioCommand) -> Option<PathBuf> {
         let name = words.find(|w| !w.starts_with('-'))?;
         let lookup = StdioCommand {
             program: name.to_string(),
-            ..path_var.clone()
+            ..command.clone()
         };
         return resolve_program(&lookup).ok();
     }
@@ -146,8 +153,7 @@ fn argument_paths(command: &StdioCommand) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (write, read)
 }
 
-/// The plan for `spec` running `command`, before the node's required
-/// features are set.
+/// The plan for `spec` running `command`.
 pub fn plan(
     spec: &ServerSpec,
     command: &StdioCommand,
@@ -200,7 +206,7 @@ pub fn plan(
         memory_mb: pick(declared.memory_mb, section.memory_mb),
         processes: pick(declared.processes, section.processes),
         scratch_mb: section.scratch_mb,
-        required: Required::default(),
+        required: section.required(),
     })
 }
 

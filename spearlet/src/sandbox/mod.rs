@@ -27,8 +27,9 @@ pub use grants::own_paths;
 /// How this process confines the servers it starts.
 #[derive(Clone)]
 pub struct Sandboxing {
-    /// The binary that is the launcher (`spearlet sandbox-exec`).
-    pub launcher: PathBuf,
+    /// The binary that is the launcher (`spearlet sandbox-exec`): this
+    /// one, or why it cannot be found.
+    pub launcher: Result<PathBuf, String>,
     /// The node's state, config and keys: hidden in every sandbox.
     pub own_paths: Arc<Vec<PathBuf>>,
     /// The section in force (it follows policy reloads).
@@ -49,7 +50,8 @@ impl std::fmt::Debug for Sandboxing {
 /// What a server gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    Confine(Box<Plan>),
+    /// In its sandbox: this launcher, this plan.
+    Confine { launcher: PathBuf, plan: Box<Plan> },
     /// Unconfined: its file says `"off"` and the node's policy allows it.
     Off,
     /// Not started: why, in one sentence.
@@ -62,22 +64,35 @@ impl Sandboxing {
         own_paths: Vec<PathBuf>,
         section: Arc<dyn Fn() -> SandboxSection + Send + Sync>,
         egress: Option<Egress>,
-    ) -> std::io::Result<Sandboxing> {
-        Ok(Sandboxing {
-            launcher: std::env::current_exe()?,
+    ) -> Sandboxing {
+        let launcher = std::env::current_exe().map_err(|e| {
+            format!("this process cannot find its own binary to launch the sandbox ({e})")
+        });
+        Sandboxing {
+            launcher,
             own_paths: Arc::new(own_paths),
             section,
             egress,
-        })
+        }
     }
 
-    /// No launcher could be found: every confined server is refused.
-    pub fn unavailable(section: Arc<dyn Fn() -> SandboxSection + Send + Sync>) -> Sandboxing {
-        Sandboxing {
-            launcher: PathBuf::from("/nonexistent/spearlet"),
-            own_paths: Arc::new(Vec::new()),
-            section,
-            egress: None,
+    /// The command to run for `spec` (a package is installed apart from
+    /// running it, when it will be confined) and its sandbox.
+    pub async fn prepare(
+        &self,
+        spec: &ServerSpec,
+        command: StdioCommand,
+    ) -> (StdioCommand, Decision) {
+        if spec.sandbox.as_ref().is_some_and(|s| s.off) {
+            let decision = self.decide(spec, &command);
+            return (command, decision);
+        }
+        match packages::fetched(&spec.id, command.clone()).await {
+            Ok(fetched) => {
+                let decision = self.decide(spec, &fetched);
+                (fetched, decision)
+            }
+            Err(why) => (command, Decision::Refused(why)),
         }
     }
 
@@ -90,15 +105,19 @@ impl Sandboxing {
                 return Decision::Off;
             }
             return Decision::Refused(format!(
-                "its file says \"sandbox\": \"off\", and this node's policy does not let '{}' run unconfined (list it in [policy.sandbox] off, or remove \"off\")",
+                "its file says \"sandbox\": \"off\", and this node's policy does not let '{}' run unconfined (list it in [policy.sandbox] off, or remove \"off\"; `spearlet mcp` takes --no-sandbox)",
                 spec.id
             ));
         }
+        let launcher = match &self.launcher {
+            Ok(launcher) => launcher.clone(),
+            Err(why) => return Decision::Refused(why.clone()),
+        };
         match grants::plan(spec, command, &declared, &section, &self.own_paths) {
-            Ok(mut plan) => {
-                plan.required = section.required();
-                Decision::Confine(Box::new(plan))
-            }
+            Ok(plan) => Decision::Confine {
+                launcher,
+                plan: Box::new(plan),
+            },
             Err(why) => Decision::Refused(why),
         }
     }

@@ -35,15 +35,39 @@ fn npx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
         match arg.as_str() {
             "-y" | "--yes" => yes = true,
             package if !package.starts_with('-') => {
-                let exact = package
-                    .rsplit_once('@')
-                    .is_some_and(|(n, v)| !n.is_empty() && !v.is_empty());
-                return (yes && exact).then(|| (package.to_string(), args.cloned().collect()));
+                return (yes && is_exact_npm(package))
+                    .then(|| (package.to_string(), args.cloned().collect()));
             }
             _ => return None,
         }
     }
     None
+}
+
+/// `name@version` with an npm package name (`pkg`, `@scope/pkg`) and an
+/// exact version: never a URL, path, git or alias spec npm would also
+/// fetch.
+fn is_exact_npm(spec: &str) -> bool {
+    let Some((name, version)) = spec.rsplit_once('@') else {
+        return false;
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('.')
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-._~".contains(&b))
+    };
+    let name_ok = match name.strip_prefix('@') {
+        Some(scoped) => scoped
+            .split_once('/')
+            .is_some_and(|(s, n)| part(s) && part(n)),
+        None => part(name),
+    };
+    let version_ok = version.starts_with(|c: char| c.is_ascii_digit())
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-+".contains(&b));
+    name_ok && version_ok
 }
 
 /// The command to run for `command`: unchanged, or the installed
@@ -149,5 +173,19 @@ mod tests {
         assert!(npx_package(&npx(&["@scope/pkg@1.2.3"])).is_none());
         assert!(npx_package(&npx(&["-y", "pkg"])).is_none());
         assert!(npx_package(&npx(&["-y", "--node-options=x", "pkg@1"])).is_none());
+        for not_a_registry_package in [
+            "http://evil.example/x.tgz@1.0.0",
+            "github:user/repo@1.0.0",
+            "file:../x@1.0.0",
+            "alias@npm:evil@1.0.0",
+            "pkg@latest",
+            "pkg@^1.0.0",
+            "../pkg@1.0.0",
+        ] {
+            assert!(
+                npx_package(&npx(&["-y", not_a_registry_package])).is_none(),
+                "{not_a_registry_package}"
+            );
+        }
     }
 }
