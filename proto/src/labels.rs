@@ -112,3 +112,30 @@ impl CredentialState {
             .label()
     }
 }
+
+impl crate::v1::ServerSpec {
+    /// A stdio server's command line as a node runs it (before its `${NAME}`
+    /// references are resolved there), each argument quoted where a shell
+    /// would split or expand it: what `sms validate` and `sms servers` show
+    /// for a server made from a registry server.json. The node never runs
+    /// it through a shell; quoting only makes the argv readable.
+    pub fn command_line(&self) -> String {
+        std::iter::once(&self.command)
+            .chain(&self.args)
+            .map(|arg| shell_quoted(arg))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn shell_quoted(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@+,%".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

@@ -37,6 +37,18 @@ impl Report {
         });
     }
 
+    /// A word for status views and heartbeats: `confined`, `partly
+    /// confined` (a feature the node's policy accepts missing), `refused`.
+    pub fn label(&self) -> &'static str {
+        if self.refused.is_some() {
+            "refused"
+        } else if self.features.iter().all(|f| f.enforced) {
+            "confined"
+        } else {
+            "partly confined"
+        }
+    }
+
     /// One line for logs and status: "confined (userns, mountns, …)" or
     /// what is missing.
     pub fn summary(&self) -> String {

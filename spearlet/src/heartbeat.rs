@@ -109,6 +109,10 @@ fn servers(
                 server_id: id.clone(),
                 state: status.state.name().to_string(),
                 protocol_version: status.protocol_version.unwrap_or_default(),
+                sandbox: status
+                    .sandbox
+                    .map(|b| b.label.to_string())
+                    .unwrap_or_default(),
                 tools: u32::try_from(status.tools).unwrap_or(u32::MAX),
                 held: u32::try_from(status.held.len()).unwrap_or(u32::MAX),
             },

@@ -76,6 +76,7 @@ impl NodeView {
             "mcp_servers": self.connections.status().into_iter().map(|(id, s)| (id, json!({
                 "state": s.state.name(),
                 "protocol_version": s.protocol_version,
+                "sandbox": s.sandbox.as_ref().map(|b| json!({"state": b.label, "detail": b.detail})),
                 "last_error": s.last_error,
                 "restarts": s.restarts,
                 "tools": s.tools,

@@ -79,6 +79,7 @@ fn fleet(
                     protocol_version: "2025-11-25".into(),
                     tools: 12,
                     held: 0,
+                    sandbox: "confined".into(),
                 })
                 .collect();
             while !stop.load(Ordering::Relaxed) {

@@ -212,6 +212,10 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
             "{:<32} {:<16} {:<8} {:<24} {:>10}  {from}",
             spec.id, transport, spec.enabled, source, record.mod_revision
         );
+        // What a registry file makes a node run, exactly.
+        if spec.registry.is_some() && !spec.command.is_empty() {
+            println!("  runs: {}", printable(&spec.command_line()));
+        }
     }
     Ok(())
 }

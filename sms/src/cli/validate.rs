@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use spear_common::text::printable;
 use spear_proto::v1::ServerSpec;
 
 use crate::registry::{validate_dir, FileOutcome};
@@ -28,6 +29,15 @@ pub fn run(dir: &Path) -> i32 {
                     for spec in specs {
                         for warning in literal_secrets(&file.name, shared, spec) {
                             println!("{warning}");
+                        }
+                        // A registry server.json: the exact argv nodes run.
+                        if spec.registry.is_some() && !spec.command.is_empty() {
+                            println!(
+                                "{}: server '{}' runs: {}",
+                                printable(&file.name),
+                                spec.id,
+                                printable(&spec.command_line())
+                            );
                         }
                     }
                 }

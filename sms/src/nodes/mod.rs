@@ -112,6 +112,7 @@ impl NodeTable {
             text::truncate(&mut server.server_id, MAX_TEXT);
             text::truncate(&mut server.state, MAX_TEXT);
             text::truncate(&mut server.protocol_version, MAX_TEXT);
+            text::truncate(&mut server.sandbox, MAX_TEXT);
         }
         let mut guard = self.nodes.write();
         let table = &mut *guard;

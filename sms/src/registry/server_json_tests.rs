@@ -185,7 +185,7 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
 
     let pypi = json!({"$schema": SCHEMA_1211, "name": "io.github.example/py", "version": "1",
         "packages": [{"registryType": "pypi", "identifier": "py-mcp", "version": "0.3.0",
-            "runtimeArguments": [{"type": "named", "name": "--python", "value": "3.12"}],
+            "runtimeArguments": [{"type": "named", "name": "--quiet", "value": "true"}],
             "packageArguments": [
                 {"type": "positional", "value": "serve"},
                 {"type": "named", "name": "--root", "value": "{root}",
@@ -199,8 +199,7 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
     assert_eq!(
         spec.args,
         [
-            "--python",
-            "3.12",
+            "--quiet",
             "py-mcp==0.3.0",
             "serve",
             "--root",
@@ -210,21 +209,30 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
 
     let oci = json!({"$schema": SCHEMA_1211, "name": "io.github.example/img", "version": "1",
         "packages": [{"registryType": "oci", "identifier": "ghcr.io/example/img", "version": "1.4.2",
-            "runtimeArguments": [{"type": "named", "name": "--network", "value": "none"}],
+            "runtimeArguments": [{"type": "named", "name": "--init", "value": "true"}],
             "environmentVariables": [{"name": "API_KEY", "isSecret": true, "isRequired": true}],
             "transport": {"type": "stdio"}}]});
     let spec = parse(&oci).unwrap();
     assert_eq!(spec.command, "docker");
+    // Hardened: no capabilities, no privilege gain, a read-only root, a
+    // non-root user, bounds, and no network without declared destinations.
     assert_eq!(
         spec.args,
         [
             "run",
             "-i",
             "--rm",
+            "--cap-drop=ALL",
+            "--security-opt=no-new-privileges",
+            "--read-only",
+            "--tmpfs=/tmp",
+            "--user=65534:65534",
+            "--memory=1024m",
+            "--pids-limit=128",
+            "--network=none",
             "-e",
             "API_KEY",
-            "--network",
-            "none",
+            "--init",
             "ghcr.io/example/img:1.4.2"
         ]
     );
@@ -260,10 +268,10 @@ fn versions_must_be_exact() {
     assert!(refused(&missing).contains("is empty"));
     // An untagged image with neither a tag nor a version.
     let untagged = json!({"$schema": SCHEMA_1211, "name": "io.github.example/img", "version": "1",
-        "packages": [{"registryType": "oci", "identifier": "example/img"}]});
+        "packages": [{"registryType": "oci", "identifier": "example/img", "transport": {"type": "stdio"}}]});
     assert!(refused(&untagged).contains("is empty"));
     let latest_tag = json!({"$schema": SCHEMA_1211, "name": "io.github.example/img", "version": "1",
-        "packages": [{"registryType": "oci", "identifier": "example/img:latest"}]});
+        "packages": [{"registryType": "oci", "identifier": "example/img:latest", "transport": {"type": "stdio"}}]});
     assert!(refused(&latest_tag).contains("'latest'"));
 }
 
@@ -273,7 +281,7 @@ fn the_older_generations_are_read_too() {
     let snake = json!({"$schema": "https://static.modelcontextprotocol.io/schemas/2025-07-09/server.schema.json",
         "name": "io.github.example/legacy", "version": "1.0.0",
         "packages": [{"registry_type": "docker", "identifier": "example/legacy", "version": "2.0.0",
-            "runtime_arguments": [{"type": "named", "name": "-v", "value": "/data:/data"}],
+            "runtime_arguments": [{"type": "named", "name": "-w", "value": "/data"}],
             "environment_variables": [{"name": "TOKEN", "is_secret": true}]}]});
     let spec = parse(&snake).unwrap();
     assert_eq!(spec.command, "docker");
@@ -283,10 +291,18 @@ fn the_older_generations_are_read_too() {
             "run",
             "-i",
             "--rm",
+            "--cap-drop=ALL",
+            "--security-opt=no-new-privileges",
+            "--read-only",
+            "--tmpfs=/tmp",
+            "--user=65534:65534",
+            "--memory=1024m",
+            "--pids-limit=128",
+            "--network=none",
             "-e",
             "TOKEN",
-            "-v",
-            "/data:/data",
+            "-w",
+            "/data",
             "example/legacy:2.0.0"
         ]
     );
@@ -367,4 +383,169 @@ fn a_companion_is_checked_like_a_server_file() {
             .contains("only an official registry server.json takes a companion"),
         "{other:?}"
     );
+}
+
+fn package(registry: &str, identifier: &str, extra: Value) -> Value {
+    let mut package = json!({"registryType": registry, "identifier": identifier, "version": "1.0.0",
+                             "transport": {"type": "stdio"}});
+    if let (Some(package), Value::Object(extra)) = (package.as_object_mut(), extra) {
+        package.extend(extra);
+    }
+    json!({"$schema": SCHEMA_1211, "name": "io.github.example/x", "version": "1", "packages": [package]})
+}
+
+fn named(name: &str, value: &str) -> Value {
+    json!([{"type": "named", "name": name, "value": value}])
+}
+
+#[test]
+fn runtime_arguments_that_escape_are_refused_by_name() {
+    for (registry, flag) in [
+        ("oci", "--privileged"),
+        ("oci", "-v"),
+        ("oci", "--mount"),
+        ("oci", "--network"),
+        ("oci", "--pid"),
+        ("oci", "--cap-add"),
+        ("oci", "--device"),
+        ("oci", "--security-opt"),
+        ("oci", "--user"),
+        ("oci", "--entrypoint"),
+        ("npm", "--node-options"),
+        ("npm", "--call"),
+        ("npm", "-p"),
+        ("pypi", "--with"),
+        ("pypi", "--index-url"),
+        ("pypi", "--extra-index-url"),
+        ("pypi", "--from"),
+        ("pypi", "--python"),
+    ] {
+        let file = package(
+            registry,
+            "example-img",
+            json!({"runtimeArguments": named(flag, "x")}),
+        );
+        let refused = refused(&file);
+        assert!(refused.contains("packages[0]"), "{refused}");
+        assert!(refused.contains(&format!("'{flag}'")), "{flag}: {refused}");
+    }
+    // The file is named in the problem.
+    let problems = parse_file(
+        "evil.json",
+        package(
+            "oci",
+            "img",
+            json!({"runtimeArguments": named("--privileged", "true")}),
+        )
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap_err();
+    assert_eq!(problems[0].file, "evil.json");
+}
+
+#[test]
+fn identifiers_and_runtime_variables_are_checked() {
+    for identifier in [
+        "--eval=require('child_process')",
+        "../../evil",
+        "https://evil.example/x.tgz",
+    ] {
+        let refused = refused(&package("npm", identifier, json!({})));
+        assert!(
+            refused.contains("its identifier"),
+            "{identifier}: {refused}"
+        );
+    }
+    let env = json!({"environmentVariables": [{"name": "NODE_OPTIONS", "default": "--require /tmp/evil.js"}]});
+    let refused = refused(&package("npm", "pkg", env.clone()));
+    assert!(
+        refused.contains("'NODE_OPTIONS' changes what the runtime loads"),
+        "{refused}"
+    );
+    // The operator may set it, in the companion.
+    let spec = with_companion(
+        &package("npm", "pkg", env),
+        &json!({"env": {"NODE_OPTIONS": "--max-old-space-size=256"}}),
+    )
+    .unwrap();
+    assert_eq!(spec.env["NODE_OPTIONS"], "--max-old-space-size=256");
+}
+
+#[test]
+fn a_package_missing_what_its_schema_requires_is_refused() {
+    let mut file = package("oci", "ghcr.io/example/img", json!({}));
+    if let Some(package) = file["packages"][0].as_object_mut() {
+        package.remove("transport");
+    }
+    let refused = refused(&file);
+    assert!(
+        refused.contains("no \"transport\", which the 2025-12-11 schema"),
+        "{refused}"
+    );
+    // An older schema did not require it.
+    file["$schema"] =
+        json!("https://static.modelcontextprotocol.io/schemas/2025-07-09/server.schema.json");
+    assert!(parse(&file).is_ok());
+}
+
+#[test]
+fn a_companion_sandbox_shapes_docker_and_is_checked() {
+    let file = package("oci", "ghcr.io/example/img", json!({}));
+    let spec = with_companion(
+        &file,
+        &json!({"sandbox": {"connect": ["api.example.com:443"], "memory_mb": 256}}),
+    )
+    .unwrap();
+    assert!(
+        spec.args.contains(&"--memory=256m".to_string()),
+        "{:?}",
+        spec.args
+    );
+    assert!(
+        !spec.args.iter().any(|a| a.starts_with("--network")),
+        "{:?}",
+        spec.args
+    );
+    let sandbox = spec.sandbox.unwrap();
+    assert_eq!(sandbox.connect, ["api.example.com:443"]);
+    for (bad, says) in [
+        (
+            json!({"sandbox": {"connect": ["api.example.com"]}}),
+            "is not host:port",
+        ),
+        (
+            json!({"sandbox": {"write": ["/"]}}),
+            "grants the whole file system",
+        ),
+        (
+            json!({"sandbox": {"read": ["relative"]}}),
+            "must be an absolute path",
+        ),
+        (json!({"sandbox": {"memory_mb": 4}}), "too little"),
+        (json!({"sandbox": {"mount": ["/"]}}), "mount"),
+        (json!({"sandbox": "on"}), "expected \"off\" or an object"),
+    ] {
+        let problems = with_companion(&file, &bad).unwrap_err();
+        let text: String = problems
+            .iter()
+            .map(|p| format!("{} {}\n", p.path, p.message))
+            .collect();
+        assert!(text.contains(says), "{bad}: {text}");
+    }
+}
+
+#[test]
+fn a_native_file_declares_its_sandbox_in_every_shape() {
+    let native = json!({"id": "files", "command": "mcp-fs", "sandbox": {"write": ["/srv/data"], "processes": 8}});
+    let spec = parse(&native).unwrap();
+    let sandbox = spec.sandbox.unwrap();
+    assert_eq!(
+        (sandbox.write, sandbox.processes),
+        (vec!["/srv/data".to_string()], 8)
+    );
+    let shared = json!({"mcpServers": {"legacy": {"command": "old-server", "sandbox": "off"}}});
+    assert!(parse(&shared).unwrap().sandbox.unwrap().off);
+    let remote = json!({"id": "far", "url": "https://mcp.example.com/mcp", "sandbox": {}});
+    assert!(refused(&remote).contains("a sandbox is for stdio servers"));
 }

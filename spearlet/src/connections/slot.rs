@@ -51,6 +51,8 @@ pub struct ServerStatus {
     pub state: ServerState,
     /// The MCP protocol version the last handshake agreed on.
     pub protocol_version: Option<String>,
+    /// What confines it (stdio servers, once started).
+    pub sandbox: Option<crate::mcp::Sandboxed>,
     pub last_error: Option<String>,
     pub restarts: u32,
     pub tools: usize,
@@ -132,6 +134,7 @@ impl Slot {
             status: parking_lot::Mutex::new(ServerStatus {
                 state: ServerState::Starting,
                 protocol_version: None,
+                sandbox: None,
                 last_error: None,
                 restarts: 0,
                 tools: 0,
@@ -243,6 +246,7 @@ impl Slot {
                 }
                 status.state = ServerState::Ready;
                 status.protocol_version = client.protocol_version();
+                status.sandbox = client.sandbox().cloned();
                 info!(server_id = %self.spec.id, pid = ?client.pid(), protocol = ?status.protocol_version, "MCP server connected");
                 *live = Some(Live {
                     tools_changed: client.tools_changed(),

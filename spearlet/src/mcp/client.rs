@@ -26,7 +26,7 @@ use super::error::McpError;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
 use super::server_log::ServerLog;
-use super::stdio::{Confined, StdioChild, StdioCommand};
+use super::stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
 use crate::env_refs::{ResolveError, Resolver};
 use crate::node_policy::Egress;
 use crate::sandbox::Decision;
@@ -448,9 +448,8 @@ impl McpClient {
         self.child.as_ref().and_then(StdioChild::pid)
     }
 
-    /// What confines a stdio server ("confined: …", "unconfined", "off:
-    /// …"); `None` for a remote server.
-    pub fn sandbox(&self) -> Option<&str> {
+    /// What confines a stdio server; `None` for a remote server.
+    pub fn sandbox(&self) -> Option<&Sandboxed> {
         self.child.as_ref().map(StdioChild::sandbox)
     }
 

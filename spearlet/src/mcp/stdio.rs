@@ -42,8 +42,18 @@ pub struct StdioChild {
     stderr: Option<JoinHandle<()>>,
     /// The sandbox's forwarders (confined servers with destinations).
     _forwarders: Option<crate::sandbox::Forwarders>,
-    /// What confines it, in one line ("confined: …", "unconfined: …").
-    sandbox: String,
+    /// What confines it: a word and the line saying what holds.
+    sandbox: Sandboxed,
+}
+
+/// What confines a stdio server, as status views show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sandboxed {
+    /// `confined`, `partly confined`, `off` (its file and the node's
+    /// policy), `unconfined` (a library caller chose no sandbox).
+    pub label: &'static str,
+    /// What holds, in one line.
+    pub detail: String,
 }
 
 /// How a confined server is started: the launcher and its plan.
@@ -92,7 +102,10 @@ impl StdioChild {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args);
         let mut spawned = Self::start(server_id, cmd, command, false, redactor)?;
-        spawned.0.sandbox = "unconfined".into();
+        spawned.0.sandbox = Sandboxed {
+            label: "unconfined",
+            detail: "unconfined: started without a sandbox".into(),
+        };
         Ok(spawned)
     }
 
@@ -139,8 +152,11 @@ impl StdioChild {
                 return Err(failed(&error));
             }
         };
-        child.sandbox = received.report.summary();
-        info!(server_id, "sandbox: {}", child.sandbox);
+        child.sandbox = Sandboxed {
+            label: received.report.label(),
+            detail: received.report.summary(),
+        };
+        info!(server_id, "sandbox: {}", child.sandbox.detail);
         if !confined.plan.forwards.is_empty() {
             let forwarders = crate::sandbox::Forwarders::start(
                 server_id,
@@ -162,11 +178,14 @@ impl StdioChild {
 
     /// Marks a server the node's policy let run unconfined.
     pub fn mark_off(&mut self) {
-        self.sandbox = "off: unconfined by its file and the node's policy".into();
+        self.sandbox = Sandboxed {
+            label: "off",
+            detail: "off: unconfined, as its file asks and the node's policy allows".into(),
+        };
     }
 
     /// What confines the server, in one line.
-    pub fn sandbox(&self) -> &str {
+    pub fn sandbox(&self) -> &Sandboxed {
         &self.sandbox
     }
 
@@ -203,7 +222,7 @@ impl StdioChild {
                 pgid,
                 stderr,
                 _forwarders: None,
-                sandbox: String::new(),
+                sandbox: Sandboxed::default(),
             },
             stdout,
             stdin,

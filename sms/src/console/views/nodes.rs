@@ -134,13 +134,14 @@ pub async fn node(
                 p class="muted" { "The first " (node.servers.len()) " of " (node.server_total) " by id." }
             }
             table id="node-servers" {
-                thead { tr { th { "Server" } th { "State" } th { "Protocol" } th class="num" { "Tools" } th class="num" { "Held" } } }
+                thead { tr { th { "Server" } th { "State" } th { "Protocol" } th { "Sandbox" } th class="num" { "Tools" } th class="num" { "Held" } } }
                 tbody {
                     @for server in &node.servers {
                         tr data-server=(server.server_id) {
                             td { a href={"/servers/" (enc(&server.server_id))} { (server.server_id) } }
                             td { (badge(&server.state)) }
                             td class="mono" { (server.protocol_version) }
+                            td { (server.sandbox) }
                             td class="num" { (server.tools) }
                             td class="num" { (server.held) }
                         }

@@ -16,6 +16,7 @@
 //! `values.rs` reads the file's values, `packages.rs` and `remotes.rs`
 //! turn what runs into a native entry.
 
+mod argv;
 mod packages;
 mod remotes;
 mod values;
@@ -92,6 +93,124 @@ pub fn id_from_name(name: &str) -> String {
     id
 }
 
+/// The date of the registry schema a file declares (`…/schemas/2025-12-11/…`).
+fn schema_date(root: &Map<String, Value>) -> Option<&str> {
+    let schema = root.get("$schema").and_then(Value::as_str)?;
+    schema.split('/').find(|part| {
+        part.len() == 10
+            && part.bytes().enumerate().all(|(i, b)| {
+                if i == 4 || i == 7 {
+                    b == b'-'
+                } else {
+                    b.is_ascii_digit()
+                }
+            })
+    })
+}
+
+/// The first schema whose packages must name their `transport`.
+const TRANSPORT_REQUIRED_FROM: &str = "2025-09-29";
+
+/// A list of objects at `root[key]`.
+fn objects<'a>(root: &'a Map<String, Value>, key: &str) -> Vec<&'a Map<String, Value>> {
+    root.get(key)
+        .and_then(Value::as_array)
+        .map(|l| l.iter().filter_map(Value::as_object).collect())
+        .unwrap_or_default()
+}
+
+/// Why no package or remote was chosen: the problems of the attempts
+/// that came closest, and one reason per refused source.
+struct Refusal {
+    problems: Vec<super::problem::Problem>,
+    reasons: Vec<String>,
+}
+
+type Entry = fn(
+    &mut Problems,
+    &str,
+    &Map<String, Value>,
+    &Companion<'_>,
+) -> Result<(Map<String, Value>, String), String>;
+
+/// The package or remote a node runs: the companion's pick, else the
+/// first that can run (packages first; a companion's pick of one kind
+/// leaves the other out).
+fn choose(
+    root: &Map<String, Value>,
+    companion: &Companion<'_>,
+) -> Result<(Map<String, Value>, String), Refusal> {
+    let pick = |key: &str| {
+        companion
+            .get(key)
+            .and_then(Value::as_u64)
+            .map(|i| i as usize)
+    };
+    let (chosen_package, chosen_remote) = (pick("package"), pick("remote"));
+    let strict = schema_date(root).is_some_and(|d| d >= TRANSPORT_REQUIRED_FROM);
+    let sources: [(&str, Entry, Option<usize>, bool); 2] = [
+        (
+            "packages",
+            package_entry,
+            chosen_package,
+            chosen_remote.is_some(),
+        ),
+        (
+            "remotes",
+            remote_entry,
+            chosen_remote,
+            chosen_package.is_some(),
+        ),
+    ];
+    let mut refusal = Refusal {
+        problems: Vec::new(),
+        reasons: Vec::new(),
+    };
+    for (kind, entry, pick, other_picked) in sources {
+        if other_picked {
+            continue;
+        }
+        for (i, source) in objects(root, kind).into_iter().enumerate() {
+            if pick.is_some_and(|c| c != i) {
+                continue;
+            }
+            let mut attempt = Problems::new("");
+            let lacks_transport = strict
+                && kind == "packages"
+                && values::field(source, "transport", "transport").is_none();
+            match entry(&mut attempt, &format!("$.{kind}[{i}]"), source, companion) {
+                // What runs must also follow the schema the file declares.
+                Ok(_) if lacks_transport => {
+                    let date = schema_date(root).unwrap_or_default();
+                    refusal.reasons.push(format!("{kind}[{i}]: it has no \"transport\", which the {date} schema it declares requires"));
+                }
+                Ok(found) if attempt.is_empty() => return Ok(found),
+                Ok(_) => refusal.problems.extend(attempt.list),
+                Err(why) => refusal.reasons.push(format!("{kind}[{i}]: {why}")),
+            }
+        }
+    }
+    Err(refusal)
+}
+
+/// The sentence for a file none of whose sources can run.
+fn refused_sentence(root: &Map<String, Value>, mut reasons: Vec<String>) -> String {
+    if reasons.is_empty()
+        && objects(root, "packages").is_empty()
+        && objects(root, "remotes").is_empty()
+    {
+        "it lists no packages and no remotes".to_string()
+    } else if reasons.is_empty() {
+        "none of its packages and remotes can be used as written".to_string()
+    } else if reasons.len() > MAX_REASONS {
+        let more = reasons.len() - MAX_REASONS;
+        reasons.truncate(MAX_REASONS);
+        format!("{}; and {more} more", reasons.join("; "))
+    } else {
+        reasons.join("; ")
+    }
+}
+
 /// Parses a registry `server.json` (`root`) with its companion's settings
 /// (`companion`, from `<name>.spear.json` beside it) into one server.
 pub fn parse_registry(
@@ -112,100 +231,22 @@ pub fn parse_registry(
         );
         return None;
     };
-    let version = text(root, "version", "version")
-        .or_else(|| {
-            root.get("version_detail")
-                .and_then(Value::as_object)
-                .and_then(|d| text(d, "version", "version"))
-        })
-        .unwrap_or("");
-    let packages: Vec<&Map<String, Value>> = root
-        .get("packages")
-        .and_then(Value::as_array)
-        .map(|l| l.iter().filter_map(Value::as_object).collect())
-        .unwrap_or_default();
-    let remotes: Vec<&Map<String, Value>> = root
-        .get("remotes")
-        .and_then(Value::as_array)
-        .map(|l| l.iter().filter_map(Value::as_object).collect())
-        .unwrap_or_default();
-
-    // The companion may pick; otherwise the first that can run.
-    let chosen_package = companion
-        .get("package")
-        .and_then(Value::as_u64)
-        .map(|i| i as usize);
-    let chosen_remote = companion
-        .get("remote")
-        .and_then(Value::as_u64)
-        .map(|i| i as usize);
-    // Packages first, then remotes; a companion's pick of one kind leaves
-    // the other out.
-    type Entry = fn(
-        &mut Problems,
-        &str,
-        &Map<String, Value>,
-        &Companion<'_>,
-    ) -> Result<(Map<String, Value>, String), String>;
-    let sources: [(&str, &[&Map<String, Value>], Entry, Option<usize>, bool); 2] = [
-        (
-            "packages",
-            &packages,
-            package_entry,
-            chosen_package,
-            chosen_remote.is_some(),
-        ),
-        (
-            "remotes",
-            &remotes,
-            remote_entry,
-            chosen_remote,
-            chosen_package.is_some(),
-        ),
-    ];
-    let mut refused = Vec::new();
-    let mut chosen = None;
-    let mut local = Problems::new("");
-    'sources: for (kind, entries, entry, pick, other_picked) in sources {
-        if other_picked {
-            continue;
-        }
-        for (i, source) in entries.iter().enumerate() {
-            if pick.is_some_and(|c| c != i) {
-                continue;
+    let (mut entry, origin) = match choose(root, &companion) {
+        Ok(chosen) => chosen,
+        Err(Refusal {
+            problems: local,
+            reasons,
+        }) => {
+            for problem in local {
+                problems.push(&problem.path, problem.message);
             }
-            let path = format!("$.{kind}[{i}]");
-            let mut attempt = Problems::new("");
-            match entry(&mut attempt, &path, source, &companion) {
-                Ok(found) if attempt.is_empty() => {
-                    chosen = Some(found);
-                    break 'sources;
-                }
-                Ok(_) => local.list.extend(attempt.list),
-                Err(why) => refused.push(format!("{kind}[{i}]: {why}")),
-            }
+            let why = refused_sentence(root, reasons);
+            problems.push(
+                "$",
+                format!("no package or remote of {name} can run on a node: {why}"),
+            );
+            return None;
         }
-    }
-    let Some((mut entry, origin)) = chosen else {
-        for problem in local.list {
-            problems.push(&problem.path, problem.message);
-        }
-        let why = if refused.is_empty() && packages.is_empty() && remotes.is_empty() {
-            "it lists no packages and no remotes".to_string()
-        } else if refused.is_empty() {
-            "none of its packages and remotes can be used as written".to_string()
-        } else if refused.len() > MAX_REASONS {
-            let more = refused.len() - MAX_REASONS;
-            refused.truncate(MAX_REASONS);
-            format!("{}; and {more} more", refused.join("; "))
-        } else {
-            refused.join("; ")
-        };
-        problems.push(
-            "$",
-            format!("no package or remote of {name} can run on a node: {why}"),
-        );
-        return None;
     };
     let id = companion
         .get("id")
@@ -227,6 +268,13 @@ pub fn parse_registry(
             }
         }
     }
+    let version = text(root, "version", "version")
+        .or_else(|| {
+            root.get("version_detail")
+                .and_then(Value::as_object)
+                .and_then(|d| text(d, "version", "version"))
+        })
+        .unwrap_or("");
     let mut spec = parse_entry(problems, "$", &entry, Shape::Native, None)?;
     spec.registry = Some(RegistryOrigin {
         name: name.to_string(),

@@ -5,6 +5,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::values::{kind, Problems};
+use super::argv::{check_identifier, interpreted, runtime_args, Runtime};
 use super::values::{field, fill, flag, inexact, literal, placeholder, text, Companion, Filled};
 
 /// A package's or runtime's arguments, as argv.
@@ -91,6 +92,14 @@ pub(super) fn environment(
                         problems.push(&at, "an environment variable without a \"name\"");
                         continue;
                     };
+                    let operator_sets = companion
+                        .get("env")
+                        .and_then(Value::as_object)
+                        .is_some_and(|e| e.contains_key(name));
+                    if interpreted(name) && !operator_sets {
+                        problems.push(&at, format!("'{}' changes what the runtime loads or runs; a registry file may not set it (the companion's \"env\" may, if you mean it)", name.escape_default()));
+                        continue;
+                    }
                     let value = if flag(var, "isRequired", "is_required")
                         || flag(var, "isSecret", "is_secret")
                     {
@@ -115,6 +124,105 @@ pub(super) fn environment(
     env
 }
 
+/// How a package runs: the runtime, its command and arguments before the
+/// file's, and the package as named in its origin.
+struct Launch {
+    runtime: Runtime,
+    command: &'static str,
+    args: Vec<String>,
+    name: String,
+}
+
+/// Hardening every `docker run` gets: no capabilities, no privilege
+/// gain, a read-only root with a private /tmp, bounded memory and
+/// processes, a non-root user, and no network unless the companion's
+/// sandbox declares destinations.
+fn docker_hardening(companion: &Companion<'_>) -> Vec<String> {
+    let sandbox = companion.get("sandbox").and_then(Value::as_object);
+    let number = |key: &str, default: u64| {
+        sandbox
+            .and_then(|s| s.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(default)
+    };
+    let connects = sandbox
+        .and_then(|s| s.get("connect"))
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
+    let mut args: Vec<String> = [
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        "--read-only",
+        "--tmpfs=/tmp",
+        "--user=65534:65534",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(format!("--memory={}m", number("memory_mb", 1024)));
+    args.push(format!("--pids-limit={}", number("processes", 128)));
+    if !connects {
+        args.push("--network=none".into());
+    }
+    args
+}
+
+/// The runtime for a package of `kind_name`, with its exact version.
+fn launch(
+    kind_name: &str,
+    identifier: &str,
+    version: Option<&str>,
+    env: &Map<String, Value>,
+    companion: &Companion<'_>,
+) -> Result<Launch, String> {
+    let exact = |version: Option<&str>| -> Result<String, String> {
+        let version = version.unwrap_or("");
+        match inexact(version) {
+            Some(why) => Err(format!(
+                "its version {why}; pin one exact version (the same bytes on every node)"
+            )),
+            None => Ok(version.to_string()),
+        }
+    };
+    let launch = match kind_name {
+        "npm" => {
+            let spec = format!("{identifier}@{}", exact(version)?);
+            Launch { runtime: Runtime::Npx, command: "npx", args: vec!["-y".into(), literal(&spec)], name: spec }
+        }
+        "pypi" => {
+            let spec = format!("{identifier}=={}", exact(version)?);
+            Launch { runtime: Runtime::Uvx, command: "uvx", args: vec![literal(&spec)], name: spec }
+        }
+        "oci" | "docker" => {
+            let tagged = identifier.contains('@') || identifier.rsplit('/').next().is_some_and(|last| last.contains(':'));
+            let image = if tagged {
+                if let Some(tag) = identifier.rsplit(':').next().filter(|_| !identifier.contains('@')) {
+                    if let Some(why) = inexact(tag) {
+                        return Err(format!("its image tag {why}; pin a tag or a digest"));
+                    }
+                }
+                identifier.to_string()
+            } else {
+                format!("{identifier}:{}", exact(version)?)
+            };
+            let mut args = vec!["run".to_string(), "-i".to_string(), "--rm".to_string()];
+            args.extend(docker_hardening(companion));
+            // The container sees only the variables named here; docker
+            // takes their values from its own environment.
+            for name in env.keys() {
+                args.push("-e".into());
+                args.push(literal(name));
+            }
+            Launch { runtime: Runtime::Docker, command: "docker", args, name: image }
+        }
+        "mcpb" => return Err("it is an MCP bundle (mcpb): nodes do not download and unpack bundles; use another package or a remote".into()),
+        "nuget" => return Err("it is a NuGet package: nodes run npm, PyPI and OCI packages".into()),
+        "" => return Err("it names no registryType".into()),
+        other => return Err(format!("its registryType '{other}' is not one nodes run (npm, pypi, oci)")),
+    };
+    check_identifier(kind_name, identifier)?;
+    Ok(launch)
+}
+
 /// What a node can run of one package, as native entry fields and the
 /// package's name for its origin; or why not.
 pub(super) fn package_entry(
@@ -137,7 +245,6 @@ pub(super) fn package_entry(
             "its identifier '{identifier}' is {what} the release did not fill in"
         ));
     }
-    let version = text(package, "version", "version");
     let transport = field(package, "transport", "transport")
         .and_then(Value::as_object)
         .and_then(|t| text(t, "type", "type"))
@@ -145,15 +252,6 @@ pub(super) fn package_entry(
     if transport != "stdio" {
         return Err(format!("its transport is {transport}: a node runs packages over stdio; use the file's remote, or a stdio package"));
     }
-    let exact = |version: Option<&str>| -> Result<String, String> {
-        let version = version.unwrap_or("");
-        match inexact(version) {
-            Some(why) => Err(format!(
-                "its version {why}; pin one exact version (the same bytes on every node)"
-            )),
-            None => Ok(version.to_string()),
-        }
-    };
     let runtime = arguments(
         problems,
         &format!("{path}.runtimeArguments"),
@@ -172,44 +270,15 @@ pub(super) fn package_entry(
         field(package, "environmentVariables", "environment_variables"),
         companion,
     );
-    let (command, mut args, name) = match kind_name {
-        "npm" => {
-            let version = exact(version)?;
-            let spec = format!("{identifier}@{version}");
-            ("npx", vec!["-y".to_string(), literal(&spec)], spec)
-        }
-        "pypi" => {
-            let version = exact(version)?;
-            let spec = format!("{identifier}=={version}");
-            ("uvx", vec![literal(&spec)], spec)
-        }
-        "oci" | "docker" => {
-            let tagged = identifier.contains('@') || identifier.rsplit('/').next().is_some_and(|last| last.contains(':'));
-            let image = if tagged {
-                if let Some(tag) = identifier.rsplit(':').next().filter(|_| !identifier.contains('@')) {
-                    if let Some(why) = inexact(tag) {
-                        return Err(format!("its image tag {why}; pin a tag or a digest"));
-                    }
-                }
-                identifier.to_string()
-            } else {
-                format!("{identifier}:{}", exact(version)?)
-            };
-            let mut args = vec!["run".to_string(), "-i".to_string(), "--rm".to_string()];
-            // The container sees only the variables named here; docker
-            // takes their values from its own environment.
-            for name in env.keys() {
-                args.push("-e".into());
-                args.push(literal(name));
-            }
-            ("docker", args, image)
-        }
-        "mcpb" => return Err("it is an MCP bundle (mcpb): nodes do not download and unpack bundles; use another package or a remote".into()),
-        "nuget" => return Err("it is a NuGet package: nodes run npm, PyPI and OCI packages".into()),
-        "" => return Err("it names no registryType".into()),
-        other => return Err(format!("its registryType '{other}' is not one nodes run (npm, pypi, oci)")),
-    };
-    if command == "docker" {
+    let version = text(package, "version", "version");
+    let Launch {
+        runtime: kind,
+        command,
+        mut args,
+        name,
+    } = launch(kind_name, identifier, version, &env, companion)?;
+    let runtime = runtime_args(kind, runtime, &name)?;
+    if kind == Runtime::Docker {
         // Runtime arguments go to `docker run`, before the image.
         args.extend(runtime);
         args.push(literal(&name));
