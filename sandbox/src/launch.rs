@@ -72,9 +72,10 @@ impl ReportSocket {
         Ok((ReportSocket { fd: ours }, theirs))
     }
 
-    /// Sends the launcher its plan; it waits in the socket until read.
-    pub fn send_plan(&self, plan: &Plan) -> Result<(), LaunchError> {
-        let body = serde_json::to_vec(plan).map_err(|e| LaunchError::Unreadable(e.to_string()))?;
+    /// Sends the launcher its orders; they wait in the socket until read.
+    pub fn send_orders(&self, orders: &Orders) -> Result<(), LaunchError> {
+        let body =
+            serde_json::to_vec(orders).map_err(|e| LaunchError::Unreadable(e.to_string()))?;
         if body.len() > MAX_REPORT {
             return Err(LaunchError::Unreadable(format!(
                 "the plan is {} bytes, over {MAX_REPORT}",
@@ -187,10 +188,19 @@ pub fn send_report(fd: BorrowedFd<'_>, report: &Report, fds: &[RawFd]) -> std::i
     send(fd, &body, fds)
 }
 
-/// Reads the plan the node sent (the launcher's side): it travels on the
-/// socket, not on the command line, where any process of the node's user
-/// could read the server's arguments for as long as it runs.
-pub fn receive_plan(fd: BorrowedFd<'_>) -> Result<Plan, String> {
+/// What the node sends the launcher: the plan and the server's
+/// environment. Both travel on the socket, not on the launcher's command
+/// line or in its environment, where any process of the node's user could
+/// read the server's arguments and secrets for as long as it runs; only the
+/// server's own process holds them. No `Debug`: the values are secrets.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Orders {
+    pub plan: Plan,
+    pub env: Vec<(String, String)>,
+}
+
+/// Reads the node's orders (the launcher's side).
+pub fn receive_orders(fd: BorrowedFd<'_>) -> Result<Orders, String> {
     match receive_message(fd.as_raw_fd()) {
         Ok(Some((body, _))) => {
             serde_json::from_slice(&body).map_err(|e| format!("the node's plan is unreadable: {e}"))

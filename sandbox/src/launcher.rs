@@ -1,7 +1,8 @@
 //! The launcher: `spearlet sandbox-exec`, started by the node with the
-//! server's stdio pipes, its environment, and the report socket as
-//! descriptor 3, on which the plan arrives first. Entered from `main` before any thread exists (new user
-//! namespaces need a single-threaded caller).
+//! server's stdio pipes, an empty environment, and the report socket as
+//! descriptor 3, on which the plan and the server's environment arrive
+//! first ([`Orders`]). Entered from `main` before any thread exists (new
+//! user namespaces need a single-threaded caller).
 //!
 //! Three processes, as a state machine:
 //! 1. **outer** (in the node's namespaces, the process the node holds):
@@ -23,8 +24,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::cgroup::Cgroups;
-use crate::launch::{receive_plan, send_report};
-use crate::plan::{Plan, HOME};
+use crate::launch::{receive_orders, send_report, Orders};
+use crate::plan::HOME;
 use crate::report::Report;
 use crate::{limits, mounts, net, rules, seccomp};
 
@@ -46,8 +47,8 @@ pub fn run_if_asked(args: &[OsString]) -> Option<i32> {
         return None;
     }
     let report = report_fd();
-    match receive_plan(report) {
-        Ok(plan) => Some(run(&plan, report)),
+    match receive_orders(report) {
+        Ok(orders) => Some(run(&orders, report)),
         Err(why) => {
             refuse(report, &why);
             Some(EXIT_REFUSED)
@@ -122,7 +123,8 @@ fn exit_status(status: i32) -> i32 {
 }
 
 /// State 1, outer.
-fn run(plan: &Plan, report: BorrowedFd<'_>) -> i32 {
+fn run(orders: &Orders, report: BorrowedFd<'_>) -> i32 {
+    let plan = &orders.plan;
     // SAFETY: getuid/getgid cannot fail.
     #[allow(unsafe_code)]
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -155,7 +157,7 @@ fn run(plan: &Plan, report: BorrowedFd<'_>) -> i32 {
         }
     }
     let init = match fork() {
-        Ok(0) => std::process::exit(init(plan, &cgroups.detail, report)),
+        Ok(0) => std::process::exit(init(orders, &cgroups.detail, report)),
         Ok(pid) => pid,
         Err(why) => {
             refuse(report, &why);
@@ -190,14 +192,14 @@ fn close_stdio_and(report: RawFd) {
 }
 
 /// State 2, init: PID 1 of the new namespace.
-fn init(plan: &Plan, cgroups: &[String], report: BorrowedFd<'_>) -> i32 {
+fn init(orders: &Orders, cgroups: &[String], report: BorrowedFd<'_>) -> i32 {
     // SAFETY: prctl(PR_SET_PDEATHSIG) only sets this process's own flag.
     #[allow(unsafe_code)]
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
     }
     let server = match fork() {
-        Ok(0) => std::process::exit(server(plan, cgroups, report)),
+        Ok(0) => std::process::exit(server(orders, cgroups, report)),
         Ok(pid) => pid,
         Err(why) => {
             refuse(report, &why);
@@ -222,7 +224,8 @@ fn init(plan: &Plan, cgroups: &[String], report: BorrowedFd<'_>) -> i32 {
 }
 
 /// State 3, server: confine, report, exec.
-fn server(plan: &Plan, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
+fn server(orders: &Orders, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
+    let plan = &orders.plan;
     let mut report = Report::default();
     report.push(
         "user namespace",
@@ -244,7 +247,7 @@ fn server(plan: &Plan, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    let (program, argv) = match exec_args(plan) {
+    let (program, argv, envp) = match exec_args(orders) {
         Ok(args) => args,
         Err(why) => {
             refuse(report_fd, &why);
@@ -274,16 +277,17 @@ fn server(plan: &Plan, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
     unsafe {
         libc::fcntl(report_fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
     }
-    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-    ptrs.push(std::ptr::null());
-    // SAFETY: program and argv are NUL-terminated strings that outlive the
-    // call; environ is this process's environment, as the node gave it.
+    let pointers = |list: &[CString]| {
+        let mut ptrs: Vec<*const libc::c_char> = list.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        ptrs
+    };
+    let (argv_ptrs, envp_ptrs) = (pointers(&argv), pointers(&envp));
+    // SAFETY: program, argv and envp are NUL-terminated strings (and
+    // null-terminated arrays of them) that outlive the call.
     #[allow(unsafe_code)]
     unsafe {
-        extern "C" {
-            static environ: *const *const libc::c_char;
-        }
-        libc::execve(program.as_ptr(), ptrs.as_ptr(), environ);
+        libc::execve(program.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
     }
     let why = format!(
         "cannot run {} inside the sandbox: {}",
@@ -294,7 +298,10 @@ fn server(plan: &Plan, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32 {
     EXIT_REFUSED
 }
 
-fn exec_args(plan: &Plan) -> Result<(CString, Vec<CString>), String> {
+type ExecArgs = (CString, Vec<CString>, Vec<CString>);
+
+fn exec_args(orders: &Orders) -> Result<ExecArgs, String> {
+    let plan = &orders.plan;
     let nul = |what: &str| format!("{what} holds a NUL byte");
     let program =
         CString::new(plan.program.as_os_str().as_bytes()).map_err(|_| nul("the program"))?;
@@ -302,5 +309,10 @@ fn exec_args(plan: &Plan) -> Result<(CString, Vec<CString>), String> {
     for arg in &plan.args {
         argv.push(CString::new(arg.as_bytes()).map_err(|_| nul("an argument"))?);
     }
-    Ok((program, argv))
+    let mut envp = Vec::with_capacity(orders.env.len());
+    for (name, value) in &orders.env {
+        let pair = format!("{name}={value}");
+        envp.push(CString::new(pair).map_err(|_| format!("variable {name} holds a NUL byte"))?);
+    }
+    Ok((program, argv, envp))
 }

@@ -11,7 +11,9 @@
 //! - `pins`: a call to a pinned tool (checked against its pin) against
 //!   one to a server with `"pin": "off"`, alternating in one run;
 //! - `audit`: a call with the audit trail on against one with it off, the
-//!   wait for records to be on disk, and sustained records per second.
+//!   wait for records to be on disk, and sustained records per second;
+//! - `sandbox`: launching a process, starting a server and a call, each
+//!   confined against unconfined, alternating in one run.
 //!
 //! The stdio server is `server-everything` (npm, installed by scripts/setup.sh).
 
@@ -30,6 +32,8 @@ use spearlet::tools::Router;
 mod audit_cost;
 #[path = "support/pin_cost.rs"]
 mod pin_cost;
+#[path = "support/sandbox_cost.rs"]
+mod sandbox_cost;
 
 fn everything() -> String {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
@@ -362,6 +366,9 @@ fn main() {
     }
     if want("audit") {
         runtime.block_on(audit_cost::run());
+    }
+    if want("sandbox") {
+        runtime.block_on(sandbox_cost::run());
     }
     if want("toolset") || want("memory") {
         runtime.block_on(toolset_and_memory());

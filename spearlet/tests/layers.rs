@@ -16,6 +16,7 @@ const LAYERS: &[&str] = &[
     "revocations",
     "env_refs",
     "http_client",
+    "sandbox",
     "tool_index",
     "llm",
     "mcp",

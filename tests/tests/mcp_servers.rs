@@ -300,6 +300,9 @@ fn a_hung_call_times_out_and_the_server_is_told_to_cancel() {
             "--",
             "python3",
             &m,
+            // The server ignores it; naming the log's directory grants it
+            // the directory in its sandbox, so it can record what it got.
+            &log.path().display().to_string(),
         ],
         &[],
     );
@@ -357,31 +360,53 @@ fn a_tool_with_an_invalid_schema_is_quarantined_alone() {
     );
 }
 
+/// Host pids of running (not zombie) `sleep 300` processes: what the
+/// `spawn` tool starts.
+fn sleepers() -> std::collections::BTreeSet<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Default::default();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let running = stat.split_whitespace().nth(2) != Some("Z");
+            (cmdline == b"sleep\0300\0" && running).then_some(pid)
+        })
+        .collect()
+}
+
 #[test]
 fn grandchildren_do_not_outlive_their_server() {
-    let out = spearlet_mcp(
-        &["call", "--tool", "spawn", "--", "python3", &misbehaving()],
-        &[],
-    );
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let pid: u32 = out
-        .stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("no pid in {:?}", out.stdout));
-    eventually("the grandchild to be gone", Duration::from_secs(5), || {
-        if Path::new(&format!("/proc/{pid}")).exists() {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // A zombie waiting for init to reap it is gone for our purposes.
-            if stat.split_whitespace().nth(2) == Some("Z") {
+    // Unconfined the node ends the server's process group; confined (the
+    // default) the server's PID namespace ends with it. Either way no
+    // `sleep 300` the server started is left once the command is done.
+    for sandbox in [&["--no-sandbox"][..], &[]] {
+        let before = sleepers();
+        let m = misbehaving();
+        let mut args = vec!["call", "--tool", "spawn"];
+        args.extend_from_slice(sandbox);
+        args.extend(["--", "python3", &m]);
+        let out = spearlet_mcp(&args, &[]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let pid: u32 = out
+            .stdout
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no pid in {:?}", out.stdout));
+        eventually("the grandchild to be gone", Duration::from_secs(5), || {
+            let left: Vec<u32> = sleepers().difference(&before).copied().collect();
+            if left.is_empty() {
                 Ok(())
             } else {
-                Err(format!("{pid} still runs"))
+                Err(format!(
+                    "grandchild {pid} ({sandbox:?}) still runs as {left:?}"
+                ))
             }
-        } else {
-            Ok(())
-        }
-    });
+        });
+    }
 }
 
 #[test]

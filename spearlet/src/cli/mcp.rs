@@ -218,14 +218,8 @@ async fn connections_for(
         options.credentials = Some(Arc::new(Login(login)));
     }
     if !target.no_sandbox {
-        // This command's own paths (not the server's, after `--`).
-        let args: Vec<std::ffi::OsString> = std::env::args_os().take_while(|a| a != "--").collect();
-        let own = crate::sandbox::own_paths(target.state_dir.as_deref(), None, &args);
-        let section = crate::node_policy::SandboxSection::default();
-        options.sandbox = Some(crate::sandbox::Sandboxing::new(
-            own,
-            Arc::new(move || section.clone()),
-            None,
+        options.sandbox = Some(crate::sandbox::Sandboxing::for_operator(
+            target.state_dir.as_deref(),
         ));
     }
     let id = spec.id.clone();

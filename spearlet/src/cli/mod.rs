@@ -383,7 +383,12 @@ async fn explain(
     let registry = crate::registry::RegistryHandle::new(view.clone());
     let lookup: crate::connections::Lookup =
         std::sync::Arc::new(|name: &str| Ok(std::env::var(name).ok()));
-    let connections = crate::connections::Connections::new(registry, lookup);
+    // The servers start as on the node: in their sandbox.
+    let options = crate::mcp::SessionOptions {
+        sandbox: Some(crate::sandbox::Sandboxing::for_operator(Some(state_dir))),
+        ..Default::default()
+    };
+    let connections = crate::connections::Connections::with_options(registry, lookup, options);
     let explanation =
         crate::tools::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;

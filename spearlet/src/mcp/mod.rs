@@ -24,4 +24,4 @@ pub use elicitation::ElicitationPolicy;
 pub use error::McpError;
 pub use render::{render_result, RenderedResult};
 pub use schema::{check_input_schema, SchemaError};
-pub use stdio::{Sandboxed, StdioChild, StdioCommand};
+pub use stdio::{Confined, Sandboxed, StdioChild, StdioCommand};

@@ -12,7 +12,6 @@
 //! (what is in force) before the MCP handshake, and forwards the server's
 //! declared destinations.
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,21 +25,14 @@ use tracing::{info, warn};
 use super::server_log::{FloodGuard, MAX_LINE};
 use crate::env_refs::Redactor;
 
-/// What to run.
-#[derive(Debug, Clone)]
-pub struct StdioCommand {
-    pub program: String,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<PathBuf>,
-}
+pub use crate::sandbox::StdioCommand;
 
 /// A running stdio server process (the leader of its own process group).
 pub struct StdioChild {
     child: Child,
     pgid: Option<i32>,
     stderr: Option<JoinHandle<()>>,
-    /// The sandbox's forwarders (confined servers with destinations).
+    /// The sandbox's forwarders (confined servers).
     _forwarders: Option<crate::sandbox::Forwarders>,
     /// What confines it: a word and the line saying what holds.
     sandbox: Sandboxed,
@@ -65,8 +57,15 @@ pub struct Confined<'a> {
     pub within: Duration,
 }
 
-/// The base environment every child gets. A confined server's `HOME`
-/// and `TMPDIR` are its private scratch directory.
+/// The environment a server gets: the base every child gets, then its
+/// declared `env`. A confined server's `HOME` and `TMPDIR` are its
+/// private scratch directory.
+fn environment(command: &StdioCommand, confined: bool) -> Vec<(String, String)> {
+    let mut env = base_env(confined);
+    env.extend(command.env.iter().cloned());
+    env
+}
+
 fn base_env(confined: bool) -> Vec<(String, String)> {
     let mut env = Vec::new();
     if confined {
@@ -101,7 +100,8 @@ impl StdioChild {
     ) -> std::io::Result<Spawned> {
         let mut cmd = Command::new(&command.program);
         cmd.args(&command.args);
-        let mut spawned = Self::start(server_id, cmd, command, false, redactor)?;
+        let env = environment(command, false);
+        let mut spawned = Self::start(server_id, cmd, env, command, redactor)?;
         spawned.0.sandbox = Sandboxed {
             label: "unconfined",
             detail: "unconfined: started without a sandbox".into(),
@@ -122,7 +122,14 @@ impl StdioChild {
         use std::os::fd::AsRawFd;
         let failed = |e: &dyn std::fmt::Display| super::McpError::Sandbox(e.to_string());
         let (ours, theirs) = ReportSocket::pair().map_err(|e| failed(&e))?;
-        ours.send_plan(confined.plan).map_err(|e| failed(&e))?;
+        // The server's environment goes with the plan: the launcher's own
+        // is empty, so only the server's process holds its secrets.
+        let orders = spear_sandbox::launch::Orders {
+            plan: confined.plan.clone(),
+            env: environment(command, true),
+        };
+        ours.send_orders(&orders).map_err(|e| failed(&e))?;
+        drop(orders);
         let mut cmd = Command::new(confined.launcher);
         cmd.arg(spear_sandbox::LAUNCHER_ARG);
         let raw = theirs.as_raw_fd();
@@ -131,7 +138,7 @@ impl StdioChild {
         unsafe {
             cmd.pre_exec(move || ReportSocket::install_in_child(raw));
         }
-        let (mut child, stdout, stdin) = Self::start(server_id, cmd, command, true, redactor)
+        let (mut child, stdout, stdin) = Self::start(server_id, cmd, Vec::new(), command, redactor)
             .map_err(|cause| super::McpError::Spawn {
                 program: confined.launcher.display().to_string(),
                 cause,
@@ -157,20 +164,18 @@ impl StdioChild {
             detail: received.report.summary(),
         };
         info!(server_id, "sandbox: {}", child.sandbox.detail);
-        if !confined.plan.forwards.is_empty() {
-            let forwarders = crate::sandbox::Forwarders::start(
-                server_id,
-                &confined.plan.forwards,
-                received.listeners,
-                confined.egress,
-            )
-            .await;
-            match forwarders {
-                Ok(f) => child._forwarders = Some(f),
-                Err(why) => {
-                    child.kill();
-                    return Err(super::McpError::Sandbox(why));
-                }
+        let forwarders = crate::sandbox::Forwarders::start(
+            server_id,
+            &confined.plan.forwards,
+            received.listeners,
+            confined.egress,
+        )
+        .await;
+        match forwarders {
+            Ok(f) => child._forwarders = Some(f),
+            Err(why) => {
+                child.kill();
+                return Err(super::McpError::Sandbox(why));
             }
         }
         Ok((child, stdout, stdin))
@@ -192,13 +197,12 @@ impl StdioChild {
     fn start(
         server_id: &str,
         mut cmd: Command,
+        env: Vec<(String, String)>,
         command: &StdioCommand,
-        confined: bool,
         redactor: Arc<Redactor>,
     ) -> std::io::Result<Spawned> {
         cmd.env_clear()
-            .envs(base_env(confined))
-            .envs(command.env.iter().cloned())
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

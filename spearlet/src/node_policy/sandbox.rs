@@ -1,6 +1,6 @@
 //! `[policy.sandbox]`: how the stdio servers this node starts are
 //! confined (the node's half; a server file's `"sandbox"` is the other,
-//! combined in `crate::sandbox`).
+//! combined in the sandbox module).
 
 use serde::Deserialize;
 use spear_sandbox::Required;

@@ -2,7 +2,8 @@
 //! - its own code: the command's executable as found on `PATH` and as its
 //!   links resolve, and a script's interpreter (`#!`), each with its tree
 //!   (`<prefix>/bin/x` grants `<prefix>`, `node_modules/.bin/x` grants
-//!   `node_modules`, any other file its directory), read and execute;
+//!   `node_modules`, a version manager's `<root>/shims/x` grants `<root>`,
+//!   any other file its directory), read and execute;
 //! - the directories its arguments name that exist (a filesystem server's
 //!   roots, as the operator wrote them), read and write; the directory of
 //!   a file an argument names (a script), read;
@@ -18,7 +19,7 @@ use spear_proto::v1::{Sandbox, ServerSpec};
 use spear_sandbox::Plan;
 
 use super::SandboxSection;
-use crate::mcp::StdioCommand;
+use super::StdioCommand;
 
 /// The node's own files, hidden in every sandbox: its state dir, its
 /// config file, and every file or directory its command line names (TLS
@@ -84,7 +85,9 @@ pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
 fn tree(file: &Path) -> Option<PathBuf> {
     let parent = file.parent()?;
     let up = match parent.file_name().and_then(|n| n.to_str()) {
-        Some("bin" | "sbin" | ".bin") => parent.parent()?,
+        // A version manager's shims (pyenv, rbenv, asdf) run the manager
+        // from the directory above them.
+        Some("bin" | "sbin" | ".bin" | "shims") => parent.parent()?,
         _ => parent,
     };
     (up != Path::new("/")).then(|| up.to_path_buf())
@@ -257,6 +260,10 @@ mod tests {
             Some("/srv/npm/node_modules".into())
         );
         assert_eq!(tree(Path::new("/bin/sh")), None);
+        assert_eq!(
+            tree(Path::new("/home/u/.pyenv/shims/python3")),
+            Some("/home/u/.pyenv".into())
+        );
         assert_eq!(
             tree(Path::new("/srv/app/server.js")),
             Some("/srv/app".into())

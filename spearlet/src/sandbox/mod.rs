@@ -8,6 +8,7 @@
 //! server may read and write; `forward.rs` carries its declared
 //! destinations' connections out of its network namespace.
 
+mod command;
 mod forward;
 mod grants;
 pub mod packages;
@@ -19,8 +20,8 @@ use spear_proto::patterns::glob_match;
 use spear_proto::v1::ServerSpec;
 use spear_sandbox::Plan;
 
-use crate::mcp::StdioCommand;
 use crate::node_policy::{Egress, SandboxSection};
+pub use command::StdioCommand;
 pub use forward::Forwarders;
 pub use grants::own_paths;
 
@@ -74,6 +75,17 @@ impl Sandboxing {
             section,
             egress,
         }
+    }
+
+    /// What the operator's commands (`spearlet mcp`, `spearlet explain`)
+    /// start servers in: the node's default sandbox, hiding the node's
+    /// state dir and the paths this command line names (not the server's
+    /// own, after `--`).
+    pub fn for_operator(state_dir: Option<&std::path::Path>) -> Sandboxing {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().take_while(|a| a != "--").collect();
+        let own = own_paths(state_dir, None, &args);
+        let section = SandboxSection::default();
+        Sandboxing::new(own, Arc::new(move || section.clone()), None)
     }
 
     /// The command to run for `spec` (a package is installed apart from

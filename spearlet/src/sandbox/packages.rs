@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::mcp::StdioCommand;
+use super::StdioCommand;
 
 /// How long one install may take.
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);

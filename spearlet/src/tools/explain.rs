@@ -18,6 +18,8 @@ pub struct ServerExplanation {
     pub server_id: String,
     pub verdict: Verdict,
     pub tools: Vec<(String, Verdict)>,
+    /// What confines it, once the node has started it (stdio servers).
+    pub sandbox: Option<crate::mcp::Sandboxed>,
 }
 
 /// The whole answer.
@@ -107,10 +109,14 @@ pub async fn explain(
                 }
             }
         }
+        let sandbox = connections
+            .and_then(|c| c.status().remove(id))
+            .and_then(|status| status.sandbox);
         servers.push(ServerExplanation {
             server_id: id.to_string(),
             verdict,
             tools,
+            sandbox,
         });
     }
     Explanation {
@@ -137,6 +143,7 @@ impl Explanation {
             "servers": self.servers.iter().map(|s| json!({
                 "server_id": s.server_id,
                 "verdict": verdict_json(&s.verdict),
+                "sandbox": s.sandbox.as_ref().map(|b| json!({"state": b.label, "detail": b.detail})),
                 "tools": s.tools.iter().map(|(t, v)| json!({"tool": t, "verdict": verdict_json(v)})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
@@ -166,6 +173,9 @@ impl Explanation {
                 v.layer.name(),
                 v.rule
             ));
+            if let Some(sandbox) = &server.sandbox {
+                out.push_str(&format!("  sandbox: {}\n", sandbox.detail));
+            }
             for (tool, v) in &server.tools {
                 let word = if v.offered { "offered" } else { "hidden" };
                 out.push_str(&format!(
