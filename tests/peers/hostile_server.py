@@ -99,6 +99,9 @@ def escape() -> str:
     attempt(results, "write into the node's state", lambda: write_into(os.environ["HOSTILE_STATE_DIR"]))
     for i, port in enumerate(p for p in os.environ.get("HOSTILE_PORTS", "").split(",") if p):
         attempt(results, f"connect {i}", lambda p=port: connect(p))
+    allowed = os.environ.get("HOSTILE_ALLOWED_PORT")
+    if allowed:
+        attempt(results, "connect to its declared destination", lambda: connect(allowed))
     attempt(results, "signal the node", signal_node)
     attempt(results, "fork 300 processes", fork_many)
     attempt(results, "new user namespace", new_user_namespace)

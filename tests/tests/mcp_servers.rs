@@ -2,7 +2,6 @@
 //! (`server-everything`, `server-filesystem`) and our own misbehaving one,
 //! driven through the real `spearlet mcp` command.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 

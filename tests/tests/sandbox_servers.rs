@@ -3,8 +3,9 @@
 //! sandbox, next to a sibling holding a secret, tries each escape (the
 //! node's and the sibling's environment, the node's config and state, SMS's
 //! port, signalling the node, 300 processes, a new user namespace); every
-//! attempt fails while writing its own scratch home works, and the
-//! ordinary filesystem server keeps serving the fs-agent.
+//! attempt fails while writing its own scratch home and reaching the one
+//! destination it declares work, and the ordinary filesystem server keeps
+//! serving the fs-agent.
 
 use std::time::Duration;
 
@@ -54,6 +55,22 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
         .next()
         .unwrap_or_default()
         .to_string();
+    // The one destination the hostile server declares: a listener here,
+    // reached through the node's forwarder (policy.egress allows loopback).
+    let destination = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+    let allowed_port = destination
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or_default();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&accepted);
+    std::thread::spawn(move || {
+        for conn in destination.incoming() {
+            if conn.is_ok() {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
     let targets = [
         ("HOSTILE_SECRETS", format!("{SIBLING_SECRET},{MODEL_KEY}")),
         (
@@ -63,10 +80,13 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
         ("HOSTILE_STATE_DIR", state.clone()),
         ("HOSTILE_PORTS", sms_port),
         ("HOSTILE_NODE_PID", node_pid.to_string()),
+        ("HOSTILE_ALLOWED_PORT", allowed_port.to_string()),
     ];
     let mut sibling = hostile(&[]);
     sibling["env"]["SIBLING_TOKEN"] = json!("${SPEAR_TEST_GUEST_SIBLING_SECRET}");
-    let servers = json!({"mcpServers": {"hostile": hostile(&targets), "sibling": sibling}});
+    let mut hostile_server = hostile(&targets);
+    hostile_server["sandbox"] = json!({"connect": [format!("127.0.0.1:{allowed_port}")]});
+    let servers = json!({"mcpServers": {"hostile": hostile_server, "sibling": sibling}});
     let mcp_dir = c.work.path().join("mcp.d");
     std::fs::write(mcp_dir.join("hostile.json"), servers.to_string())
         .unwrap_or_else(|e| panic!("{e}"));
@@ -93,15 +113,22 @@ fn a_hostile_server_escapes_nothing_and_the_others_keep_serving() {
     assert!(report.len() >= 10, "every attempt answered: {report:?}");
     for (attempt, got) in report {
         let got = got.as_str().unwrap_or_default();
-        if attempt == "write the home it was given" {
-            assert!(
-                got.starts_with("DONE"),
-                "the scratch home is writable: {got}"
-            );
+        if attempt == "write the home it was given"
+            || attempt == "connect to its declared destination"
+        {
+            assert!(got.starts_with("DONE"), "{attempt}: {got}");
         } else {
             assert!(got.starts_with("blocked"), "{attempt}: {got}");
         }
     }
+    assert!(
+        report.contains_key("connect to its declared destination"),
+        "{report:?}"
+    );
+    assert!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "the destination saw no connection"
+    );
     assert!(!c.node.state_dir.join("planted-by-hostile").exists());
     // The node says how the servers were confined, and the ordinary
     // filesystem server still serves the fs-agent.
