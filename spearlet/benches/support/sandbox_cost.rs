@@ -77,7 +77,7 @@ async fn launch(rounds: usize) {
 
 async fn start(rounds: usize) {
     let server = spec("everything", &everything(), &["stdio"]);
-    let lookup = |_: &str| Ok(None);
+    let lookup = |_: &str| -> Result<Option<String>, spearlet::node_policy::Refused> { Ok(None) };
     let (mut plain, mut confined) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         for (samples, sandbox) in [(&mut plain, None), (&mut confined, Some(sandboxing()))] {

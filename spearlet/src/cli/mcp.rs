@@ -277,15 +277,14 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             let id = spec.id.clone();
             let connections = connections_for(spec, &target, SessionOptions::default()).await?;
             let catalog = connections.catalog(&id).await;
-            let version = connections
-                .status()
-                .into_iter()
-                .find_map(|(server, s)| (server == id).then_some(s.protocol_version))
-                .flatten();
+            let status = connections.status().remove(&id);
             connections.shutdown().await;
             let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
-            if let Some(version) = version {
+            if let Some(version) = status.as_ref().and_then(|s| s.protocol_version.as_ref()) {
                 eprintln!("{id}: MCP protocol {version}");
+            }
+            if let Some(sandbox) = status.as_ref().and_then(|s| s.sandbox.as_ref()) {
+                eprintln!("{id}: sandbox {}", sandbox.detail);
             }
             for tool in &catalog.tools {
                 let description = tool
