@@ -12,6 +12,22 @@ use super::{parse_file, parse_file_with, Companion, Problem};
 const SCHEMA_1211: &str =
     "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json";
 
+/// `docker run` as a node runs every image of a registry file, before its
+/// variables, arguments and image.
+const HARDENED_RUN: [&str; 11] = [
+    "run",
+    "-i",
+    "--rm",
+    "--cap-drop=ALL",
+    "--security-opt=no-new-privileges",
+    "--read-only",
+    "--tmpfs=/tmp",
+    "--user=65534:65534",
+    "--memory=1024m",
+    "--pids-limit=128",
+    "--network=none",
+];
+
 fn parse(value: &Value) -> Result<ServerSpec, Vec<Problem>> {
     parse_file("server.json", value.to_string().as_bytes()).map(|mut specs| specs.remove(0))
 }
@@ -219,22 +235,10 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
     assert_eq!(
         spec.args,
         [
-            "run",
-            "-i",
-            "--rm",
-            "--cap-drop=ALL",
-            "--security-opt=no-new-privileges",
-            "--read-only",
-            "--tmpfs=/tmp",
-            "--user=65534:65534",
-            "--memory=1024m",
-            "--pids-limit=128",
-            "--network=none",
-            "-e",
-            "API_KEY",
-            "--init",
-            "ghcr.io/example/img:1.4.2"
+            &HARDENED_RUN[..],
+            &["-e", "API_KEY", "--init", "ghcr.io/example/img:1.4.2"]
         ]
+        .concat()
     );
     // The secret is a reference the node resolves; SMS never holds it.
     assert_eq!(
@@ -288,23 +292,10 @@ fn the_older_generations_are_read_too() {
     assert_eq!(
         spec.args,
         [
-            "run",
-            "-i",
-            "--rm",
-            "--cap-drop=ALL",
-            "--security-opt=no-new-privileges",
-            "--read-only",
-            "--tmpfs=/tmp",
-            "--user=65534:65534",
-            "--memory=1024m",
-            "--pids-limit=128",
-            "--network=none",
-            "-e",
-            "TOKEN",
-            "-w",
-            "/data",
-            "example/legacy:2.0.0"
+            &HARDENED_RUN[..],
+            &["-e", "TOKEN", "-w", "/data", "example/legacy:2.0.0"]
         ]
+        .concat()
     );
     assert_eq!(
         spec.registry.unwrap().package,

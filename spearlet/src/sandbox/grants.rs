@@ -251,22 +251,21 @@ mod tests {
 
     #[test]
     fn a_program_grants_its_tree_never_the_root() {
-        assert_eq!(
-            tree(Path::new("/opt/venv/bin/python")),
-            Some("/opt/venv".into())
-        );
-        assert_eq!(
-            tree(Path::new("/srv/npm/node_modules/.bin/x")),
-            Some("/srv/npm/node_modules".into())
-        );
-        assert_eq!(tree(Path::new("/bin/sh")), None);
-        assert_eq!(
-            tree(Path::new("/home/u/.pyenv/shims/python3")),
-            Some("/home/u/.pyenv".into())
-        );
-        assert_eq!(
-            tree(Path::new("/srv/app/server.js")),
-            Some("/srv/app".into())
-        );
+        for (program, granted) in [
+            ("/opt/venv/bin/python", Some("/opt/venv")),
+            (
+                "/srv/npm/node_modules/.bin/x",
+                Some("/srv/npm/node_modules"),
+            ),
+            ("/home/u/.pyenv/shims/python3", Some("/home/u/.pyenv")),
+            ("/srv/app/server.js", Some("/srv/app")),
+            ("/bin/sh", None),
+        ] {
+            assert_eq!(
+                tree(Path::new(program)),
+                granted.map(PathBuf::from),
+                "{program}"
+            );
+        }
     }
 }
