@@ -436,3 +436,34 @@ fn server_stderr_is_bounded_and_secrets_are_redacted() {
     assert!(logged > 0 && logged <= 200, "{logged} stderr lines logged");
     assert!(out.stderr.contains("token=<redacted>"));
 }
+
+/// server-memory as people write it (`npx -y` of an exact version, no
+/// `MEMORY_FILE_PATH`): installed apart into this server's own copy, run
+/// confined, and its memory, kept beside its code, lasts to the next start.
+#[test]
+fn server_memory_keeps_its_graph_confined() {
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().display().to_string();
+    let env = [("SPEAR_PACKAGE_CACHE", cache_dir.as_str())];
+    let npx = [
+        "--",
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-memory@2026.8.31",
+    ];
+    let entities = r#"{"entities": [{"name": "spear", "entityType": "project", "observations": ["sandboxed"]}]}"#;
+    let mut create = vec!["call", "--tool", "create_entities", "--args", entities];
+    create.extend(npx);
+    let out = spearlet_mcp(&create, &env);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("sandbox: confined"), "{}", out.stderr);
+    let mut read = vec!["call", "--tool", "read_graph"];
+    read.extend(npx);
+    let out = spearlet_mcp(&read, &env);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("\"observations\":[\"sandboxed\"]"),
+        "{}",
+        out.stdout
+    );
+}

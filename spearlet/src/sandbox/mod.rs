@@ -101,8 +101,14 @@ impl Sandboxing {
         }
         match packages::fetched(&spec.id, command.clone()).await {
             Ok(fetched) => {
-                let decision = self.decide(spec, &fetched);
-                (fetched, decision)
+                let mut decision = self.decide(spec, &fetched.command);
+                // The server's own copy of its package is its to write.
+                if let (Decision::Confine { plan, .. }, Some(dir)) =
+                    (&mut decision, fetched.package_dir)
+                {
+                    plan.write.push(dir);
+                }
+                (fetched.command, decision)
             }
             Err(why) => (command, Decision::Refused(why)),
         }

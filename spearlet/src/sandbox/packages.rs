@@ -4,6 +4,11 @@
 //! owns, then started from there in its sandbox, which then needs no
 //! network and no npm cache of its own. The install itself runs as the
 //! node (npm reaches its registry); nothing of the package runs during it.
+//!
+//! Each server has its own copy (`<cache>/<server id>/<package>`), which it
+//! may write: some servers keep their data beside their code
+//! (`server-memory` writes `memory.jsonl` in its package), as they do in
+//! npx's cache unconfined; no other server sees that copy.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,13 +75,24 @@ fn is_exact_npm(spec: &str) -> bool {
     name_ok && version_ok
 }
 
-/// The command to run for `command`: unchanged, or the installed
-/// package's executable.
-pub async fn fetched(server: &str, command: StdioCommand) -> Result<StdioCommand, String> {
+/// A command to run, and the package copy it may write (when it is one).
+pub struct Fetched {
+    pub command: StdioCommand,
+    pub package_dir: Option<PathBuf>,
+}
+
+/// The command to run for `command`: unchanged, or the server's copy of
+/// the installed package's executable.
+pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, String> {
     let Some((package, rest)) = npx_package(&command) else {
-        return Ok(command);
+        return Ok(Fetched {
+            command,
+            package_dir: None,
+        });
     };
-    let dir = cache_dir().join(package.replace(['/', '@'], "_"));
+    let dir = cache_dir()
+        .join(server)
+        .join(package.replace(['/', '@'], "_"));
     let (name, _) = package.rsplit_once('@').unwrap_or((&package, ""));
     let manifest = dir.join("node_modules").join(name).join("package.json");
     if !manifest.is_file() {
@@ -104,18 +120,45 @@ pub async fn fetched(server: &str, command: StdioCommand) -> Result<StdioCommand
             ))
         }
     };
-    Ok(StdioCommand {
-        program: dir
-            .join("node_modules/.bin")
-            .join(bin)
-            .display()
-            .to_string(),
-        args: rest,
-        ..command
+    Ok(Fetched {
+        command: StdioCommand {
+            program: dir
+                .join("node_modules/.bin")
+                .join(bin)
+                .display()
+                .to_string(),
+            args: rest,
+            ..command
+        },
+        package_dir: Some(dir),
     })
 }
 
+/// Installs into a directory of its own, then renames it into place: an
+/// install cut short (a node killed, a full disk) is never taken for a
+/// package, and two starts installing the same package at once do not
+/// write into one directory.
 async fn install(server: &str, package: &str, dir: &Path) -> Result<(), String> {
+    let staging = dir.with_extension(format!(
+        "partial-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let done = install_into(server, package, &staging)
+        .await
+        .and_then(|()| {
+            match std::fs::rename(&staging, dir) {
+                Ok(()) => Ok(()),
+                // Another install of the same package finished first.
+                Err(_) if dir.join("node_modules").is_dir() => Ok(()),
+                Err(e) => Err(format!("cannot move {package} into the package cache: {e}")),
+            }
+        });
+    let _ = std::fs::remove_dir_all(&staging);
+    done
+}
+
+async fn install_into(server: &str, package: &str, dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot make the package cache {}: {e}", dir.display()))?;
     tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's package (install scripts off)");
