@@ -84,9 +84,12 @@ fn build(input: &Input) -> Value {
     }
     package.insert(key(s, "packageArguments", "package_arguments").into(), json!(arguments));
     package.insert(key(s, "environmentVariables", "environment_variables").into(), json!(env));
+    // Each generation under the schema that describes it, so files get
+    // past the schema check and reach what builds argv.
+    let schema = if s { "2025-07-09" } else { "2025-12-11" };
     let mut root = json!({
-        "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
-        "name": "io.github.fuzz/server", "version": "1.0.0",
+        "$schema": format!("https://static.modelcontextprotocol.io/schemas/{schema}/server.schema.json"),
+        "name": "io.github.fuzz/server", "version": "1.0.0", "description": "Fuzzed.",
         "packages": [package],
     });
     if let Some((url, headers)) = &input.remote {

@@ -65,7 +65,7 @@ fn a_server_json_runs_on_a_node_with_argv_as_written_and_its_secret_redacted() {
     write(
         &mcp_dir.join("everything.json"),
         &json!({"$schema": SCHEMA, "name": "io.github.modelcontextprotocol/everything",
-                "version": "2026.8.31",
+                "version": "2026.8.31", "description": "Every feature of MCP, from the registry.",
                 "packages": [{"registryType": "npm", "identifier": "@modelcontextprotocol/server-everything",
                               "version": "2026.8.31", "transport": {"type": "stdio"},
                               "packageArguments": [{"type": "positional", "value": "stdio"}],

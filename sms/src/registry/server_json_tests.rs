@@ -93,7 +93,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
     ),
     (
         "Eagor1968__WeatherMcpServer.json",
-        Err("<your ...> placeholder"),
+        Err("is not a published server.json schema this SMS keeps"),
     ),
     ("Toastyice__JellyfinMCP.json", Err("it is a NuGet package")),
     (
@@ -111,7 +111,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
     ),
     (
         "iunera__druid-mcp-server.json",
-        Ok("oci iunera/druid-mcp-server:1.2.0"),
+        Err("does not follow the 2025-09-16 server.json schema"),
     ),
     ("klarlabs-studio__coverctl.json", Err("MCP bundle (mcpb)")),
     ("microsoft__mcp.json", Err("<<...>> placeholder")),
@@ -129,7 +129,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
     ),
     (
         "palewire__datawrapper-mcp.json",
-        Ok("pypi datawrapper-mcp==0.1.0"),
+        Err("does not follow the 2025-12-11 server.json schema"),
     ),
     ("prisma__mcp.json", Err("header Authorization is required")),
     ("redis__mcp-redis.json", Ok("pypi redis-mcp-server==0.3.6")),
@@ -199,7 +199,7 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
     assert_eq!(spec.args, ["-y", "@example/weather-mcp@2.1.0"]);
     assert_eq!(spec.description, "Weather.");
 
-    let pypi = json!({"$schema": SCHEMA_1211, "name": "io.github.example/py", "version": "1",
+    let pypi = json!({"$schema": SCHEMA_1211, "name": "io.github.example/py", "version": "1", "description": "Py.",
         "packages": [{"registryType": "pypi", "identifier": "py-mcp", "version": "0.3.0",
             "runtimeArguments": [{"type": "named", "name": "--quiet", "value": "true"}],
             "packageArguments": [
@@ -223,7 +223,7 @@ fn npm_pypi_and_oci_packages_become_argv_without_a_shell() {
         ]
     );
 
-    let oci = json!({"$schema": SCHEMA_1211, "name": "io.github.example/img", "version": "1",
+    let oci = json!({"$schema": SCHEMA_1211, "name": "io.github.example/img", "version": "1", "description": "Img.",
         "packages": [{"registryType": "oci", "identifier": "ghcr.io/example/img", "version": "1.4.2",
             "runtimeArguments": [{"type": "named", "name": "--init", "value": "true"}],
             "environmentVariables": [{"name": "API_KEY", "isSecret": true, "isRequired": true}],
@@ -283,8 +283,9 @@ fn versions_must_be_exact() {
 fn the_older_generations_are_read_too() {
     // 2025-07-09: snake_case, no transport, `docker` as a type.
     let snake = json!({"$schema": "https://static.modelcontextprotocol.io/schemas/2025-07-09/server.schema.json",
-        "name": "io.github.example/legacy", "version": "1.0.0",
+        "name": "io.github.example/legacy", "version": "1.0.0", "description": "Legacy.",
         "packages": [{"registry_type": "docker", "identifier": "example/legacy", "version": "2.0.0",
+            "transport": {"type": "stdio"},
             "runtime_arguments": [{"type": "named", "name": "-w", "value": "/data"}],
             "environment_variables": [{"name": "TOKEN", "is_secret": true}]}]});
     let spec = parse(&snake).unwrap();
@@ -306,19 +307,21 @@ fn the_older_generations_are_read_too() {
     let draft = json!({"$schema": "https://modelcontextprotocol.io/schemas/draft/2025-07-09/server.json",
         "name": "io.github.example/draft", "version_detail": {"version": "0.9.0"},
         "packages": [{"registry_name": "npm", "name": "draft-mcp", "version": "0.9.0"}]});
-    let spec = parse(&draft).unwrap();
-    assert_eq!(spec.args, ["-y", "draft-mcp@0.9.0"]);
-    assert_eq!(spec.registry.unwrap().version, "0.9.0");
+    // No schema was ever published for it: nothing to hold it to.
+    assert!(refused(&draft).contains("is not a published server.json schema"));
+    let mut bare = draft.clone();
+    bare.as_object_mut().unwrap().remove("$schema");
+    assert!(refused(&bare).contains("declares no \"$schema\""));
 
     // mcpb without its digest, and a bundle at all: nodes do not unpack them.
-    let mcpb = json!({"$schema": SCHEMA_1211, "name": "io.github.example/bundle", "version": "1",
+    let mcpb = json!({"$schema": SCHEMA_1211, "name": "io.github.example/bundle", "version": "1", "description": "B.",
         "packages": [{"registryType": "mcpb", "identifier": "https://example.com/b.mcpb", "version": "1.0.0"}]});
     assert!(refused(&mcpb).contains("MCP bundle (mcpb)"));
 }
 
 #[test]
 fn remotes_fill_url_variables_and_take_headers_from_the_companion() {
-    let file = json!({"$schema": SCHEMA_1211, "name": "io.github.example/hosted", "version": "1",
+    let file = json!({"$schema": SCHEMA_1211, "name": "io.github.example/hosted", "version": "1", "description": "Hosted.",
     "remotes": [{"type": "streamable-http", "url": "https://{region}.example.com/mcp",
         "variables": {"region": {"default": "eu", "choices": ["eu", "us"]}},
         "headers": [
@@ -382,7 +385,8 @@ fn package(registry: &str, identifier: &str, extra: Value) -> Value {
     if let (Some(package), Value::Object(extra)) = (package.as_object_mut(), extra) {
         package.extend(extra);
     }
-    json!({"$schema": SCHEMA_1211, "name": "io.github.example/x", "version": "1", "packages": [package]})
+    json!({"$schema": SCHEMA_1211, "name": "io.github.example/x", "version": "1", "description": "X.",
+           "packages": [package]})
 }
 
 fn named(name: &str, value: &str) -> Value {
@@ -469,15 +473,37 @@ fn a_package_missing_what_its_schema_requires_is_refused() {
     if let Some(package) = file["packages"][0].as_object_mut() {
         package.remove("transport");
     }
-    let refused = refused(&file);
+    let problems = parse(&file).unwrap_err();
+    assert_eq!(problems[0].path, "$.packages[0]", "{problems:?}");
     assert!(
-        refused.contains("no \"transport\", which the 2025-12-11 schema"),
-        "{refused}"
+        problems[0].message.contains(
+            "does not follow the 2025-12-11 server.json schema the file declares: \"transport\" is a required property"
+        ),
+        "{problems:?}"
     );
-    // An older schema did not require it.
+    // The first published schema required it too.
     file["$schema"] =
         json!("https://static.modelcontextprotocol.io/schemas/2025-07-09/server.schema.json");
-    assert!(parse(&file).is_ok());
+    assert!(refused(&file).contains("2025-07-09 server.json schema"));
+
+    // What the registry would not publish is not run either, though what
+    // runs is fine: a description over 100 characters, a second package
+    // with version "latest". The value is not echoed.
+    let mut long = package("npm", "pkg", json!({}));
+    long["description"] = json!("d".repeat(101));
+    let problems = parse(&long).unwrap_err();
+    assert_eq!(problems[0].path, "$.description", "{problems:?}");
+    assert!(!problems[0].message.contains("ddd"), "{problems:?}");
+    let mut second = package("npm", "pkg", json!({}));
+    second["packages"].as_array_mut().unwrap().push(
+        json!({"registryType": "oci", "identifier": "example/img", "version": "latest",
+                     "transport": {"type": "stdio"}}),
+    );
+    let problems = parse(&second).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.path == "$.packages[1].version"),
+        "{problems:?}"
+    );
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! The official MCP Registry's `server.json`, the fourth server-file
-//! shape (docs/server-files.md): recognised by its `$schema` (the draft of
-//! 2025-07 to the schema of 2025-12-11) or, for the pre-release draft, by
-//! `version_detail`; both the snake_case and camelCase generations, mixed
-//! as real files mix them.
+//! shape (docs/server-files.md): recognised by its `$schema` (a URL of the
+//! official registry) or, for the pre-release draft, by `version_detail`,
+//! and held to the published JSON Schema it declares (`schema.rs`); both
+//! the snake_case and camelCase generations are read.
 //!
-//! Entry point: [`parse_registry`]. It picks what a node can run (the
+//! Entry point: [`parse_registry`]. It checks the file against its schema
+//! (a file that does not follow it, or declares none SMS keeps, is
+//! refused), then picks what a node can run (the
 //! first package of a kind nodes run: npm with `npx`, PyPI with `uvx`, an
 //! OCI image with `docker run`; else the first remote), turns it into a
 //! native entry (arguments as argv, never a shell; variables as `${NAME}`
@@ -19,6 +21,7 @@
 mod argv;
 mod packages;
 mod remotes;
+mod schema;
 mod values;
 
 use serde_json::{json, Map, Value};
@@ -93,24 +96,6 @@ pub fn id_from_name(name: &str) -> String {
     id
 }
 
-/// The date of the registry schema a file declares (`…/schemas/2025-12-11/…`).
-fn schema_date(root: &Map<String, Value>) -> Option<&str> {
-    let schema = root.get("$schema").and_then(Value::as_str)?;
-    schema.split('/').find(|part| {
-        part.len() == 10
-            && part.bytes().enumerate().all(|(i, b)| {
-                if i == 4 || i == 7 {
-                    b == b'-'
-                } else {
-                    b.is_ascii_digit()
-                }
-            })
-    })
-}
-
-/// The first schema whose packages must name their `transport`.
-const TRANSPORT_REQUIRED_FROM: &str = "2025-09-29";
-
 /// A list of objects at `root[key]`.
 fn objects<'a>(root: &'a Map<String, Value>, key: &str) -> Vec<&'a Map<String, Value>> {
     root.get(key)
@@ -147,7 +132,6 @@ fn choose(
             .map(|i| i as usize)
     };
     let (chosen_package, chosen_remote) = (pick("package"), pick("remote"));
-    let strict = schema_date(root).is_some_and(|d| d >= TRANSPORT_REQUIRED_FROM);
     let sources: [(&str, Entry, Option<usize>, bool); 2] = [
         (
             "packages",
@@ -175,15 +159,7 @@ fn choose(
                 continue;
             }
             let mut attempt = Problems::new("");
-            let lacks_transport = strict
-                && kind == "packages"
-                && values::field(source, "transport", "transport").is_none();
             match entry(&mut attempt, &format!("$.{kind}[{i}]"), source, companion) {
-                // What runs must also follow the schema the file declares.
-                Ok(_) if lacks_transport => {
-                    let date = schema_date(root).unwrap_or_default();
-                    refusal.reasons.push(format!("{kind}[{i}]: it has no \"transport\", which the {date} schema it declares requires"));
-                }
                 Ok(found) if attempt.is_empty() => return Ok(found),
                 Ok(_) => refusal.problems.extend(attempt.list),
                 Err(why) => refusal.reasons.push(format!("{kind}[{i}]: {why}")),
@@ -224,6 +200,10 @@ pub fn parse_registry(
     if let Some(settings) = companion.settings {
         super::values::unknown_keys(problems, "$companion", settings, &companion_keys());
     }
+    if let Err(why) = schema::declared(root) {
+        problems.push("$.$schema", why);
+        return None;
+    }
     let Some(name) = text(root, "name", "name") else {
         problems.push(
             "$.name",
@@ -248,6 +228,11 @@ pub fn parse_registry(
             return None;
         }
     };
+    // Checked after choosing, so a package refused for what it would run
+    // gets that sentence, which says more than the schema's would.
+    if !schema::check(problems, root) {
+        return None;
+    }
     let id = companion
         .get("id")
         .and_then(Value::as_str)
