@@ -467,3 +467,45 @@ fn server_memory_keeps_its_graph_confined() {
         out.stdout
     );
 }
+
+/// A PyPI server as a registry file makes it (`uvx NAME==VERSION`): the
+/// node installs it apart (wheels only, into this server's own
+/// environment), runs it confined without uvx or any network, and a second
+/// start uses the copy: with the package index made unreachable it still
+/// starts.
+#[test]
+fn a_pypi_server_is_installed_apart_and_runs_confined() {
+    let cache = tempfile::tempdir().unwrap();
+    let cache_dir = cache.path().display().to_string();
+    let call = [
+        "call",
+        "--tool",
+        "get_current_time",
+        "--args",
+        r#"{"timezone": "Europe/Paris"}"#,
+        "--",
+        "uvx",
+        "mcp-server-time==2026.10.19",
+    ];
+    let out = spearlet_mcp(&call, &[("SPEAR_PACKAGE_CACHE", cache_dir.as_str())]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("sandbox: confined"), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("\"timezone\":\"Europe/Paris\""),
+        "{}",
+        out.stdout
+    );
+    let copy = cache.path().join("adhoc/mcp-server-time__2026.10.19");
+    assert!(
+        copy.join("pyvenv.cfg").is_file(),
+        "no environment at {copy:?}"
+    );
+
+    let offline = [
+        ("SPEAR_PACKAGE_CACHE", cache_dir.as_str()),
+        ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
+    ];
+    let out = spearlet_mcp(&call, &offline);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("\"day_of_week\""), "{}", out.stdout);
+}

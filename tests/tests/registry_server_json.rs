@@ -76,6 +76,19 @@ fn a_server_json_runs_on_a_node_with_argv_as_written_and_its_secret_redacted() {
         &mcp_dir.join("everything.spear.json"),
         &json!({"id": "everything", "pin": "first-seen"}),
     );
+    // A PyPI package, as uvx would run it: the node installs it apart and
+    // runs it confined, with no uvx on the machine.
+    write(
+        &mcp_dir.join("time.json"),
+        &json!({"$schema": SCHEMA, "name": "io.github.modelcontextprotocol/time",
+                "version": "2026.10.19", "description": "Time and time zones, from the registry.",
+                "packages": [{"registryType": "pypi", "identifier": "mcp-server-time",
+                              "version": "2026.10.19", "transport": {"type": "stdio"}}]}),
+    );
+    write(
+        &mcp_dir.join("time.spear.json"),
+        &json!({"id": "time", "pin": "first-seen"}),
+    );
     write(
         &mcp_dir.join("floating.json"),
         &json!({"$schema": SCHEMA, "name": "io.github.example/floating", "version": "1.0.0",
@@ -88,7 +101,7 @@ fn a_server_json_runs_on_a_node_with_argv_as_written_and_its_secret_redacted() {
         || {
             let persisted = c.node.persisted_servers();
             let has = |id: &str| persisted.iter().any(|s| s == id);
-            (has("server-filesystem") && has("everything"))
+            (has("server-filesystem") && has("everything") && has("time"))
                 .then_some(())
                 .ok_or(format!("{persisted:?}"))
         },
@@ -108,6 +121,28 @@ fn a_server_json_runs_on_a_node_with_argv_as_written_and_its_secret_redacted() {
         servers.contains("npm @modelcontextprotocol/server-filesystem@2026.8.31"),
         "{servers}"
     );
+
+    // The PyPI server as the node holds it (its persisted registry): run
+    // from its own installed environment, confined.
+    let out = std::process::Command::new(bin("spearlet"))
+        .args([
+            "mcp",
+            "call",
+            "--server",
+            "time",
+            "--tool",
+            "get_current_time",
+        ])
+        .args(["--args", r#"{"timezone": "Asia/Tokyo"}"#, "--state-dir"])
+        .arg(&c.node.state_dir)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap_or_else(|e| panic!("spearlet mcp call: {e}"));
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("\"timezone\":\"Asia/Tokyo\""), "{said}");
+    assert!(said.contains("sandbox: confined"), "{said}");
 
     // The positional argument is the directory, exactly: the server lists
     // it as allowed, and no shell made a file.

@@ -1,0 +1,148 @@
+//! Packages are fetched apart from running them: a server whose command
+//! is `npx -y PACKAGE@VERSION …` or `uvx PACKAGE==VERSION …` (what a
+//! registry server.json becomes) is installed once into a cache the node
+//! owns, with nothing of the package run during the install (npm's install
+//! scripts off; for PyPI wheels only, so no build script runs), then
+//! started from there in its sandbox, which then needs no network and no
+//! package cache of its own. The install runs as the node, which reaches
+//! the package registry; the server never does.
+//!
+//! Entry point: [`fetched`]. Each server has its own copy
+//! (`<cache>/<server id>/<package>`), which it may write: some servers keep
+//! their data beside their code (`server-memory` writes `memory.jsonl` in
+//! its package), as they do in npx's cache unconfined; no other server sees
+//! that copy. `npm.rs` and `pypi.rs` know their registry's specs, installs
+//! and executables.
+
+mod npm;
+mod pypi;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::StdioCommand;
+
+/// How long one install may take.
+const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Where packages are installed: `SPEAR_PACKAGE_CACHE`, else
+/// `$HOME/.cache/spear/packages`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SPEAR_PACKAGE_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/var/cache".into());
+    Path::new(&home).join(".cache/spear/packages")
+}
+
+/// A command to run, and the package copy it may write (when it is one).
+pub struct Fetched {
+    pub command: StdioCommand,
+    pub package_dir: Option<PathBuf>,
+}
+
+/// The command to run for `command`: unchanged, or the server's copy of
+/// the installed package's executable.
+pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, String> {
+    if let Some((package, rest)) = npm::npx_package(&command) {
+        let dir = package_dir(server, &package);
+        let (program, args) = npm::fetch(server, &package, &dir, rest).await?;
+        return Ok(Fetched {
+            command: StdioCommand {
+                program,
+                args,
+                ..command
+            },
+            package_dir: Some(dir),
+        });
+    }
+    if let Some((package, rest)) = pypi::uvx_package(&command) {
+        let dir = package_dir(server, &package);
+        let (program, args) = pypi::fetch(server, &package, &dir, rest).await?;
+        return Ok(Fetched {
+            command: StdioCommand {
+                program,
+                args,
+                ..command
+            },
+            package_dir: Some(dir),
+        });
+    }
+    Ok(Fetched {
+        command,
+        package_dir: None,
+    })
+}
+
+/// This server's copy of `package`.
+fn package_dir(server: &str, package: &str) -> PathBuf {
+    cache_dir()
+        .join(server)
+        .join(package.replace(['/', '@', '='], "_"))
+}
+
+/// Installs with `install_into` into a directory of its own, then renames
+/// it into place: an install cut short (a node killed, a full disk) is
+/// never taken for a package, and two starts installing the same package
+/// at once do not write into one directory. `done` says whether `dir`
+/// already holds an installed package.
+async fn install<F, Fut>(
+    package: &str,
+    dir: &Path,
+    done: fn(&Path) -> bool,
+    install_into: F,
+) -> Result<(), String>
+where
+    F: FnOnce(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let staging = dir.with_extension(format!(
+        "partial-{}-{}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let installed = match std::fs::create_dir_all(&staging) {
+        Ok(()) => install_into(staging.clone()).await,
+        Err(e) => Err(format!(
+            "cannot make the package cache {}: {e}",
+            staging.display()
+        )),
+    };
+    let moved = installed.and_then(|()| match std::fs::rename(&staging, dir) {
+        Ok(()) => Ok(()),
+        // Another install of the same package finished first.
+        Err(_) if done(dir) => Ok(()),
+        Err(e) => Err(format!("cannot move {package} into the package cache: {e}")),
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    moved
+}
+
+/// Runs one installer step; its failure is one sentence with the first
+/// line the installer printed.
+async fn run(
+    what: &str,
+    package: &str,
+    command: &mut tokio::process::Command,
+) -> Result<(), String> {
+    let run = command
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(INSTALL_TIMEOUT, run)
+        .await
+        .map_err(|_| format!("installing {package} took longer than {INSTALL_TIMEOUT:?}"))?
+        .map_err(|e| format!("cannot run {what} to install {package}: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&output.stderr);
+    let first = err
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message");
+    Err(format!(
+        "{what} could not install {package}: {}",
+        spear_common::text::prefix(first, 300)
+    ))
+}

@@ -1,0 +1,157 @@
+//! npm packages: `npx -y NAME@VERSION …`, installed with `npm install
+//! --ignore-scripts` and run from the copy's `node_modules/.bin`.
+
+use std::path::{Path, PathBuf};
+
+use super::super::StdioCommand;
+
+/// `npx -y PACKAGE@VERSION rest…`: the package and the rest.
+pub fn npx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
+    let name = Path::new(&command.program).file_name()?.to_str()?;
+    if name != "npx" {
+        return None;
+    }
+    let mut args = command.args.iter();
+    let mut yes = false;
+    for arg in args.by_ref() {
+        match arg.as_str() {
+            "-y" | "--yes" => yes = true,
+            package if !package.starts_with('-') => {
+                return (yes && is_exact_npm(package))
+                    .then(|| (package.to_string(), args.cloned().collect()));
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// `name@version` with an npm package name (`pkg`, `@scope/pkg`) and an
+/// exact version: never a URL, path, git or alias spec npm would also
+/// fetch.
+fn is_exact_npm(spec: &str) -> bool {
+    let Some((name, version)) = spec.rsplit_once('@') else {
+        return false;
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && !p.starts_with('.')
+            && p.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-._~".contains(&b))
+    };
+    let name_ok = match name.strip_prefix('@') {
+        Some(scoped) => scoped
+            .split_once('/')
+            .is_some_and(|(s, n)| part(s) && part(n)),
+        None => part(name),
+    };
+    let version_ok = version.starts_with(|c: char| c.is_ascii_digit())
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-+".contains(&b));
+    name_ok && version_ok
+}
+
+fn manifest(dir: &Path, name: &str) -> PathBuf {
+    dir.join("node_modules").join(name).join("package.json")
+}
+
+fn installed(dir: &Path) -> bool {
+    dir.join("node_modules").is_dir()
+}
+
+/// Installs `package` into `dir` unless it is there; the program and
+/// arguments that run it.
+pub async fn fetch(
+    server: &str,
+    package: &str,
+    dir: &Path,
+    rest: Vec<String>,
+) -> Result<(String, Vec<String>), String> {
+    let (name, _) = package.rsplit_once('@').unwrap_or((package, ""));
+    if !manifest(dir, name).is_file() {
+        tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's npm package (install scripts off)");
+        super::install(package, dir, installed, |staging| async move {
+            let mut npm = tokio::process::Command::new("npm");
+            npm.args([
+                "install",
+                "--no-save",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+            ])
+            .arg(&staging)
+            .arg(package);
+            super::run("npm", package, &mut npm).await
+        })
+        .await?;
+    }
+    let bin = executable(package, name, &manifest(dir, name))?;
+    let program = dir.join("node_modules/.bin").join(bin);
+    Ok((program.display().to_string(), rest))
+}
+
+/// The executable of the package, as npx picks it: its only one, or the
+/// one named after it.
+fn executable(package: &str, name: &str, manifest: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| {
+        format!("{package} was installed, but its package.json cannot be read: {e}")
+    })?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{package}'s package.json is not JSON: {e}"))?;
+    let short = name.rsplit('/').next().unwrap_or(name);
+    match &json["bin"] {
+        serde_json::Value::String(_) => Ok(short.to_string()),
+        serde_json::Value::Object(bins) if bins.len() == 1 => {
+            Ok(bins.keys().next().cloned().unwrap_or_default())
+        }
+        serde_json::Value::Object(bins) => bins
+            .keys()
+            .find(|k| *k == short)
+            .cloned()
+            .ok_or_else(|| format!("{package} has several executables and none named {short}")),
+        _ => Err(format!(
+            "{package} has no executable (no \"bin\" in its package.json)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn npx(args: &[&str]) -> StdioCommand {
+        StdioCommand {
+            program: "npx".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: vec![],
+            cwd: None,
+        }
+    }
+
+    #[test]
+    fn only_an_exact_package_run_with_yes_is_fetched_apart() {
+        let (package, rest) = npx_package(&npx(&["-y", "@scope/pkg@1.2.3", "stdio"])).unwrap();
+        assert_eq!(package, "@scope/pkg@1.2.3");
+        assert_eq!(rest, ["stdio"]);
+        assert!(npx_package(&npx(&["@scope/pkg@1.2.3"])).is_none());
+        assert!(npx_package(&npx(&["-y", "pkg"])).is_none());
+        assert!(npx_package(&npx(&["-y", "--node-options=x", "pkg@1"])).is_none());
+        for not_a_registry_package in [
+            "http://evil.example/x.tgz@1.0.0",
+            "github:user/repo@1.0.0",
+            "file:../x@1.0.0",
+            "alias@npm:evil@1.0.0",
+            "pkg@latest",
+            "pkg@^1.0.0",
+            "../pkg@1.0.0",
+        ] {
+            assert!(
+                npx_package(&npx(&["-y", not_a_registry_package])).is_none(),
+                "{not_a_registry_package}"
+            );
+        }
+    }
+}
