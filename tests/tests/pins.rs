@@ -89,7 +89,16 @@ fn explain(c: &Cluster, tool: &str) -> Value {
 
 #[test]
 fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approved() {
-    let (c, _dir) = setup("description");
+    // node-b must not list again on its own in this test (it shows a node
+    // still on the old version): a re-list bound longer than the test.
+    let (c, _dir) = trust_cluster(
+        "pins",
+        TrustSetup {
+            drift: "description",
+            server: json!({"timeouts_ms": {"relist": 3_600_000}}),
+            ..TrustSetup::default()
+        },
+    );
     let b = second_node(&c);
     // First use on node-a pins the tools as they are; node-b agrees.
     assert!(run_on(&c, "node-a").contains("answer: echo: hi"));
@@ -235,6 +244,79 @@ fn a_tool_changed_after_first_use_is_held_on_the_node_that_sees_it_until_approve
         "{out}"
     );
     drop(b);
+}
+
+/// `"pin": "approve"`: a node that listed the server before any approval
+/// holds every tool; once an operator approves, that same node (its
+/// server process still running, nothing announced) offers them within
+/// 2 s.
+#[test]
+fn an_approval_reaches_a_node_that_listed_before_it() {
+    let (c, _dir) = trust_cluster(
+        "pins",
+        TrustSetup {
+            server: json!({"pin": "approve"}),
+            ..TrustSetup::default()
+        },
+    );
+    let held = run_on(&c, "node-a");
+    assert!(held.contains("no operator has approved"), "{held}");
+    let revision = |c: &Cluster| {
+        let registry = c.node.registry().unwrap_or_default();
+        let servers = registry["servers"].as_array().cloned().unwrap_or_default();
+        servers
+            .iter()
+            .find(|s| s["spec"]["id"] == "drifting")
+            .and_then(|s| s["mod_revision"].as_u64())
+    };
+    let before = revision(&c);
+    let (code, out, err) = c.sms.client(&["pins", "approve", "drifting"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The approval reaches the node within 2 s (its registry record
+    // moves); the next run, with nothing else changed, offers the tools.
+    eventually("the approval on the node", Duration::from_secs(2), || {
+        let now = revision(&c);
+        (now > before).then_some(()).ok_or(format!("{now:?}"))
+    });
+    let offered = run_on(&c, "node-a");
+    assert!(offered.contains("answer: echo: hi"), "{offered}");
+    let status = c.node.status().unwrap();
+    assert_eq!(
+        status["mcp_servers"]["drifting"]["held"],
+        json!([]),
+        "{status}"
+    );
+}
+
+/// A server that changes without saying so (no `tools/list_changed`) is
+/// caught at the next re-list: here within its file's 1 s bound.
+#[test]
+fn a_change_never_announced_is_held_within_the_relist_bound() {
+    let (c, _dir) = trust_cluster(
+        "pins",
+        TrustSetup {
+            drift: "description+silent",
+            server: json!({"timeouts_ms": {"relist": 1000}}),
+            ..TrustSetup::default()
+        },
+    );
+    for _ in 0..3 {
+        assert!(run_on(&c, "node-a").contains("answer: echo: hi"));
+    }
+    // The third call changed the server, silently. Within the bound the
+    // node lists again and holds the changed tool.
+    eventually(
+        "the silently changed tool held",
+        Duration::from_secs(30),
+        || {
+            let out = run_on(&c, "node-a");
+            out.contains("tool 'echo' of server 'drifting' changed since it was pinned")
+                .then_some(())
+                .ok_or(out)
+        },
+    );
+    let row = pins_list(&c);
+    assert_eq!(row["drifted"], json!(["echo"]), "{row}");
 }
 
 #[test]

@@ -61,7 +61,7 @@ pub const SHARED_KEYS: &[&str] = &[
     "approval",
     "sandbox",
 ];
-const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max"];
+const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max", "relist"];
 const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
 
@@ -235,6 +235,7 @@ fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> 
         list_tools_ms: get("list_tools"),
         call_ms: get("call"),
         call_max_ms: get("call_max"),
+        relist_ms: get("relist"),
     })
 }
 

@@ -195,6 +195,7 @@ impl Target {
                 // The server's own bound if it has one, else derived
                 // from the new timeout.
                 call_max_ms: spec.timeouts.map_or(0, |t| t.call_max_ms),
+                relist_ms: spec.timeouts.map_or(0, |t| t.relist_ms),
             });
         }
         if let Some(bytes) = max_output_bytes {

@@ -2,7 +2,8 @@
 //! the name and description the model sees), the ones held back because
 //! they are not as pinned, and the ones quarantined for an unusable
 //! schema. Listed on first use and again after `tools/list_changed`, the
-//! server's list TTL, a reconnect or a pin change ([`Slot::catalog`]).
+//! server's list TTL or the re-list bound (`timeouts_ms.relist`, 60 s),
+//! a reconnect or a pin change ([`Slot::catalog`]).
 
 use std::sync::Arc;
 
@@ -105,9 +106,12 @@ impl Slot {
                 return Err(self.clean(error));
             }
         };
-        let stale_at = listed
+        // Listed again after the server's own TTL or the re-list bound,
+        // whichever is first: a change never announced is still seen.
+        let fresh_for = listed
             .fresh_for
-            .map(|ttl| tokio::time::Instant::now() + ttl);
+            .map_or(self.timeouts.relist, |ttl| ttl.min(self.timeouts.relist));
+        let stale_at = Some(tokio::time::Instant::now() + fresh_for);
         let seen: Vec<SeenTool> = listed.tools.iter().map(pins::seen).collect();
         let pins = self
             .pinning

@@ -112,11 +112,13 @@ impl Pinning {
     }
 
     /// Whether `server`'s pins in the registry are no longer `pins` (an
-    /// approval since), compared in place: this runs on every call.
+    /// approval since), compared in place: this runs on every call. No
+    /// pins then and some now is a change too: an `approve` server listed
+    /// before its first approval (everything held) must see it.
     pub fn moved(&self, server: &str, pins: Option<&ToolPins>) -> bool {
         let view = self.registry.current();
         let now = view.servers.get(server).and_then(|r| r.pins.as_ref());
-        pins.is_some() && pins != now
+        pins != now
     }
 
     /// Tells SMS what `spec`'s server lists (definitions only where they

@@ -115,6 +115,9 @@ pub struct ToolList {
     pub fresh_for: Option<Duration>,
 }
 
+/// The re-list bound when a server's file gives none.
+pub const DEFAULT_RELIST_MS: u64 = 60_000;
+
 /// Timeouts of one server, with the node's defaults filled in.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -124,6 +127,10 @@ pub struct Timeouts {
     pub call: Duration,
     /// How long a call may run in all, progress or not.
     pub call_max: Duration,
+    /// How long a tool list is offered before listing again, whether or
+    /// not the server said it changed: a server that changes silently
+    /// (or whose announcement is lost) is caught within this bound.
+    pub relist: Duration,
 }
 
 impl Timeouts {
@@ -145,6 +152,7 @@ impl Timeouts {
             list_tools: pick(t.list_tools_ms, 10_000),
             call,
             call_max: call_max.max(call),
+            relist: pick(t.relist_ms, DEFAULT_RELIST_MS),
         }
     }
 }
