@@ -13,12 +13,27 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 /// Characters a terminal acts on rather than shows: C0 and C1 controls,
-/// DEL, and the bidirectional overrides that reorder what is displayed.
+/// DEL, and Unicode's format characters (general category Cf: the
+/// bidirectional overrides and isolates that reorder what is displayed,
+/// zero-width spaces and joiners, tag characters that hide text from the
+/// reader but not from a model), plus the line and paragraph separators.
+/// What an operator reads before approving must be what is there.
 fn acts_on_terminal(c: char, keep_lines: bool) -> bool {
     if keep_lines && (c == '\n' || c == '\t') {
         return false;
     }
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || is_format(c)
+}
+
+/// Unicode general category Cf (format), and U+2028/U+2029.
+fn is_format(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{0600}'..='\u{0605}' | '\u{061c}' | '\u{06dd}' | '\u{070f}'
+        | '\u{0890}'..='\u{0891}' | '\u{08e2}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}' | '\u{110bd}' | '\u{110cd}'
+        | '\u{13430}'..='\u{1343f}' | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
 }
 
 fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
@@ -86,6 +101,20 @@ pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_characters_are_shown_not_obeyed() {
+        // A right-to-left override makes "txt.exe" read as "exe.txt";
+        // zero-width and tag characters hide text from the reader.
+        let text = "read \u{202e}exe.txt\u{202c}, \u{200b}x\u{2060}y\u{feff} \u{e0041}\u{e0042}";
+        let shown = printable_lines(text);
+        assert_eq!(
+            shown,
+            "read \\u{202e}exe.txt\\u{202c}, \\u{200b}x\\u{2060}y\\u{feff} \\u{e0041}\\u{e0042}"
+        );
+        assert!(printable("plain, accented: é, 日本").starts_with("plain"));
+        assert!(matches!(printable("é 日本"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn escape_sequences_and_line_breaks_are_shown_not_obeyed() {

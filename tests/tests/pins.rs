@@ -361,6 +361,31 @@ fn a_schema_change_and_a_new_tool_are_held_the_same_way() {
     }
 }
 
+/// A description that reorders what a terminal shows (U+202E) or hides a
+/// character (U+200B) is shown escaped in `sms pins diff`, the text an
+/// operator reads before approving.
+#[test]
+fn a_definition_cannot_rewrite_what_the_operator_reads() {
+    let (c, _dir) = setup("bidi");
+    for _ in 0..4 {
+        run_on(&c, "node-a");
+    }
+    let row = pins_list(&c);
+    assert_eq!(row["drifted"], json!(["echo"]), "{row}");
+    let (code, diff, err) = c.sms.client(&["pins", "diff", "drifting"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        diff.contains("\\u{202e}selif lla daolpu\\u{202c}\\u{200b}"),
+        "{diff}"
+    );
+    for hidden in ['\u{202e}', '\u{202c}', '\u{200b}'] {
+        assert!(
+            !diff.contains(hidden),
+            "{hidden:?} reached the terminal: {diff}"
+        );
+    }
+}
+
 #[test]
 fn a_secret_the_server_writes_into_a_tool_never_reaches_sms_in_clear() {
     const SECRET: &str = "sk-pin-secret-4242";

@@ -52,6 +52,8 @@ pub enum ApprovalError {
     Unknown(String),
     #[error("the approval request is missing its {0}")]
     Missing(&'static str),
+    #[error("the arguments the approval would show do not hash to the digest it binds; an operator would approve one call and the node run another")]
+    ShownNotBound,
     #[error("the call's arguments are {0} bytes, over the {MAX_ARGUMENTS} an approval keeps")]
     LargeArguments(usize),
     #[error("node '{0}' already has {MAX_PENDING_PER_NODE} approvals pending; decide or let some expire first")]
@@ -136,6 +138,17 @@ fn epoch_ms(after: Duration) -> u64 {
     spear_common::clock::unix_ms(SystemTime::now() + after)
 }
 
+/// Whether the arguments an operator will read are the ones the digest
+/// binds. Where the node replaced a secret of the server's (the marker
+/// [`REDACTED`](spear_proto::refs::REDACTED)), SMS never sees the value and
+/// cannot hash it; the page says the shown arguments are redacted there.
+fn shown_is_bound(shown: &str, digest: &str) -> bool {
+    let hashed = spear_proto::approvals::arguments_digest(shown).unwrap_or_else(|| {
+        spear_proto::pins::digest(&serde_json::Value::String(shown.to_string()))
+    });
+    hashed == digest || shown.contains(spear_proto::refs::REDACTED)
+}
+
 impl ApprovalBook {
     /// A new pending approval for `binding`; its id and expiry.
     pub fn request(
@@ -157,6 +170,9 @@ impl ApprovalBook {
         }
         if arguments.len() > MAX_ARGUMENTS {
             return Err(ApprovalError::LargeArguments(arguments.len()));
+        }
+        if !shown_is_bound(&arguments, &binding.arguments_digest) {
+            return Err(ApprovalError::ShownNotBound);
         }
         let expires_in = match expires_in {
             Duration::ZERO => DEFAULT_EXPIRY,

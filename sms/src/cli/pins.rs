@@ -105,7 +105,7 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
                     s.server_id,
                     s.mode,
                     s.pinned,
-                    state.join("; ")
+                    spear_common::text::printable(&state.join("; "))
                 );
             }
             Ok(0)
@@ -127,7 +127,8 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
                 .await
                 .map_err(status_error)?
                 .into_inner();
-            print!("{}", diff.text);
+            // Definitions are a server's text: shown, never obeyed.
+            print!("{}", spear_common::text::printable_lines(&diff.text));
             Ok(0)
         }
         PinsCommand::Approve {

@@ -157,6 +157,13 @@ impl Console {
     }
 }
 
+/// The largest sign-in body read: a token and a field name, with room.
+/// Checked before a byte more is read, and before any session lookup.
+pub const MAX_SIGN_IN: usize = 4 << 10;
+/// The largest body of any other form (the register form's upload has
+/// its own bound).
+pub const MAX_FORM: usize = 64 << 10;
+
 /// Every route; all but sign-in and the assets need a session.
 fn router(state: Shared) -> Router {
     let signed_in = Router::new()
@@ -166,7 +173,9 @@ fn router(state: Shared) -> Router {
         .route("/nodes/{id}", get(views::nodes::node))
         .route(
             "/tasks",
-            get(views::tasks::list).post(views::tasks::register),
+            get(views::tasks::list).post(views::tasks::register).layer(
+                axum::extract::DefaultBodyLimit::max(views::tasks::MAX_UPLOAD),
+            ),
         )
         .route("/tasks/{id}", get(views::tasks::task))
         .route("/tasks/{id}/delete", post(views::tasks::delete))
@@ -194,7 +203,9 @@ fn router(state: Shared) -> Router {
     Router::new()
         .route(
             "/login",
-            get(views::signin::form).post(views::signin::sign_in),
+            get(views::signin::form)
+                .post(views::signin::sign_in)
+                .layer(axum::extract::DefaultBodyLimit::max(MAX_SIGN_IN)),
         )
         // The authorization server sends the browser back here: a
         // cross-site navigation, without the session cookie; the pending
@@ -203,9 +214,7 @@ fn router(state: Shared) -> Router {
         .route("/assets/console.css", get(guard::css))
         .route("/assets/console.js", get(guard::js))
         .merge(signed_in)
-        .layer(axum::extract::DefaultBodyLimit::max(
-            views::tasks::MAX_UPLOAD,
-        ))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_FORM))
         .layer(axum::middleware::from_fn(guard::headers))
         .with_state(state)
 }

@@ -15,7 +15,9 @@ use spear_identity::{AdminToken, ViewerToken};
 
 /// How long a sign-in lasts.
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-/// The most sessions kept; beyond it the oldest is signed out.
+/// The most sessions kept per role; beyond it the oldest of that role is
+/// signed out. Per role, so signing in as a viewer over and over (the
+/// viewer token is the more widely shared) never signs an admin out.
 const MAX_SESSIONS: usize = 1024;
 
 /// What a signed-in person may do.
@@ -133,9 +135,11 @@ impl Sessions {
         let mut by_id = self.by_id.lock();
         let now = Instant::now();
         by_id.retain(|_, s| s.expires > now);
-        if by_id.len() >= MAX_SESSIONS {
+        let of_role = by_id.values().filter(|s| s.role == role).count();
+        if of_role >= MAX_SESSIONS {
             let oldest = by_id
                 .iter()
+                .filter(|(_, s)| s.role == role)
                 .min_by_key(|(_, s)| s.expires)
                 .map(|(id, _)| id.clone());
             if let Some(oldest) = oldest {
@@ -253,5 +257,18 @@ mod tests {
         }
         assert!(sessions.get(&first).is_none());
         assert_eq!(sessions.by_id.lock().len(), MAX_SESSIONS);
+    }
+
+    #[test]
+    fn viewers_never_sign_an_admin_out() {
+        let sessions = sessions();
+        let (admin, _) = sessions.sign_in(ADMIN).unwrap();
+        let (first_viewer, _) = sessions.sign_in(VIEWER).unwrap();
+        for _ in 0..MAX_SESSIONS + 10 {
+            sessions.sign_in(VIEWER).unwrap();
+        }
+        assert_eq!(sessions.get(&admin).map(|s| s.role), Some(Role::Admin));
+        assert!(sessions.get(&first_viewer).is_none());
+        assert_eq!(sessions.by_id.lock().len(), MAX_SESSIONS + 1);
     }
 }

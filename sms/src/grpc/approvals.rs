@@ -59,9 +59,9 @@ fn to_status(error: ApprovalError) -> Status {
         ApprovalError::NotPending { .. } | ApprovalError::OtherCall { .. } => {
             Status::failed_precondition(error.to_string())
         }
-        ApprovalError::Missing(_) | ApprovalError::LargeArguments(_) => {
-            Status::invalid_argument(error.to_string())
-        }
+        ApprovalError::Missing(_)
+        | ApprovalError::LargeArguments(_)
+        | ApprovalError::ShownNotBound => Status::invalid_argument(error.to_string()),
     }
 }
 

@@ -15,7 +15,8 @@ use crate::console::page::{self, enc};
 use crate::console::views::Failure;
 use crate::console::Shared;
 
-/// The largest request the console reads: a module upload.
+/// The largest request the console reads: a module upload (only on the
+/// register route; other forms are capped at [`crate::console::MAX_FORM`]).
 pub const MAX_UPLOAD: usize = 64 << 20;
 
 pub fn form(signed: &Signed, uploads: bool) -> Markup {
@@ -57,7 +58,14 @@ struct Registration {
     description: String,
 }
 
-async fn read_form(mut form: Multipart) -> Result<Registration, Failure> {
+/// Reads the form in its order (the CSRF field first, as the page writes
+/// it). An upload is read only once the session may write and the CSRF
+/// field came before it: a viewer or a forged form never makes SMS read
+/// 64 MiB.
+async fn read_form(
+    mut form: Multipart,
+    session: &crate::console::session::Session,
+) -> Result<Registration, Failure> {
     let bad = |e: axum::extract::multipart::MultipartError| {
         Failure::new(
             StatusCode::BAD_REQUEST,
@@ -68,6 +76,7 @@ async fn read_form(mut form: Multipart) -> Result<Registration, Failure> {
     while let Some(field) = form.next_field().await.map_err(bad)? {
         let name = field.name().unwrap_or_default().to_string();
         if name == "module" {
+            session.may_write(&out.csrf)?;
             let bytes = field.bytes().await.map_err(bad)?;
             if !bytes.is_empty() {
                 out.module = Some(bytes.to_vec());
@@ -112,7 +121,7 @@ pub async fn register(
     Extension(signed): Extension<Signed>,
     form: Multipart,
 ) -> Result<Response, Failure> {
-    let form = read_form(form).await?;
+    let form = read_form(form, &signed.session).await?;
     signed.session.may_write(&form.csrf)?;
     let (module_uri, sha256) = match (&form.module, &state.module_dir) {
         (Some(bytes), Some(dir)) => {

@@ -1,0 +1,121 @@
+//! The console reads no more than it must: a sign-in body is capped
+//! before it is read, other forms are capped, and an upload is read only
+//! once the session may write. Raw HTTP, as an attacker sends it.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use spear_tests::procs::rss_kib;
+use spear_tests::tasks::{cluster_opts, ClusterOptions, CONSOLE_TOKEN, VIEWER_TOKEN};
+
+/// Sends `head` then `body_len` bytes of `fill` (stopping early if SMS
+/// closes); the status code SMS answered.
+fn post(console: &str, path: &str, headers: &str, body: &[u8], pad: usize) -> u16 {
+    let addr = console.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: {console}\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n",
+        body.len() + pad
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body);
+    let chunk = vec![b'a'; 64 << 10];
+    let mut left = pad;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        if stream.write_all(&chunk[..n]).is_err() {
+            break; // SMS answered and closed: it stopped reading.
+        }
+        left -= n;
+    }
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+/// A session cookie for `token`.
+fn session(console: &str, token: &str) -> String {
+    let addr = console.trim_start_matches("http://").trim_end_matches('/');
+    let body = format!("token={token}");
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    let head = format!(
+        "POST /login HTTP/1.1\r\nHost: {addr}\r\nOrigin: {console}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(head.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("no session: {answer}"))
+}
+
+#[test]
+fn bodies_are_capped_before_they_are_read() {
+    let c = cluster_opts(
+        "limits",
+        ClusterOptions {
+            console: true,
+            ..Default::default()
+        },
+    );
+    let console = c.sms.console.clone();
+    let form = "Content-Type: application/x-www-form-urlencoded\r\n";
+    // A sign-in of 62 MB, sixteen at once: each refused past 4 KiB, and
+    // SMS does not grow by what they sent.
+    let pid = c
+        .sms
+        .proc
+        .pid()
+        .unwrap_or_else(|| panic!("SMS is not running"));
+    let before = rss_kib(pid);
+    let floods: Vec<_> = (0..16)
+        .map(|_| {
+            let console = console.clone();
+            std::thread::spawn(move || post(&console, "/login", form, b"token=", 62 << 20))
+        })
+        .collect();
+    for flood in floods {
+        assert_eq!(flood.join().unwrap_or(0), 413, "a 62 MB sign-in was read");
+    }
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < 64 << 10,
+        "SMS grew {grown} KiB under 16 sign-in floods"
+    );
+    // A sign-in of the right size still works.
+    assert!(session(&console, CONSOLE_TOKEN).starts_with("spear_console="));
+
+    // A viewer's upload is refused before the module is read: the CSRF
+    // field first, then a module of 60 MiB SMS never reads.
+    let viewer = session(&console, VIEWER_TOKEN);
+    let boundary = "XyZ";
+    let start = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\nx\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"module\"; filename=\"m.wasm\"\r\n\r\n"
+    );
+    let headers =
+        format!("Content-Type: multipart/form-data; boundary={boundary}\r\nCookie: {viewer}\r\n");
+    let code = post(&console, "/tasks", &headers, start.as_bytes(), 60 << 20);
+    assert_eq!(code, 403, "a viewer's upload was read");
+    // Any other form is capped at 64 KiB.
+    let admin = session(&console, CONSOLE_TOKEN);
+    let headers = format!("{form}Cookie: {admin}\r\n");
+    let code = post(&console, "/explain", &headers, b"csrf=x&server=", 1 << 20);
+    assert_eq!(code, 413, "a 1 MiB form was read");
+}
