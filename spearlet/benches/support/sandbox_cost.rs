@@ -4,7 +4,8 @@
 //!   program, `/bin/cat`): plain spawn against the launcher's namespaces,
 //!   mounts, Landlock and seccomp, reported back;
 //! - `start`: connecting server-everything (spawn and MCP handshake);
-//! - `call`: a tool call (`echo`) to a confined and an unconfined server.
+//! - `call`: a tool call (`echo`) to a confined and an unconfined server;
+//! - `decide`: the plan the node computes before a launch (no baseline).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -139,8 +140,34 @@ async fn call(calls: usize) {
     confined.shutdown().await;
 }
 
+/// What the node decides before a launch: the plan for server-everything
+/// (its program and `#!` interpreter resolved, its code tree found).
+fn decide(rounds: usize) {
+    let sandboxing = sandboxing();
+    let server = spec("everything", &everything(), &["stdio"]);
+    let command = StdioCommand {
+        program: everything(),
+        args: vec!["stdio".into()],
+        env: Vec::new(),
+        cwd: None,
+    };
+    let mut took = Vec::new();
+    for _ in 0..rounds {
+        let started = Instant::now();
+        let decision = sandboxing.decide(&server, &command);
+        took.push(started.elapsed());
+        assert!(matches!(decision, Decision::Confine { .. }), "{decision:?}");
+    }
+    println!(
+        "sandbox decide (server-everything plan): p50 {:.1} µs p99 {:.1} µs",
+        us(percentile(&mut took, 0.5)),
+        us(percentile(&mut took, 0.99))
+    );
+}
+
 pub async fn run() {
+    decide(200);
     launch(200).await;
-    start(30).await;
+    start(60).await;
     call(2000).await;
 }
