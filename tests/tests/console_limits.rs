@@ -9,9 +9,10 @@ use std::time::Duration;
 use spear_tests::procs::rss_kib;
 use spear_tests::tasks::{cluster_opts, ClusterOptions, CONSOLE_TOKEN, VIEWER_TOKEN};
 
-/// Sends `head` then `body_len` bytes of `fill` (stopping early if SMS
-/// closes); the status code SMS answered.
-fn post(console: &str, path: &str, headers: &str, body: &[u8], pad: usize) -> u16 {
+/// Sends the request head, `body`, then `pad` bytes more (stopping when
+/// SMS closes); the status code SMS answered and how many of the `pad`
+/// bytes it took before it stopped reading.
+fn post(console: &str, path: &str, headers: &str, body: &[u8], pad: usize) -> (u16, usize) {
     let addr = console.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
     stream
@@ -35,10 +36,12 @@ fn post(console: &str, path: &str, headers: &str, body: &[u8], pad: usize) -> u1
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer);
-    text.split_whitespace()
+    let code = text
+        .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text:?}"))
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    (code, pad - left)
 }
 
 /// A session cookie for `token`.
@@ -92,7 +95,8 @@ fn bodies_are_capped_before_they_are_read() {
         })
         .collect();
     for flood in floods {
-        assert_eq!(flood.join().unwrap_or(0), 413, "a 62 MB sign-in was read");
+        let (code, _) = flood.join().unwrap_or((0, 0));
+        assert_eq!(code, 413, "a 62 MB sign-in was read");
     }
     let grown = rss_kib(pid).saturating_sub(before);
     assert!(
@@ -111,11 +115,15 @@ fn bodies_are_capped_before_they_are_read() {
     );
     let headers =
         format!("Content-Type: multipart/form-data; boundary={boundary}\r\nCookie: {viewer}\r\n");
-    let code = post(&console, "/tasks", &headers, start.as_bytes(), 60 << 20);
-    assert_eq!(code, 403, "a viewer's upload was read");
+    let (code, taken) = post(&console, "/tasks", &headers, start.as_bytes(), 60 << 20);
+    assert_eq!(code, 403, "a viewer's upload was accepted");
+    assert!(
+        taken < 16 << 20,
+        "SMS read {taken} bytes of a viewer's upload"
+    );
     // Any other form is capped at 64 KiB.
     let admin = session(&console, CONSOLE_TOKEN);
     let headers = format!("{form}Cookie: {admin}\r\n");
-    let code = post(&console, "/explain", &headers, b"csrf=x&server=", 1 << 20);
+    let (code, _) = post(&console, "/explain", &headers, b"csrf=x&server=", 1 << 20);
     assert_eq!(code, 413, "a 1 MiB form was read");
 }
