@@ -3,7 +3,10 @@
 //! across restarts. A record is written only if its key is absent, so a
 //! re-sent record is kept once and a later copy never replaces the first;
 //! each is attached to a lease that ends with the retention, granted once
-//! per tenth of it, so old records leave etcd by themselves.
+//! per tenth of it, so old records leave etcd by themselves. A record
+//! offered with other contents than the one held is a conflict, kept under
+//! `<prefix>/audit-conflicts/<node>/<seq>` (the offered copy's SHA-256)
+//! for every replica's `verify` to name.
 
 use std::time::Instant;
 
@@ -22,6 +25,7 @@ const TXN_RECORDS: usize = 64;
 pub struct EtcdAudit {
     client: Client,
     prefix: String,
+    conflicts_prefix: String,
     retention: Retention,
     /// The lease new records get, and when it was granted.
     lease: Mutex<Option<(Instant, i64)>>,
@@ -37,6 +41,7 @@ impl EtcdAudit {
         Self {
             client,
             prefix: format!("{}/audit/", prefix.trim_end_matches('/')),
+            conflicts_prefix: format!("{}/audit-conflicts/", prefix.trim_end_matches('/')),
             retention,
             lease: Mutex::new(None),
         }
@@ -85,20 +90,35 @@ impl EtcdAudit {
         let held = client
             .get(
                 self.key(node, first),
-                Some(
-                    GetOptions::new()
-                        .with_range(self.key(node, last.saturating_add(1)))
-                        .with_keys_only(),
-                ),
+                Some(GetOptions::new().with_range(self.key(node, last.saturating_add(1)))),
             )
             .await
             .map_err(unavailable)?;
-        let held: std::collections::BTreeSet<Vec<u8>> =
-            held.kvs().iter().map(|kv| kv.key().to_vec()).collect();
+        let held: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = held
+            .kvs()
+            .iter()
+            .map(|kv| (kv.key().to_vec(), kv.value().to_vec()))
+            .collect();
         let (absent, present): (Vec<AuditLine>, Vec<AuditLine>) = lines
             .into_iter()
-            .partition(|l| !held.contains(self.key(node, l.seq).as_bytes()));
-        shipped.duplicates += present.len() as u64;
+            .partition(|l| !held.contains_key(self.key(node, l.seq).as_bytes()));
+        for line in present {
+            let same = held
+                .get(self.key(node, line.seq).as_bytes())
+                .is_some_and(|v| v.as_slice() == line.json.as_bytes());
+            if same {
+                shipped.duplicates += 1;
+                continue;
+            }
+            tracing::warn!(node_id = node, seq = line.seq, "audit: a record differs from the one held for its seq; kept the first, noted a conflict");
+            let key = format!("{}{node}/{:020}", self.conflicts_prefix, line.seq);
+            let hash = super::conflicts::offered_hash(&line.json);
+            client
+                .put(key, hash, Some(PutOptions::new().with_lease(lease)))
+                .await
+                .map_err(unavailable)?;
+            shipped.conflicts += 1;
+        }
         for chunk in absent.chunks(TXN_RECORDS) {
             if self.put_absent(&mut client, node, chunk, lease).await? {
                 shipped.stored += chunk.len() as u64;
@@ -167,6 +187,25 @@ impl EtcdAudit {
             let Ok(seq) = seq.parse() else { continue };
             let json = String::from_utf8_lossy(kv.value()).into_owned();
             book.keep(node, AuditLine { seq, json });
+        }
+        let conflicts = client
+            .get(
+                self.conflicts_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            )
+            .await
+            .map_err(unavailable)?;
+        for kv in conflicts.kvs() {
+            let key = String::from_utf8_lossy(kv.key());
+            let Some((node, seq)) = key
+                .strip_prefix(&self.conflicts_prefix)
+                .and_then(|rest| rest.rsplit_once('/'))
+            else {
+                continue;
+            };
+            let Ok(seq) = seq.parse() else { continue };
+            let hash = String::from_utf8_lossy(kv.value()).into_owned();
+            book.conflicts.note(node, seq, hash);
         }
         Ok(book)
     }

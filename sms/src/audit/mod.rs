@@ -8,6 +8,7 @@
 //! dir holds the durable copy (`spearlet audit verify`).
 
 mod admin;
+mod conflicts;
 mod etcd;
 mod store;
 
@@ -107,6 +108,8 @@ pub struct AuditBook {
     /// Records held in all, and when every chain was last swept for age;
     /// changed only under `nodes`' write lock.
     kept: parking_lot::Mutex<Kept>,
+    /// Records offered for a held (node, seq) with other contents.
+    pub(crate) conflicts: conflicts::Conflicts,
 }
 
 #[derive(Default)]
@@ -124,6 +127,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 pub struct Shipped {
     pub stored: u64,
     pub duplicates: u64,
+    /// Records that differ from the copy held for their seq: refused,
+    /// and named by `verify`.
+    pub conflicts: u64,
     /// The records new to SMS (for watchers and the log export).
     pub new: Vec<AuditLine>,
 }
@@ -152,6 +158,7 @@ impl AuditBook {
             nodes: RwLock::default(),
             retention,
             kept: Default::default(),
+            conflicts: Default::default(),
         }
     }
 
@@ -163,7 +170,17 @@ impl AuditBook {
         let chain = nodes.entry(node.to_string()).or_default();
         for line in records {
             match chain.entry(line.seq) {
-                std::collections::btree_map::Entry::Occupied(_) => shipped.duplicates += 1,
+                std::collections::btree_map::Entry::Occupied(held)
+                    if held.get().json == line.json =>
+                {
+                    shipped.duplicates += 1
+                }
+                std::collections::btree_map::Entry::Occupied(_) => {
+                    tracing::warn!(node_id = node, seq = line.seq, "audit: a record differs from the one held for its seq; kept the first, noted a conflict");
+                    self.conflicts
+                        .note(node, line.seq, conflicts::offered_hash(&line.json));
+                    shipped.conflicts += 1;
+                }
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     slot.insert(Stored::new(line.json.clone()));
                     shipped.stored += 1;
@@ -310,6 +327,12 @@ impl AuditBook {
                         break;
                     }
                 }
+                if let Some(conflicts) = self.conflicts.sentence(node) {
+                    problem = match problem.is_empty() {
+                        true => conflicts,
+                        false => format!("{problem}; {conflicts}"),
+                    };
+                }
                 ChainReport {
                     node_id: node.clone(),
                     first_seq: chain.first_key_value().map_or(0, |(s, _)| *s),
@@ -366,6 +389,36 @@ mod tests {
         let reports = book.verify();
         assert_eq!(reports.len(), 1);
         assert_eq!(reports[0].problem, "");
+    }
+
+    /// A peer ships seq 2..3 as n1 before n1 does: n1's own records are
+    /// refused as conflicts (not dropped in silence as duplicates) and
+    /// `verify` names them.
+    #[test]
+    fn records_pre_empted_under_a_nodes_name_are_conflicts_verify_names() {
+        let book = AuditBook::default();
+        let real = lines("n1", 3);
+        let mut forged = lines("n1", 3);
+        for line in &mut forged {
+            line.json = line.json.replace("read_file", "delete_file");
+        }
+        let first = book.ship("n1", forged[1..].to_vec()).unwrap();
+        assert_eq!(first.stored, 2);
+        let second = book.ship("n1", real.clone()).unwrap();
+        assert_eq!(
+            (second.stored, second.duplicates, second.conflicts),
+            (1, 0, 2)
+        );
+        let report = &book.verify()[0];
+        assert!(
+            report
+                .problem
+                .contains("2 record(s) offered under this node's name differ"),
+            "{report:?}"
+        );
+        // The same record again is a duplicate, not a conflict.
+        let again = book.ship("n1", real[..1].to_vec()).unwrap();
+        assert_eq!((again.duplicates, again.conflicts), (1, 0));
     }
 
     #[test]
