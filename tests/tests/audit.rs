@@ -390,3 +390,74 @@ fn on_etcd_the_trail_outlives_sms_every_replica_reads_it_and_an_edit_there_is_na
         "{out}"
     );
 }
+
+/// A peer on the plane ships records as node-a, for the seqs node-a will
+/// write next, before node-a does. node-a's real records are refused as
+/// conflicts (kept by no one in silence), and `sms audit verify` fails,
+/// naming them.
+#[test]
+fn records_shipped_first_under_another_nodes_name_are_named_conflicts() {
+    let (c, _dir) = trust_cluster("audit-preempt", TrustSetup::default());
+    assert_eq!(invoke_on(&c, "node-a")["ok"], true);
+    let state_dir = c.node.state_dir.clone();
+    let last = eventually("node-a's records at SMS", Duration::from_secs(20), || {
+        let written = seqs(&on_disk(&state_dir));
+        let held = seqs(&audit(&c, &["--node", "node-a"]));
+        (held == written && !held.is_empty())
+            .then(|| held.iter().max().copied().unwrap_or(0))
+            .ok_or(format!("{held:?} vs {written:?}"))
+    });
+    // The forger's records: the next five seqs, chained on node-a's last
+    // record as a real node would, so the chain alone verifies as whole.
+    let mut prev = on_disk(&state_dir)
+        .iter()
+        .find(|r| r["seq"] == last)
+        .and_then(|r| r["hash"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no record {last} on disk"));
+    let forged: Vec<spear_proto::v1::AuditLine> = (last + 1..=last + 5)
+        .map(|seq| {
+            let mut record = spear_proto::audit::Record {
+                node: "node-a".into(),
+                task: "echo".into(),
+                tool: "echo".into(),
+                rule: "nothing happened here".into(),
+                ..Default::default()
+            };
+            let json = record.seal(seq, &prev);
+            prev = record.hash.clone();
+            spear_proto::v1::AuditLine { seq, json }
+        })
+        .collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let answer = runtime.block_on(async {
+        let endpoint = format!("http://{}", c.sms.grpc);
+        let mut client = spear_proto::v1::audit_client::AuditClient::connect(endpoint)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        client
+            .ship_audit(spear_proto::v1::ShipAuditRequest {
+                node_id: "node-a".into(),
+                records: forged,
+            })
+            .await
+            .map(|r| r.into_inner())
+    });
+    // The plaintext test plane takes it (one credential acts as every
+    // node there); what matters is that it cannot rewrite in silence.
+    let answer = answer.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(answer.stored, 5);
+    // node-a's next run writes those seqs for real and ships them.
+    assert_eq!(invoke_on(&c, "node-a")["ok"], true);
+    let (code, out) = eventually(
+        "verify to name the conflicts",
+        Duration::from_secs(20),
+        || {
+            let (code, out) = verify(&c);
+            out.contains("differ from the ones SMS holds")
+                .then_some((code, out.clone()))
+                .ok_or(out)
+        },
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("node node-a"), "{out}");
+}

@@ -82,6 +82,7 @@ impl Audit for AuditService {
         Ok(Response::new(ShipAuditResponse {
             stored: shipped.stored,
             duplicates: shipped.duplicates,
+            conflicts: shipped.conflicts,
         }))
     }
 
