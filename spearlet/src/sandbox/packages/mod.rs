@@ -44,34 +44,57 @@ pub struct Fetched {
 /// The command to run for `command`: unchanged, or the server's copy of
 /// the installed package's executable.
 pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, String> {
-    if let Some((package, rest)) = npm::npx_package(&command) {
-        let dir = package_dir(server, &package);
-        let (program, args) = npm::fetch(server, &package, &dir, rest).await?;
-        return Ok(Fetched {
-            command: StdioCommand {
-                program,
-                args,
-                ..command
-            },
-            package_dir: Some(dir),
-        });
-    }
-    if let Some((package, rest)) = pypi::uvx_package(&command) {
-        let dir = package_dir(server, &package);
-        let (program, args) = pypi::fetch(server, &package, &dir, rest).await?;
-        return Ok(Fetched {
-            command: StdioCommand {
-                program,
-                args,
-                ..command
-            },
-            package_dir: Some(dir),
-        });
-    }
+    let (package, rest, is_npm) = match (npm::npx_package(&command), pypi::uvx_package(&command)) {
+        (Some((package, rest)), _) => (package, rest, true),
+        (None, Some((package, rest))) => (package, rest, false),
+        (None, None) => {
+            return Ok(Fetched {
+                command,
+                package_dir: None,
+            })
+        }
+    };
+    let dir = package_dir(server, &package);
+    let (program, args) = match is_npm {
+        true => npm::fetch(server, &package, &dir, rest).await?,
+        false => pypi::fetch(server, &package, &dir, rest).await?,
+    };
     Ok(Fetched {
-        command,
-        package_dir: None,
+        command: StdioCommand {
+            program,
+            args,
+            ..command
+        },
+        package_dir: Some(dir),
     })
+}
+
+/// `RUNTIME FLAG… PACKAGE rest…` where each flag is one of `flags`: the
+/// flags given, the package and the rest. Anything else in front (which a
+/// registry file cannot put there) is not a package run as written.
+fn split<'a>(
+    command: &'a StdioCommand,
+    runtime: &str,
+    flags: &[&str],
+) -> Option<(Vec<&'a str>, &'a str, Vec<String>)> {
+    let name = std::path::Path::new(&command.program)
+        .file_name()?
+        .to_str()?;
+    if name != runtime {
+        return None;
+    }
+    let mut given = Vec::new();
+    let mut args = command.args.iter();
+    for arg in args.by_ref() {
+        match arg.as_str() {
+            flag if flags.contains(&flag) => given.push(flag),
+            package if !package.starts_with('-') => {
+                return Some((given, package, args.cloned().collect()));
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// This server's copy of `package`.

@@ -7,23 +7,8 @@ use super::super::StdioCommand;
 
 /// `npx -y PACKAGE@VERSION rest…`: the package and the rest.
 pub fn npx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
-    let name = Path::new(&command.program).file_name()?.to_str()?;
-    if name != "npx" {
-        return None;
-    }
-    let mut args = command.args.iter();
-    let mut yes = false;
-    for arg in args.by_ref() {
-        match arg.as_str() {
-            "-y" | "--yes" => yes = true,
-            package if !package.starts_with('-') => {
-                return (yes && is_exact_npm(package))
-                    .then(|| (package.to_string(), args.cloned().collect()));
-            }
-            _ => return None,
-        }
-    }
-    None
+    let (flags, package, rest) = super::split(command, "npx", &["-y", "--yes"])?;
+    (!flags.is_empty() && is_exact_npm(package)).then(|| (package.to_string(), rest))
 }
 
 /// `name@version` with an npm package name (`pkg`, `@scope/pkg`) and an

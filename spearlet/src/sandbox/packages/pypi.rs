@@ -19,22 +19,8 @@ const PYTHON: &str = "python3";
 /// rest. Anything else in front (which a registry file cannot put there)
 /// leaves the command as written.
 pub fn uvx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
-    let name = Path::new(&command.program).file_name()?.to_str()?;
-    if name != "uvx" {
-        return None;
-    }
-    let mut args = command.args.iter();
-    for arg in args.by_ref() {
-        match arg.as_str() {
-            "-q" | "--quiet" | "--offline" => {}
-            package if !package.starts_with('-') => {
-                return is_exact_pypi(package)
-                    .then(|| (package.to_string(), args.cloned().collect()));
-            }
-            _ => return None,
-        }
-    }
-    None
+    let (_, package, rest) = super::split(command, "uvx", &["-q", "--quiet", "--offline"])?;
+    is_exact_pypi(package).then(|| (package.to_string(), rest))
 }
 
 /// `name==version` with a PyPI name and one exact version: never extras,
