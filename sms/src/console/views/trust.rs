@@ -11,13 +11,16 @@ use spear_proto::v1::{ApprovalInfo, ApprovalState};
 
 use super::{badge, notice_of, Failure, View};
 use crate::console::guard::Signed;
-use crate::console::page::{self, enc};
+use crate::console::page::{self, enc, paged, Paging};
 use crate::console::Shared;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Shown {
     #[serde(default)]
     notice: String,
+    /// The approvals' page (50 rows each; pending first).
+    #[serde(default)]
+    page: usize,
 }
 
 fn state_name(info: &ApprovalInfo) -> &'static str {
@@ -87,6 +90,12 @@ pub async fn page(
         .iter()
         .filter(|a| a.state() == ApprovalState::Pending)
         .count();
+    let paging = Paging {
+        q: String::new(),
+        page: shown.page,
+    };
+    let (approvals, pager) = paged(approvals, &paging, "/trust");
+    let more_pins = attention.len().saturating_sub(page::PER_PAGE);
     let body = html! {
         @if let Some(notice) = notice_of(&shown.notice) { (notice) }
         (page::live("approvals", "trust", html! {
@@ -98,6 +107,7 @@ pub async fn page(
                 } }
                 tbody { @for info in &approvals { (approval_row(&signed, info)) } }
             }
+            (pager)
         }))
         (page::live("pins", "trust registry", html! {
             h2 { "Pins that need a look" }
@@ -107,7 +117,7 @@ pub async fn page(
                 table id="drift-table" {
                     thead { tr { th { "Server" } th { "Mode" } th { "Drifted" } th { "Nodes disagreeing" } th { "Rejected" } th { "" } } }
                     tbody {
-                        @for pin in &attention {
+                        @for pin in attention.iter().take(page::PER_PAGE) {
                             tr data-server=(pin.server_id) {
                                 td class="mono" { (pin.server_id) }
                                 td { (pin.mode) }
@@ -119,13 +129,16 @@ pub async fn page(
                         }
                     }
                 }
+                @if more_pins > 0 {
+                    p class="muted" { "and " (more_pins) " more servers: " code { "sms pins list" } " shows every one." }
+                }
             }
         }))
     };
     Ok(page::page(
         "Trust",
         "/trust",
-        "/trust",
+        &paging.src("/trust"),
         &signed.session,
         body,
     ))
