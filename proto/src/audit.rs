@@ -23,6 +23,9 @@ pub enum Kind {
     Pin,
     /// A write to SMS by an admin (SMS's own chain).
     Admin,
+    /// The node lost its audit log (its directory was empty at start) and
+    /// goes on from the last record SMS holds of it.
+    Reset,
 }
 
 /// What was decided. Tool calls: `run`, `failed` (it ran, the server

@@ -135,6 +135,11 @@ impl SmsLink {
         Ok(ApprovalsClient::new(self.joined(self.channel()?)))
     }
 
+    /// Audit calls over `channel` (a start, before any SMS is followed).
+    pub fn audit_over(&self, channel: Channel) -> AuditClient<Joined> {
+        AuditClient::new(self.joined(channel))
+    }
+
     /// The audit shipper's, to the SMS followed now.
     pub fn audit(&self) -> Result<AuditClient<Joined>, LinkError> {
         Ok(AuditClient::new(self.joined(self.channel()?)))

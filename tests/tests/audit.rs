@@ -461,3 +461,58 @@ fn records_shipped_first_under_another_nodes_name_are_named_conflicts() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("node node-a"), "{out}");
 }
+
+/// A node whose audit directory is wiped goes on from SMS's copy with a
+/// `reset` record: its next run's records reach SMS (none refused as
+/// conflicts with the old seqs), and `sms audit verify` names the reset.
+#[test]
+fn a_wiped_audit_directory_goes_on_from_sms_with_a_named_reset() {
+    let (mut c, _dir) = trust_cluster("audit-wiped", TrustSetup::default());
+    assert_eq!(invoke_on(&c, "node-a")["ok"], true);
+    let state_dir = c.node.state_dir.clone();
+    let before = eventually("node-a's records at SMS", Duration::from_secs(20), || {
+        let written = seqs(&on_disk(&state_dir));
+        let held = seqs(&audit(&c, &["--node", "node-a"]));
+        (held == written && !held.is_empty())
+            .then_some(held.clone())
+            .ok_or(format!("{held:?} vs {written:?}"))
+    });
+    // Stopped, the node writes nothing more; SMS holds all it wrote.
+    c.node.proc.stop();
+    let before = eventually("every record at SMS", Duration::from_secs(20), || {
+        let written = seqs(&on_disk(&state_dir));
+        let held = seqs(&audit(&c, &["--node", "node-a"]));
+        (held == written)
+            .then_some(held.clone())
+            .ok_or(format!("{held:?} vs {written:?} (first {before:?})"))
+    });
+    let last = before.iter().max().copied().unwrap_or(0);
+    std::fs::remove_dir_all(state_dir.join("audit")).unwrap();
+    c.node.start_in_place();
+    eventually(
+        "SMS to route to node-a again",
+        Duration::from_secs(30),
+        || {
+            let addr = c.node.status()?["invoke_addr"].clone();
+            let nodes = c.sms.status()["nodes"].clone();
+            let known = nodes.as_array().into_iter().flatten().any(|n| {
+                n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
+            });
+            known.then_some(()).ok_or(nodes.to_string())
+        },
+    );
+    assert_eq!(invoke_on(&c, "node-a")["ok"], true);
+    let written = seqs(&on_disk(&state_dir));
+    assert_eq!(written.iter().min(), Some(&(last + 1)), "{written:?}");
+    eventually("the new records at SMS", Duration::from_secs(20), || {
+        let written = seqs(&on_disk(&state_dir));
+        let held = seqs(&audit(&c, &["--node", "node-a"]));
+        written
+            .is_subset(&held)
+            .then_some(())
+            .ok_or(format!("{held:?} vs {written:?}"))
+    });
+    let (code, out) = verify(&c);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("reset at seq {}", last + 1)), "{out}");
+}

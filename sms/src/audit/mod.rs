@@ -81,6 +81,8 @@ struct Stored {
     server: String,
     tool: String,
     outcome: Option<Outcome>,
+    /// A `reset` record: the node lost its log and went on from SMS's copy.
+    reset: bool,
 }
 
 impl Stored {
@@ -90,6 +92,7 @@ impl Stored {
         let outcome = record.as_ref().map(|r| r.outcome);
         let record = record.unwrap_or_default();
         Stored {
+            reset: record.kind == spear_proto::audit::Kind::Reset,
             time_ms: record.time_ms,
             task: record.task,
             server: record.server,
@@ -339,6 +342,11 @@ impl AuditBook {
                     last_seq: chain.last_key_value().map_or(0, |(s, _)| *s),
                     records: chain.len() as u64,
                     problem,
+                    resets: chain
+                        .iter()
+                        .filter(|(_, stored)| stored.reset)
+                        .map(|(seq, _)| *seq)
+                        .collect(),
                 }
             })
             .collect()

@@ -155,6 +155,19 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
     Ok(0)
 }
 
+/// `; reset at seq 42 (…)`: where a node lost its own log and went on
+/// from SMS's copy. Named, as the chain is whole across it.
+fn resets(seqs: &[u64]) -> String {
+    if seqs.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = seqs.iter().map(u64::to_string).collect();
+    format!(
+        "; reset at seq {} (the node's own audit log was lost there; records it wrote before are only in SMS's copy)",
+        list.join(", ")
+    )
+}
+
 async fn verify(client: &ClientArgs) -> Result<i32> {
     let answer = audit(client)
         .await?
@@ -166,8 +179,12 @@ async fn verify(client: &ClientArgs) -> Result<i32> {
     for chain in &answer.chains {
         if chain.problem.is_empty() {
             println!(
-                "node {}: {} records, {} to {}, chain whole",
-                chain.node_id, chain.records, chain.first_seq, chain.last_seq
+                "node {}: {} records, {} to {}, chain whole{}",
+                chain.node_id,
+                chain.records,
+                chain.first_seq,
+                chain.last_seq,
+                resets(&chain.resets)
             );
         } else {
             whole = false;

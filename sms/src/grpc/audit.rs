@@ -9,8 +9,9 @@ use spear_identity::Access;
 use spear_proto::v1::audit_server::Audit;
 use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
-    AuditEvent, QueryAuditRequest, QueryAuditResponse, ShipAuditRequest, ShipAuditResponse,
-    TrustEvent, VerifyAuditRequest, VerifyAuditResponse, WatchTrustRequest,
+    AuditEvent, LastAuditRequest, LastAuditResponse, QueryAuditRequest, QueryAuditResponse,
+    ShipAuditRequest, ShipAuditResponse, TrustEvent, VerifyAuditRequest, VerifyAuditResponse,
+    WatchTrustRequest,
 };
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
@@ -53,6 +54,17 @@ impl Audit for AuditService {
             })
         });
         Ok(Response::new(events.boxed()))
+    }
+
+    /// Where `node_id`'s chain stands at SMS; only that node may ask.
+    async fn last_audit(
+        &self,
+        request: Request<LastAuditRequest>,
+    ) -> Result<Response<LastAuditResponse>, Status> {
+        let node_id = request.get_ref().node_id.clone();
+        self.access.node(&request, &node_id, "last_audit")?;
+        let last = self.store.last_of(&node_id).await.map_err(to_status)?;
+        Ok(Response::new(LastAuditResponse { last }))
     }
 
     async fn ship_audit(

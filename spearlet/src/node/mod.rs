@@ -35,7 +35,7 @@ use crate::persist::{PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
-use crate::trust::audit::{AuditLog, Shipper, ROTATE_BYTES};
+use crate::trust::audit::{resume, AuditLog, Shipper, ROTATE_BYTES};
 pub use reload::{ReloadError, Reloader};
 
 /// Everything a node needs to start.
@@ -161,7 +161,12 @@ impl Node {
             config.tls.clone(),
             config.join_token.clone(),
         );
-        let audit = AuditLog::open(&config.state_dir.join("audit"), &node_id, ROTATE_BYTES)?;
+        let audit_dir = config.state_dir.join("audit");
+        let resume = resume::from_sms(&sms, &node_id, &audit_dir).await;
+        let audit = AuditLog::open_resuming(&audit_dir, &node_id, ROTATE_BYTES, resume.as_ref())?;
+        if let Some(from) = &resume {
+            audit.append(resume::reset_record(from));
+        }
         let connections = connections::build(&registry, &policy, &sms, &node_id, &audit, &config);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {

@@ -23,6 +23,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::ModelRequest => "model request",
         Kind::Pin => "pin",
         Kind::Admin => "admin",
+        Kind::Reset => "reset",
     }
 }
 

@@ -71,12 +71,28 @@ impl AuditLog {
     /// last complete record; a record cut by a crash was never
     /// acknowledged, and is cut off.
     pub fn open(dir: &Path, node: &str, rotate_bytes: u64) -> Result<AuditLog, OpenError> {
+        Self::open_resuming(dir, node, rotate_bytes, None)
+    }
+
+    /// [`AuditLog::open`]; an empty log given `resume` numbers its first
+    /// record after it and chains it to its hash (see `resume.rs`).
+    pub fn open_resuming(
+        dir: &Path,
+        node: &str,
+        rotate_bytes: u64,
+        resume: Option<&super::resume::ResumeFrom>,
+    ) -> Result<AuditLog, OpenError> {
         let fail = |cause| OpenError {
             dir: dir.to_path_buf(),
             cause,
         };
         std::fs::create_dir_all(dir).map_err(fail)?;
-        let tail = files::tail(dir).map_err(fail)?;
+        let mut tail = files::tail(dir).map_err(fail)?;
+        if let (0, Some(from)) = (tail.seq, resume) {
+            tail.seq = from.seq;
+            tail.hash.clone_from(&from.hash);
+            tail.file = None;
+        }
         let (first, len) = tail.file.unwrap_or((tail.seq + 1, 0));
         let file = OpenOptions::new()
             .create(true)

@@ -6,6 +6,7 @@
 
 mod files;
 mod log;
+pub mod resume;
 mod ship;
 
 use std::path::Path;
