@@ -126,4 +126,20 @@ fn bodies_are_capped_before_they_are_read() {
     let headers = format!("{form}Cookie: {admin}\r\n");
     let (code, _) = post(&console, "/explain", &headers, b"csrf=x&server=", 1 << 20);
     assert_eq!(code, 413, "a 1 MiB form was read");
+
+    // Wrong tokens from one address: after ten, that address waits out a
+    // minute, the right token included.
+    for _ in 0..10 {
+        let (code, _) = post(
+            &console,
+            "/login",
+            form,
+            b"token=not-the-token-0123456789",
+            0,
+        );
+        assert_eq!(code, 401);
+    }
+    let right = format!("token={CONSOLE_TOKEN}");
+    let (code, _) = post(&console, "/login", form, right.as_bytes(), 0);
+    assert_eq!(code, 429, "the eleventh sign-in was not throttled");
 }

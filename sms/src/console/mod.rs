@@ -23,6 +23,7 @@ mod live;
 mod logins;
 mod page;
 mod session;
+mod throttle;
 mod views;
 
 use std::net::SocketAddr;
@@ -95,6 +96,8 @@ pub(crate) struct State {
     pub module_dir: Option<PathBuf>,
     /// OAuth logins waiting for the browser to come back.
     pub logins: logins::Logins,
+    /// Wrong sign-ins per source address.
+    pub sign_ins: throttle::SignIns,
 }
 
 pub(crate) type Shared = Arc<State>;
@@ -144,10 +147,12 @@ impl Console {
             tls: tls.is_some(),
             module_dir,
             logins: logins::Logins::default(),
+            sign_ins: throttle::SignIns::default(),
         });
         let listener = HttpListener::new(listener, tls).map_err(listen_error)?;
         let app = router(state);
         tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<spear_identity::Peer>();
             if let Err(error) = axum::serve(listener, app).await {
                 warn!(%error, "console stopped");
             }

@@ -2,7 +2,7 @@
 //! session cookie; sign-out ends the session on SMS, not only in the
 //! browser.
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
@@ -44,11 +44,25 @@ pub async fn form(State(state): State<Shared>, headers: HeaderMap) -> Response {
 
 pub async fn sign_in(
     State(state): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<spear_identity::Peer>,
     headers: HeaderMap,
     Form(form): Form<SignIn>,
 ) -> Response {
     if let Err(refused) = same_site(&headers) {
         return refused;
+    }
+    let source = peer.addr.map(|a| a.ip());
+    if let Some(wait) = source.and_then(|ip| state.sign_ins.check(ip).err()) {
+        info!("console sign-in refused: too many wrong tokens from this address");
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
+            format!(
+                "too many wrong sign-ins from this address; try again in {} s\n",
+                wait.as_secs().max(1)
+            ),
+        )
+            .into_response();
     }
     match state.sessions.sign_in(form.token.trim()) {
         Some((id, session)) => {
@@ -63,6 +77,9 @@ pub async fn sign_in(
                 .into_response()
         }
         None => {
+            if let Some(ip) = source {
+                state.sign_ins.failed(ip);
+            }
             info!("console sign-in refused: wrong token");
             (
                 StatusCode::UNAUTHORIZED,
