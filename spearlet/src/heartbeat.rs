@@ -21,13 +21,16 @@ use spear_proto::defaults::{
     HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_SERVERS, MAX_HEARTBEAT_TEXT,
 };
 
-/// What the node tells SMS about invoking it.
+/// What the node tells SMS about invoking it, and where its audit chain
+/// stands.
 #[derive(Debug, Clone, Default)]
 pub struct Advert {
     /// host:port of the node's Invocation service; empty when it has none.
     pub invoke_addr: String,
     /// The node's guest runs (in progress, and how past ones ended).
     pub runs: Arc<RunStats>,
+    /// The last audit record on disk (`None`: no audit log).
+    pub audit_head: Option<watch::Receiver<u64>>,
 }
 
 /// Sends heartbeats to the SMS the node follows.
@@ -62,6 +65,7 @@ pub async fn run(
                 draining: advert.runs.is_draining(),
                 servers,
                 server_total,
+                audit_head_seq: advert.audit_head.as_ref().map_or(0, |h| *h.borrow()),
             };
             let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
             if let Ok(Err(status)) = sent {

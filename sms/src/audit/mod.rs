@@ -10,6 +10,7 @@
 mod admin;
 mod conflicts;
 mod etcd;
+pub mod heads;
 mod store;
 
 use std::cmp::Reverse;

@@ -24,6 +24,8 @@ pub struct AuditService {
     store: Arc<AuditStore>,
     events: TrustEvents,
     access: Access,
+    /// The chain heads nodes report in their heartbeats.
+    heads: Arc<crate::audit::heads::Heads>,
 }
 
 impl AuditService {
@@ -32,7 +34,14 @@ impl AuditService {
             store,
             events,
             access,
+            heads: Arc::default(),
         }
+    }
+
+    /// Names tails the nodes reported in `heads` and SMS never received.
+    pub fn with_heads(mut self, heads: Arc<crate::audit::heads::Heads>) -> Self {
+        self.heads = heads;
+        self
     }
 }
 
@@ -121,9 +130,16 @@ impl Audit for AuditService {
         request: Request<VerifyAuditRequest>,
     ) -> Result<Response<VerifyAuditResponse>, Status> {
         self.access.admin(&request, "verify_audit")?;
-        Ok(Response::new(VerifyAuditResponse {
-            chains: self.store.verify().await.map_err(to_status)?,
-        }))
+        let mut chains = self.store.verify().await.map_err(to_status)?;
+        for chain in &mut chains {
+            if let Some(missing) = self.heads.missing(&chain.node_id, chain.last_seq) {
+                chain.problem = match chain.problem.is_empty() {
+                    true => missing,
+                    false => format!("{}; {missing}", chain.problem),
+                };
+            }
+        }
+        Ok(Response::new(VerifyAuditResponse { chains }))
     }
 }
 

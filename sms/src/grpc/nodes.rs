@@ -15,6 +15,8 @@ const PUBLISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// `spear.v1.Nodes`: node registration and heartbeats.
 pub struct NodesService {
+    /// Where the nodes' audit chains stand, as they report it.
+    heads: Arc<crate::audit::heads::Heads>,
     nodes: Arc<NodeTable>,
     shared: Option<Arc<SharedNodes>>,
     /// Times each change's way to the nodes.
@@ -31,11 +33,18 @@ impl NodesService {
         access: Access,
     ) -> Self {
         Self {
+            heads: Arc::default(),
             nodes,
             shared,
             hub,
             access,
         }
+    }
+
+    /// Notes each node's reported audit chain head in `heads`.
+    pub fn with_heads(mut self, heads: Arc<crate::audit::heads::Heads>) -> Self {
+        self.heads = heads;
+        self
     }
 }
 
@@ -48,6 +57,7 @@ impl Nodes for NodesService {
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "heartbeat")?;
         let report = request.into_inner();
+        self.heads.note(&node_id, report.audit_head_seq);
         let published = report.clone();
         let before = self.nodes.applied(&node_id);
         let now = (report.applied_epoch, report.applied_revision);

@@ -95,6 +95,7 @@ impl Services {
             .with_join_token(join_token);
         let broker = Arc::new(Broker::new(stores.vault, keys.oauth, Arc::clone(&hub)));
         let events = TrustEvents::default();
+        let heads = Arc::new(crate::audit::heads::Heads::default());
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
         Services {
             registry: Arc::new(RegistryService::new(
@@ -120,11 +121,10 @@ impl Services {
                 )
                 .audited(admin_audit.clone()),
             ),
-            audit: Arc::new(AuditService::new(
-                Arc::clone(&stores.audit),
-                events.clone(),
-                access.clone(),
-            )),
+            audit: Arc::new(
+                AuditService::new(Arc::clone(&stores.audit), events.clone(), access.clone())
+                    .with_heads(Arc::clone(&heads)),
+            ),
             admin: Arc::new(
                 AdminService::new(
                     Arc::new(Admin::new(writer, keys.sealer.clone())),
@@ -136,12 +136,15 @@ impl Services {
                 TasksService::new(stores.tasks, Arc::new(invoker), access.clone())
                     .audited(admin_audit.clone()),
             ),
-            nodes: Arc::new(NodesService::new(
-                Arc::clone(&nodes),
-                stores.shared_nodes,
-                Arc::clone(&hub),
-                access.clone(),
-            )),
+            nodes: Arc::new(
+                NodesService::new(
+                    Arc::clone(&nodes),
+                    stores.shared_nodes,
+                    Arc::clone(&hub),
+                    access.clone(),
+                )
+                .with_heads(heads),
+            ),
             credentials: Arc::new(
                 CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())
                     .audited(admin_audit.clone()),

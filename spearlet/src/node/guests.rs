@@ -119,6 +119,7 @@ pub async fn build(
     let advert = Advert {
         invoke_addr: advertised,
         runs: invoker.stats(),
+        audit_head: None,
     };
     info!(addr = %bound, advertised = %advert.invoke_addr, "invocation service listening");
     Ok(Guests {

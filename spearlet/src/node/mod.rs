@@ -188,10 +188,11 @@ impl Node {
         };
         let invoke_addr = guests.as_ref().map(|g| g.addr);
         let insecure = checks::warn_if_insecure(&config, plaintext_sms.as_deref(), invoke_addr);
-        let advert = guests
+        let mut advert = guests
             .as_ref()
             .map(|g| g.advert.clone())
             .unwrap_or_default();
+        advert.audit_head = Some(audit.watch_synced());
         let view = NodeView {
             insecure,
             revoked: revoked.clone(),
