@@ -69,9 +69,13 @@
   Object.keys(topics).forEach(function (topic) {
     events.addEventListener(topic, refresh);
   });
+  // Opened (or opened again after a drop): read the page once, so a
+  // change made between its render and this moment (whose event went to
+  // no one) is shown too.
   events.onopen = function () {
     if (status) { status.textContent = "live"; }
     document.body.setAttribute("data-live-open", "1");
+    refresh();
   };
   events.onerror = function () {
     if (status) { status.textContent = "reconnecting…"; }
