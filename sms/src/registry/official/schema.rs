@@ -138,7 +138,11 @@ pub fn check(problems: &mut Problems, root: &Map<String, Value>) -> bool {
             problems.push("$.$schema", format!("the kept {date} schema does not compile ({why}); this SMS build is broken, report it"));
             return false;
         }
-        None => return false,
+        // `declared` only answers kept dates; said anyway, never silent.
+        None => {
+            problems.push("$.$schema", format!("no kept schema for {date}"));
+            return false;
+        }
     };
     let instance = Value::Object(root.clone());
     let errors: Vec<_> = validator.iter_errors(&instance).collect();
