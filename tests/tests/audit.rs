@@ -52,6 +52,22 @@ fn on_disk(state_dir: &Path) -> Vec<Value> {
     records
 }
 
+/// Waits until SMS routes to node-a at its new address (after a restart).
+fn routed_again(c: &Cluster) {
+    eventually(
+        "SMS to route to node-a again",
+        Duration::from_secs(30),
+        || {
+            let addr = c.node.status()?["invoke_addr"].clone();
+            let nodes = c.sms.status()["nodes"].clone();
+            let known = nodes.as_array().into_iter().flatten().any(|n| {
+                n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
+            });
+            known.then_some(()).ok_or(nodes.to_string())
+        },
+    );
+}
+
 /// Restarts `node` as if it crashed before it kept its shipper's place:
 /// it sends every record it has again. Returns their seqs once it has.
 fn ship_everything_again(node: &mut SpearletProc) -> BTreeSet<u64> {
@@ -208,18 +224,7 @@ fn a_crash_loses_no_acknowledged_record_a_resent_shipment_is_kept_once_and_an_ed
     // Restarted, the node ships what it had not, and goes on with the
     // same chain: another run, denied this time.
     c.node.start_in_place();
-    eventually(
-        "SMS to route to node-a again",
-        Duration::from_secs(30),
-        || {
-            let addr = c.node.status()?["invoke_addr"].clone();
-            let nodes = c.sms.status()["nodes"].clone();
-            let known = nodes.as_array().into_iter().flatten().any(|n| {
-                n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
-            });
-            known.then_some(()).ok_or(nodes.to_string())
-        },
-    );
+    routed_again(&c);
     std::thread::scope(|scope| {
         let run = scope.spawn(|| invoke_on(&c, "node-a"));
         let pending = eventually("a new pending approval", Duration::from_secs(30), || {
@@ -489,18 +494,7 @@ fn a_wiped_audit_directory_goes_on_from_sms_with_a_named_reset() {
     let last = before.iter().max().copied().unwrap_or(0);
     std::fs::remove_dir_all(state_dir.join("audit")).unwrap();
     c.node.start_in_place();
-    eventually(
-        "SMS to route to node-a again",
-        Duration::from_secs(30),
-        || {
-            let addr = c.node.status()?["invoke_addr"].clone();
-            let nodes = c.sms.status()["nodes"].clone();
-            let known = nodes.as_array().into_iter().flatten().any(|n| {
-                n["node_id"] == "node-a" && n["alive"] == true && n["invoke_addr"] == addr
-            });
-            known.then_some(()).ok_or(nodes.to_string())
-        },
-    );
+    routed_again(&c);
     assert_eq!(invoke_on(&c, "node-a")["ok"], true);
     let written = seqs(&on_disk(&state_dir));
     assert_eq!(written.iter().min(), Some(&(last + 1)), "{written:?}");

@@ -1,9 +1,11 @@
 //! Sign-in throttling per source address: a token is 32 random bytes, so
 //! guessing is hopeless, but a flood of wrong sign-ins still costs SMS a
-//! constant-time comparison and a log line each, and says someone is
-//! trying. After [`MAX_FAILURES`] wrong tokens from one address within
-//! [`WINDOW`], that address is refused (429) until the window ends, right
-//! token or not: a guesser learns nothing by continuing.
+//! log line each, and says someone is trying. After [`MAX_FAILURES`]
+//! wrong tokens from one address within [`WINDOW`], that address's wrong
+//! tokens are answered 429 (and not logged) until the window ends. The
+//! right token still signs in: otherwise anyone who shares the address
+//! (any process on SMS's machine, for a loopback console) could keep the
+//! operator out by sending wrong tokens.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -73,7 +73,11 @@ impl Audit for AuditService {
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "last_audit")?;
         let last = self.store.last_of(&node_id).await.map_err(to_status)?;
-        Ok(Response::new(LastAuditResponse { last }))
+        let (seq, hash) = last.map_or((0, String::new()), |line| {
+            let record = serde_json::from_str::<spear_proto::audit::Record>(&line.json);
+            (line.seq, record.map(|r| r.hash).unwrap_or_default())
+        });
+        Ok(Response::new(LastAuditResponse { seq, hash }))
     }
 
     async fn ship_audit(

@@ -76,26 +76,8 @@ impl Slot {
     /// `tools/list_changed` or a reconnect.
     pub async fn catalog(&self) -> Result<Arc<Catalog>, McpError> {
         let client = self.connected().await?;
-        {
-            let mut live = self.live.lock().await;
-            if let Some(current) = live.as_mut() {
-                let changed = current.tools_changed.has_changed().unwrap_or(false);
-                let stale = current
-                    .stale_at
-                    .is_some_and(|at| tokio::time::Instant::now() >= at);
-                // A pin changed (an approval): list again, and sort the
-                // tools by the new pins.
-                let repinned = current
-                    .catalog
-                    .as_ref()
-                    .is_some_and(|c| self.pinning.moved(&self.spec.id, c.pins.as_ref()));
-                if let (Some(catalog), false, false, false) =
-                    (&current.catalog, changed, stale, repinned)
-                {
-                    return Ok(Arc::clone(catalog));
-                }
-                current.tools_changed.borrow_and_update();
-            }
+        if let Some(catalog) = self.still_fresh().await {
+            return Ok(catalog);
         }
         let listed = match client.list_tools(PAGE_CAP, self.timeouts.list_tools).await {
             Ok(tools) => tools,
@@ -174,25 +156,7 @@ impl Slot {
             }
         }
         let catalog = Arc::new(catalog);
-        {
-            let mut status = self.status.lock();
-            status.tools = catalog.tools.len();
-            status.quarantined = catalog.quarantined.clone();
-            let before = std::mem::replace(
-                &mut status.held,
-                catalog
-                    .held
-                    .iter()
-                    .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
-                    .collect(),
-            );
-            self.pinning
-                .audit_changes(&self.spec.id, &before, &catalog.held, &catalog.tools);
-            let partial = !catalog.quarantined.is_empty() || !catalog.held.is_empty();
-            if status.state == ServerState::Ready && partial {
-                status.state = ServerState::Degraded;
-            }
-        }
+        self.show(&catalog);
         if let Some(current) = self.live.lock().await.as_mut() {
             if Arc::ptr_eq(&current.client, &client) {
                 current.catalog = Some(Arc::clone(&catalog));
@@ -200,5 +164,49 @@ impl Slot {
             }
         }
         Ok(catalog)
+    }
+
+    /// The catalog listed last, unless it must be listed again: the server
+    /// said its tools changed, the list is past its TTL or the re-list
+    /// bound, or a pin changed (an approval; the tools are sorted by the
+    /// new pins).
+    async fn still_fresh(&self) -> Option<Arc<Catalog>> {
+        let mut live = self.live.lock().await;
+        let current = live.as_mut()?;
+        let changed = current.tools_changed.has_changed().unwrap_or(false);
+        let stale = current
+            .stale_at
+            .is_some_and(|at| tokio::time::Instant::now() >= at);
+        let repinned = current
+            .catalog
+            .as_ref()
+            .is_some_and(|c| self.pinning.moved(&self.spec.id, c.pins.as_ref()));
+        if let (Some(catalog), false, false, false) = (&current.catalog, changed, stale, repinned) {
+            return Some(Arc::clone(catalog));
+        }
+        current.tools_changed.borrow_and_update();
+        None
+    }
+
+    /// Shows `catalog` in the server's status (tools, quarantined, held),
+    /// and records what it newly holds or offers again.
+    fn show(&self, catalog: &Catalog) {
+        let mut status = self.status.lock();
+        status.tools = catalog.tools.len();
+        status.quarantined = catalog.quarantined.clone();
+        let before = std::mem::replace(
+            &mut status.held,
+            catalog
+                .held
+                .iter()
+                .map(|(tool, held)| (tool.clone(), held.sentence(&self.spec.id, tool)))
+                .collect(),
+        );
+        self.pinning
+            .audit_changes(&self.spec.id, &before, &catalog.held, &catalog.tools);
+        let partial = !catalog.quarantined.is_empty() || !catalog.held.is_empty();
+        if status.state == ServerState::Ready && partial {
+            status.state = ServerState::Degraded;
+        }
     }
 }

@@ -35,7 +35,7 @@ use crate::persist::{PersistError, StateDir};
 use crate::registry::RegistryHandle;
 use crate::sms_link::SmsLink;
 use crate::sync::{SyncConfig, SyncStatusCell, Syncer};
-use crate::trust::audit::{resume, AuditLog, Shipper, ROTATE_BYTES};
+use crate::trust::audit::{resume, Shipper};
 pub use reload::{ReloadError, Reloader};
 
 /// Everything a node needs to start.
@@ -134,6 +134,21 @@ struct Handles {
     http: Option<JoinHandle<()>>,
 }
 
+/// The node's HTTP endpoint (`/status`, probes, metrics), when it has one.
+async fn serve_http(
+    view: NodeView,
+    config: &NodeConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, NodeError> {
+    let Some(addr) = config.http_listen else {
+        return Ok(None);
+    };
+    view.serve(addr, config.tls.clone(), shutdown)
+        .await
+        .map(Some)
+        .map_err(|cause| NodeError::Listen { addr, cause })
+}
+
 impl Node {
     /// Checks what the node may do, then builds each subsystem from what
     /// the ones before it handed back, and starts the background tasks.
@@ -161,12 +176,7 @@ impl Node {
             config.tls.clone(),
             config.join_token.clone(),
         );
-        let audit_dir = config.state_dir.join("audit");
-        let resume = resume::from_sms(&sms, &node_id, &audit_dir).await;
-        let audit = AuditLog::open_resuming(&audit_dir, &node_id, ROTATE_BYTES, resume.as_ref())?;
-        if let Some(from) = &resume {
-            audit.append(resume::reset_record(from));
-        }
+        let audit = resume::open(&sms, &node_id, &config.state_dir.join("audit")).await?;
         let connections = connections::build(&registry, &policy, &sms, &node_id, &audit, &config);
         let revoked = spear_identity::DenyList::default();
         let guests = match config.invoke_listen {
@@ -188,11 +198,13 @@ impl Node {
         };
         let invoke_addr = guests.as_ref().map(|g| g.addr);
         let insecure = checks::warn_if_insecure(&config, plaintext_sms.as_deref(), invoke_addr);
-        let mut advert = guests
-            .as_ref()
-            .map(|g| g.advert.clone())
-            .unwrap_or_default();
-        advert.audit_head = Some(audit.watch_synced());
+        let advert = Advert {
+            audit_head: Some(audit.watch_synced()),
+            ..guests
+                .as_ref()
+                .map(|g| g.advert.clone())
+                .unwrap_or_default()
+        };
         let view = NodeView {
             insecure,
             revoked: revoked.clone(),
@@ -204,15 +216,9 @@ impl Node {
             stale_after: config.stale_after,
             sms: sms.clone(),
         };
-        let http = match config.http_listen {
-            Some(addr) => Some(
-                view.serve(addr, config.tls.clone(), shutdown_rx.clone())
-                    .await
-                    .map_err(|cause| NodeError::Listen { addr, cause })?,
-            ),
-            None => None,
-        };
-        let (http_addr, http_task) = http.unzip();
+        let (http_addr, http_task) = serve_http(view, &config, shutdown_rx.clone())
+            .await?
+            .unzip();
         let background = Background {
             node_id: &node_id,
             sms: &sms,

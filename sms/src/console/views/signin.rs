@@ -42,6 +42,17 @@ pub async fn form(State(state): State<Shared>, headers: HeaderMap) -> Response {
     form_page(None).into_response()
 }
 
+/// The answer to a wrong token from an address past its allowance.
+fn too_many(wait: std::time::Duration) -> Response {
+    let seconds = wait.as_secs().max(1);
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, seconds.to_string())],
+        format!("too many wrong sign-ins from this address; try again in {seconds} s\n"),
+    )
+        .into_response()
+}
+
 pub async fn sign_in(
     State(state): State<Shared>,
     ConnectInfo(peer): ConnectInfo<spear_identity::Peer>,
@@ -52,18 +63,6 @@ pub async fn sign_in(
         return refused;
     }
     let source = peer.addr.map(|a| a.ip());
-    if let Some(wait) = source.and_then(|ip| state.sign_ins.check(ip).err()) {
-        info!("console sign-in refused: too many wrong tokens from this address");
-        return (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())],
-            format!(
-                "too many wrong sign-ins from this address; try again in {} s\n",
-                wait.as_secs().max(1)
-            ),
-        )
-            .into_response();
-    }
     match state.sessions.sign_in(form.token.trim()) {
         Some((id, session)) => {
             info!(role = session.role.name(), "console sign-in");
@@ -78,6 +77,9 @@ pub async fn sign_in(
         }
         None => {
             if let Some(ip) = source {
+                if let Err(wait) = state.sign_ins.check(ip) {
+                    return too_many(wait);
+                }
                 state.sign_ins.failed(ip);
             }
             info!("console sign-in refused: wrong token");

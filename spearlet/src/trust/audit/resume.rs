@@ -4,7 +4,7 @@
 //! would refuse records 1, 2, … as conflicts with the ones it holds, and
 //! the node's new records would reach no one.
 //!
-//! Entry point: [`from_sms`]. A brand-new node gets "no record" and
+//! Entry point: [`open`]. A brand-new node gets "no record" and
 //! starts at 1; a node that cannot reach SMS within [`ASK_WITHIN`] starts
 //! at 1 too, and SMS names the clash as conflicts when it ships.
 
@@ -12,10 +12,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use spear_proto::audit::{Kind, Outcome, Record};
-use spear_proto::v1::LastAuditRequest;
+use spear_proto::v1::{LastAuditRequest, LastAuditResponse};
 use tracing::{info, warn};
 
 use super::files;
+use super::log::{AuditLog, OpenError, ROTATE_BYTES};
 use crate::sms_link::SmsLink;
 
 /// How long a start waits for SMS's answer.
@@ -28,8 +29,19 @@ pub struct ResumeFrom {
     pub hash: String,
 }
 
+/// Opens the node's audit log in `dir`: going on from its own last
+/// record, or, when it has none, from SMS's, with a `reset` record first.
+pub async fn open(sms: &SmsLink, node: &str, dir: &Path) -> Result<AuditLog, OpenError> {
+    let resume = from_sms(sms, node, dir).await;
+    let log = AuditLog::open_resuming(dir, node, ROTATE_BYTES, resume.as_ref())?;
+    if let Some(from) = &resume {
+        log.append(reset_record(from));
+    }
+    Ok(log)
+}
+
 /// SMS's last record of `node`, when `dir` holds none.
-pub async fn from_sms(sms: &SmsLink, node: &str, dir: &Path) -> Option<ResumeFrom> {
+async fn from_sms(sms: &SmsLink, node: &str, dir: &Path) -> Option<ResumeFrom> {
     let empty = files::tail(dir).map(|t| t.seq == 0).unwrap_or(true);
     if !empty {
         return None;
@@ -62,20 +74,15 @@ async fn ask(sms: &SmsLink, node: &str) -> Result<Option<ResumeFrom>, String> {
         };
         match sms.audit_over(channel).last_audit(request).await {
             Ok(answer) => {
-                let Some(line) = answer.into_inner().last else {
+                let LastAuditResponse { seq, hash } = answer.into_inner();
+                if seq == 0 {
                     return Ok(None);
-                };
-                let hash = serde_json::from_str::<Record>(&line.json)
-                    .map(|r| r.hash)
-                    .unwrap_or_default();
+                }
                 info!(
-                    seq = line.seq,
+                    seq,
                     "the audit log is empty; going on from the last record SMS holds of this node"
                 );
-                return Ok(Some(ResumeFrom {
-                    seq: line.seq,
-                    hash,
-                }));
+                return Ok(Some(ResumeFrom { seq, hash }));
             }
             Err(status) => last_error = status.message().to_string(),
         }
@@ -84,7 +91,7 @@ async fn ask(sms: &SmsLink, node: &str) -> Result<Option<ResumeFrom>, String> {
 }
 
 /// The record that says so, first of the resumed chain.
-pub fn reset_record(from: &ResumeFrom) -> Record {
+fn reset_record(from: &ResumeFrom) -> Record {
     Record {
         kind: Kind::Reset,
         outcome: Outcome::Run,
