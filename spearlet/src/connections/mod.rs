@@ -130,6 +130,7 @@ impl Connections {
                     registry: self.inner.registry.clone(),
                     reporter: self.inner.reporter.clone(),
                     audit: self.inner.audit.clone(),
+                    last_report: Arc::default(),
                 },
             ))
         });

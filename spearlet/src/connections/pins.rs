@@ -53,6 +53,18 @@ pub(super) struct Pinning {
     pub reporter: Option<Reporter>,
     /// Where pin decisions are recorded (a running node).
     pub audit: Option<AuditLog>,
+    /// The last report SMS took for this server: what was seen, against
+    /// which pins, and SMS's answer. A re-list (every `timeouts_ms.relist`)
+    /// that sees the same sends nothing: SMS already knows it.
+    pub last_report: Arc<parking_lot::Mutex<Option<Reported>>>,
+}
+
+/// What one report said and what SMS answered.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Reported {
+    seen: Vec<(String, String)>,
+    pins: Option<ToolPins>,
+    answered: Option<ToolPins>,
 }
 
 impl Pinning {
@@ -138,6 +150,15 @@ impl Pinning {
         if PinMode::of(&spec.pin) == PinMode::Off {
             return pins;
         }
+        let said: Vec<(String, String)> = seen
+            .iter()
+            .map(|t| (t.name.clone(), t.digest.clone()))
+            .collect();
+        if let Some(last) = self.last_report.lock().as_ref() {
+            if last.seen == said && last.pins == pins {
+                return pins.or_else(|| last.answered.clone());
+            }
+        }
         let sent: Vec<SeenTool> = seen
             .iter()
             .map(|tool| {
@@ -160,7 +181,14 @@ impl Pinning {
             .collect();
         let report = reporter(spec.id.clone(), sent);
         match tokio::time::timeout(REPORT_WITHIN, report).await {
-            Ok(Ok(answered)) => pins.or(answered),
+            Ok(Ok(answered)) => {
+                *self.last_report.lock() = Some(Reported {
+                    seen: said,
+                    pins: pins.clone(),
+                    answered: answered.clone(),
+                });
+                pins.or(answered)
+            }
             Ok(Err(error)) => {
                 warn!(server_id = %spec.id, %error, "tool definitions not reported; pins as the registry has them");
                 pins
@@ -253,6 +281,46 @@ mod tests {
                 .map(|(n, d)| (n.to_string(), d.to_string()))
                 .collect(),
         }
+    }
+
+    /// A re-list that sees what the last report said sends nothing; a
+    /// change, or other pins, is reported again.
+    #[tokio::test]
+    async fn an_unchanged_listing_is_not_reported_again() {
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&sent);
+        let reporter: Reporter = Arc::new(move |_, _| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Ok(Some(pins(&[("echo", "d1")]))) })
+        });
+        let pinning = Pinning {
+            registry: RegistryHandle::new(crate::registry::RegistryView::default()),
+            reporter: Some(reporter),
+            audit: None,
+            last_report: Arc::default(),
+        };
+        let spec = ServerSpec {
+            id: "s".into(),
+            pin: "first-seen".into(),
+            ..ServerSpec::default()
+        };
+        let seen = |digest: &str| {
+            vec![SeenTool {
+                name: "echo".into(),
+                digest: digest.into(),
+                ..SeenTool::default()
+            }]
+        };
+        let secrets = Redactor::default();
+        let count = || sent.load(std::sync::atomic::Ordering::SeqCst);
+        let first = pinning.report(&spec, &secrets, &seen("d1"), None).await;
+        assert_eq!(first, Some(pins(&[("echo", "d1")])));
+        let again = pinning.report(&spec, &secrets, &seen("d1"), None).await;
+        assert_eq!((again, count()), (first.clone(), 1));
+        pinning.report(&spec, &secrets, &seen("d2"), None).await;
+        assert_eq!(count(), 2);
+        pinning.report(&spec, &secrets, &seen("d2"), first).await;
+        assert_eq!(count(), 3);
     }
 
     #[test]
