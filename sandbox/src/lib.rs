@@ -3,7 +3,8 @@
 //!
 //! Two halves with different rights:
 //! - the node builds a [`Plan`] (what the server may read, write, reach
-//!   and use) and starts the **launcher** (its own binary run as
+//!   and use) and starts the **launcher** (the small `spear-sandbox`
+//!   binary beside the node's, or the node's own run as
 //!   `spearlet sandbox-exec`) through [`launch::ReportSocket`], which
 //!   hands it a socket with the plan and reads back one [`Report`] (what
 //!   is in force, or why the server could not be confined) and the
@@ -37,3 +38,34 @@ pub use report::{Feature, Report};
 
 /// The first argument that makes the spearlet binary the launcher.
 pub const LAUNCHER_ARG: &str = "sandbox-exec";
+
+/// The small launcher's file name, installed beside `spearlet`.
+pub const LAUNCHER_BINARY: &str = "spear-sandbox";
+
+/// The launcher for a node whose binary is `node_exe`: the small
+/// `spear-sandbox` beside it when there is one, otherwise the node's own
+/// binary (which is a launcher too, only slower to start).
+pub fn launcher_beside(node_exe: &std::path::Path) -> std::path::PathBuf {
+    let small = node_exe.with_file_name(LAUNCHER_BINARY);
+    if small.is_file() {
+        small
+    } else {
+        node_exe.to_path_buf()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_small_launcher_beside_the_node_is_preferred_and_its_absence_is_not_fatal() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let node = dir.path().join("spearlet");
+        std::fs::write(&node, b"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(launcher_beside(&node), node);
+        let small = dir.path().join(LAUNCHER_BINARY);
+        std::fs::write(&small, b"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(launcher_beside(&node), small);
+    }
+}

@@ -3,7 +3,8 @@
 //! (it sees its own processes, not the node's or a sibling's); a private
 //! `/tmp` as its scratch space and `HOME`; an empty `/run` (no host
 //! sockets), with the `/etc/hosts` that names its destinations; the
-//! node's own paths and the host's secrets under empty read-only mounts.
+//! node's own paths and the host's secrets bound over by a file or
+//! directory the server cannot open.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -53,33 +54,40 @@ fn mount(
     }
 }
 
-/// Hides `path` (a directory under an empty read-only tmpfs, a file under
-/// `/dev/null`). A path that does not exist needs no mask.
+/// What masked paths become: an empty file and an empty directory in
+/// the private `/run`, both mode 0 and owned by the sandbox's root, so the
+/// server (never root there) can open neither. One bind mount hides a
+/// path, cheaper than a tmpfs per directory.
+const MASKED_FILE: &str = "/run/spear-masked-file";
+const MASKED_DIR: &str = "/run/spear-masked-dir";
+
+fn make_mask_sources() -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(MASKED_FILE)
+        .map_err(|e| format!("cannot make {MASKED_FILE}: {e}"))?;
+    std::fs::DirBuilder::new()
+        .mode(0o000)
+        .create(MASKED_DIR)
+        .map_err(|e| format!("cannot make {MASKED_DIR}: {e}"))
+}
+
+/// Hides `path` under the mode-0 file or directory. A path that does not
+/// exist needs no mask.
 fn mask(path: &Path) -> Result<(), String> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+    let Ok(meta) = std::fs::metadata(path) else {
         return Ok(());
     };
-    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    let done = if meta.is_dir() {
-        mount(
-            "tmpfs",
-            path,
-            "tmpfs",
-            flags | libc::MS_RDONLY,
-            Some("size=0,mode=0555"),
-        )
+    let source = if meta.is_dir() {
+        MASKED_DIR
     } else {
-        mount("/dev/null", path, "", libc::MS_BIND, None).and_then(|()| {
-            mount(
-                "",
-                path,
-                "",
-                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
-                None,
-            )
-        })
+        MASKED_FILE
     };
-    done.map_err(|e| format!("cannot hide {}: {e}", path.display()))
+    mount(source, path, "", libc::MS_BIND, None)
+        .map_err(|e| format!("cannot hide {}: {e}", path.display()))
 }
 
 /// Granted paths the private `/tmp` and `/run` would hide: opened before
@@ -149,7 +157,14 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         Err(error) => {
             // A host whose /proc has masked entries (some container
             // runtimes) refuses a new proc mount: no /proc at all then.
-            mask(Path::new("/proc"))?;
+            mount(
+                "tmpfs",
+                Path::new("/proc"),
+                "tmpfs",
+                nosuid | libc::MS_NOEXEC | libc::MS_RDONLY,
+                Some("size=0,mode=0555"),
+            )
+            .map_err(|e| format!("cannot hide /proc: {e}"))?;
             report.push(
                 "pid namespace",
                 true,
@@ -182,6 +197,7 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         None,
     )
     .map_err(|e| format!("cannot give the sandbox its /etc/hosts: {e}"))?;
+    make_mask_sources()?;
     rebind(kept)?;
     mount(
         "",

@@ -21,8 +21,11 @@ use super::{everything, percentile, registry, spec, us};
 
 fn sandboxing() -> Sandboxing {
     let mut sandboxing = Sandboxing::new(Vec::new(), Arc::new(SandboxSection::default), None);
-    // The bench binary is not a spearlet: use the one cargo built.
-    sandboxing.launcher = Ok(env!("CARGO_BIN_EXE_spearlet").into());
+    // The bench binary is not a spearlet: the launcher beside the one
+    // cargo built (`spear-sandbox`, built by `--workspace --bins`).
+    sandboxing.launcher = Ok(spear_sandbox::launcher_beside(std::path::Path::new(env!(
+        "CARGO_BIN_EXE_spearlet"
+    ))));
     sandboxing
 }
 
@@ -166,6 +169,9 @@ fn decide(rounds: usize) {
 }
 
 pub async fn run() {
+    if let Ok(launcher) = &sandboxing().launcher {
+        println!("sandbox launcher: {}", launcher.display());
+    }
     decide(200);
     launch(200).await;
     start(60).await;

@@ -28,8 +28,8 @@ pub use grants::own_paths;
 /// How this process confines the servers it starts.
 #[derive(Clone)]
 pub struct Sandboxing {
-    /// The binary that is the launcher (`spearlet sandbox-exec`): this
-    /// one, or why it cannot be found.
+    /// The binary that is the launcher: `spear-sandbox` beside this one,
+    /// else this one (`spearlet sandbox-exec`), or why neither is found.
     pub launcher: Result<PathBuf, String>,
     /// The node's state, config and keys: hidden in every sandbox.
     pub own_paths: Arc<Vec<PathBuf>>,
@@ -66,9 +66,11 @@ impl Sandboxing {
         section: Arc<dyn Fn() -> SandboxSection + Send + Sync>,
         egress: Option<Egress>,
     ) -> Sandboxing {
-        let launcher = std::env::current_exe().map_err(|e| {
-            format!("this process cannot find its own binary to launch the sandbox ({e})")
-        });
+        let launcher = std::env::current_exe()
+            .map(|exe| spear_sandbox::launcher_beside(&exe))
+            .map_err(|e| {
+                format!("this process cannot find its own binary to launch the sandbox ({e})")
+            });
         Sandboxing {
             launcher,
             own_paths: Arc::new(own_paths),
