@@ -26,6 +26,7 @@ use tonic::{Request, Status};
 
 use crate::gate::Gate;
 use crate::incoming::Peer;
+use crate::node_token::NodeTokens;
 use crate::revoked::DenyList;
 use crate::spiffe::Identity;
 use crate::token::{AdminToken, JoinToken, Presented};
@@ -41,8 +42,8 @@ pub enum Caller {
     Admin(String),
     /// The admin token.
     TokenAdmin,
-    /// The node join token, on a plaintext port: one of the cluster's
-    /// nodes (or SMS, calling a node), without saying which.
+    /// On a node's plaintext port: the node's own token, which only
+    /// SMS (and the node) holds.
     Joined,
 }
 
@@ -54,7 +55,7 @@ impl std::fmt::Display for Caller {
             Caller::Node(id) => write!(f, "node/{id}"),
             Caller::Admin(name) => write!(f, "admin/{name}"),
             Caller::TokenAdmin => f.write_str("admin (token)"),
-            Caller::Joined => f.write_str("a holder of the node join token"),
+            Caller::Joined => f.write_str("a holder of this node's token"),
         }
     }
 }
@@ -65,7 +66,10 @@ impl std::fmt::Display for Caller {
 pub struct Access {
     secure: bool,
     token: AdminToken,
+    /// A node's port: its own token, which SMS presents.
     join: JoinToken,
+    /// SMS's port: the secret every node's token is checked against.
+    nodes: NodeTokens,
     deny: DenyList,
 }
 
@@ -82,13 +86,19 @@ fn wrong_token() -> Status {
 
 fn wrong_join_token() -> Status {
     Status::unauthenticated(
-        "the node join token is wrong or no longer valid; give the node the file SMS reads with --join-token-file",
+        "the node token is wrong or no longer valid; SMS presents this node's own token (the one `sms nodes join-token` led to)",
     )
+}
+
+fn refused_node_token(why: &crate::node_token::TokenRefusal) -> Status {
+    Status::unauthenticated(format!(
+        "the node token is refused: {why}; give the node its own join token (`sms nodes join-token NODE`) with --join-token-file"
+    ))
 }
 
 fn needs_join_token(call: &str) -> Status {
     Status::unauthenticated(format!(
-        "{call} needs the node join token on this plaintext port: start the node with --join-token-file (the same file as SMS's)"
+        "{call} needs the node's own token on this plaintext port: make a join token with `sms nodes join-token NODE` and start the node with --join-token-file"
     ))
 }
 
@@ -99,16 +109,49 @@ impl Access {
             secure,
             token,
             join: JoinToken::none(),
+            nodes: NodeTokens::default(),
             deny: DenyList::default(),
         }
     }
 
-    /// On a plaintext port, what nodes do needs `join` (presented as
-    /// `spear-join-token`). Ignored on a TLS port, where a node is its
-    /// certificate.
+    /// A node's plaintext port: SMS's invocations need the node's own
+    /// token `join` (presented as `spear-join-token`). Ignored on a TLS
+    /// port, where SMS is its certificate.
     pub fn with_join_token(mut self, join: JoinToken) -> Self {
         self.join = join;
         self
+    }
+
+    /// SMS's plaintext port: a node is the node its token names
+    /// ([`NodeTokens`]). Ignored on a TLS port, where a node is its
+    /// certificate.
+    pub fn with_node_tokens(mut self, nodes: NodeTokens) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
+    /// Whether callers on this plaintext port must say who they are.
+    fn tokens_set(&self) -> bool {
+        self.join.is_set() || self.nodes.is_set()
+    }
+
+    /// On SMS's plaintext port: the node a presented token names.
+    fn plaintext_node(&self, join: Option<&[u8]>) -> Option<Result<String, Status>> {
+        if self.secure || !self.nodes.is_set() {
+            return None;
+        }
+        join.map(|presented| {
+            let node = self
+                .nodes
+                .check_node_token(presented)
+                .map_err(|why| refused_node_token(&why))?;
+            if self.deny.refuses(&Identity::Node(node.clone()), None) {
+                return Err(Status::unauthenticated(format!(
+                    "node/{node} has been revoked; ask an admin for a new join token"
+                )));
+            }
+            Ok(node)
+        })
     }
 
     /// Refuses the certificates `deny` lists (shared: later changes to it
@@ -174,6 +217,9 @@ impl Access {
         if !self.secure && self.join.presented_in(join) == Presented::Wrong {
             return Err(wrong_join_token());
         }
+        if let Some(Err(refused)) = self.plaintext_node(join) {
+            return Err(refused);
+        }
         match peer.and_then(|p| p.identity.as_ref().map(|i| (i, p.serial.as_deref()))) {
             Some((identity, serial)) if self.deny.refuses(identity, serial) => {
                 Err(Status::unauthenticated(format!(
@@ -217,6 +263,13 @@ impl Access {
             Presented::None => {}
         }
         if !self.secure {
+            let header = request
+                .metadata()
+                .get(crate::token::JOIN_TOKEN_HEADER)
+                .map(|v| v.as_encoded_bytes());
+            if let Some(node) = self.plaintext_node(header) {
+                return node.map(Caller::Node);
+            }
             match self.join.presented(request) {
                 Presented::Valid => return Ok(Caller::Joined),
                 Presented::Wrong => return Err(wrong_join_token()),
@@ -254,7 +307,7 @@ impl Access {
         let caller = self.caller(request)?;
         match &caller {
             Caller::Node(_) | Caller::Admin(_) | Caller::TokenAdmin | Caller::Joined => Ok(caller),
-            Caller::Anonymous if !self.secure && !self.join.is_set() => Ok(caller),
+            Caller::Anonymous if !self.secure && !self.tokens_set() => Ok(caller),
             Caller::Anonymous if !self.secure => Err(needs_join_token(call)),
             Caller::Anonymous => Err(Status::unauthenticated(format!(
                 "{call} needs a node or admin certificate; {NEEDS_CERT}"
@@ -267,14 +320,16 @@ impl Access {
 
     /// Calls a node makes about itself (heartbeat, watch): only that node.
     pub fn node<T>(&self, request: &Request<T>, node_id: &str, call: &str) -> Result<(), Status> {
-        if !self.secure {
+        if !self.secure && !self.nodes.is_set() {
             return self.joined(request, call).map(|_| ());
         }
+        let credential = if self.secure { "certificate" } else { "token" };
         match self.caller(request)? {
             Caller::Node(id) if id == node_id => Ok(()),
             Caller::Node(id) => Err(Status::permission_denied(format!(
-                "{call} for node '{node_id}' refused: the certificate is node/{id}; a node speaks only for itself"
+                "{call} for node '{node_id}' refused: the {credential} is node/{id}'s; a node speaks only for itself"
             ))),
+            Caller::Anonymous if !self.secure => Err(needs_join_token(call)),
             Caller::Anonymous => Err(Status::unauthenticated(format!(
                 "{call} needs the node's certificate (spiffe://<domain>/node/{node_id}); {NEEDS_CERT}"
             ))),
@@ -300,8 +355,17 @@ impl Access {
     /// node's certificate; admins neither need nor get one. On a plaintext
     /// port, the join token.
     pub fn any_node<T>(&self, request: &Request<T>, call: &str) -> Result<Caller, Status> {
-        if !self.secure {
+        if !self.secure && !self.nodes.is_set() {
             return self.joined(request, call);
+        }
+        if !self.secure {
+            return match self.caller(request)? {
+                Caller::Node(id) => Ok(Caller::Node(id)),
+                Caller::Anonymous => Err(needs_join_token(call)),
+                other => Err(Status::permission_denied(format!(
+                    "{call} is for nodes only; the caller is {other}"
+                ))),
+            };
         }
         match Self::identity(request) {
             Some(Identity::Node(id)) => Ok(Caller::Node(id)),
@@ -343,8 +407,6 @@ mod tests {
     use super::*;
     use crate::token::JOIN_TOKEN_HEADER;
 
-    const JOIN: &str = "join-0123456789abcdef";
-
     fn request(join: Option<&str>) -> Request<()> {
         let mut request = Request::new(());
         if let Some(token) = join {
@@ -355,58 +417,84 @@ mod tests {
         request
     }
 
-    fn plaintext() -> Access {
-        Access::new(false, AdminToken::fixed("admin-0123456789abcdef"))
-            .with_join_token(JoinToken::fixed(JOIN))
+    const SECRET: &str = "sms-secret-0123456789abcdef";
+
+    /// SMS's plaintext port, and node-a's and node-b's tokens.
+    fn sms() -> (Access, String, String) {
+        let tokens = NodeTokens::new(JoinToken::fixed(SECRET));
+        let a = tokens.node_token("node-a").unwrap_or_default();
+        let b = tokens.node_token("node-b").unwrap_or_default();
+        let access = Access::new(false, AdminToken::fixed("admin-0123456789abcdef"))
+            .with_node_tokens(tokens);
+        (access, a, b)
     }
 
     #[test]
-    fn on_plaintext_what_nodes_do_needs_the_join_token() {
-        let access = plaintext();
+    fn on_smss_plaintext_port_a_node_is_the_node_its_token_names() {
+        let (access, a, b) = sms();
         for anonymous in [request(None), request(Some("join-wrong-wrong-wrong"))] {
-            assert!(access.node(&anonymous, "n1", "heartbeat").is_err());
+            assert!(access.node(&anonymous, "node-a", "heartbeat").is_err());
             assert!(access.reader(&anonymous, "registry watch").is_err());
             assert!(access.any_node(&anonymous, "access token").is_err());
-            assert!(access.runner(&anonymous).is_err());
         }
-        let refused = access.node(&request(None), "n1", "heartbeat").unwrap_err();
+        let refused = access
+            .node(&request(None), "node-a", "heartbeat")
+            .unwrap_err();
         assert!(
-            refused.message().contains("--join-token-file"),
+            refused.message().contains("sms nodes join-token"),
             "{}",
             refused.message()
         );
-        let joined = request(Some(JOIN));
-        assert!(access.node(&joined, "n1", "heartbeat").is_ok());
-        assert_eq!(access.reader(&joined, "watch").unwrap(), Caller::Joined);
-        assert_eq!(access.any_node(&joined, "token").unwrap(), Caller::Joined);
-        assert_eq!(access.runner(&joined).unwrap(), Caller::Joined);
-        // The join token is not an admin credential.
-        assert!(access.admin(&joined, "status").is_err());
+        let node_a = request(Some(&a));
+        assert!(access.node(&node_a, "node-a", "heartbeat").is_ok());
+        assert_eq!(
+            access.any_node(&node_a, "token").unwrap(),
+            Caller::Node("node-a".into())
+        );
+        // node-b's token speaks for node-b only.
+        let as_a = access
+            .node(&request(Some(&b)), "node-a", "watch")
+            .unwrap_err();
+        assert_eq!(as_a.code(), tonic::Code::PermissionDenied);
+        assert!(as_a.message().contains("node/node-b"), "{}", as_a.message());
+        // SMS's own secret is not a node token, and no token is an admin.
+        assert!(access
+            .node(&request(Some(SECRET)), "node-a", "heartbeat")
+            .is_err());
+        assert!(access.admin(&node_a, "status").is_err());
     }
 
     #[test]
-    fn a_wrong_join_token_is_refused_before_reading_and_never_shown() {
-        let refused = plaintext()
+    fn a_forged_node_token_is_refused_before_reading_and_never_shown() {
+        let (access, a, _) = sms();
+        let forged = a.replace("node-a", "node-c");
+        let refused = access
             .admit(
                 "/spear.v1.Nodes/Heartbeat",
                 None,
                 None,
-                Some(b"join-guess-guess-guess"),
+                Some(forged.as_bytes()),
             )
             .unwrap_err();
         assert!(
-            !refused.message().contains("join-guess"),
+            !refused.message().contains(&forged),
             "{}",
             refused.message()
         );
-        assert!(plaintext()
-            .admit(
-                "/spear.v1.Nodes/Heartbeat",
-                None,
-                None,
-                Some(JOIN.as_bytes())
-            )
+        assert!(access
+            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(a.as_bytes()))
             .is_ok());
+    }
+
+    #[test]
+    fn on_a_nodes_plaintext_port_invocations_need_the_nodes_own_token() {
+        let own = "spear-node~node-a~0123456789abcdef";
+        let access = Access::new(false, AdminToken::none()).with_join_token(JoinToken::fixed(own));
+        assert!(access.runner(&request(None)).is_err());
+        assert!(access
+            .runner(&request(Some("spear-node~node-b~guess")))
+            .is_err());
+        assert_eq!(access.runner(&request(Some(own))).unwrap(), Caller::Joined);
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod gate;
 mod https;
 mod incoming;
 mod material;
+mod node_token;
 pub mod reload;
 pub mod revoked;
 mod service_tls;
@@ -41,6 +42,9 @@ pub use incoming::{
     MAX_STREAMS_PER_CONNECTION,
 };
 pub use material::{Material, TlsError, TlsFiles};
+pub use node_token::{
+    is_join_token, node_token_id, JoinClaim, NodeTokens, TokenRefusal, MAX_JOIN_TTL_S,
+};
 pub use revoked::{DenyList, Revoked};
 pub use service_tls::{ServiceTls, ServiceTlsFiles};
 pub use spiffe::{Identity, IdentityError, TrustDomain};

@@ -314,6 +314,13 @@ impl JoinToken {
         self.0.is_set()
     }
 
+    /// The file's token now (SMS's secret, or a node's own or join
+    /// token), if it holds a good one. For checking and exchanging it;
+    /// never for a log.
+    pub fn secret(&self) -> Option<String> {
+        self.0.current()
+    }
+
     /// What a `spear-join-token` header value presents.
     pub fn presented_in(&self, header: Option<&[u8]>) -> Presented {
         self.0.check(header)

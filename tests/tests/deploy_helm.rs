@@ -257,22 +257,41 @@ fn the_defaults_are_tls_and_a_token_and_plaintext_must_be_acknowledged() {
         "--set",
         "tls.acknowledgeInsecure=true",
     ]);
+    // A DaemonSet cannot give each plaintext node a token of its own, and
+    // one token shared by every node is what the chart no longer does.
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("each node needs a token of its own")
+            && text(&out).contains("spearlet.enabled=false"),
+        "{}",
+        text(&out)
+    );
+    let out = helm(&[
+        "template",
+        "spear",
+        &chart_dir,
+        "--set",
+        "tls.enabled=false",
+        "--set",
+        "tls.acknowledgeInsecure=true",
+        "--set",
+        "spearlet.enabled=false",
+    ]);
     assert!(out.status.success(), "{}", text(&out));
     let plaintext = String::from_utf8(out.stdout).unwrap();
     assert!(plaintext.contains("- --insecure"));
-    // Plaintext is never anonymous: SMS and nodes share a join token.
+    // Plaintext is never anonymous: SMS holds the secret node tokens
+    // derive from, and no node is given it.
     assert!(plaintext.contains("name: spear-join-token"), "{plaintext}");
     assert_eq!(
         plaintext.matches("secretName: spear-join-token").count(),
-        2,
+        1,
         "{plaintext}"
     );
     assert!(plaintext.contains("--join-token-file=/etc/spear/join/token"));
-    assert!(plaintext.contains("--join-token-file=/etc/spearlet/join/token"));
+    assert!(!plaintext.contains("kind: DaemonSet"));
     assert!(!rendered.contains("join-token"), "TLS needs no join token");
-    assert!(plaintext.contains("fieldPath: spec.nodeName"));
     assert!(!plaintext.contains("kind: Certificate"));
-    assert!(plaintext.contains("scheme: HTTP}"));
 
     // The operator's own issuer must be named.
     let out = helm(&[

@@ -6,9 +6,11 @@
 //! unless told. SMS runs in its own network namespace, so "beyond
 //! loopback" is a real interface on this machine.
 //!
-//! Plaintext is never anonymous: beyond loopback SMS and nodes need the
-//! node join token, and without it nobody can heartbeat as a node, watch
-//! the registry, take an OAuth token or hand a node an invocation.
+//! Plaintext is never anonymous: beyond loopback each node has its own
+//! token, bound to its id (`sms nodes join-token NODE` makes a one-time
+//! join token that the node exchanges for it), and without one nobody can
+//! heartbeat as a node, watch the registry, take an OAuth token or hand a
+//! node an invocation; with node-b's, nobody can do so as node-a.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,10 +31,22 @@ use tonic::transport::{Channel, Endpoint};
 const TOKEN: &str = "admin-token-0123456789abcdef";
 const JOIN: &str = "join-token-0123456789abcdef";
 
-/// The join token in a file, as SMS and the node read it.
+/// SMS's join secret in a file, as SMS reads it (never a node).
 fn join_file(dir: &Path) -> PathBuf {
-    let path = dir.join("join-token");
+    let path = dir.join("join-secret");
     std::fs::write(&path, format!("{JOIN}\n")).unwrap();
+    path
+}
+
+/// `sms nodes join-token NODE` at `sms`, in a file of `dir`.
+fn node_join_file(sms: &SmsProc, node: &str, dir: &Path) -> PathBuf {
+    let (code, out, err) = sms.client_with_token(
+        &["nodes", "join-token", node, "--ttl", "10m", "--insecure"],
+        Some(TOKEN),
+    );
+    assert_eq!(code, 0, "{err}");
+    let path = dir.join(format!("join-{node}"));
+    std::fs::write(&path, out).unwrap();
     path
 }
 
@@ -195,11 +209,12 @@ fn plaintext_beyond_loopback_is_loud_and_carries_no_token_unless_asked() {
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(text.contains("without --join-token-file"), "{text}");
+    let node_join = node_join_file(&sms, "loud", dir.path());
     let node = SpearletProc::start_with(
         "loud",
         &sms.grpc,
         &state.path().join("n"),
-        &insecure_with(&join),
+        &insecure_with(&node_join),
     );
     let status: serde_json::Value =
         serde_json::from_str(&spear_tests::http::get(&node.http, "/status").unwrap()).unwrap();
@@ -293,12 +308,13 @@ fn without_the_join_token_nobody_acts_as_a_node_on_plaintext() {
     // reach its Invocation port) syncs and heartbeats...
     let node_ns = bridge.netns();
     let state = tempfile::tempdir().unwrap();
+    let node_join = node_join_file(&sms, "holder", dir.path());
     let node = SpearletProc::start_in(
         Some(&node_ns.place()),
         "holder",
         &sms.grpc,
         &state.path().join("n"),
-        &insecure_with(&join),
+        &insecure_with(&node_join),
     );
     eventually("SMS to list the node", Duration::from_secs(30), || {
         let (_, out, err) = sms.client_with_token(&["status", "--insecure"], Some(TOKEN));

@@ -1,12 +1,13 @@
 //! The `sms` command line: `sms [serve]`, `sms validate`, `sms status`,
 //! `sms servers`, `sms apply`, `sms delete`, `sms tasks ...`, `sms invoke`,
-//! `sms certs ...`, `sms oauth ...`.
+//! `sms certs ...`, `sms nodes join-token`, `sms oauth ...`.
 
 mod approvals;
 mod audit;
 mod certs;
 mod client;
 mod config;
+mod nodes;
 mod oauth;
 mod pins;
 mod tasks;
@@ -59,6 +60,9 @@ pub enum Command {
     /// Register, list, show and delete tasks (guest modules with their config).
     #[command(subcommand)]
     Tasks(tasks::TasksCommand),
+    /// Nodes' credentials: `join-token NODE` makes one node's one-time join token.
+    #[command(subcommand)]
+    Nodes(nodes::NodesCommand),
     /// Make a CA and issue certificates for SMS, nodes and admins.
     #[command(subcommand)]
     Certs(certs::CertsCommand),
@@ -138,6 +142,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Delete { client, id }) => client::delete(&client, &id).await.map(|()| 0),
         Some(Command::Tasks(command)) => tasks::run(command).await,
         Some(Command::Certs(command)) => certs::run(command).await,
+        Some(Command::Nodes(command)) => nodes::run(command).await,
         Some(Command::Pins(command)) => pins::run(command).await,
         Some(Command::Approvals(command)) => approvals::run(command).await,
         Some(Command::Audit(args)) => audit::run(*args).await,

@@ -1,13 +1,16 @@
 use std::sync::Arc;
 
-use spear_identity::Access;
+use spear_identity::{Access, NodeTokens, TokenRefusal};
 use spear_proto::v1::nodes_server::Nodes;
-use spear_proto::v1::{HeartbeatRequest, HeartbeatResponse};
+use spear_proto::v1::{
+    HeartbeatRequest, HeartbeatResponse, JoinRequest, JoinResponse, MintJoinTokenRequest,
+    MintJoinTokenResponse,
+};
 use tonic::{Request, Response, Status};
 
 use tracing::warn;
 
-use crate::nodes::{NodeError, NodeTable, SharedNodes, NODE_TTL};
+use crate::nodes::{NodeError, NodeTable, SharedNodes, SpentJoins, NODE_TTL};
 use crate::watch::Hub;
 
 /// A slow etcd must not hold heartbeats (the node's own SMS already has it).
@@ -22,6 +25,27 @@ pub struct NodesService {
     /// Times each change's way to the nodes.
     hub: Arc<Hub>,
     access: Access,
+    /// Mints and checks join and node tokens (SMS's secret).
+    tokens: NodeTokens,
+    spent: SpentJoins,
+}
+
+/// A join token's life when the admin names none.
+const DEFAULT_JOIN_TTL_S: u64 = 3600;
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn refused(why: TokenRefusal) -> Status {
+    match why {
+        TokenRefusal::NoSecret => Status::failed_precondition(why.to_string()),
+        TokenRefusal::BadId(_) | TokenRefusal::BadTtl => Status::invalid_argument(why.to_string()),
+        TokenRefusal::OtherNode { .. } => Status::permission_denied(why.to_string()),
+        _ => Status::unauthenticated(why.to_string()),
+    }
 }
 
 impl NodesService {
@@ -35,10 +59,18 @@ impl NodesService {
         Self {
             heads: Arc::default(),
             nodes,
+            spent: SpentJoins::new(shared.clone()),
             shared,
             hub,
             access,
+            tokens: NodeTokens::default(),
         }
+    }
+
+    /// Gives nodes their own tokens from SMS's secret.
+    pub fn with_tokens(mut self, tokens: NodeTokens) -> Self {
+        self.tokens = tokens;
+        self
     }
 
     /// Notes each node's reported audit chain head in `heads`.
@@ -50,6 +82,56 @@ impl NodesService {
 
 #[tonic::async_trait]
 impl Nodes for NodesService {
+    async fn join(&self, request: Request<JoinRequest>) -> Result<Response<JoinResponse>, Status> {
+        let JoinRequest {
+            node_id,
+            join_token,
+        } = request.into_inner();
+        let now = now_unix();
+        let claim = self
+            .tokens
+            .check_join(&join_token, &node_id, now)
+            .map_err(|why| {
+                warn!(node_id = %node_id, %why, "join refused");
+                refused(why)
+            })?;
+        let first = self
+            .spent
+            .spend(&claim, now)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        if !first {
+            warn!(node_id = %node_id, "join refused: the token was used before");
+            return Err(refused(TokenRefusal::Spent(node_id)));
+        }
+        let node_token = self.tokens.node_token(&node_id).map_err(refused)?;
+        tracing::info!(node_id = %node_id, "node joined with its join token");
+        Ok(Response::new(JoinResponse { node_token }))
+    }
+
+    async fn mint_join_token(
+        &self,
+        request: Request<MintJoinTokenRequest>,
+    ) -> Result<Response<MintJoinTokenResponse>, Status> {
+        let caller = self.access.admin(&request, "mint_join_token")?;
+        let MintJoinTokenRequest { node_id, ttl_s } = request.into_inner();
+        let ttl_s = if ttl_s == 0 {
+            DEFAULT_JOIN_TTL_S
+        } else {
+            ttl_s
+        };
+        let now = now_unix();
+        let join_token = self
+            .tokens
+            .mint_join(&node_id, ttl_s, now)
+            .map_err(refused)?;
+        tracing::info!(node_id = %node_id, %caller, ttl_s, "join token made");
+        Ok(Response::new(MintJoinTokenResponse {
+            join_token,
+            expires_unix: now + ttl_s,
+        }))
+    }
+
     async fn heartbeat(
         &self,
         request: Request<HeartbeatRequest>,

@@ -5,8 +5,10 @@
 //! Nodes are held by the SMS they heartbeat to. With several SMS replicas an
 //! operator asks each replica (or the one the node is connected to).
 
+mod joins;
 mod shared;
 
+pub use joins::SpentJoins;
 pub use shared::SharedNodes;
 
 use std::collections::BTreeMap;

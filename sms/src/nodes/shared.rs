@@ -102,6 +102,23 @@ impl SharedNodes {
         shared
     }
 
+    /// Marks a join token's nonce spent, for every replica, until the
+    /// token would have expired (`ttl_s` from now). `true`: this was its
+    /// first use.
+    pub async fn spend_join(&self, nonce: &str, ttl_s: i64) -> Result<bool, etcd_client::Error> {
+        let key = format!("{}joins-spent/{nonce}", self.prefix);
+        let mut client = self.client.clone();
+        let lease = client.lease_grant(ttl_s.max(1), None).await?.id();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key,
+                "",
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        Ok(client.txn(txn).await?.succeeded())
+    }
+
     /// Publishes a heartbeat of a node that accepts invocations: written
     /// to etcd only when the node's record changed (or this replica's
     /// lease did).

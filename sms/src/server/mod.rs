@@ -46,8 +46,9 @@ pub struct SmsConfig {
     pub store: StoreConfig,
     /// Debug-printing it shows only whether one is set.
     pub admin_token: AdminToken,
-    /// What nodes present on a plaintext port (`--join-token-file`), and
-    /// SMS to nodes.
+    /// The secret every node's own token derives from, on a plaintext
+    /// port (`--join-token-file`; never given to a node): SMS checks the
+    /// tokens nodes present and presents each node its own.
     pub join_token: JoinToken,
     /// SMS's certificate (`spiffe://<domain>/sms`), key and CA bundle:
     /// with it the port is mutual TLS and callers have identities.
@@ -172,7 +173,7 @@ impl Sms {
         };
         let revocations = Revocations::start(Arc::clone(&stores.revoked)).await;
         let access = Access::new(config.tls.is_some(), config.admin_token.clone())
-            .with_join_token(config.join_token.clone())
+            .with_node_tokens(spear_identity::NodeTokens::new(config.join_token.clone()))
             .with_deny_list(revocations.deny_list());
         let services = Services::build(ServicesDeps {
             hub: Arc::clone(&hub),

@@ -92,7 +92,7 @@ impl Services {
             insecure,
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
-            .with_join_token(join_token);
+            .with_node_tokens(spear_identity::NodeTokens::new(join_token.clone()));
         let broker = Arc::new(Broker::new(stores.vault, keys.oauth, Arc::clone(&hub)));
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());
@@ -143,7 +143,8 @@ impl Services {
                     Arc::clone(&hub),
                     access.clone(),
                 )
-                .with_heads(heads),
+                .with_heads(heads)
+                .with_tokens(spear_identity::NodeTokens::new(join_token.clone())),
             ),
             credentials: Arc::new(
                 CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
+use spear_identity::{dial, BadAddress, Identity, NodeTokens, TlsIdentity};
 use spear_proto::defaults;
 use spear_proto::v1::invocation_client::InvocationClient;
 use spear_proto::v1::{ExplainRequest, ExplainResponse, InvokeRequest, InvokeResponse, TaskSpec};
@@ -59,7 +59,7 @@ pub struct Invoker {
     /// SMS's own TLS identity, to dial nodes with.
     tls: Option<TlsIdentity>,
     /// Presented to nodes on plaintext, where no certificate says SMS.
-    join: JoinToken,
+    join: NodeTokens,
     /// By node id and address: a node that moves gets a new channel.
     channels: Mutex<HashMap<(String, String), Channel>>,
     in_flight: Mutex<HashMap<String, u32>>,
@@ -94,15 +94,15 @@ impl Invoker {
             nodes,
             shared,
             tls,
-            join: JoinToken::none(),
+            join: NodeTokens::default(),
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
         }
     }
 
-    /// Presents `join` to nodes (their plaintext ports need it).
-    pub fn with_join_token(mut self, join: JoinToken) -> Self {
+    /// Presents each node its own token (their plaintext ports need it).
+    pub fn with_node_tokens(mut self, join: NodeTokens) -> Self {
         self.join = join;
         self
     }
@@ -215,7 +215,7 @@ impl Invoker {
                 node_id: node.node_id.clone(),
             };
             let mut call = tonic::Request::new(request.clone());
-            self.join.attach(call.metadata_mut());
+            self.join.attach_for(&node.node_id, call.metadata_mut());
             // The node's run joins this trace.
             if let Some(traceparent) = span.in_scope(spear_common::telemetry::traceparent) {
                 if let Ok(value) = traceparent.parse() {
@@ -274,7 +274,7 @@ impl Invoker {
             .map_err(|e| InvokeError::AllFailed(format!("{}: {e}", node.node_id)))?;
         request.task = Some(task);
         let mut call = tonic::Request::new(request);
-        self.join.attach(call.metadata_mut());
+        self.join.attach_for(&node.node_id, call.metadata_mut());
         // Listing a server's tools may start it: its connect timeout and a margin.
         call.set_timeout(EXPLAIN_WITHIN);
         let answer =

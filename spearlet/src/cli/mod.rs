@@ -78,10 +78,10 @@ pub struct RunArgs {
     /// Serve the Invocation port in plaintext beyond loopback (a network you trust).
     #[arg(long, env = "SPEARLET_INSECURE")]
     pub insecure: bool,
-    /// File holding the node join token (the file SMS reads with
-    /// --join-token-file): presented to SMS on plaintext, and asked of
-    /// SMS on a plaintext Invocation port; re-read when it changes.
-    /// Needed with --insecure.
+    /// File holding this node's join token (`sms nodes join-token NODE`;
+    /// used once, for the node token kept in the state dir) or its node
+    /// token: presented to SMS on plaintext, and asked of SMS on a
+    /// plaintext Invocation port. Needed with --insecure.
     #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
     pub join_token_file: Option<PathBuf>,
     /// Seconds the node may serve its last good registry without SMS
@@ -110,7 +110,8 @@ pub enum Command {
         sms: Vec<String>,
         #[command(flatten)]
         tls: TlsArgs,
-        /// The node join token file, for a plaintext SMS that asks for it.
+        /// A node token file, for a plaintext SMS that asks for one
+        /// [default: the state dir's node-token, kept at the node's join].
         #[arg(long, env = "SPEARLET_JOIN_TOKEN_FILE")]
         join_token_file: Option<PathBuf>,
         /// A session param write, KEY=JSON, as the guest would make it (repeatable).
@@ -185,7 +186,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
             json,
         } => {
             init_logging(LogFormat::Human, command_logs)?;
+            // The node's own token, kept in its state dir at its join.
+            let stored = state_dir.join(crate::node::credential::NODE_TOKEN_FILE);
             let join = join_token_file
+                .or_else(|| stored.exists().then_some(stored))
                 .map(spear_identity::JoinToken::from_file)
                 .transpose()?
                 .unwrap_or_default();

@@ -8,6 +8,7 @@
 
 mod checks;
 mod connections;
+pub mod credential;
 mod guests;
 mod persister;
 mod reload;
@@ -59,8 +60,9 @@ pub struct NodeConfig {
     pub tls: Option<TlsIdentity>,
     /// Serve the Invocation port in plaintext beyond loopback anyway.
     pub insecure: bool,
-    /// What the node presents to SMS on plaintext, and asks of SMS on its
-    /// plaintext Invocation port (`--join-token-file`).
+    /// The node's own token on plaintext (from `--join-token-file`, or
+    /// the join it led to: [`credential::resolve`]): presented to SMS,
+    /// and asked of SMS on the plaintext Invocation port.
     pub join_token: JoinToken,
     /// How long the node may be away from SMS and still report ready.
     pub stale_after: std::time::Duration,
@@ -88,6 +90,8 @@ pub enum NodeError {
     Modules(std::io::Error),
     #[error(transparent)]
     Audit(#[from] crate::trust::audit::OpenError),
+    #[error(transparent)]
+    Credential(#[from] credential::CredentialError),
     #[error(
         "the invocation service listens on {0}, which SMS cannot call; pass --advertise host:port"
     )]
@@ -96,7 +100,7 @@ pub enum NodeError {
     Insecure(SocketAddr),
     #[error("the node would follow SMS at {0} without TLS, taking registry secrets in clear; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), or pass --insecure on a network you trust")]
     InsecureSms(String),
-    #[error("the node would {0} in plaintext beyond loopback without --join-token-file: anyone on the network could then speak as {1}; give it the join token file SMS reads (see docs/security.md) or use TLS")]
+    #[error("the node would {0} in plaintext beyond loopback without --join-token-file: anyone on the network could then speak as {1}; give it its own join token (`sms nodes join-token NODE`, see docs/security.md) or use TLS")]
     InsecureWithoutJoinToken(&'static str, &'static str),
     #[error("the node's certificate is {0}, not a node's (spiffe://<domain>/node/<id>); issue one with `sms certs issue DIR --node ID`")]
     NotNode(Identity),
@@ -152,7 +156,7 @@ async fn serve_http(
 impl Node {
     /// Checks what the node may do, then builds each subsystem from what
     /// the ones before it handed back, and starts the background tasks.
-    pub async fn start(config: NodeConfig) -> Result<Node, NodeError> {
+    pub async fn start(mut config: NodeConfig) -> Result<Node, NodeError> {
         let plaintext_sms = checks::transport(&config)?;
         let state = StateDir::open(&config.state_dir)?;
         let node_id = checks::node_id(&config, &state)?;
@@ -171,6 +175,7 @@ impl Node {
             policy.clone(),
             config.file.clone(),
         );
+        credential::adopt(&mut config, &node_id).await?;
         let sms = SmsLink::new(
             config.sms.clone(),
             config.tls.clone(),

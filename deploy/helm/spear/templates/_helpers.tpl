@@ -140,4 +140,7 @@ seccompProfile:
 {{- if and (not .Values.tls.enabled) (not .Values.tls.acknowledgeInsecure) -}}
 {{- fail "tls.enabled=false would run SMS and the nodes in plaintext (--insecure), where anyone who reaches the pods can read registry secrets and act as a node; keep TLS on (it needs cert-manager), or also set tls.acknowledgeInsecure=true on a network you trust" -}}
 {{- end -}}
+{{- if and (not .Values.tls.enabled) .Values.spearlet.enabled -}}
+{{- fail "tls.enabled=false with spearlet.enabled: in plaintext each node needs a token of its own (`sms nodes join-token NODE`), and a DaemonSet cannot hand one to each pod (every pod would read every node's token); keep TLS on (each pod gets its own certificate), or set spearlet.enabled=false and run the nodes outside the chart, each with its own join token (docs/security.md)" -}}
+{{- end -}}
 {{- end -}}

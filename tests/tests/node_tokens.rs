@@ -1,0 +1,337 @@
+//! One credential per node on a plaintext plane (issue 38, item 3), tried
+//! as a holder of another node's credential would, on the real binaries:
+//! a join token works once and for its own node id only; a node token
+//! speaks for its node and nobody else (heartbeat, watch, audit shipping,
+//! sealed values); SMS's own secret is no node's; a revoked node's token
+//! stops working; a real node joins once and keeps its token across a
+//! restart.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+use spear_proto::v1::audit_client::AuditClient;
+use spear_proto::v1::credentials_client::CredentialsClient;
+use spear_proto::v1::nodes_client::NodesClient;
+use spear_proto::v1::registry_client::RegistryClient;
+use spear_proto::v1::{
+    AuditLine, HeartbeatRequest, JoinRequest, ListServersRequest, OpenSealedRequest, SealedValue,
+    ShipAuditRequest, WatchRequest,
+};
+use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
+use spear_tests::runtime;
+use spear_tests::wait::eventually;
+use tonic::transport::{Channel, Endpoint};
+
+const TOKEN: &str = "admin-token-0123456789abcdef";
+const SECRET: &str = "sms-join-secret-0123456789abcdef";
+const SEALED: &str = "sk-live-for-node-a-only-0123";
+
+fn sms(dir: &Path) -> SmsProc {
+    let secret = dir.join("join-secret");
+    std::fs::write(&secret, SECRET).unwrap_or_else(|e| panic!("{e}"));
+    let mcp = dir.join("mcp.d");
+    std::fs::create_dir_all(&mcp).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        mcp.join("vault.json"),
+        json!({"id": "vault", "command": "/bin/true", "nodes": ["node-a"],
+               "env": {"API_KEY": SEALED}})
+        .to_string(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    SmsProc::start(SmsOptions {
+        admin_token: Some(TOKEN.into()),
+        mcp_dir: Some(mcp),
+        extra: vec!["--join-token-file".into(), secret.display().to_string()],
+        ..Default::default()
+    })
+}
+
+/// `sms nodes join-token NODE`, as an operator runs it.
+fn join_token(sms: &SmsProc, node: &str) -> String {
+    let (code, out, err) = sms.client_with_token(&["nodes", "join-token", node], Some(TOKEN));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("works once"), "{err}");
+    out.trim().to_string()
+}
+
+async fn channel(addr: &str) -> Channel {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn presenting<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert(
+        spear_identity::JOIN_TOKEN_HEADER,
+        token.parse().unwrap_or_else(|e| panic!("{e:?}")),
+    );
+    request
+}
+
+async fn join(sms: &str, node: &str, token: &str) -> Result<String, tonic::Status> {
+    NodesClient::new(channel(sms).await)
+        .join(JoinRequest {
+            node_id: node.into(),
+            join_token: token.into(),
+        })
+        .await
+        .map(|r| r.into_inner().node_token)
+}
+
+/// What a holder of `token` gets when it speaks as `node`: heartbeat,
+/// watch and audit shipping.
+async fn as_node(sms: &str, node: &str, token: &str) -> Vec<(&'static str, tonic::Status)> {
+    let channel = channel(sms).await;
+    let mut got = Vec::new();
+    let heartbeat = NodesClient::new(channel.clone())
+        .heartbeat(presenting(
+            HeartbeatRequest {
+                node_id: node.into(),
+                ..Default::default()
+            },
+            token,
+        ))
+        .await;
+    got.push((
+        "heartbeat",
+        heartbeat.err().unwrap_or_else(|| tonic::Status::ok("")),
+    ));
+    let watch = match RegistryClient::new(channel.clone())
+        .watch(presenting(
+            WatchRequest {
+                node_id: node.into(),
+                ..Default::default()
+            },
+            token,
+        ))
+        .await
+    {
+        Ok(mut stream) => match stream.get_mut().message().await {
+            Ok(_) => tonic::Status::ok(""),
+            Err(status) => status,
+        },
+        Err(status) => status,
+    };
+    got.push(("watch", watch));
+    let shipped = AuditClient::new(channel)
+        .ship_audit(presenting(
+            ShipAuditRequest {
+                node_id: node.into(),
+                records: vec![AuditLine {
+                    seq: 1,
+                    json: "{}".into(),
+                }],
+            },
+            token,
+        ))
+        .await;
+    got.push((
+        "ship audit",
+        shipped.err().unwrap_or_else(|| tonic::Status::ok("")),
+    ));
+    got
+}
+
+async fn sealed_of_vault(sms: &str, token: &str) -> Vec<SealedValue> {
+    RegistryClient::new(channel(sms).await)
+        .list_servers(presenting(ListServersRequest {}, token))
+        .await
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .into_inner()
+        .servers
+        .into_iter()
+        .filter_map(|r| r.spec)
+        .find(|s| s.id == "vault")
+        .map(|s| s.sealed)
+        .unwrap_or_default()
+}
+
+async fn open(
+    sms: &str,
+    token: &str,
+    values: Vec<SealedValue>,
+) -> Result<Vec<String>, tonic::Status> {
+    CredentialsClient::new(channel(sms).await)
+        .open_sealed(presenting(
+            OpenSealedRequest {
+                server_id: "vault".into(),
+                values,
+            },
+            token,
+        ))
+        .await
+        .map(|r| r.into_inner().values)
+}
+
+#[test]
+fn a_join_token_works_once_for_its_node_and_a_node_token_only_for_its_node() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sms = sms(dir.path());
+    let rt = runtime();
+    let for_a = join_token(&sms, "node-a");
+
+    // node-a's join token, presented by node-b, or stretched: refused.
+    let other = rt.block_on(join(&sms.grpc, "node-b", &for_a)).unwrap_err();
+    assert_eq!(other.code(), tonic::Code::PermissionDenied, "{other:?}");
+    assert!(
+        other.message().contains("made for node 'node-a'"),
+        "{}",
+        other.message()
+    );
+    let parts: Vec<&str> = for_a.split('~').collect();
+    let stretched = for_a.replace(
+        parts[2],
+        &(parts[2].parse::<u64>().unwrap_or(0) + 86_400).to_string(),
+    );
+    let forged = rt
+        .block_on(join(&sms.grpc, "node-a", &stretched))
+        .unwrap_err();
+    assert_eq!(forged.code(), tonic::Code::Unauthenticated, "{forged:?}");
+
+    // Used once; the second use is refused and names why.
+    let token_a = rt
+        .block_on(join(&sms.grpc, "node-a", &for_a))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    let twice = rt.block_on(join(&sms.grpc, "node-a", &for_a)).unwrap_err();
+    assert_eq!(twice.code(), tonic::Code::Unauthenticated, "{twice:?}");
+    assert!(
+        twice.message().contains("already used"),
+        "{}",
+        twice.message()
+    );
+    assert!(!twice.message().contains(&for_a), "{}", twice.message());
+    let token_b = rt
+        .block_on(join(&sms.grpc, "node-b", &join_token(&sms, "node-b")))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+
+    // node-b's token speaks for node-b only: nothing as node-a.
+    for (what, status) in rt.block_on(as_node(&sms.grpc, "node-a", &token_b)) {
+        assert_eq!(
+            status.code(),
+            tonic::Code::PermissionDenied,
+            "{what}: {status:?}"
+        );
+        assert!(
+            status.message().contains("node/node-b"),
+            "{what}: {}",
+            status.message()
+        );
+    }
+    // SMS's own secret is no node's token; neither is a made-up one.
+    for presented in [
+        SECRET,
+        "spear-node~node-a~AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    ] {
+        for (what, status) in rt.block_on(as_node(&sms.grpc, "node-a", presented)) {
+            assert_eq!(
+                status.code(),
+                tonic::Code::Unauthenticated,
+                "{what}: {status:?}"
+            );
+        }
+    }
+    // node-a heartbeats as itself.
+    let own = rt.block_on(as_node(&sms.grpc, "node-a", &token_a));
+    assert_eq!(
+        own[0].1.code(),
+        tonic::Code::Ok,
+        "heartbeat: {:?}",
+        own[0].1
+    );
+
+    // node-a's sealed value opens for node-a, not for node-b.
+    let sealed = rt.block_on(sealed_of_vault(&sms.grpc, &token_a));
+    assert_eq!(sealed.len(), 1, "the vault's literal is sealed");
+    let refused = rt
+        .block_on(open(&sms.grpc, &token_b, sealed.clone()))
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(!refused.message().contains(SEALED));
+    let opened = rt
+        .block_on(open(&sms.grpc, &token_a, sealed))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(opened, vec![SEALED.to_string()]);
+
+    // A revoked node's token stops working.
+    let (code, _, err) =
+        sms.client_with_token(&["certs", "revoke", "--node", "node-a"], Some(TOKEN));
+    assert_eq!(code, 0, "{err}");
+    eventually(
+        "node-a's token to be refused",
+        Duration::from_secs(10),
+        || {
+            let got = rt.block_on(as_node(&sms.grpc, "node-a", &token_a));
+            (got[0].1.code() == tonic::Code::Unauthenticated)
+                .then_some(())
+                .ok_or(format!("{:?}", got[0].1))
+        },
+    );
+}
+
+fn write(path: PathBuf, text: &str) -> PathBuf {
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
+    path
+}
+
+#[test]
+fn a_real_node_joins_once_and_keeps_its_own_token_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sms = sms(dir.path());
+    // Given SMS's own secret, a node refuses to start, and says what to do.
+    let state = dir.path().join("node-state");
+    let out = std::process::Command::new(bin("spearlet"))
+        .args([
+            "run",
+            "--sms",
+            &sms.grpc,
+            "--node-id",
+            "node-c",
+            "--metrics-listen",
+            "off",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--join-token-file")
+        .arg(dir.path().join("join-secret"))
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("sms nodes join-token node-c"), "{text}");
+    assert!(!text.contains(SECRET), "{text}");
+
+    let file = write(dir.path().join("join-c"), &join_token(&sms, "node-c"));
+    let extra = vec!["--join-token-file".to_string(), file.display().to_string()];
+    let node = SpearletProc::start_with("node-c", &sms.grpc, &state, &extra);
+    let listed = || {
+        let status = sms.status();
+        status["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["node_id"] == "node-c")
+            .then_some(())
+            .ok_or(status.to_string())
+    };
+    eventually("SMS to list node-c", Duration::from_secs(30), listed);
+    let kept = state.join("node-token");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&kept)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "the node token is the node's alone");
+    // Restarted, it presents the token it kept (its join token is spent).
+    let node = node.restart();
+    eventually("node-c to sync again", Duration::from_secs(30), || {
+        let status = node.status()?;
+        (status["sync_state"] == "synced")
+            .then_some(())
+            .ok_or(status.to_string())
+    });
+    assert!(!node.proc.log().contains("refused"), "{}", node.proc.log());
+}
