@@ -50,6 +50,8 @@ pub enum CertsError {
     Days,
     #[error("the system has no randomness to give for a serial number")]
     Random,
+    #[error("the certificate request is not a valid signed PKCS#10 request: {0}")]
+    BadRequest(String),
 }
 
 const CA_CERT: &str = "ca.pem";
@@ -135,11 +137,52 @@ pub fn issue(dir: &Path, request: &Request) -> Result<Issued, CertsError> {
         dir: dir.to_path_buf(),
         cause: cause.to_string(),
     };
-    let ca_key = KeyPair::from_pem(&read(&dir.join(CA_KEY))?).map_err(bad_ca)?;
-    let issuer = Issuer::from_ca_cert_pem(&read(&dir.join(CA_CERT))?, ca_key).map_err(bad_ca)?;
+    let issuer = load_issuer(dir, bad_ca)?;
+    let (params, serial) = leaf_params(&domain, request)?;
+    let uri = match &request.subject {
+        Subject::Identity(identity) => Some(domain.uri(identity)),
+        Subject::Host(_) => None,
+    };
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
 
+    let stem = match &request.subject {
+        Subject::Identity(Identity::Sms) => "sms".to_string(),
+        Subject::Identity(Identity::Node(id)) => format!("node-{id}"),
+        Subject::Identity(Identity::Admin(name)) => format!("admin-{name}"),
+        Subject::Host(name) => format!("host-{name}"),
+    };
+    let cert_path = dir.join(format!("{stem}.pem"));
+    let key_path = dir.join(format!("{stem}.key"));
+    // Key first and both replaced by rename: a process reloading them
+    // never sees a certificate without its key for long.
+    write(&key_path, &key.serialize_pem(), true)?;
+    write(&cert_path, &cert.pem(), false)?;
+    Ok(Issued {
+        uri,
+        cert: cert_path,
+        key: key_path,
+        serial: spear_identity::revoked::serial_hex(&serial),
+    })
+}
+
+type IssuerOf = Issuer<'static, KeyPair>;
+
+fn load_issuer(
+    dir: &Path,
+    bad_ca: impl Fn(rcgen::Error) -> CertsError,
+) -> Result<IssuerOf, CertsError> {
+    let ca_key = KeyPair::from_pem(&read(&dir.join(CA_KEY))?).map_err(&bad_ca)?;
+    Issuer::from_ca_cert_pem(&read(&dir.join(CA_CERT))?, ca_key).map_err(bad_ca)
+}
+
+/// A leaf certificate's parameters for `request`, with a fresh serial.
+fn leaf_params(
+    domain: &TrustDomain,
+    request: &Request,
+) -> Result<(CertificateParams, [u8; 16]), CertsError> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
-    let (uri, common_name) = match &request.subject {
+    let common_name = match &request.subject {
         Subject::Identity(identity) => {
             let uri = domain.uri(identity);
             params.subject_alt_names.push(SanType::URI(
@@ -147,9 +190,9 @@ pub fn issue(dir: &Path, request: &Request) -> Result<Issued, CertsError> {
                     .try_into()
                     .map_err(|_| CertsError::Dns(uri.clone()))?,
             ));
-            (Some(uri), identity.to_string())
+            identity.to_string()
         }
-        Subject::Host(name) => (None, name.clone()),
+        Subject::Host(name) => name.clone(),
     };
     params
         .distinguished_name
@@ -180,27 +223,37 @@ pub fn issue(dir: &Path, request: &Request) -> Result<Issued, CertsError> {
         .map_err(|_| CertsError::Random)?;
     serial[0] = (serial[0] & 0x7f) | 0x40; // positive, and no leading zero byte
     params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, &issuer)?;
+    Ok((params, serial))
+}
 
-    let stem = match &request.subject {
-        Subject::Identity(Identity::Sms) => "sms".to_string(),
-        Subject::Identity(Identity::Node(id)) => format!("node-{id}"),
-        Subject::Identity(Identity::Admin(name)) => format!("admin-{name}"),
-        Subject::Host(name) => format!("host-{name}"),
+/// A certificate for node `node_id` (its URI SAN only, whatever the
+/// request asks) over the key of `csr_pem`, whose signature proves the
+/// node holds it: what a node's join over TLS receives (docs/security.md,
+/// "Node credentials"). Returns the PEM and the serial in hex.
+pub fn sign_node(
+    dir: &Path,
+    node_id: &str,
+    csr_pem: &str,
+    days: u32,
+) -> Result<(String, String), CertsError> {
+    spear_identity::spiffe::check_name(node_id)?;
+    let domain = TrustDomain::new(read(&dir.join(DOMAIN_FILE))?.trim())?;
+    let bad_ca = |cause: rcgen::Error| CertsError::BadCa {
+        dir: dir.to_path_buf(),
+        cause: cause.to_string(),
     };
-    let cert_path = dir.join(format!("{stem}.pem"));
-    let key_path = dir.join(format!("{stem}.key"));
-    // Key first and both replaced by rename: a process reloading them
-    // never sees a certificate without its key for long.
-    write(&key_path, &key.serialize_pem(), true)?;
-    write(&cert_path, &cert.pem(), false)?;
-    Ok(Issued {
-        uri,
-        cert: cert_path,
-        key: key_path,
-        serial: spear_identity::revoked::serial_hex(&serial),
-    })
+    let issuer = load_issuer(dir, bad_ca)?;
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| CertsError::BadRequest(e.to_string()))?;
+    let request = Request {
+        subject: Subject::Identity(Identity::Node(node_id.to_string())),
+        dns: Vec::new(),
+        ips: Vec::new(),
+        days,
+    };
+    let (params, serial) = leaf_params(&domain, &request)?;
+    let cert = params.signed_by(&csr.public_key, &issuer)?;
+    Ok((cert.pem(), spear_identity::revoked::serial_hex(&serial)))
 }
 
 fn read(path: &Path) -> Result<String, CertsError> {

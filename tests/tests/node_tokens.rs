@@ -4,7 +4,8 @@
 //! speaks for its node and nobody else (heartbeat, watch, audit shipping,
 //! sealed values); SMS's own secret is no node's; a revoked node's token
 //! stops working; a real node joins once and keeps its token across a
-//! restart.
+//! restart; over TLS, a join token gets a node its certificate from SMS's
+//! CA (for its own id only) and it then speaks mutual TLS.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -77,6 +78,7 @@ async fn join(sms: &str, node: &str, token: &str) -> Result<String, tonic::Statu
         .join(JoinRequest {
             node_id: node.into(),
             join_token: token.into(),
+            ..Default::default()
         })
         .await
         .map(|r| r.into_inner().node_token)
@@ -334,4 +336,85 @@ fn a_real_node_joins_once_and_keeps_its_own_token_across_a_restart() {
             .ok_or(status.to_string())
     });
     assert!(!node.proc.log().contains("refused"), "{}", node.proc.log());
+}
+
+#[test]
+fn over_tls_a_join_token_gets_the_node_its_certificate_from_smss_ca() {
+    let certs = spear_tests::certs::Certs::new("spear.test");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let secret = write(dir.path().join("join-secret"), SECRET);
+    let sms = SmsProc::start(SmsOptions {
+        tls: Some(certs.sms()),
+        client_tls: Some(certs.admin("ops")),
+        extra: vec![
+            "--join-token-file".into(),
+            secret.display().to_string(),
+            "--ca-dir".into(),
+            certs.dir.display().to_string(),
+        ],
+        ..Default::default()
+    });
+    let (code, token, err) = sms.client(&["nodes", "join-token", "node-t"]);
+    assert_eq!(code, 0, "{err}");
+    let file = write(dir.path().join("join-t"), token.trim());
+    let state = dir.path().join("state-t");
+    let extra = vec![
+        "--tls-ca".to_string(),
+        certs.ca().display().to_string(),
+        "--join-token-file".to_string(),
+        file.display().to_string(),
+    ];
+    let node = SpearletProc::start_with("node-t", &sms.grpc, &state, &extra);
+    eventually(
+        "node-t to sync over mutual TLS",
+        Duration::from_secs(30),
+        || {
+            let status = node.status()?;
+            (status["sync_state"] == "synced")
+                .then_some(())
+                .ok_or(status.to_string())
+        },
+    );
+    // Its certificate is SMS's CA's, for node-t only; its key is its own.
+    let pem = std::fs::read_to_string(state.join("tls/node.pem")).unwrap_or_else(|e| panic!("{e}"));
+    let (_, parsed) =
+        x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    let cert = parsed.parse_x509().unwrap_or_else(|e| panic!("{e}"));
+    let sans = format!("{:?}", cert.subject_alternative_name());
+    assert!(sans.contains("spiffe://spear.test/node/node-t"), "{sans}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(state.join("tls/node.key"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .permissions(),
+    );
+    assert_eq!(mode & 0o077, 0);
+    // The same token again, by another node: refused, nothing written.
+    let other = dir.path().join("state-u");
+    let out = std::process::Command::new(bin("spearlet"))
+        .args([
+            "run",
+            "--sms",
+            &sms.grpc,
+            "--node-id",
+            "node-t",
+            "--metrics-listen",
+            "off",
+        ])
+        .arg("--state-dir")
+        .arg(&other)
+        .args(&extra)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("already used"), "{text}");
+    assert!(!other.join("tls/node.pem").exists());
+    // Restarted, it uses the certificate it kept.
+    let node = node.restart();
+    eventually("node-t to sync again", Duration::from_secs(30), || {
+        let status = node.status()?;
+        (status["sync_state"] == "synced")
+            .then_some(())
+            .ok_or(status.to_string())
+    });
 }

@@ -56,11 +56,15 @@ pub struct ServeArgs {
     /// admin credential besides admin certificates; re-read when it changes.
     #[arg(long, env = "SMS_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
-    /// File holding the node join token, which nodes present on a plaintext
-    /// port (`spear-join-token`) and SMS presents to nodes; re-read when it
-    /// changes. Needed with --insecure.
+    /// File holding SMS's join secret, never given to a node: each node's
+    /// own token derives from it (`sms nodes join-token NODE`); re-read when
+    /// it changes. Needed with --insecure.
     #[arg(long, env = "SMS_JOIN_TOKEN_FILE")]
     pub join_token_file: Option<PathBuf>,
+    /// SMS's CA directory (`sms certs init`): with it, a node that joins
+    /// over TLS with its join token gets its certificate from this CA.
+    #[arg(long, env = "SMS_CA_DIR")]
+    pub ca_dir: Option<PathBuf>,
     /// PEM CA bundle that node and admin certificates must chain to.
     #[arg(long, env = "SMS_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
@@ -124,6 +128,7 @@ struct FileConfig {
     etcd_password_file: Option<PathBuf>,
     admin_token_file: Option<PathBuf>,
     join_token_file: Option<PathBuf>,
+    ca_dir: Option<PathBuf>,
     tls_ca: Option<PathBuf>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -266,6 +271,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         store,
         admin_token,
         join_token,
+        ca_dir: args.ca_dir.clone().or(file.ca_dir),
         tls,
         insecure: args.insecure || file.insecure,
         max_watches_per_node: crate::grpc::MAX_WATCHES_PER_NODE,

@@ -28,7 +28,12 @@ pub struct NodesService {
     /// Mints and checks join and node tokens (SMS's secret).
     tokens: NodeTokens,
     spent: SpentJoins,
+    /// SMS's CA (`--ca-dir`): signs joining nodes' certificates on TLS.
+    ca_dir: Option<std::path::PathBuf>,
 }
+
+/// How long a certificate a join gives lasts (as `sms certs issue`'s).
+const NODE_CERT_DAYS: u32 = 365;
 
 /// A join token's life when the admin names none.
 const DEFAULT_JOIN_TTL_S: u64 = 3600;
@@ -64,12 +69,15 @@ impl NodesService {
             hub,
             access,
             tokens: NodeTokens::default(),
+            ca_dir: None,
         }
     }
 
-    /// Gives nodes their own tokens from SMS's secret.
-    pub fn with_tokens(mut self, tokens: NodeTokens) -> Self {
+    /// Gives nodes their own tokens from SMS's secret and, with `ca_dir`,
+    /// certificates from SMS's CA.
+    pub fn with_tokens(mut self, tokens: NodeTokens, ca_dir: Option<std::path::PathBuf>) -> Self {
         self.tokens = tokens;
+        self.ca_dir = ca_dir;
         self
     }
 
@@ -86,7 +94,13 @@ impl Nodes for NodesService {
         let JoinRequest {
             node_id,
             join_token,
+            csr_pem,
         } = request.into_inner();
+        if !csr_pem.is_empty() && self.ca_dir.is_none() {
+            return Err(Status::failed_precondition(
+                "this SMS signs no certificates (it has no --ca-dir); issue the node's with `sms certs issue DIR --node ID`",
+            ));
+        }
         let now = now_unix();
         let claim = self
             .tokens
@@ -104,9 +118,22 @@ impl Nodes for NodesService {
             warn!(node_id = %node_id, "join refused: the token was used before");
             return Err(refused(TokenRefusal::Spent(node_id)));
         }
+        if let Some(dir) = self.ca_dir.as_ref().filter(|_| !csr_pem.is_empty()) {
+            let (certificate_pem, serial) =
+                crate::certs::sign_node(dir, &node_id, &csr_pem, NODE_CERT_DAYS)
+                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            tracing::info!(node_id = %node_id, %serial, "node joined: signed its certificate");
+            return Ok(Response::new(JoinResponse {
+                node_token: String::new(),
+                certificate_pem,
+            }));
+        }
         let node_token = self.tokens.node_token(&node_id).map_err(refused)?;
         tracing::info!(node_id = %node_id, "node joined with its join token");
-        Ok(Response::new(JoinResponse { node_token }))
+        Ok(Response::new(JoinResponse {
+            node_token,
+            certificate_pem: String::new(),
+        }))
     }
 
     async fn mint_join_token(

@@ -50,6 +50,9 @@ pub struct SmsConfig {
     /// port (`--join-token-file`; never given to a node): SMS checks the
     /// tokens nodes present and presents each node its own.
     pub join_token: JoinToken,
+    /// SMS's CA directory (`sms certs init`), when SMS signs the
+    /// certificates nodes join for (`--ca-dir`).
+    pub ca_dir: Option<PathBuf>,
     /// SMS's certificate (`spiffe://<domain>/sms`), key and CA bundle:
     /// with it the port is mutual TLS and callers have identities.
     pub tls: Option<TlsIdentity>,
@@ -132,23 +135,7 @@ impl Sms {
         let writer = Arc::new(RegistryWriter::new(Arc::clone(&hub)));
         let nodes = Arc::new(NodeTable::default());
         let problems = Arc::new(FileProblems::default());
-        let dir_task = match &config.mcp_dir {
-            Some(dir) => {
-                let reconciler = Reconciler::new(
-                    dir.clone(),
-                    Arc::clone(&hub),
-                    Arc::clone(&writer),
-                    Arc::clone(&problems),
-                    keys.sealer.clone(),
-                );
-                Some(follow_dir(dir, reconciler, &hub)?)
-            }
-            None => {
-                // No directory: nothing to load.
-                problems.mark_loaded();
-                None
-            }
-        };
+        let dir_task = follow_mcp_dir(&config, &hub, &writer, &problems, &keys)?;
         let listen_error = |cause| StartError::Listen {
             addr: config.listen,
             cause,
@@ -186,29 +173,11 @@ impl Sms {
             access: access.clone(),
             tls: config.tls.clone(),
             join_token: config.join_token.clone(),
+            ca_dir: config.ca_dir.clone(),
             max_watches_per_node: config.max_watches_per_node,
             insecure,
         });
-        let console_addr = match config.console_listen {
-            Some(listen) => {
-                let console = crate::console::ConsoleConfig {
-                    listen,
-                    tls: config.tls.clone(),
-                    insecure: config.insecure,
-                    admin_token: config.admin_token.clone(),
-                    viewer_token: config.viewer_token.clone(),
-                    module_dir: config.module_dir.clone(),
-                };
-                let deps = crate::console::ConsoleDeps {
-                    api: services.console_api(),
-                    hub: Arc::clone(&hub),
-                    nodes: Arc::clone(&nodes),
-                    problems: Arc::clone(&problems),
-                };
-                crate::console::Console::serve(console, deps).await?
-            }
-            None => None,
-        };
+        let console_addr = serve_console(&config, &services, &hub, &nodes, &problems).await?;
         let tls = config.tls.is_some();
         info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");
         Ok(Sms {
@@ -247,6 +216,58 @@ impl Sms {
 }
 
 /// Follows the MCP server directory `dir` into the registry.
+/// Follows `--mcp-dir` when there is one (a task keeping the registry
+/// to the directory), or marks the registry loaded when there is none.
+fn follow_mcp_dir(
+    config: &SmsConfig,
+    hub: &Arc<Hub>,
+    writer: &Arc<RegistryWriter>,
+    problems: &Arc<FileProblems>,
+    keys: &Keys,
+) -> Result<Option<tokio::task::JoinHandle<()>>, StartError> {
+    let Some(dir) = &config.mcp_dir else {
+        // No directory: nothing to load.
+        problems.mark_loaded();
+        return Ok(None);
+    };
+    let reconciler = Reconciler::new(
+        dir.clone(),
+        Arc::clone(hub),
+        Arc::clone(writer),
+        Arc::clone(problems),
+        keys.sealer.clone(),
+    );
+    follow_dir(dir, reconciler, hub).map(Some)
+}
+
+/// The console, when `--console-listen` asks for it: its bound address.
+async fn serve_console(
+    config: &SmsConfig,
+    services: &Services,
+    hub: &Arc<Hub>,
+    nodes: &Arc<NodeTable>,
+    problems: &Arc<FileProblems>,
+) -> Result<Option<std::net::SocketAddr>, StartError> {
+    let Some(listen) = config.console_listen else {
+        return Ok(None);
+    };
+    let console = crate::console::ConsoleConfig {
+        listen,
+        tls: config.tls.clone(),
+        insecure: config.insecure,
+        admin_token: config.admin_token.clone(),
+        viewer_token: config.viewer_token.clone(),
+        module_dir: config.module_dir.clone(),
+    };
+    let deps = crate::console::ConsoleDeps {
+        api: services.console_api(),
+        hub: Arc::clone(hub),
+        nodes: Arc::clone(nodes),
+        problems: Arc::clone(problems),
+    };
+    Ok(crate::console::Console::serve(console, deps).await?)
+}
+
 fn follow_dir(
     dir: &std::path::Path,
     reconciler: Reconciler,

@@ -54,6 +54,8 @@ pub struct ServicesDeps {
     pub access: Access,
     pub tls: Option<TlsIdentity>,
     pub join_token: JoinToken,
+    /// SMS's CA, signing joining nodes' certificates (`--ca-dir`).
+    pub ca_dir: Option<std::path::PathBuf>,
     pub max_watches_per_node: usize,
     pub insecure: bool,
 }
@@ -88,6 +90,7 @@ impl Services {
             access,
             tls,
             join_token,
+            ca_dir,
             max_watches_per_node,
             insecure,
         } = deps;
@@ -144,7 +147,7 @@ impl Services {
                     access.clone(),
                 )
                 .with_heads(heads)
-                .with_tokens(spear_identity::NodeTokens::new(join_token.clone())),
+                .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir),
             ),
             credentials: Arc::new(
                 CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())

@@ -243,6 +243,30 @@ pub async fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// The node's TLS identity: the files given, or with the CA alone and a
+/// join token (`joining`: its file, the node id, SMS), the certificate
+/// SMS's CA signs at the node's first start ([`crate::node::bootstrap`]).
+async fn node_tls(
+    tls: &TlsArgs,
+    joining: (&Option<PathBuf>, Option<&str>, &[String]),
+    state_dir: &std::path::Path,
+) -> Result<Option<spear_identity::TlsIdentity>> {
+    let (join_file, node_id, sms) = joining;
+    if let (Some(ca), None, None, Some(join)) =
+        (&tls.tls_ca, &tls.tls_cert, &tls.tls_key, join_file)
+    {
+        let identity =
+            crate::node::bootstrap::certificate(ca.clone(), join.clone(), state_dir, node_id, sms)
+                .await?;
+        return Ok(Some(identity));
+    }
+    Ok(tls
+        .flags()
+        .files()?
+        .map(spear_identity::TlsIdentity::load)
+        .transpose()?)
+}
+
 /// `spearlet run`: starts the node, serves until a signal, drains and
 /// stops it.
 async fn run_node(args: RunArgs) -> Result<i32> {
@@ -262,11 +286,6 @@ async fn run_node(args: RunArgs) -> Result<i32> {
         drain_secs,
     } = args;
     init_logging(log_format, Verbosity::Daemon)?;
-    let tls = tls
-        .flags()
-        .files()?
-        .map(spear_identity::TlsIdentity::load)
-        .transpose()?;
     let file = match &config {
         Some(path) => NodeFile::load(path)?,
         None => NodeFile::default(),
@@ -276,6 +295,8 @@ async fn run_node(args: RunArgs) -> Result<i32> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect();
+    let joining = (&join_token_file, node_id.as_deref(), &sms[..]);
+    let tls = node_tls(&tls, joining, &state_dir).await?;
     let join_token = join_token_file
         .map(spear_identity::JoinToken::from_file)
         .transpose()?

@@ -92,7 +92,11 @@ pub async fn resolve(
     if !is_join_token(&held) {
         return Err(CredentialError::NotAToken(node_id.to_string()));
     }
-    let node_token = join(sms, node_id, held).await?;
+    let Joined::NodeToken(node_token) = join(sms, None, node_id, held, String::new()).await? else {
+        return Err(CredentialError::Refused(
+            "SMS answered with a certificate where a node token was asked".into(),
+        ));
+    };
     write_private(&stored, &node_token)?;
     tracing::info!(node_id, path = %stored.display(), "joined SMS: kept the node's own token");
     Ok(JoinToken::from_file(stored)?)
@@ -111,14 +115,25 @@ fn checked(token: JoinToken, path: &Path, node_id: &str) -> Result<JoinToken, Cr
     }
 }
 
-/// Presents the join token to each SMS in turn until one answers.
-async fn join(
+/// What a join gives.
+pub(super) enum Joined {
+    /// On plaintext: the node's own token.
+    NodeToken(String),
+    /// On TLS, with a certificate request: the node's certificate (PEM).
+    Certificate(String),
+}
+
+/// Presents the join token (and, on TLS, the certificate request
+/// `csr_pem`) to each SMS in turn until one answers.
+pub(super) async fn join(
     sms: &[String],
+    tls: Option<spear_identity::TlsIdentity>,
     node_id: &str,
     join_token: String,
-) -> Result<String, CredentialError> {
+    csr_pem: String,
+) -> Result<Joined, CredentialError> {
     // No credential yet: the join call carries none.
-    let link = SmsLink::new(sms.to_vec(), None, JoinToken::none());
+    let link = SmsLink::new(sms.to_vec(), tls, JoinToken::none());
     let mut backoff =
         spear_common::backoff::Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
     let deadline = tokio::time::Instant::now() + JOIN_WITHIN;
@@ -139,9 +154,17 @@ async fn join(
             let asked = JoinRequest {
                 node_id: node_id.to_string(),
                 join_token: join_token.clone(),
+                csr_pem: csr_pem.clone(),
             };
             match client.join(asked).await {
-                Ok(answer) => return Ok(answer.into_inner().node_token),
+                Ok(answer) => {
+                    let answer = answer.into_inner();
+                    return Ok(if answer.certificate_pem.is_empty() {
+                        Joined::NodeToken(answer.node_token)
+                    } else {
+                        Joined::Certificate(answer.certificate_pem)
+                    });
+                }
                 Err(status) if status.code() == tonic::Code::Unavailable => {
                     last = status.message().to_string();
                 }
@@ -157,7 +180,7 @@ async fn join(
 
 /// Writes `text` to `path`, readable by the node's user only, whole or
 /// not at all.
-fn write_private(path: &Path, text: &str) -> Result<(), CredentialError> {
+pub(super) fn write_private(path: &Path, text: &str) -> Result<(), CredentialError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let failed = |cause| CredentialError::Write {

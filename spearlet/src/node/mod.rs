@@ -6,6 +6,7 @@
 //! keeping a named handle for each; [`Node::shutdown`] stops them in a
 //! stated order.
 
+pub mod bootstrap;
 mod checks;
 mod connections;
 pub mod credential;

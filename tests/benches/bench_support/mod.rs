@@ -84,6 +84,7 @@ pub async fn start_sms_with(
         store,
         admin_token: Default::default(),
         join_token: Default::default(),
+        ca_dir: None,
         tls,
         insecure: false,
         max_watches_per_node: 10,
