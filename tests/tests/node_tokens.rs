@@ -274,6 +274,16 @@ fn a_join_token_works_once_for_its_node_and_a_node_token_only_for_its_node() {
     );
 }
 
+/// Waits until `node` says it is synced with SMS.
+fn synced(node: &SpearletProc, what: &str) {
+    eventually(what, Duration::from_secs(30), || {
+        let status = node.status()?;
+        (status["sync_state"] == "synced")
+            .then_some(())
+            .ok_or(status.to_string())
+    });
+}
+
 fn write(path: PathBuf, text: &str) -> PathBuf {
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("{e}"));
     path
@@ -329,12 +339,7 @@ fn a_real_node_joins_once_and_keeps_its_own_token_across_a_restart() {
     assert_eq!(mode & 0o077, 0, "the node token is the node's alone");
     // Restarted, it presents the token it kept (its join token is spent).
     let node = node.restart();
-    eventually("node-c to sync again", Duration::from_secs(30), || {
-        let status = node.status()?;
-        (status["sync_state"] == "synced")
-            .then_some(())
-            .ok_or(status.to_string())
-    });
+    synced(&node, "node-c to sync again");
     assert!(!node.proc.log().contains("refused"), "{}", node.proc.log());
 }
 
@@ -411,10 +416,5 @@ fn over_tls_a_join_token_gets_the_node_its_certificate_from_smss_ca() {
     assert!(!other.join("tls/node.pem").exists());
     // Restarted, it uses the certificate it kept.
     let node = node.restart();
-    eventually("node-t to sync again", Duration::from_secs(30), || {
-        let status = node.status()?;
-        (status["sync_state"] == "synced")
-            .then_some(())
-            .ok_or(status.to_string())
-    });
+    synced(&node, "node-t to sync again");
 }
