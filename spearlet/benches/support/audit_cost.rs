@@ -84,7 +84,7 @@ pub async fn run() {
         let outcome = on.execute(&task, &session, &set, &echo, args).await;
         assert!(!outcome.is_error, "{}", outcome.text);
         let started = Instant::now();
-        on.trust().durable().await;
+        on.trust().durable().await.unwrap_or_else(|e| panic!("{e}"));
         if i >= 50 {
             durable_s.push(started.elapsed());
         }
@@ -179,7 +179,7 @@ async fn sustained(log: &AuditLog) {
                         duration_us: Some(120),
                         ..Record::default()
                     });
-                    log.durable(seq).await;
+                    log.durable(seq).await.unwrap_or_else(|e| panic!("{e}"));
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             })

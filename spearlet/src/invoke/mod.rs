@@ -85,6 +85,9 @@ pub enum InvokeError {
         "this node is shutting down: it finishes its runs and takes no more; try another node"
     )]
     Draining,
+    /// Its audit log refuses records: nothing runs unrecorded.
+    #[error(transparent)]
+    Unrecorded(#[from] crate::trust::audit::Unwritable),
 }
 
 /// What a node's policy or caps refuse a task.
@@ -193,6 +196,16 @@ impl Invoker {
         scope: RunScope,
     ) -> Result<InvokeResponse, InvokeError> {
         self.admission.open()?;
+        if let Some(unwritable) = self
+            .router
+            .trust()
+            .node
+            .audit
+            .as_ref()
+            .and_then(|log| log.unwritable())
+        {
+            return Err(unwritable.into());
+        }
         let task = self.tasks.task_of(&mut request).await?;
         let invocation_id = scope.invocation_id.clone();
         let cleared = self.clear(&task, request.input.to_vec(), scope)?;

@@ -44,7 +44,8 @@ fn to_status(error: InvokeError) -> Status {
         InvokeError::TaskNotFound(_) => Status::not_found(message),
         InvokeError::TaskUnavailable { .. } => Status::unavailable(message),
         InvokeError::Busy(_) => Status::resource_exhausted(message),
-        InvokeError::Draining => Status::unavailable(message),
+        // Nothing ran here: SMS tries another node.
+        InvokeError::Draining | InvokeError::Unrecorded(_) => Status::unavailable(message),
         InvokeError::Module(_)
         | InvokeError::Load(_)
         | InvokeError::Backend(_)

@@ -59,9 +59,10 @@ impl RunTrust {
 
     /// Waits until every record this node appended so far is on disk:
     /// before a model request, so no result reaches the model unrecorded.
-    pub async fn durable(&self) {
-        if let Some(log) = &self.node.audit {
-            log.durable(log.last()).await;
+    pub async fn durable(&self) -> Result<(), audit::Unwritable> {
+        match &self.node.audit {
+            Some(log) => log.durable(log.last()).await,
+            None => Ok(()),
         }
     }
 }

@@ -39,11 +39,10 @@ impl ToolLoop<'_, '_> {
         // No result reaches the model before its audit record is on disk
         // (DESIGN §6.1): one wait per request, for every call before it.
         let trust = self.setup.router.trust();
-        if tokio::time::timeout_at(deadline, trust.durable())
-            .await
-            .is_err()
-        {
-            return Step::Done(Err(LoopError::Deadline));
+        match tokio::time::timeout_at(deadline, trust.durable()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(unwritable)) => return Step::Done(Err(unwritable.into())),
+            Err(_) => return Step::Done(Err(LoopError::Deadline)),
         }
         let request = ChatRequest {
             messages: self.messages,

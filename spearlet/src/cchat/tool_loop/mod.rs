@@ -121,6 +121,10 @@ pub enum LoopError {
     Llm(#[from] LlmError),
     #[error(transparent)]
     GuestStopped(#[from] GuestStopped),
+    /// The node's audit log refuses records: the run ends before the
+    /// model sees anything it would not have recorded.
+    #[error(transparent)]
+    Unrecorded(#[from] crate::trust::audit::Unwritable),
 }
 
 /// Why a send's params cannot be honoured.

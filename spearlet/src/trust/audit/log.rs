@@ -44,6 +44,16 @@ pub struct OpenError {
     cause: std::io::Error,
 }
 
+/// The log cannot be written: nothing may run unrecorded, so a run that
+/// waits for its records ends, and the node refuses new runs, until the
+/// disk takes them again (the records stay queued, in order).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("this node cannot write its audit log in {dir} ({cause}); it runs nothing unrecorded, so it refuses runs until the log can be written (free space, or fix the state dir's permissions)")]
+pub struct Unwritable {
+    dir: PathBuf,
+    cause: String,
+}
+
 /// The appending half, cloned into every run.
 #[derive(Clone)]
 pub struct AuditLog {
@@ -64,6 +74,8 @@ struct Inner {
     wake: mpsc::Sender<()>,
     /// The last seq on disk.
     synced: watch::Receiver<u64>,
+    /// Why the last write failed; `None` once one succeeds.
+    failing: watch::Receiver<Option<String>>,
 }
 
 impl AuditLog {
@@ -102,6 +114,7 @@ impl AuditLog {
         file.set_len(len).map_err(fail)?;
         let (wake, woken) = mpsc::channel();
         let (published, synced) = watch::channel(tail.seq);
+        let (health, failing) = watch::channel(None);
         let queue = Arc::new(Mutex::new(Queue {
             next: tail.seq + 1,
             records: Vec::new(),
@@ -117,6 +130,7 @@ impl AuditLog {
             pending_first: 0,
             pending_last: 0,
             published,
+            health,
         };
         std::thread::Builder::new()
             .name("audit-writer".into())
@@ -129,6 +143,7 @@ impl AuditLog {
                 queue,
                 wake,
                 synced,
+                failing,
             }),
         })
     }
@@ -169,17 +184,45 @@ impl AuditLog {
         self.inner.synced.clone()
     }
 
-    /// Waits until every record up to `seq` is on disk.
-    pub async fn durable(&self, seq: u64) {
+    /// Why the log cannot be written now, if it cannot.
+    pub fn unwritable(&self) -> Option<Unwritable> {
+        let cause = self.inner.failing.borrow().clone()?;
+        Some(Unwritable {
+            dir: self.inner.dir.clone(),
+            cause,
+        })
+    }
+
+    /// Waits until every record up to `seq` is on disk, or the disk
+    /// refuses them.
+    pub async fn durable(&self, seq: u64) -> Result<(), Unwritable> {
         let mut synced = self.inner.synced.clone();
         if *synced.borrow() >= seq {
-            return;
+            return Ok(());
         }
+        let stopped = || Unwritable {
+            dir: self.inner.dir.clone(),
+            cause: "its writer has stopped".into(),
+        };
         if self.inner.wake.send(()).is_err() {
             error!("the audit writer has stopped; records are not being kept");
-            return;
+            return Err(stopped());
         }
-        let _ = synced.wait_for(|on_disk| *on_disk >= seq).await;
+        let mut failing = self.inner.failing.clone();
+        failing.mark_unchanged();
+        loop {
+            tokio::select! {
+                on_disk = synced.wait_for(|on_disk| *on_disk >= seq) => {
+                    return on_disk.map(|_| ()).map_err(|_| stopped());
+                }
+                changed = failing.changed() => {
+                    changed.map_err(|_| stopped())?;
+                    if let Some(refused) = self.unwritable() {
+                        return Err(refused);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -198,6 +241,8 @@ struct Writer {
     pending_first: u64,
     pending_last: u64,
     published: watch::Sender<u64>,
+    /// Why the last write failed (`None`: it did not).
+    health: watch::Sender<Option<String>>,
 }
 
 impl Writer {
@@ -215,11 +260,13 @@ impl Writer {
                     Ok(()) => {
                         self.pending.clear();
                         self.published.send_replace(self.pending_last);
+                        self.health.send_if_modified(|h| h.take().is_some());
                     }
                     Err(cause) => {
                         // Kept: written again on the next round. Runs
-                        // wait at their next model request meanwhile.
-                        error!(%cause, dir = %self.dir.display(), "cannot write the audit log; tool loops wait until it can");
+                        // waiting for it end, and new ones are refused.
+                        error!(%cause, dir = %self.dir.display(), "cannot write the audit log; the node refuses runs until it can");
+                        self.health.send_replace(Some(cause.to_string()));
                     }
                 }
             }
@@ -248,25 +295,32 @@ impl Writer {
     /// current one is full.
     fn write(&mut self) -> std::io::Result<()> {
         if self.written >= self.rotate_bytes {
-            self.file = OpenOptions::new()
+            // The new file replaces the full one only once the batch is
+            // in it: a failed start is opened afresh on the retry.
+            let mut next = OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(files::path_of(&self.dir, self.pending_first))?;
-            self.written = 0;
+            write_synced(&mut next, self.pending.as_bytes(), 0)?;
+            self.file = next;
+            self.written = self.pending.len() as u64;
+            return Ok(());
         }
-        let wrote = self
-            .file
-            .write_all(self.pending.as_bytes())
-            .and_then(|()| self.file.sync_data());
-        if let Err(cause) = wrote {
-            // Cut what part of the batch got through, so the retry does
-            // not write it twice.
-            let _ = self.file.set_len(self.written);
-            return Err(cause);
-        }
+        write_synced(&mut self.file, self.pending.as_bytes(), self.written)?;
         self.written += self.pending.len() as u64;
         Ok(())
     }
+}
+
+/// Appends `bytes` to `file` (`len` long) and syncs it; on failure cuts
+/// what part got through, so the retry does not write it twice.
+fn write_synced(file: &mut File, bytes: &[u8], len: u64) -> std::io::Result<()> {
+    let wrote = file.write_all(bytes).and_then(|()| file.sync_data());
+    if let Err(cause) = wrote {
+        let _ = file.set_len(len);
+        return Err(cause);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -303,7 +357,7 @@ mod tests {
         // One batch each (a file rotates between batches).
         for i in 0..20 {
             let seq = log.append(record(&format!("tool_{i}")));
-            log.durable(seq).await;
+            log.durable(seq).await.unwrap_or_else(|e| panic!("{e}"));
         }
         assert!(
             files::list(dir.path()).unwrap().len() > 2,
@@ -314,7 +368,7 @@ mod tests {
         assert_eq!(log.last(), 20);
         let seq = log.append(record("after"));
         assert_eq!(seq, 21);
-        log.durable(seq).await;
+        log.durable(seq).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(verify(dir.path()), (21, Ok(())));
     }
 
@@ -325,7 +379,7 @@ mod tests {
         for _ in 0..3 {
             log.append(record("t"));
         }
-        log.durable(3).await;
+        log.durable(3).await.unwrap_or_else(|e| panic!("{e}"));
         drop(log);
         let (_, path) = files::list(dir.path()).unwrap().pop().unwrap();
         let mut file = OpenOptions::new().append(true).open(&path).unwrap();
@@ -333,7 +387,7 @@ mod tests {
         let log = AuditLog::open(dir.path(), "n1", ROTATE_BYTES).unwrap();
         let seq = log.append(record("t"));
         assert_eq!(seq, 4);
-        log.durable(seq).await;
+        log.durable(seq).await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(verify(dir.path()), (4, Ok(())));
     }
 
@@ -344,7 +398,7 @@ mod tests {
         for i in 0..5 {
             log.append(record(&format!("tool_{i}")));
         }
-        log.durable(5).await;
+        log.durable(5).await.unwrap_or_else(|e| panic!("{e}"));
         let (_, path) = files::list(dir.path()).unwrap().pop().unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::write(&path, text.replace("tool_2", "tool_x")).unwrap();
@@ -355,5 +409,35 @@ mod tests {
                 Err("record 3 was altered: its hash does not match its contents".into())
             )
         );
+    }
+
+    #[tokio::test]
+    async fn a_disk_that_refuses_records_ends_the_wait_and_the_log_recovers() {
+        let dir = tempfile::tempdir().unwrap();
+        // One record per file, so the second file's path is known.
+        let log = AuditLog::open(dir.path(), "n1", 1).unwrap();
+        let first = log.append(record("first"));
+        log.durable(first).await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(log.unwritable().is_none());
+        // The next file is a full disk.
+        let next = files::path_of(dir.path(), 2);
+        std::os::unix::fs::symlink("/dev/full", &next).unwrap();
+        let second = log.append(record("second"));
+        let refused = log.durable(second).await.unwrap_err();
+        assert!(refused.to_string().contains("refuses runs"), "{refused}");
+        assert!(log.unwritable().is_some());
+        // Space again: the kept record is written, in order (a retry
+        // already under way may still fail once).
+        std::fs::remove_file(&next).unwrap();
+        let mut written = log.durable(second).await;
+        for _ in 0..10 {
+            if written.is_ok() {
+                break;
+            }
+            written = log.durable(second).await;
+        }
+        written.unwrap_or_else(|e| panic!("{e}"));
+        assert!(log.unwritable().is_none());
+        assert_eq!(verify(dir.path()), (2, Ok(())));
     }
 }

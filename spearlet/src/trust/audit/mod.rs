@@ -13,7 +13,7 @@ use std::path::Path;
 
 use spear_proto::audit::{ChainCheck, ChainProblem, Record};
 
-pub use log::{AuditLog, OpenError, ROTATE_BYTES};
+pub use log::{AuditLog, OpenError, Unwritable, ROTATE_BYTES};
 pub use ship::Shipper;
 
 /// What [`verify_dir`] found.
