@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::json;
+use spear_proto::v1::approvals_client::ApprovalsClient;
 use spear_proto::v1::audit_client::AuditClient;
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{
-    AuditLine, HeartbeatRequest, JoinRequest, ListServersRequest, OpenSealedRequest, SealedValue,
-    ShipAuditRequest, WatchRequest,
+    ApprovalBinding, AuditLine, HeartbeatRequest, JoinRequest, ListServersRequest,
+    OpenSealedRequest, RequestApprovalRequest, SealedValue, ShipAuditRequest, WatchRequest,
 };
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::runtime;
@@ -138,6 +139,30 @@ async fn as_node(sms: &str, node: &str, token: &str) -> Vec<(&'static str, tonic
     got
 }
 
+/// Asks an approval for a call on `node`, presenting `token`.
+async fn ask_approval(sms: &str, node: &str, token: &str) -> Result<String, tonic::Status> {
+    let binding = ApprovalBinding {
+        node_id: node.into(),
+        task_id: "t".into(),
+        invocation_id: "inv-1".into(),
+        server_id: "vault".into(),
+        tool: "write".into(),
+        arguments_digest: spear_proto::approvals::arguments_digest("{}").unwrap_or_default(),
+        ..Default::default()
+    };
+    ApprovalsClient::new(channel(sms).await)
+        .request_approval(presenting(
+            RequestApprovalRequest {
+                binding: Some(binding),
+                arguments: "{}".into(),
+                expires_in_ms: 60_000,
+            },
+            token,
+        ))
+        .await
+        .map(|r| r.into_inner().approval_id)
+}
+
 async fn sealed_of_vault(sms: &str, token: &str) -> Vec<SealedValue> {
     RegistryClient::new(channel(sms).await)
         .list_servers(presenting(ListServersRequest {}, token))
@@ -244,6 +269,19 @@ fn a_join_token_works_once_for_its_node_and_a_node_token_only_for_its_node() {
         "heartbeat: {:?}",
         own[0].1
     );
+    // Approvals are asked by live nodes only: node-b, joined but never
+    // heard from, is refused; node-a, which just heartbeated, is not.
+    let ghost = rt
+        .block_on(ask_approval(&sms.grpc, "node-b", &token_b))
+        .unwrap_err();
+    assert_eq!(ghost.code(), tonic::Code::FailedPrecondition, "{ghost:?}");
+    assert!(
+        ghost.message().contains("has not heartbeated"),
+        "{}",
+        ghost.message()
+    );
+    rt.block_on(ask_approval(&sms.grpc, "node-a", &token_a))
+        .unwrap_or_else(|e| panic!("{e:?}"));
 
     // node-a's sealed value opens for node-a, not for node-b.
     let sealed = rt.block_on(sealed_of_vault(&sms.grpc, &token_a));

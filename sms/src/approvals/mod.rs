@@ -35,8 +35,10 @@ use spear_proto::v1::{ApprovalBinding, ApprovalInfo, ApprovalState};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// Approvals pending at once for one node, and in all.
+/// Approvals pending at once for one node, for one task (across its
+/// nodes), and in all: no node and no task fills the fleet's book.
 pub const MAX_PENDING_PER_NODE: usize = 64;
+pub const MAX_PENDING_PER_TASK: usize = 256;
 pub const MAX_APPROVALS: usize = 10_000;
 /// Bytes of one call's arguments kept for `show`.
 pub const MAX_ARGUMENTS: usize = 64 * 1024;
@@ -58,6 +60,8 @@ pub enum ApprovalError {
     LargeArguments(usize),
     #[error("node '{0}' already has {MAX_PENDING_PER_NODE} approvals pending; decide or let some expire first")]
     TooManyForNode(String),
+    #[error("task '{0}' already has {MAX_PENDING_PER_TASK} approvals pending across its nodes; decide or let some expire first")]
+    TooManyForTask(String),
     #[error("SMS holds {MAX_APPROVALS} approvals; decide or let some expire first")]
     TooMany,
     #[error("approval '{id}' belongs to node '{owner}'")]
@@ -181,15 +185,20 @@ impl ApprovalBook {
         let now = Instant::now();
         let mut entries = self.entries.lock();
         Self::trim(&mut entries, now);
-        let pending_here = entries
+        let (mut pending_here, mut pending_task) = (0, 0);
+        for pending in entries
             .values()
-            .filter(|e| {
-                e.state() == ApprovalState::Pending
-                    && e.info.binding.as_ref().map(|b| &b.node_id) == Some(&binding.node_id)
-            })
-            .count();
+            .filter(|e| e.state() == ApprovalState::Pending)
+            .filter_map(|e| e.info.binding.as_ref())
+        {
+            pending_here += usize::from(pending.node_id == binding.node_id);
+            pending_task += usize::from(pending.task_id == binding.task_id);
+        }
         if pending_here >= MAX_PENDING_PER_NODE {
             return Err(ApprovalError::TooManyForNode(binding.node_id));
+        }
+        if pending_task >= MAX_PENDING_PER_TASK {
+            return Err(ApprovalError::TooManyForTask(binding.task_id));
         }
         if entries.len() >= MAX_APPROVALS {
             return Err(ApprovalError::TooMany);

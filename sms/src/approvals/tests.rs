@@ -139,6 +139,27 @@ async fn a_node_cannot_flood_sms_with_requests() {
     ));
 }
 
+/// One task over many nodes cannot fill the book either: past its cap
+/// its requests are refused, and another task's still get through.
+#[tokio::test(start_paused = true)]
+async fn a_task_cannot_flood_sms_across_its_nodes() {
+    let book = ApprovalBook::default();
+    for i in 0..MAX_PENDING_PER_TASK {
+        let mut on = binding("a");
+        on.node_id = format!("n{}", i / MAX_PENDING_PER_NODE);
+        book.request(on, "a".into(), Duration::ZERO).unwrap();
+    }
+    let mut next = binding("a");
+    next.node_id = "n-last".into();
+    assert_eq!(
+        book.request(next.clone(), "a".into(), Duration::ZERO)
+            .map(|_| ()),
+        Err(ApprovalError::TooManyForTask("fs-agent".into()))
+    );
+    next.task_id = "other-task".into();
+    assert!(book.request(next, "a".into(), Duration::ZERO).is_ok());
+}
+
 /// What an operator reads must be what the approval binds: arguments that
 /// do not hash to the digest are refused; where the node redacted a
 /// secret (SMS cannot hash what it never sees) they are kept, marked.

@@ -25,6 +25,8 @@ pub struct ApprovalsService {
     events: TrustEvents,
     access: Access,
     audit: AdminAudit,
+    /// Only nodes alive here may ask (`None`: anyone who may call).
+    nodes: Option<Arc<crate::nodes::NodeTable>>,
 }
 
 impl ApprovalsService {
@@ -34,7 +36,15 @@ impl ApprovalsService {
             events,
             access,
             audit: AdminAudit::default(),
+            nodes: None,
         }
+    }
+
+    /// Takes approval requests only from nodes that heartbeat to this SMS
+    /// (no approvals for made-up or departed node ids).
+    pub fn for_live_nodes(mut self, nodes: Arc<crate::nodes::NodeTable>) -> Self {
+        self.nodes = Some(nodes);
+        self
     }
 
     /// Records this service's admin writes in the audit trail.
@@ -53,9 +63,9 @@ fn to_status(error: ApprovalError) -> Status {
     match &error {
         ApprovalError::Unknown(_) => Status::not_found(error.to_string()),
         ApprovalError::OtherNode { .. } => Status::permission_denied(error.to_string()),
-        ApprovalError::TooManyForNode(_) | ApprovalError::TooMany => {
-            Status::resource_exhausted(error.to_string())
-        }
+        ApprovalError::TooManyForNode(_)
+        | ApprovalError::TooManyForTask(_)
+        | ApprovalError::TooMany => Status::resource_exhausted(error.to_string()),
         ApprovalError::NotPending { .. } | ApprovalError::OtherCall { .. } => {
             Status::failed_precondition(error.to_string())
         }
@@ -73,6 +83,12 @@ impl Approvals for ApprovalsService {
     ) -> Result<Response<RequestApprovalResponse>, Status> {
         let node_id = bound_node(request.get_ref().binding.as_ref());
         self.access.node(&request, &node_id, "request_approval")?;
+        if self.nodes.as_ref().is_some_and(|n| !n.is_alive(&node_id)) {
+            return Err(Status::failed_precondition(format!(
+                "node '{node_id}' has not heartbeated to this SMS within {:?}; only live nodes ask approvals (the node asks again once it has)",
+                crate::nodes::NODE_TTL
+            )));
+        }
         let ask = request.into_inner();
         let binding = ask.binding.unwrap_or_default();
         let (server_id, tool, task_id) = (

@@ -286,6 +286,15 @@ impl NodeTable {
     pub fn is_known(&self, node_id: &str) -> bool {
         self.nodes.read().by_id.contains_key(node_id)
     }
+
+    /// Whether `node_id` heartbeated to this SMS within [`NODE_TTL`].
+    pub fn is_alive(&self, node_id: &str) -> bool {
+        self.nodes
+            .read()
+            .by_id
+            .get(node_id)
+            .is_some_and(|n| Instant::now().duration_since(n.last_seen) < NODE_TTL)
+    }
 }
 
 #[cfg(test)]

@@ -122,6 +122,7 @@ impl Services {
                     events.clone(),
                     access.clone(),
                 )
+                .for_live_nodes(Arc::clone(&nodes))
                 .audited(admin_audit.clone()),
             ),
             audit: Arc::new(
