@@ -334,7 +334,11 @@ async fn each_call_is_recorded_even_one_cut_short() {
     router
         .execute(&task, &session, &set, &name("ok"), "{}")
         .await;
-    router.trust().durable().await;
+    router
+        .trust()
+        .durable()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let text: String = std::fs::read_dir(dir.path())
         .unwrap()

@@ -324,7 +324,14 @@ def trust(browser):
     pending.wait_for(timeout=60_000)
     result["pending"] = pending.inner_text()
     shot(page, "trust")
-    pending.locator("button[data-action=approve]").click()
+    # The approval's own page: who asked, until when, and the arguments
+    # the operator decides on; approved from there.
+    pending.locator("td a").first.click()
+    page.locator("#approval-arguments").wait_for(timeout=WAIT_MS)
+    result["approval"] = page.inner_text("#approval")
+    result["approval_arguments"] = page.inner_text("#approval-arguments")
+    shot(page, "approval")
+    page.click("button[data-action=approve]")
     page.wait_for_url(URL + "/trust?notice=approved")
     result["notice"] = page.inner_text(".notice")
 

@@ -54,7 +54,10 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
     };
     let (c, dir) = trust_cluster("approvals", setup);
     std::thread::scope(|scope| {
-        let run = scope.spawn(|| invoke_on(&c, "node-a"));
+        let run = scope.spawn(|| {
+            c.sms
+                .client(&["invoke", "--json", "echo", "--node", "node-a"])
+        });
 
         // The first call waits, bound to this call and this run.
         let first = next_pending(&c, &[]);
@@ -107,9 +110,24 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
         ]);
         assert_eq!(code, 0, "{out}{err}");
 
+        // The waiting `sms invoke` named each approval, and its decision.
+        let (code, out, err) = run.join().unwrap();
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(
+            err.contains(&format!(
+                "waiting for approval {first_id} of drifting · echo on node-a"
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "approval {second_id} of drifting · echo on node-a: denied"
+            )),
+            "{err}"
+        );
         // The model reads the denial with its reason; the provider took
         // the history (the run answered).
-        let run = run.join().unwrap();
+        let run: Value = serde_json::from_str(&out).unwrap();
         let stdout = run["stdout"].as_str().unwrap_or_default();
         assert!(
             stdout
@@ -119,6 +137,20 @@ fn an_approved_call_runs_once_and_its_approval_fits_no_other_call() {
         );
         assert_eq!(run["ok"], true, "{run}");
         assert_eq!(echo_calls(&dir), 1, "the denied call did not run");
+        // Its trace names the tool and why it did not run.
+        let denied = run["trace"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["refused"].as_str().is_some_and(|r| !r.is_empty()))
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            denied["refused"].as_str().is_some_and(|r| r
+                .contains("denied this call of tool 'echo' of server 'drifting'")
+                && r.contains("not to an unknown place")),
+            "{run}"
+        );
     });
     let states: Vec<Value> = approvals(&c).iter().map(|a| a["state"].clone()).collect();
     assert_eq!(states.len(), 2);

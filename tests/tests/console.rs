@@ -349,6 +349,15 @@ fn an_approval_and_a_pin_diff_are_decided_from_the_page() {
         let seen = drive("trust", &c.sms, &[("PIN_SERVER", "hostile-tools".into())]);
         let run = run.join().unwrap_or_else(|_| panic!("the run panicked"));
         assert!(text(&seen["pending"]).contains("drifting · echo"), "{seen}");
+        // Its page says who asked and until when, and shows the arguments.
+        let approval = text(&seen["approval"]);
+        for shown in ["node-a", "Expires (UTC)", "drifting · echo", "echo ·"] {
+            assert!(approval.contains(shown), "{shown}: {seen}");
+        }
+        assert!(
+            text(&seen["approval_arguments"]).contains("from the console"),
+            "{seen}"
+        );
         assert!(text(&seen["notice"]).contains("Approved"), "{seen}");
         assert_eq!(run["ok"], true, "{run}");
         assert!(

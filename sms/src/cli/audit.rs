@@ -63,6 +63,54 @@ async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
     ))
 }
 
+/// Says on stderr which approvals a run of `task` (on `node`, when one is
+/// named) waits for, as SMS announces them, and how each was decided,
+/// until the returned task is aborted. `None` when SMS's trust events
+/// cannot be followed (a caller who is not an admin): the run goes on
+/// without the notices.
+pub async fn announce_waits(
+    client: &ClientArgs,
+    task: String,
+    node: String,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let mut events = audit(client)
+        .await
+        .ok()?
+        .watch_trust(request(client, WatchTrustRequest {}).ok()?)
+        .await
+        .ok()?
+        .into_inner();
+    Some(tokio::spawn(async move {
+        while let Ok(Some(event)) = events.message().await {
+            let Some(Event::Approval(a)) = event.event else {
+                continue;
+            };
+            let b = a.binding.clone().unwrap_or_default();
+            if b.task_id != task || (!node.is_empty() && b.node_id != node) {
+                continue;
+            }
+            let state = crate::approvals::state_name(a.state());
+            let id = spear_common::text::printable(&a.approval_id).into_owned();
+            let what = spear_common::text::printable(&format!(
+                "{} · {} on {}",
+                b.server_id, b.tool, b.node_id
+            ))
+            .into_owned();
+            if state == "pending" {
+                let left = a
+                    .expires_at_ms
+                    .saturating_sub(spear_common::clock::now_ms())
+                    / 1000;
+                eprintln!(
+                    "waiting for approval {id} of {what} (expires in {left} s): `sms approvals show {id}`, then approve or deny"
+                );
+            } else {
+                eprintln!("approval {id} of {what}: {state}");
+            }
+        }
+    }))
+}
+
 /// `90s`, `15m`, `2h` in milliseconds.
 fn parse_since(text: &str) -> Result<u64> {
     let (number, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());

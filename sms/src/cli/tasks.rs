@@ -219,10 +219,21 @@ pub async fn invoke(
                 .await
         }
         None => {
-            TasksClient::new(connect(client, &client.addr, Identity::Sms, "SMS").await?)
+            // Approvals the run waits for are named as SMS announces them.
+            let waits = super::audit::announce_waits(
+                client,
+                body.task_id.clone(),
+                body.node_id.clone(),
+            )
+            .await;
+            let answer = TasksClient::new(connect(client, &client.addr, Identity::Sms, "SMS").await?)
                 .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
                 .invoke_task(request(client, body)?)
-                .await
+                .await;
+            if let Some(waits) = waits {
+                waits.abort();
+            }
+            answer
         }
     }
     .map_err(status_error)?
@@ -237,6 +248,7 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
         let trace: Vec<_> = response.trace.iter().map(|t| serde_json::json!({
             "tool_call_id": t.tool_call_id, "name": t.name, "server_id": t.server_id, "tool": t.tool,
             "is_error": t.is_error, "duration_us": t.duration_us, "bytes": t.bytes,
+            "refused": t.refused,
         })).collect();
         let out = serde_json::json!({
             "node_id": response.node_id, "task_id": response.task_id, "ok": response.ok,
@@ -256,6 +268,9 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
                 format!("{}/{}", t.server_id, t.tool)
             } else if !t.tool.is_empty() {
                 format!("{} (a guest tool)", t.tool)
+            } else if !t.refused.is_empty() {
+                let why = spear_common::text::printable(&t.refused).into_owned();
+                format!("{} (not executed: {why})", t.name)
             } else {
                 format!("{} (not executed)", t.name)
             };

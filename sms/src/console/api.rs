@@ -151,6 +151,18 @@ impl Api {
             .approvals)
     }
 
+    /// One approval, with the call's arguments while it is pending.
+    pub async fn approval(&self, approval_id: &str) -> Result<ApprovalInfo, Refused> {
+        let request = ShowApprovalRequest {
+            approval_id: approval_id.to_string(),
+        };
+        Ok(self
+            .approvals
+            .show_approval(call(request))
+            .await?
+            .into_inner())
+    }
+
     pub async fn decide(
         &self,
         approval_id: &str,

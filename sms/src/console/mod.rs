@@ -190,7 +190,10 @@ fn router(state: Shared) -> Router {
             get(views::explain::form).post(views::explain::explain),
         )
         .route("/trust", get(views::trust::page))
-        .route("/trust/approvals/{id}", post(views::trust::decide))
+        .route(
+            "/trust/approvals/{id}",
+            get(views::trust::approval).post(views::trust::decide),
+        )
         .route(
             "/trust/pins/{server}",
             get(views::trust::diff).post(views::trust::approve_pins),

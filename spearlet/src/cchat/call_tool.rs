@@ -67,6 +67,12 @@ impl Sessions {
         self.trace.push(CallTrace {
             tool_call_id: call.id,
             name: call.name,
+            refused: CallTrace::refusal(
+                outcome.executed.as_ref(),
+                None,
+                outcome.is_error,
+                &outcome.text,
+            ),
             executed: outcome.executed,
             guest_tool: None,
             is_error: outcome.is_error,
@@ -115,6 +121,7 @@ impl Sessions {
             duration: started.elapsed(),
             bytes: searched.text.len(),
             search: searched.trace,
+            refused: None,
         });
         let result = ToolResult {
             content: searched.text,

@@ -314,6 +314,7 @@ fn response(node_id: String, task_id: String, outcome: RunOutcome) -> InvokeResp
                     is_error: t.is_error,
                     duration_us: t.duration.as_micros() as u64,
                     bytes: t.bytes as u64,
+                    refused: t.refused.unwrap_or_default(),
                 }
             })
             .collect(),

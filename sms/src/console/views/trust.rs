@@ -27,12 +27,77 @@ fn state_name(info: &ApprovalInfo) -> &'static str {
     crate::approvals::state_name(info.state())
 }
 
+/// Approve and deny, for an admin.
+fn decide_forms(signed: &Signed, id: &str) -> Markup {
+    html! {
+        @if signed.session.is_admin() {
+            form method="post" action={"/trust/approvals/" (enc(id))} class="inline" {
+                (page::csrf(&signed.session))
+                input type="hidden" name="decision" value="approve";
+                button type="submit" class="primary" data-action="approve" { "Approve" }
+            }
+            " "
+            form method="post" action={"/trust/approvals/" (enc(id))} class="inline" {
+                (page::csrf(&signed.session))
+                input type="hidden" name="decision" value="deny";
+                label { "Reason " input type="text" name="reason" size="16"; }
+                button type="submit" class="danger" data-action="deny" { "Deny" }
+            }
+        }
+    }
+}
+
+/// One approval: who asked (node, task, invocation, caller), for which
+/// call, until when, and while it is pending the arguments an admin
+/// decides on (the server's secrets replaced by the node; format
+/// characters escaped, as in a terminal).
+pub async fn approval(
+    State(state): State<Shared>,
+    Extension(signed): Extension<Signed>,
+    Path(id): Path<String>,
+) -> View {
+    let info = state.api.approval(&id).await?;
+    let binding = info.binding.clone().unwrap_or_default();
+    let pending = info.state() == ApprovalState::Pending;
+    let arguments = serde_json::from_str::<serde_json::Value>(&info.arguments)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| info.arguments.clone());
+    let body = html! {
+        table id="approval" {
+            tr { th { "State" } td { (badge(state_name(&info))) } }
+            tr { th { "Server · tool" } td class="mono" { (binding.server_id) " · " (binding.tool) } }
+            tr { th { "Asked by node" } td class="mono" { (binding.node_id) } }
+            tr { th { "Task · invocation" } td class="mono" { (binding.task_id) " · " (binding.invocation_id) } }
+            tr { th { "Caller" } td { (binding.identity) } }
+            tr { th { "Asked (UTC)" } td { (page::time(info.created_at_ms)) } }
+            tr { th { "Expires (UTC)" } td id="approval-expires" { (page::time(info.expires_at_ms)) } }
+            tr { th { "Arguments digest" } td class="mono" { (binding.arguments_digest) } }
+            @if !info.decided_by.is_empty() {
+                tr { th { "Decided" } td { (info.decided_by) @if !info.reason.is_empty() { ": " (info.reason) } } }
+            }
+        }
+        @if pending {
+            h2 { "Arguments" }
+            pre id="approval-arguments" { (spear_common::text::printable_lines(&arguments)) }
+            p { (decide_forms(&signed, &info.approval_id)) }
+        }
+    };
+    Ok(page::page(
+        &format!("Approval {}", info.approval_id),
+        "/trust",
+        &format!("/trust/approvals/{}", enc(&info.approval_id)),
+        &signed.session,
+        body,
+    ))
+}
+
 fn approval_row(signed: &Signed, info: &ApprovalInfo) -> Markup {
     let binding = info.binding.clone().unwrap_or_default();
     let pending = info.state() == ApprovalState::Pending;
     html! {
         tr data-approval=(info.approval_id) data-state=(state_name(info)) {
-            td class="mono" { (info.approval_id) }
+            td class="mono" { a href={"/trust/approvals/" (enc(&info.approval_id))} { (info.approval_id) } }
             td { (badge(state_name(info))) }
             td class="mono" { (binding.server_id) " · " (binding.tool) }
             td class="mono" { (binding.task_id) " · " (binding.invocation_id) }
@@ -43,20 +108,7 @@ fn approval_row(signed: &Signed, info: &ApprovalInfo) -> Markup {
             td { (page::time(info.expires_at_ms)) }
             td { (info.decided_by) @if !info.reason.is_empty() { ": " (info.reason) } }
             td {
-                @if pending && signed.session.is_admin() {
-                    form method="post" action={"/trust/approvals/" (enc(&info.approval_id))} class="inline" {
-                        (page::csrf(&signed.session))
-                        input type="hidden" name="decision" value="approve";
-                        button type="submit" class="primary" data-action="approve" { "Approve" }
-                    }
-                    " "
-                    form method="post" action={"/trust/approvals/" (enc(&info.approval_id))} class="inline" {
-                        (page::csrf(&signed.session))
-                        input type="hidden" name="decision" value="deny";
-                        label { "Reason " input type="text" name="reason" size="16"; }
-                        button type="submit" class="danger" data-action="deny" { "Deny" }
-                    }
-                }
+                @if pending { (decide_forms(signed, &info.approval_id)) }
             }
         }
     }

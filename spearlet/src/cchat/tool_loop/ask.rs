@@ -170,6 +170,7 @@ impl ToolLoop<'_, '_> {
                     query: spear_common::text::prefix(&provider.query, 256).to_string(),
                     found,
                 }),
+                refused: None,
             });
         }
         if !searches.is_empty() {

@@ -163,6 +163,12 @@ impl ToolLoop<'_, '_> {
 
     /// Answers `call` in the history and the trace.
     fn answer(&mut self, call: &ToolCall, answer: Answer) {
+        let refused = CallTrace::refusal(
+            answer.executed.as_ref(),
+            answer.guest_tool.as_ref(),
+            answer.is_error && answer.search.is_none(),
+            &answer.text,
+        );
         self.outcome.trace.push(CallTrace {
             tool_call_id: call.id.clone(),
             name: call.name.clone(),
@@ -172,6 +178,7 @@ impl ToolLoop<'_, '_> {
             duration: answer.duration,
             bytes: answer.text.len(),
             search: answer.search,
+            refused,
         });
         self.messages.push(ChatMessage::tool(&call.id, answer.text));
     }

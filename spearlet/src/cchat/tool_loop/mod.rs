@@ -98,6 +98,26 @@ pub struct CallTrace {
     pub bytes: usize,
     /// A search of the session's tools: the query and what it found.
     pub search: Option<SearchTrace>,
+    /// Why the call did not run, when it did not: what the model read
+    /// (a denial with its reason, an expiry, a policy refusal).
+    pub refused: Option<String>,
+}
+
+/// How much of a refusal a trace keeps.
+const REFUSAL_KEPT: usize = 512;
+
+impl CallTrace {
+    /// The refusal to keep for a call answered `text`: only when no tool
+    /// ran and the answer is an error.
+    pub fn refusal(
+        executed: Option<&ToolRef>,
+        guest_tool: Option<&String>,
+        is_error: bool,
+        text: &str,
+    ) -> Option<String> {
+        (executed.is_none() && guest_tool.is_none() && is_error)
+            .then(|| spear_common::text::prefix(text, REFUSAL_KEPT).to_string())
+    }
 }
 
 /// Why the loop ended without a final answer.
