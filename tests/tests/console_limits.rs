@@ -141,3 +141,59 @@ fn bodies_are_capped_before_they_are_read() {
     let (code, _) = post(&console, "/login", form, right.as_bytes(), 0);
     assert_eq!(code, 303, "the operator was locked out by wrong tokens");
 }
+
+/// Opens `/events` for the session `cookie`; the status and the open
+/// connection (the stream stays open while it is held).
+fn live_view(console: &str, cookie: &str) -> (u16, TcpStream) {
+    let addr = console.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let head = format!(
+        "GET /events?topics=trust HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream
+        .write_all(head.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+        seen.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&seen);
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    (code, stream)
+}
+
+/// One session's live views are capped, so a viewer's script cannot take
+/// every place: its 17th is refused (429) while an admin's still opens.
+#[test]
+fn one_session_cannot_hold_every_live_view() {
+    let c = cluster_opts(
+        "live-views",
+        ClusterOptions {
+            console: true,
+            ..Default::default()
+        },
+    );
+    let console = c.sms.console.clone();
+    let viewer = session(&console, VIEWER_TOKEN);
+    let held: Vec<TcpStream> = (0..16)
+        .map(|i| {
+            let (code, stream) = live_view(&console, &viewer);
+            assert_eq!(code, 200, "live view {i}");
+            stream
+        })
+        .collect();
+    let (code, _) = live_view(&console, &viewer);
+    assert_eq!(code, 429, "a session's 17th live view opened");
+    let admin = session(&console, CONSOLE_TOKEN);
+    let (code, _admin_view) = live_view(&console, &admin);
+    assert_eq!(code, 200, "the admin's live view was refused");
+    drop(held);
+}

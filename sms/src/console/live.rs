@@ -12,7 +12,9 @@
 //! Each stream is one task: it wakes on SMS's own signals (the hub's
 //! watch, the trust broadcast, heartbeats) and checks the cheap counters
 //! of the rest every 250 ms; events of one topic are at most one per
-//! 250 ms. At most [`MAX_STREAMS`] are open at once.
+//! 250 ms. At most [`MAX_STREAMS`] are open at once, and
+//! [`MAX_STREAMS_PER_SESSION`] of one session, so no session (a viewer's
+//! script, say) takes every place.
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -33,8 +35,9 @@ use tokio_stream::StreamExt;
 use super::guard::Signed;
 use super::Shared;
 
-/// Event streams open at once, over all sessions.
+/// Event streams open at once, over all sessions, and of one session.
 pub const MAX_STREAMS: usize = 256;
+pub const MAX_STREAMS_PER_SESSION: usize = 16;
 /// How often the counters are looked at.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -42,6 +45,10 @@ const TICK: Duration = Duration::from_millis(250);
 const NODES_EVERY: Duration = Duration::from_secs(1);
 
 static OPEN: AtomicUsize = AtomicUsize::new(0);
+/// Streams open per session id.
+static PER_SESSION: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, usize>>,
+> = std::sync::LazyLock::new(Default::default);
 
 #[derive(Deserialize)]
 pub struct Topics {
@@ -49,23 +56,48 @@ pub struct Topics {
     topics: String,
 }
 
-/// Holds one of the [`MAX_STREAMS`] places while its stream is open.
-struct Place;
+/// Holds one of the [`MAX_STREAMS`] places, and one of its session's,
+/// while its stream is open.
+struct Place {
+    session: String,
+}
+
+/// Why no stream opens.
+#[derive(Debug, PartialEq, Eq)]
+enum Full {
+    Console,
+    Session,
+}
 
 impl Place {
-    fn take() -> Option<Place> {
+    fn take(session: &str) -> Result<Place, Full> {
+        let mut per = PER_SESSION.lock();
+        let mine = per.entry(session.to_string()).or_default();
+        if *mine >= MAX_STREAMS_PER_SESSION {
+            return Err(Full::Session);
+        }
         let taken = OPEN.fetch_add(1, Ordering::AcqRel);
         if taken >= MAX_STREAMS {
             OPEN.fetch_sub(1, Ordering::AcqRel);
-            return None;
+            return Err(Full::Console);
         }
-        Some(Place)
+        *mine += 1;
+        Ok(Place {
+            session: session.to_string(),
+        })
     }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
         OPEN.fetch_sub(1, Ordering::AcqRel);
+        let mut per = PER_SESSION.lock();
+        if let Some(mine) = per.get_mut(&self.session) {
+            *mine = mine.saturating_sub(1);
+            if *mine == 0 {
+                per.remove(&self.session);
+            }
+        }
     }
 }
 
@@ -74,12 +106,22 @@ pub async fn events(
     Extension(signed): Extension<Signed>,
     Query(topics): Query<Topics>,
 ) -> Response {
-    let Some(place) = Place::take() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many live views are open; close some console tabs\n",
-        )
-            .into_response();
+    let place = match Place::take(&signed.id) {
+        Ok(place) => place,
+        Err(Full::Console) => {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many live views are open; close some console tabs\n",
+            )
+                .into_response()
+        }
+        Err(Full::Session) => {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("this session already has {MAX_STREAMS_PER_SESSION} live views open; close some console tabs\n"),
+            )
+                .into_response()
+        }
     };
     let wanted: BTreeSet<String> = topics
         .topics
@@ -190,14 +232,27 @@ async fn follow(
 mod tests {
     use super::*;
 
+    /// One test: the places are process-wide.
     #[test]
-    fn event_streams_are_capped_and_give_their_place_back() {
-        let places: Vec<Place> = std::iter::from_fn(Place::take)
-            .take(MAX_STREAMS + 1)
+    fn streams_are_capped_per_session_and_in_all_and_give_their_place_back() {
+        let mine: Vec<Place> = (0..MAX_STREAMS_PER_SESSION)
+            .map(|_| Place::take("session-flooding").unwrap_or_else(|_| panic!("a place")))
+            .collect();
+        assert_eq!(
+            Place::take("session-flooding").map(|_| ()),
+            Err(Full::Session)
+        );
+        // Another session still gets one; a closed view frees its place.
+        assert!(Place::take("session-other").is_ok());
+        drop(mine);
+        assert!(Place::take("session-flooding").is_ok());
+        // Over all sessions, at most MAX_STREAMS.
+        let places: Vec<Place> = (0..=MAX_STREAMS)
+            .filter_map(|i| Place::take(&format!("session-{i}")).ok())
             .collect();
         assert_eq!(places.len(), MAX_STREAMS);
-        assert!(Place::take().is_none());
+        assert_eq!(Place::take("session-late").map(|_| ()), Err(Full::Console));
         drop(places);
-        assert!(Place::take().is_some());
+        assert!(Place::take("session-late").is_ok());
     }
 }
