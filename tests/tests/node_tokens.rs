@@ -456,3 +456,76 @@ fn over_tls_a_join_token_gets_the_node_its_certificate_from_smss_ca() {
     let node = node.restart();
     synced(&node, "node-t to sync again");
 }
+
+/// Ships `count` records of `node`'s chain from seq 1, sealed as a node
+/// seals them.
+async fn ship_chain(sms: &str, node: &str, token: &str, count: u64) {
+    let mut prev = String::new();
+    let mut records = Vec::new();
+    for seq in 1..=count {
+        // Written now: older records than the retention are retired.
+        let time_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut record = spear_proto::audit::Record {
+            node: node.into(),
+            tool: "echo".into(),
+            time_ms,
+            ..Default::default()
+        };
+        let json = record.seal(seq, &prev);
+        prev = record.hash.clone();
+        records.push(AuditLine { seq, json });
+    }
+    AuditClient::new(channel(sms).await)
+        .ship_audit(presenting(
+            ShipAuditRequest {
+                node_id: node.into(),
+                records,
+            },
+            token,
+        ))
+        .await
+        .map(|r| assert_eq!(r.into_inner().stored, count, "every record kept"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
+/// A cut tail, on the real SMS: a node reports in its heartbeat that its
+/// chain reached seq 5, and only 1 and 2 ever arrive (its log was cut
+/// before they were shipped). Once the grace for records on their way is
+/// over, `sms audit verify` names the missing ones and exits 1.
+#[test]
+fn a_tail_a_node_reported_and_never_shipped_is_named() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let sms = sms(dir.path());
+    let rt = runtime();
+    let token = rt
+        .block_on(join(&sms.grpc, "node-a", &join_token(&sms, "node-a")))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    rt.block_on(async {
+        NodesClient::new(channel(&sms.grpc).await)
+            .heartbeat(presenting(
+                HeartbeatRequest {
+                    node_id: "node-a".into(),
+                    audit_head_seq: 5,
+                    ..Default::default()
+                },
+                &token,
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        ship_chain(&sms.grpc, "node-a", &token, 2).await;
+    });
+    let (code, out, err) = sms.client_with_token(&["audit", "verify"], Some(TOKEN));
+    assert_eq!(
+        code, 0,
+        "records on their way are not named yet: {out}{err}"
+    );
+    let named = eventually("the cut tail named", Duration::from_secs(60), || {
+        let (code, out, err) = sms.client_with_token(&["audit", "verify"], Some(TOKEN));
+        (code == 1 && out.contains("records 3 to 5 never reached SMS"))
+            .then_some(out.clone())
+            .ok_or(format!("{code}: {out}{err}"))
+    });
+    assert!(named.contains("node-a"), "{named}");
+}
