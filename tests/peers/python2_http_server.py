@@ -7,7 +7,8 @@ Its tools exercise what the newer generation changes: the negotiated
 version, elicitation through an `input_required` result, progress, and log
 notifications. With a second argument, TOOLS_TTL_MS, its tool lists carry
 that `ttlMs` (SEP-2549), and its `grow` tool adds a tool without telling
-anyone, so a client sees it only by listing again."""
+anyone, so a client sees it only by listing again; `grow_announced` adds
+one and announces it on the client's `subscriptions/listen` stream."""
 import sys
 from typing import Annotated
 
@@ -81,6 +82,16 @@ def grow(name: str) -> str:
     """Adds a tool called `name` (no list_changed notification)."""
     server.add_tool(lambda: name, name=name, description=f"added at run time: {name}")
     return f"added {name}"
+
+
+@server.tool()
+async def grow_announced(name: str, ctx: Context) -> str:
+    """Adds a tool called `name` and says so: at 2026-07-28 the tools
+    list_changed notification goes to each subscriptions/listen stream
+    that asked for it."""
+    server.add_tool(lambda: name, name=name, description=f"added and announced: {name}")
+    await ctx.notify_tools_changed()
+    return f"added {name}, announced"
 
 
 server.run(transport="streamable-http", host="127.0.0.1", port=port)

@@ -327,3 +327,51 @@ fn tool_lists_are_kept_as_long_as_the_server_says_and_come_sorted() {
         });
     }
 }
+
+/// At 2026-07-28 a server announces a changed tool list only on a
+/// `subscriptions/listen` stream the client opened: the node opens one,
+/// so a tool added and announced is offered at once, though the list's
+/// `ttlMs` (an hour) would keep the old one.
+#[test]
+fn a_2026_07_28_announcement_reaches_the_node_through_its_listen_stream() {
+    let port = free_port();
+    let mut cmd = Command::new(python_sdk2());
+    cmd.arg(python2_http_server())
+        .arg(port.to_string())
+        .arg("3600000");
+    let peer = HttpPeer::start("python sdk 2.x server", cmd, port);
+    let spec = ServerSpec {
+        id: "py2".into(),
+        transport: Transport::StreamableHttp as i32,
+        url: peer.url("/mcp"),
+        enabled: true,
+        ..Default::default()
+    };
+    spear_tests::runtime().block_on(async {
+        let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
+        let connections = Connections::new(registry, Arc::new(|_: &str| Ok(None)));
+        assert!(!catalog_names(&connections, "py2")
+            .await
+            .contains(&"zebra".to_string()));
+        let args = serde_json::json!({"name": "zebra"});
+        let grown = connections
+            .call("py2", "grow_announced", args.as_object().cloned())
+            .await
+            .unwrap_or_else(|e| panic!("grow_announced: {e}"));
+        assert!(!grown.is_error, "{grown:?}");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let names = catalog_names(&connections, "py2").await;
+            if names.contains(&"zebra".to_string()) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the announced tool never reached the catalog: {names:?}"
+            );
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        connections.shutdown().await;
+    });
+}

@@ -164,6 +164,17 @@ pub struct McpClient {
     tools_changed: watch::Receiver<u64>,
     /// The sealed values SMS opened for it, kept out of the log meanwhile.
     _sealed: Option<Arc<crate::env_refs::Redactor>>,
+    /// The 2026-07-28 `subscriptions/listen` stream ([`super::listen`]),
+    /// ended with the session.
+    listening: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        if let Some(listening) = self.listening.take() {
+            listening.abort();
+        }
+    }
 }
 
 /// Resolves a stdio server's command line and env on this node.
@@ -230,9 +241,10 @@ impl McpClient {
             None => (spec, &[][..], None),
         };
         let (tx, tools_changed) = watch::channel(0);
+        let tx = Arc::new(tx);
         let side = ClientSide {
             server: Arc::from(spec.id.as_str()),
-            tools_changed: Arc::new(tx),
+            tools_changed: Arc::clone(&tx),
             elicitation: options
                 .elicitation
                 .unwrap_or_else(|| Elicitation::of(spec.elicitation).into()),
@@ -273,11 +285,21 @@ impl McpClient {
             }
             Transport::Unspecified => return Err(McpError::NoTransport),
         };
+        let version = service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string());
+        let listening = super::listen::spawn(
+            service.peer().clone(),
+            version,
+            Arc::from(spec.id.as_str()),
+            tx,
+        );
         Ok(McpClient {
             service,
             child,
             tools_changed,
             _sealed: sealed_logs,
+            listening,
         })
     }
 

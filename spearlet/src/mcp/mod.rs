@@ -9,6 +9,7 @@ mod error;
 mod http;
 mod input_required;
 mod lifecycle;
+mod listen;
 mod render;
 mod schema;
 mod sealed;
