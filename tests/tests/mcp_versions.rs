@@ -272,6 +272,29 @@ fn pings_from_a_server_are_answered() {
 }
 
 /// The names in `server`'s catalog, as a node would offer them.
+/// The Python SDK 2.x server, its tool lists carrying `ttlMs` `ttl_ms`.
+fn python2_peer_with_ttl(ttl_ms: &str) -> HttpPeer {
+    let port = free_port();
+    let mut cmd = Command::new(python_sdk2());
+    cmd.arg(python2_http_server())
+        .arg(port.to_string())
+        .arg(ttl_ms);
+    HttpPeer::start("python sdk 2.x server", cmd, port)
+}
+
+/// A node's connections with `peer` as server `py2`.
+fn connections_to(peer: &HttpPeer) -> Connections {
+    let spec = ServerSpec {
+        id: "py2".into(),
+        transport: Transport::StreamableHttp as i32,
+        url: peer.url("/mcp"),
+        enabled: true,
+        ..Default::default()
+    };
+    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
+    Connections::new(registry, Arc::new(|_: &str| Ok(None)))
+}
+
 async fn catalog_names(connections: &Connections, server: &str) -> Vec<String> {
     let catalog = connections
         .catalog(server)
@@ -285,22 +308,9 @@ fn tool_lists_are_kept_as_long_as_the_server_says_and_come_sorted() {
     // ttlMs 0: stale at once, so a tool the server added unannounced is
     // seen at the next use; an hour: the node keeps its list.
     for (ttl_ms, seen) in [("0", true), ("3600000", false)] {
-        let port = free_port();
-        let mut cmd = Command::new(python_sdk2());
-        cmd.arg(python2_http_server())
-            .arg(port.to_string())
-            .arg(ttl_ms);
-        let peer = HttpPeer::start("python sdk 2.x server", cmd, port);
-        let spec = ServerSpec {
-            id: "py2".into(),
-            transport: Transport::StreamableHttp as i32,
-            url: peer.url("/mcp"),
-            enabled: true,
-            ..Default::default()
-        };
+        let peer = python2_peer_with_ttl(ttl_ms);
         spear_tests::runtime().block_on(async {
-            let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-            let connections = Connections::new(registry, Arc::new(|_: &str| Ok(None)));
+            let connections = connections_to(&peer);
             let before = catalog_names(&connections, "py2").await;
             let mut sorted = before.clone();
             sorted.sort();
@@ -334,22 +344,9 @@ fn tool_lists_are_kept_as_long_as_the_server_says_and_come_sorted() {
 /// `ttlMs` (an hour) would keep the old one.
 #[test]
 fn a_2026_07_28_announcement_reaches_the_node_through_its_listen_stream() {
-    let port = free_port();
-    let mut cmd = Command::new(python_sdk2());
-    cmd.arg(python2_http_server())
-        .arg(port.to_string())
-        .arg("3600000");
-    let peer = HttpPeer::start("python sdk 2.x server", cmd, port);
-    let spec = ServerSpec {
-        id: "py2".into(),
-        transport: Transport::StreamableHttp as i32,
-        url: peer.url("/mcp"),
-        enabled: true,
-        ..Default::default()
-    };
+    let peer = python2_peer_with_ttl("3600000");
     spear_tests::runtime().block_on(async {
-        let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
-        let connections = Connections::new(registry, Arc::new(|_: &str| Ok(None)));
+        let connections = connections_to(&peer);
         assert!(!catalog_names(&connections, "py2")
             .await
             .contains(&"zebra".to_string()));
