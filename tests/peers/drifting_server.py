@@ -12,12 +12,20 @@ zero-width space, "schema" adds an
 argument to its input schema, "new_tool" lists a second tool. It then
 tells the client its tools changed (notifications/tools/list_changed),
 unless DRIFT ends in "+silent" ("description+silent"): a server that
-changes without a word.
+changes without a word. Run by the Python SDK 2.x, it is
+drifting_server2.py (the 2026-07-28 generation).
 """
 
 import os
+import runpy
 import sys
+from importlib.metadata import version
 from pathlib import Path
+
+# The Python SDK 2.x (protocol 2026-07-28) is another API: its own script.
+if version("mcp").startswith("2."):
+    runpy.run_path(str(Path(__file__).with_name("drifting_server2.py")), run_name="__main__")
+    sys.exit(0)
 
 import anyio
 import mcp.types as types

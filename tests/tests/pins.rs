@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::peers::spearlet_mcp;
+use spear_tests::peers::{python_sdk2, spearlet_mcp};
 use spear_tests::procs::SpearletProc;
 use spear_tests::tasks::{second_node, Cluster};
 use spear_tests::trust::{run_on, trust_cluster, TrustSetup};
@@ -317,6 +317,48 @@ fn a_change_never_announced_is_held_within_the_relist_bound() {
     );
     let row = pins_list(&c);
     assert_eq!(row["drifted"], json!(["echo"]), "{row}");
+}
+
+/// The 2026-07-28 generation (the Python SDK 2.x server): a change
+/// announced on the node's `subscriptions/listen` stream is held on the
+/// next run, though the re-list bound (an hour) would not have caught it
+/// yet; one never announced is held within its 1 s bound; approving
+/// offers the tool again.
+#[test]
+fn in_the_2026_07_28_generation_a_change_is_held_announced_or_not() {
+    for (drift, relist) in [("description", 3_600_000), ("description+silent", 1000)] {
+        let (c, _dir) = trust_cluster(
+            "pins-2026",
+            TrustSetup {
+                drift,
+                server: json!({"command": python_sdk2(), "timeouts_ms": {"relist": relist}}),
+                ..TrustSetup::default()
+            },
+        );
+        for _ in 0..3 {
+            let out = run_on(&c, "node-a");
+            assert!(out.contains("answer: echo: hi"), "{drift}: {out}");
+        }
+        eventually("the changed tool held", Duration::from_secs(30), || {
+            let out = run_on(&c, "node-a");
+            out.contains("tool 'echo' of server 'drifting' changed since it was pinned")
+                .then_some(())
+                .ok_or(out)
+        });
+        let status = c.node.status().unwrap_or_default();
+        assert_eq!(
+            status["mcp_servers"]["drifting"]["protocol_version"], "2026-07-28",
+            "{status}"
+        );
+        let row = pins_list(&c);
+        assert_eq!(row["drifted"], json!(["echo"]), "{drift}: {row}");
+        let (code, out, err) = c.sms.client(&["pins", "approve", "drifting"]);
+        assert_eq!(code, 0, "{out}{err}");
+        eventually("the approved version offered", Duration::from_secs(20), || {
+            let out = run_on(&c, "node-a");
+            out.contains("answer: echo: hi").then_some(()).ok_or(out)
+        });
+    }
 }
 
 #[test]

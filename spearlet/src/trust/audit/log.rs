@@ -259,8 +259,10 @@ impl Writer {
                 match self.write() {
                     Ok(()) => {
                         self.pending.clear();
-                        self.published.send_replace(self.pending_last);
+                        // Healthy before published: whoever sees the
+                        // records on disk sees the log writable.
                         self.health.send_if_modified(|h| h.take().is_some());
+                        self.published.send_replace(self.pending_last);
                     }
                     Err(cause) => {
                         // Kept: written again on the next round. Runs
