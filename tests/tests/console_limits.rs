@@ -197,3 +197,53 @@ fn one_session_cannot_hold_every_live_view() {
     assert_eq!(code, 200, "the admin's live view was refused");
     drop(held);
 }
+
+/// The status of `GET path` with the session `cookie`.
+fn get_status(console: &str, path: &str, cookie: &str) -> u16 {
+    let addr = console.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{e}"));
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    );
+    stream
+        .write_all(head.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// 1,030 viewer sign-ins (more than the 1,024 sessions a role keeps) sign
+/// out the oldest viewer, never an admin: the admin's session still
+/// reads an admin page.
+#[test]
+fn viewer_sign_ins_never_sign_an_admin_out() {
+    let c = cluster_opts(
+        "sessions",
+        ClusterOptions {
+            console: true,
+            ..Default::default()
+        },
+    );
+    let console = c.sms.console.clone();
+    let admin = session(&console, CONSOLE_TOKEN);
+    assert_eq!(get_status(&console, "/trust", &admin), 200);
+    let first_viewer = session(&console, VIEWER_TOKEN);
+    for _ in 0..1030 {
+        session(&console, VIEWER_TOKEN);
+    }
+    assert_eq!(
+        get_status(&console, "/trust", &admin),
+        200,
+        "the admin was signed out"
+    );
+    assert_ne!(
+        get_status(&console, "/trust", &first_viewer),
+        200,
+        "the oldest viewer session outlived the cap"
+    );
+}

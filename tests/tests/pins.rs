@@ -354,10 +354,14 @@ fn in_the_2026_07_28_generation_a_change_is_held_announced_or_not() {
         assert_eq!(row["drifted"], json!(["echo"]), "{drift}: {row}");
         let (code, out, err) = c.sms.client(&["pins", "approve", "drifting"]);
         assert_eq!(code, 0, "{out}{err}");
-        eventually("the approved version offered", Duration::from_secs(20), || {
-            let out = run_on(&c, "node-a");
-            out.contains("answer: echo: hi").then_some(()).ok_or(out)
-        });
+        eventually(
+            "the approved version offered",
+            Duration::from_secs(20),
+            || {
+                let out = run_on(&c, "node-a");
+                out.contains("answer: echo: hi").then_some(()).ok_or(out)
+            },
+        );
     }
 }
 
