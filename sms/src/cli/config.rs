@@ -157,6 +157,9 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         Some(path) => read_file_config(path)?,
         None => FileConfig::default(),
     };
+    let store = store_section(args, &file)?;
+    let hub = hub_section(args, &file)?;
+    let (console_listen, viewer_token, module_dir) = console_section(args, &file)?;
     let listen = args
         .listen
         .or(file.listen)
@@ -170,51 +173,6 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         .parse::<Listen>()
         .map_err(|bad| anyhow!("--metrics-listen {bad}"))?
         .addr();
-    let endpoints = args
-        .etcd_endpoints
-        .clone()
-        .or(file.etcd_endpoints)
-        .unwrap_or_default();
-    let endpoints: Vec<String> = endpoints
-        .into_iter()
-        .map(|e| e.trim().to_string())
-        .filter(|e| !e.is_empty())
-        .collect();
-    let store = if endpoints.is_empty() {
-        StoreConfig::Memory
-    } else {
-        StoreConfig::Etcd(EtcdStoreConfig {
-            endpoints,
-            prefix: args
-                .etcd_prefix
-                .clone()
-                .or(file.etcd_prefix)
-                .unwrap_or_else(|| "/spear".to_string()),
-            connect_timeout: Duration::from_secs(5),
-            tls: etcd_tls(
-                args.etcd_ca.clone().or(file.etcd_ca),
-                args.etcd_cert.clone().or(file.etcd_cert),
-                args.etcd_key.clone().or(file.etcd_key),
-            )?,
-            user: etcd_user(
-                args.etcd_user.clone().or(file.etcd_user),
-                args.etcd_password_file.clone().or(file.etcd_password_file),
-            )?,
-        })
-    };
-    let mut hub = HubConfig::default();
-    if let Some(ms) = args.progress_interval_ms.or(file.progress_interval_ms) {
-        if ms == 0 {
-            bail!("--progress-interval-ms must be above 0");
-        }
-        hub.progress_interval = Duration::from_millis(ms);
-    }
-    if let Some(n) = args.history_len.or(file.history_len) {
-        if n == 0 {
-            bail!("--history-len must be above 0");
-        }
-        hub.history_len = n;
-    }
     let log_format = args
         .log_format
         .clone()
@@ -241,29 +199,6 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         }
         audit_retention.max_age = std::time::Duration::from_secs(hours.saturating_mul(3600));
     }
-    let console = args
-        .console_listen
-        .clone()
-        .or(file.console_listen)
-        .unwrap_or_else(|| crate::console::DEFAULT_LISTEN.to_string());
-    let console_listen = console
-        .parse::<Listen>()
-        .map_err(|bad| anyhow!("--console-listen {bad}"))?
-        .addr();
-    let viewer_token = match args.viewer_token_file.clone().or(file.viewer_token_file) {
-        Some(path) => ViewerToken::from_file(path)?,
-        None => ViewerToken::none(),
-    };
-    let module_dir = match args.module_dir.clone().or(file.module_dir) {
-        Some(dir) if dir.is_dir() => Some(dir.canonicalize().with_context(|| {
-            format!("--module-dir {}: cannot resolve it", dir.display())
-        })?),
-        Some(dir) => bail!(
-            "--module-dir {} is not a directory; create it (nodes must read it) or leave the flag out",
-            dir.display()
-        ),
-        None => None,
-    };
     let config = SmsConfig {
         listen,
         metrics_listen,
@@ -283,6 +218,96 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         module_dir,
     };
     Ok((config, log_format))
+}
+
+/// The registry store: in memory, or etcd when endpoints are given.
+fn store_section(args: &ServeArgs, file: &FileConfig) -> Result<StoreConfig> {
+    let endpoints: Vec<String> = args
+        .etcd_endpoints
+        .clone()
+        .or_else(|| file.etcd_endpoints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
+    if endpoints.is_empty() {
+        return Ok(StoreConfig::Memory);
+    }
+    let pick = |flag: &Option<PathBuf>, in_file: &Option<PathBuf>| {
+        flag.clone().or_else(|| in_file.clone())
+    };
+    Ok(StoreConfig::Etcd(EtcdStoreConfig {
+        endpoints,
+        prefix: args
+            .etcd_prefix
+            .clone()
+            .or_else(|| file.etcd_prefix.clone())
+            .unwrap_or_else(|| "/spear".to_string()),
+        connect_timeout: Duration::from_secs(5),
+        tls: etcd_tls(
+            pick(&args.etcd_ca, &file.etcd_ca),
+            pick(&args.etcd_cert, &file.etcd_cert),
+            pick(&args.etcd_key, &file.etcd_key),
+        )?,
+        user: etcd_user(
+            args.etcd_user.clone().or_else(|| file.etcd_user.clone()),
+            pick(&args.etcd_password_file, &file.etcd_password_file),
+        )?,
+    }))
+}
+
+/// The watch hub: progress interval and history length.
+fn hub_section(args: &ServeArgs, file: &FileConfig) -> Result<HubConfig> {
+    let mut hub = HubConfig::default();
+    if let Some(ms) = args.progress_interval_ms.or(file.progress_interval_ms) {
+        if ms == 0 {
+            bail!("--progress-interval-ms must be above 0");
+        }
+        hub.progress_interval = Duration::from_millis(ms);
+    }
+    if let Some(n) = args.history_len.or(file.history_len) {
+        if n == 0 {
+            bail!("--history-len must be above 0");
+        }
+        hub.history_len = n;
+    }
+    Ok(hub)
+}
+
+/// The console: where it listens, the viewer token, the module directory.
+fn console_section(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<(Option<SocketAddr>, ViewerToken, Option<PathBuf>)> {
+    let console = args
+        .console_listen
+        .clone()
+        .or_else(|| file.console_listen.clone())
+        .unwrap_or_else(|| crate::console::DEFAULT_LISTEN.to_string());
+    let console_listen = console
+        .parse::<Listen>()
+        .map_err(|bad| anyhow!("--console-listen {bad}"))?
+        .addr();
+    let viewer_token = match args
+        .viewer_token_file
+        .clone()
+        .or_else(|| file.viewer_token_file.clone())
+    {
+        Some(path) => ViewerToken::from_file(path)?,
+        None => ViewerToken::none(),
+    };
+    let module_dir = match args.module_dir.clone().or_else(|| file.module_dir.clone()) {
+        Some(dir) if dir.is_dir() => Some(dir.canonicalize().with_context(|| {
+            format!("--module-dir {}: cannot resolve it", dir.display())
+        })?),
+        Some(dir) => bail!(
+            "--module-dir {} is not a directory; create it (nodes must read it) or leave the flag out",
+            dir.display()
+        ),
+        None => None,
+    };
+    Ok((console_listen, viewer_token, module_dir))
 }
 
 /// `path`, once it is seen to be readable now (SMS re-reads it later).

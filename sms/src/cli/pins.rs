@@ -53,77 +53,19 @@ async fn pins(client: &ClientArgs) -> Result<PinsClient<Channel>> {
 
 pub async fn run(command: PinsCommand) -> Result<i32> {
     match command {
-        PinsCommand::List(client) => {
-            let list = pins(&client)
-                .await?
-                .list_pins(request(&client, ListPinsRequest {})?)
-                .await
-                .map_err(status_error)?
-                .into_inner();
-            if client.json {
-                let rows: Vec<serde_json::Value> = list
-                    .servers
-                    .iter()
-                    .map(|s| {
-                        serde_json::json!({
-                            "server": s.server_id, "mode": s.mode, "pinned": s.pinned,
-                            "drifted": s.drifted, "rejected": s.rejected,
-                            "disagreeing_nodes": s.disagreeing_nodes,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-                return Ok(0);
-            }
-            println!("{:<32} {:<11} {:>6}  STATE", "SERVER", "MODE", "PINNED");
-            for s in &list.servers {
-                let mut state = Vec::new();
-                if !s.drifted.is_empty() {
-                    state.push(format!("changed: {}", s.drifted.join(", ")));
-                }
-                if !s.rejected.is_empty() {
-                    state.push(format!("rejected: {}", s.rejected.join(", ")));
-                }
-                if !s.disagreeing_nodes.is_empty() {
-                    state.push(format!(
-                        "nodes disagree: {}",
-                        s.disagreeing_nodes.join(", ")
-                    ));
-                }
-                if state.is_empty() {
-                    state.push(
-                        if s.mode == "off" {
-                            "not pinned"
-                        } else {
-                            "as pinned"
-                        }
-                        .into(),
-                    );
-                }
-                println!(
-                    "{:<32} {:<11} {:>6}  {}",
-                    s.server_id,
-                    s.mode,
-                    s.pinned,
-                    spear_common::text::printable(&state.join("; "))
-                );
-            }
-            Ok(0)
-        }
+        PinsCommand::List(client) => list(&client).await,
         PinsCommand::Diff {
             client,
             server,
             tool,
         } => {
+            let asked = DiffPinsRequest {
+                server_id: server,
+                tool: tool.unwrap_or_default(),
+            };
             let diff = pins(&client)
                 .await?
-                .diff_pins(request(
-                    &client,
-                    DiffPinsRequest {
-                        server_id: server,
-                        tool: tool.unwrap_or_default(),
-                    },
-                )?)
+                .diff_pins(request(&client, asked)?)
                 .await
                 .map_err(status_error)?
                 .into_inner();
@@ -136,43 +78,19 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
             server,
             tool,
             node,
-        } => {
-            let answer = pins(&client)
-                .await?
-                .approve_pins(request(
-                    &client,
-                    ApprovePinsRequest {
-                        server_id: server.clone(),
-                        tool: tool.clone().unwrap_or_default(),
-                        node_id: node.unwrap_or_default(),
-                    },
-                )?)
-                .await
-                .map_err(status_error)?
-                .into_inner();
-            let what = tool.map_or(format!("server {server}"), |t| {
-                format!("tool {t} of server {server}")
-            });
-            println!(
-                "approved {what}: {} tools pinned, registry revision {}",
-                answer.pinned, answer.revision
-            );
-            Ok(0)
-        }
+        } => approve(&client, server, tool, node).await,
         PinsCommand::Reject {
             client,
             server,
             tool,
         } => {
+            let asked = RejectPinsRequest {
+                server_id: server,
+                tool: tool.unwrap_or_default(),
+            };
             let answer = pins(&client)
                 .await?
-                .reject_pins(request(
-                    &client,
-                    RejectPinsRequest {
-                        server_id: server,
-                        tool: tool.unwrap_or_default(),
-                    },
-                )?)
+                .reject_pins(request(&client, asked)?)
                 .await
                 .map_err(status_error)?
                 .into_inner();
@@ -183,4 +101,96 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// `sms pins list`: each server's mode, pinned count and state.
+async fn list(client: &ClientArgs) -> Result<i32> {
+    let list = pins(client)
+        .await?
+        .list_pins(request(client, ListPinsRequest {})?)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if client.json {
+        let rows: Vec<serde_json::Value> = list
+            .servers
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "server": s.server_id, "mode": s.mode, "pinned": s.pinned,
+                    "drifted": s.drifted, "rejected": s.rejected,
+                    "disagreeing_nodes": s.disagreeing_nodes,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    println!("{:<32} {:<11} {:>6}  STATE", "SERVER", "MODE", "PINNED");
+    for s in &list.servers {
+        println!(
+            "{:<32} {:<11} {:>6}  {}",
+            s.server_id,
+            s.mode,
+            s.pinned,
+            spear_common::text::printable(&state_of(s))
+        );
+    }
+    Ok(0)
+}
+
+/// A server's pin state in words.
+fn state_of(s: &spear_proto::v1::PinState) -> String {
+    let mut state = Vec::new();
+    if !s.drifted.is_empty() {
+        state.push(format!("changed: {}", s.drifted.join(", ")));
+    }
+    if !s.rejected.is_empty() {
+        state.push(format!("rejected: {}", s.rejected.join(", ")));
+    }
+    if !s.disagreeing_nodes.is_empty() {
+        state.push(format!(
+            "nodes disagree: {}",
+            s.disagreeing_nodes.join(", ")
+        ));
+    }
+    if state.is_empty() {
+        state.push(
+            if s.mode == "off" {
+                "not pinned"
+            } else {
+                "as pinned"
+            }
+            .into(),
+        );
+    }
+    state.join("; ")
+}
+
+/// `sms pins approve`: the definitions as nodes see them now.
+async fn approve(
+    client: &ClientArgs,
+    server: String,
+    tool: Option<String>,
+    node: Option<String>,
+) -> Result<i32> {
+    let asked = ApprovePinsRequest {
+        server_id: server.clone(),
+        tool: tool.clone().unwrap_or_default(),
+        node_id: node.unwrap_or_default(),
+    };
+    let answer = pins(client)
+        .await?
+        .approve_pins(request(client, asked)?)
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let what = tool.map_or(format!("server {server}"), |t| {
+        format!("tool {t} of server {server}")
+    });
+    println!(
+        "approved {what}: {} tools pinned, registry revision {}",
+        answer.pinned, answer.revision
+    );
+    Ok(0)
 }
