@@ -113,16 +113,7 @@ pub async fn announce_waits(
 
 /// `90s`, `15m`, `2h` in milliseconds.
 fn parse_since(text: &str) -> Result<u64> {
-    let (number, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
-    let n: u64 = number.parse().map_err(|_| {
-        anyhow::anyhow!("--since '{text}' is not a duration; write it as 90s, 15m or 2h")
-    })?;
-    let seconds = match unit {
-        "s" | "" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        _ => anyhow::bail!("--since '{text}': the unit is s, m or h"),
-    };
+    let seconds = super::nodes::seconds(text).map_err(|why| anyhow::anyhow!("--since {why}"))?;
     Ok(spear_common::clock::now_ms().saturating_sub(seconds.saturating_mul(1000)))
 }
 

@@ -26,8 +26,8 @@ pub enum NodesCommand {
     },
 }
 
-/// `90s`, `30m`, `1h`, or a number of seconds.
-fn seconds(text: &str) -> Result<u64, String> {
+/// `90s`, `30m`, `1h`, or a number of seconds (also `sms audit --since`).
+pub(super) fn seconds(text: &str) -> Result<u64, String> {
     let (number, unit) = match text.char_indices().last() {
         Some((i, 's')) => (&text[..i], 1),
         Some((i, 'm')) => (&text[..i], 60),
