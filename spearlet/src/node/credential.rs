@@ -66,8 +66,8 @@ pub async fn adopt(config: &mut super::NodeConfig, node_id: &str) -> Result<(), 
 }
 
 /// The credential the node presents: its stored node token, the file's
-/// node token, or the node token a join gives; `given` unchanged on TLS
-/// or when no file was given.
+/// node token, or the node token a join gives; none on TLS, and `given`
+/// unchanged when no file was given.
 pub async fn resolve(
     given: JoinToken,
     tls: bool,
@@ -77,7 +77,9 @@ pub async fn resolve(
 ) -> Result<JoinToken, CredentialError> {
     let stored = state_dir.join(NODE_TOKEN_FILE);
     if tls {
-        return Ok(given);
+        // The certificate speaks for the node: a (spent) join token is
+        // not sent anywhere.
+        return Ok(JoinToken::none());
     }
     if stored.exists() {
         let token = JoinToken::from_file(stored.clone())?;
