@@ -17,8 +17,10 @@
 //! An admin is a certificate for `spiffe://<domain>/admin/<name>` or, at
 //! SMS only, the admin token. On a plaintext port (loopback, or
 //! `--insecure`) nobody has a certificate, so tokens stand in: the admin
-//! token for admin calls, and the node join token for what nodes do
-//! (heartbeat, watch, OAuth tokens) and, on a node, for SMS's invocations.
+//! token for admin calls, and each node's own token for what that node
+//! does (heartbeat, watch, OAuth tokens; it names the node, as a
+//! certificate would: `node_token.rs`) and, on a node, for SMS's
+//! invocations.
 //! A plaintext port without them is open, which only a loopback port may
 //! be (`sms serve` and `spearlet` refuse `--insecure` without them).
 

@@ -6,12 +6,13 @@
 //!   admin certificate, presented as `authorization: Bearer <token>` to SMS
 //!   only (`--admin-token-file`). Never sent on by SMS, never accepted by a
 //!   node.
-//! - The **node join token** is what a node presents, as
-//!   `spear-join-token: <token>`, where no certificate can speak for it: on
-//!   a plaintext port (loopback, or `--insecure`). SMS and its nodes read
-//!   the same file (`--join-token-file`); without it, an anonymous caller
-//!   on a plaintext port could heartbeat as a node, watch the registry and
-//!   take OAuth tokens.
+//! - The **join token file** (`--join-token-file`) holds, at SMS, the
+//!   secret every node's own token derives from (never given to a node;
+//!   see `node_token.rs`), and at a node, that node's one-time join token
+//!   or its own node token, presented as `spear-join-token: <token>` where
+//!   no certificate can speak for it: on a plaintext port (loopback, or
+//!   `--insecure`). Without them an anonymous caller on a plaintext port
+//!   could heartbeat as a node, watch the registry and take OAuth tokens.
 //!
 //! Both files are re-read when they change, so rotating a token is writing
 //! a new file; the old token stops working within a second. Emptying or
@@ -283,8 +284,9 @@ impl AdminToken {
     }
 }
 
-/// The node join token (`--join-token-file` on SMS and on nodes): SMS
-/// checks it, nodes present it.
+/// A `--join-token-file`: at SMS the secret node tokens derive from
+/// ([`crate::NodeTokens`]), at a node its join or node token, which it
+/// presents.
 #[derive(Clone, Debug)]
 pub struct JoinToken(TokenFile);
 
