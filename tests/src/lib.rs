@@ -3,6 +3,7 @@
 //! should eventually show.
 #![forbid(unsafe_code)]
 
+pub mod audit_trail;
 pub mod certs;
 pub mod console;
 pub mod etcd;

@@ -9,6 +9,11 @@ use std::time::Duration;
 use spear_tests::procs::rss_kib;
 use spear_tests::tasks::{cluster_opts, ClusterOptions, CONSOLE_TOKEN, VIEWER_TOKEN};
 
+/// The status code of an HTTP/1.1 answer.
+fn status_code(answer: &str) -> Option<u16> {
+    answer.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Sends the request head, `body`, then `pad` bytes more (stopping when
 /// SMS closes); the status code SMS answered and how many of the `pad`
 /// bytes it took before it stopped reading.
@@ -36,11 +41,7 @@ fn post(console: &str, path: &str, headers: &str, body: &[u8], pad: usize) -> (u
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer);
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let code = status_code(&text).unwrap_or_else(|| panic!("no status in {text:?}"));
     (code, pad - left)
 }
 
@@ -162,11 +163,7 @@ fn live_view(console: &str, cookie: &str) -> (u16, TcpStream) {
         seen.push(byte[0]);
     }
     let text = String::from_utf8_lossy(&seen);
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let code = status_code(&text).unwrap_or_else(|| panic!("no status in {text:?}"));
     (code, stream)
 }
 
@@ -210,11 +207,7 @@ fn get_status(console: &str, path: &str, cookie: &str) -> u16 {
         .unwrap_or_else(|e| panic!("{e}"));
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
-    String::from_utf8_lossy(&answer)
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
+    status_code(&String::from_utf8_lossy(&answer)).unwrap_or(0)
 }
 
 /// 1,030 viewer sign-ins (more than the 1,024 sessions a role keeps) sign

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use spear_proto::v1::{ServerSpec, Transport};
 use spearlet::connections::Connections;
+use spearlet::mcp::{McpClient, SessionOptions, Timeouts, ToolList};
 use spearlet::registry::{RegistryHandle, RegistryView};
 
 use spear_tests::peers::{
@@ -282,16 +283,20 @@ fn python2_peer_with_ttl(ttl_ms: &str) -> HttpPeer {
     HttpPeer::start("python sdk 2.x server", cmd, port)
 }
 
-/// A node's connections with `peer` as server `py2`.
-fn connections_to(peer: &HttpPeer) -> Connections {
-    let spec = ServerSpec {
+/// `peer` as server `py2`.
+fn py2_spec(peer: &HttpPeer) -> ServerSpec {
+    ServerSpec {
         id: "py2".into(),
         transport: Transport::StreamableHttp as i32,
         url: peer.url("/mcp"),
         enabled: true,
         ..Default::default()
-    };
-    let registry = RegistryHandle::new(RegistryView::from_specs([spec]));
+    }
+}
+
+/// A node's connections with `peer` as server `py2`.
+fn connections_to(peer: &HttpPeer) -> Connections {
+    let registry = RegistryHandle::new(RegistryView::from_specs([py2_spec(peer)]));
     Connections::new(registry, Arc::new(|_: &str| Ok(None)))
 }
 
@@ -340,35 +345,42 @@ fn tool_lists_are_kept_as_long_as_the_server_says_and_come_sorted() {
 
 /// At 2026-07-28 a server announces a changed tool list only on a
 /// `subscriptions/listen` stream the client opened: the node opens one,
-/// so a tool added and announced is offered at once, though the list's
-/// `ttlMs` (an hour) would keep the old one.
+/// and the announcement bumps the counter its catalog re-lists on (the
+/// list's `ttlMs`, an hour, would otherwise keep the old one).
 #[test]
 fn a_2026_07_28_announcement_reaches_the_node_through_its_listen_stream() {
     let peer = python2_peer_with_ttl("3600000");
+    let spec = py2_spec(&peer);
+    let lookup = |_: &str| -> Result<Option<String>, spearlet::node_policy::Refused> { Ok(None) };
     spear_tests::runtime().block_on(async {
-        let connections = connections_to(&peer);
-        assert!(!catalog_names(&connections, "py2")
+        let client = McpClient::connect(&spec, &lookup, SessionOptions::default())
             .await
-            .contains(&"zebra".to_string()));
+            .unwrap_or_else(|e| panic!("connect: {e}"));
+        let timeouts = Timeouts::for_spec(&spec);
+        let listed = |list: ToolList| list.tools.iter().any(|t| t.name == "zebra");
+        let before = client.list_tools(10, timeouts.list_tools).await;
+        assert!(
+            !before.map(listed).unwrap_or(true),
+            "zebra before it was added"
+        );
+        let mut changed = client.tools_changed();
+        changed.mark_unchanged();
         let args = serde_json::json!({"name": "zebra"});
-        let grown = connections
-            .call("py2", "grow_announced", args.as_object().cloned())
+        let grown = client
+            .call_tool("grow_announced", args.as_object().cloned(), timeouts)
             .await
             .unwrap_or_else(|e| panic!("grow_announced: {e}"));
-        assert!(!grown.is_error, "{grown:?}");
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-        loop {
-            let names = catalog_names(&connections, "py2").await;
-            if names.contains(&"zebra".to_string()) {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the announced tool never reached the catalog: {names:?}"
-            );
-            tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        connections.shutdown().await;
+        assert_ne!(grown.is_error, Some(true), "{grown:?}");
+        // The announcement itself, as it arrives on the listen stream.
+        tokio::time::timeout(std::time::Duration::from_secs(20), changed.changed())
+            .await
+            .unwrap_or_else(|_| panic!("no tools/list_changed reached the node"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let after = client.list_tools(10, timeouts.list_tools).await;
+        assert!(
+            after.map(listed).unwrap_or(false),
+            "zebra not listed after it was announced"
+        );
+        client.shutdown().await;
     });
 }

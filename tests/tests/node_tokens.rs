@@ -296,6 +296,15 @@ fn a_join_token_works_once_for_its_node_and_a_node_token_only_for_its_node() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(opened, vec![SEALED.to_string()]);
 
+    // Who made which join token is in SMS's own chain; the tokens are not.
+    let (code, trail, err) =
+        sms.client_with_token(&["audit", "--json", "--node", "sms"], Some(TOKEN));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        trail.contains("\"action\":\"mint_join_token\",\"target\":\"node-a\""),
+        "{trail}"
+    );
+    assert!(!trail.contains(&for_a), "a join token in the audit trail");
     // A revoked node's token stops working.
     let (code, _, err) =
         sms.client_with_token(&["certs", "revoke", "--node", "node-a"], Some(TOKEN));

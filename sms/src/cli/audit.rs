@@ -64,18 +64,18 @@ async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
 }
 
 /// Says on stderr which approvals a run of `task` (on `node`, when one is
-/// named) waits for, as SMS announces them, and how each was decided,
+/// named) waits for, as SMS announces them on `channel` (the invocation's
+/// own connection), and how each was decided,
 /// until the returned task is aborted. `None` when SMS's trust events
 /// cannot be followed (a caller who is not an admin): the run goes on
 /// without the notices.
 pub async fn announce_waits(
     client: &ClientArgs,
+    channel: Channel,
     task: String,
     node: String,
 ) -> Option<tokio::task::JoinHandle<()>> {
-    let mut events = audit(client)
-        .await
-        .ok()?
+    let mut events = AuditClient::new(channel)
         .watch_trust(request(client, WatchTrustRequest {}).ok()?)
         .await
         .ok()?

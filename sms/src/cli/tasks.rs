@@ -219,14 +219,16 @@ pub async fn invoke(
                 .await
         }
         None => {
+            let channel = connect(client, &client.addr, Identity::Sms, "SMS").await?;
             // Approvals the run waits for are named as SMS announces them.
             let waits = super::audit::announce_waits(
                 client,
+                channel.clone(),
                 body.task_id.clone(),
                 body.node_id.clone(),
             )
             .await;
-            let answer = TasksClient::new(connect(client, &client.addr, Identity::Sms, "SMS").await?)
+            let answer = TasksClient::new(channel)
                 .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
                 .invoke_task(request(client, body)?)
                 .await;

@@ -30,6 +30,7 @@ pub struct NodesService {
     spent: SpentJoins,
     /// SMS's CA (`--ca-dir`): signs joining nodes' certificates on TLS.
     ca_dir: Option<std::path::PathBuf>,
+    audit: crate::audit::AdminAudit,
 }
 
 /// How long a certificate a join gives lasts (as `sms certs issue`'s).
@@ -70,7 +71,15 @@ impl NodesService {
             access,
             tokens: NodeTokens::default(),
             ca_dir: None,
+            audit: crate::audit::AdminAudit::default(),
         }
+    }
+
+    /// Records this service's admin writes (join tokens made) in the audit
+    /// trail.
+    pub fn audited(mut self, audit: crate::audit::AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// Gives nodes their own tokens from SMS's secret and, with `ca_dir`,
@@ -109,6 +118,25 @@ impl Nodes for NodesService {
                 warn!(node_id = %node_id, %why, "join refused");
                 refused(why)
             })?;
+        // The answer first, the token spent last: a request SMS cannot
+        // sign leaves the token for a good one.
+        let answer = match self.ca_dir.as_ref().filter(|_| !csr_pem.is_empty()) {
+            Some(dir) => {
+                let (certificate_pem, serial) =
+                    crate::certs::sign_node(dir, &node_id, &csr_pem, NODE_CERT_DAYS).map_err(
+                        |e| Status::invalid_argument(format!("{e}; the join token is unspent")),
+                    )?;
+                tracing::debug!(node_id = %node_id, %serial, "certificate signed for a join");
+                JoinResponse {
+                    node_token: String::new(),
+                    certificate_pem,
+                }
+            }
+            None => JoinResponse {
+                node_token: self.tokens.node_token(&node_id).map_err(refused)?,
+                certificate_pem: String::new(),
+            },
+        };
         let first = self
             .spent
             .spend(&claim, now)
@@ -118,22 +146,8 @@ impl Nodes for NodesService {
             warn!(node_id = %node_id, "join refused: the token was used before");
             return Err(refused(TokenRefusal::Spent(node_id)));
         }
-        if let Some(dir) = self.ca_dir.as_ref().filter(|_| !csr_pem.is_empty()) {
-            let (certificate_pem, serial) =
-                crate::certs::sign_node(dir, &node_id, &csr_pem, NODE_CERT_DAYS)
-                    .map_err(|e| Status::invalid_argument(e.to_string()))?;
-            tracing::info!(node_id = %node_id, %serial, "node joined: signed its certificate");
-            return Ok(Response::new(JoinResponse {
-                node_token: String::new(),
-                certificate_pem,
-            }));
-        }
-        let node_token = self.tokens.node_token(&node_id).map_err(refused)?;
-        tracing::info!(node_id = %node_id, "node joined with its join token");
-        Ok(Response::new(JoinResponse {
-            node_token,
-            certificate_pem: String::new(),
-        }))
+        tracing::info!(node_id = %node_id, certificate = !answer.certificate_pem.is_empty(), "node joined with its join token");
+        Ok(Response::new(answer))
     }
 
     async fn mint_join_token(
@@ -148,10 +162,12 @@ impl Nodes for NodesService {
             ttl_s
         };
         let now = now_unix();
-        let join_token = self
-            .tokens
-            .mint_join(&node_id, ttl_s, now)
-            .map_err(refused)?;
+        let minted = self.tokens.mint_join(&node_id, ttl_s, now).map_err(refused);
+        // Who let which node join is in SMS's own chain (never the token).
+        self.audit
+            .record(&caller, "mint_join_token", &node_id, &minted)
+            .await;
+        let join_token = minted?;
         tracing::info!(node_id = %node_id, %caller, ttl_s, "join token made");
         Ok(Response::new(MintJoinTokenResponse {
             join_token,

@@ -148,7 +148,8 @@ impl Services {
                     access.clone(),
                 )
                 .with_heads(heads)
-                .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir),
+                .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir)
+                .audited(admin_audit.clone()),
             ),
             credentials: Arc::new(
                 CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())
