@@ -17,6 +17,40 @@ case "$scenario" in
       --elicitation accept-defaults ;;
   sse-retry)
     exec "$spearlet" mcp call --url "$url" --tool test_reconnection ;;
+  request-metadata|json-schema-ref-no-deref)
+    exec "$spearlet" mcp list-tools --url "$url" ;;
+  sep-2322-client-request-state)
+    # Each tool once, as an operator would try them; the server asks for
+    # input part-way through two of them.
+    for tool in test_mrtr_echo_state test_mrtr_unrelated test_mrtr_no_state test_mrtr_no_result_type; do
+      "$spearlet" mcp call --url "$url" --tool "$tool" --elicitation accept-defaults
+    done ;;
+  http-standard-headers)
+    for tool in test_headers my-hyphenated-tool; do
+      "$spearlet" mcp call --url "$url" --tool "$tool"
+    done ;;
+  http-custom-headers)
+    # The calls the suite asks for, from MCP_CONFORMANCE_CONTEXT.
+    python3 -c 'import json, os
+for call in json.loads(os.environ["MCP_CONFORMANCE_CONTEXT"])["toolCalls"]:
+    print(call["name"]); print(json.dumps(call["arguments"]))' |
+    while read -r tool && read -r args; do
+      "$spearlet" mcp call --url "$url" --tool "$tool" --args "$args"
+    done ;;
+  http-invalid-tool-headers)
+    # The node keeps the valid tool and refuses the others by name.
+    "$spearlet" mcp call --url "$url" --tool valid_tool --args '{"region": "us-west1"}'
+    for tool in invalid_empty_header invalid_object_header invalid_number_header invalid_space_in_name; do
+      if "$spearlet" mcp call --url "$url" --tool "$tool" --args '{}'; then
+        echo "client.sh: $tool was called" >&2; exit 1
+      fi
+    done ;;
+  json-schema-2020-12-preservation)
+    # The focal tool's input schema as the node holds it, echoed back.
+    schema="$("$spearlet" mcp list-tools --url "$url" --json | python3 -c 'import json, sys
+tools = json.load(sys.stdin)["tools"]
+print(json.dumps(next(t for t in tools if t["name"] == "json_schema_2020_12_tool")["inputSchema"]))')"
+    exec "$spearlet" mcp call --url "$url" --tool json_schema_echo --args "{\"schema\": $schema}" ;;
   auth/*)
     # The suite's authorization servers redirect straight back, so the
     # "browser" is curl following that redirect to spearlet's loopback

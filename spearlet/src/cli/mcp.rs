@@ -19,7 +19,15 @@ use crate::registry::{RegistryHandle, RegistryView};
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// List a server's tools (quarantined ones say why).
-    ListTools(Target),
+    ListTools {
+        #[command(flatten)]
+        target: Target,
+        /// Print the tools as JSON, each definition exactly as the node
+        /// holds it (its input schema verbatim), with those not offered
+        /// and why.
+        #[arg(long)]
+        json: bool,
+    },
     /// Call one tool and print what a model would see.
     Call {
         #[command(flatten)]
@@ -270,41 +278,69 @@ fn offered(
     }))
 }
 
+/// `spearlet mcp list-tools`: the server's catalog as the node sees it.
+async fn list_tools(target: Target, json: bool) -> Result<i32> {
+    let spec = target.effective_spec(None)?;
+    let id = spec.id.clone();
+    let connections = connections_for(spec, &target, SessionOptions::default()).await?;
+    let catalog = connections.catalog(&id).await;
+    let status = connections.status().remove(&id);
+    connections.shutdown().await;
+    let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
+    if let Some(version) = status.as_ref().and_then(|s| s.protocol_version.as_ref()) {
+        eprintln!("{id}: MCP protocol {version}");
+    }
+    if let Some(sandbox) = status.as_ref().and_then(|s| s.sandbox.as_ref()) {
+        eprintln!("{id}: sandbox {}", sandbox.detail);
+    }
+    if json {
+        println!("{}", catalog_json(&id, &catalog));
+        return Ok(0);
+    }
+    for tool in &catalog.tools {
+        let description = tool
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("");
+        println!("{:<32} {description}", tool.name);
+    }
+    for crate::connections::Quarantined { tool, why } in &catalog.quarantined {
+        println!("{tool:<32} QUARANTINED: {why}");
+    }
+    for (tool, held) in &catalog.held {
+        println!("{tool:<32} HELD: {}", held.sentence(&id, tool));
+    }
+    Ok(0)
+}
+
+/// `--json`: the tools offered, each as the server listed it, and those
+/// not offered with why (`quarantined`, `held`).
+fn catalog_json(id: &str, catalog: &crate::connections::Catalog) -> serde_json::Value {
+    let quarantined: Vec<_> = catalog
+        .quarantined
+        .iter()
+        .map(|q| serde_json::json!({"tool": q.tool, "why": q.why}))
+        .collect();
+    let held: Vec<_> = catalog
+        .held
+        .iter()
+        .map(|(tool, held)| serde_json::json!({"tool": tool, "why": held.sentence(id, tool)}))
+        .collect();
+    serde_json::json!({
+        "server": id,
+        "tools": catalog.tools,
+        "quarantined": quarantined,
+        "held": held,
+    })
+}
+
 /// Runs one `spearlet mcp` command; returns the exit code.
 pub async fn run(command: McpCommand) -> Result<i32> {
     match command {
-        McpCommand::ListTools(target) => {
-            let spec = target.effective_spec(None)?;
-            let id = spec.id.clone();
-            let connections = connections_for(spec, &target, SessionOptions::default()).await?;
-            let catalog = connections.catalog(&id).await;
-            let status = connections.status().remove(&id);
-            connections.shutdown().await;
-            let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
-            if let Some(version) = status.as_ref().and_then(|s| s.protocol_version.as_ref()) {
-                eprintln!("{id}: MCP protocol {version}");
-            }
-            if let Some(sandbox) = status.as_ref().and_then(|s| s.sandbox.as_ref()) {
-                eprintln!("{id}: sandbox {}", sandbox.detail);
-            }
-            for tool in &catalog.tools {
-                let description = tool
-                    .description
-                    .as_deref()
-                    .unwrap_or("")
-                    .lines()
-                    .next()
-                    .unwrap_or("");
-                println!("{:<32} {description}", tool.name);
-            }
-            for crate::connections::Quarantined { tool, why } in &catalog.quarantined {
-                println!("{tool:<32} QUARANTINED: {why}");
-            }
-            for (tool, held) in &catalog.held {
-                println!("{tool:<32} HELD: {}", held.sentence(&id, tool));
-            }
-            Ok(0)
-        }
+        McpCommand::ListTools { target, json } => list_tools(target, json).await,
         McpCommand::Call {
             target,
             tool,
