@@ -70,6 +70,15 @@ impl Authorizer {
             Grant::EnterpriseManaged => {
                 crate::enterprise_managed(&self.server_url, &self.client, challenge).await
             }
+            Grant::JwtBearer => {
+                crate::jwt_bearer(
+                    &self.server_url,
+                    &self.client,
+                    challenge,
+                    &self.client.scopes,
+                )
+                .await
+            }
         }
     }
 
@@ -122,6 +131,13 @@ impl Authorizer {
                 client.scopes = union(manager.get_current_scopes().await, &required);
                 *manager =
                     crate::enterprise_managed(&self.server_url, &client, Some(challenge)).await?;
+                Ok(())
+            }
+            Grant::JwtBearer => {
+                let scopes = union(manager.get_current_scopes().await, &required);
+                *manager =
+                    crate::jwt_bearer(&self.server_url, &self.client, Some(challenge), &scopes)
+                        .await?;
                 Ok(())
             }
             Grant::AuthorizationCode => {
@@ -202,7 +218,7 @@ fn credentials_config(
     })
 }
 
-fn parse_challenge(server_url: &str, header: &str) -> WWWAuthenticateParams {
+pub(crate) fn parse_challenge(server_url: &str, header: &str) -> WWWAuthenticateParams {
     match url::Url::parse(server_url) {
         Ok(base) => WWWAuthenticateParams::parse(header, &base),
         Err(_) => WWWAuthenticateParams::default(),

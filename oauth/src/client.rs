@@ -36,6 +36,9 @@ pub enum Grant {
     /// identity assertion grant the server's authorization server takes
     /// (SEP-990).
     EnterpriseManaged,
+    /// A JWT the workload's platform issued, traded for a token with the
+    /// RFC 7523 JWT bearer grant (workload identity federation, SEP-1933).
+    JwtBearer,
 }
 
 impl Grant {
@@ -74,6 +77,8 @@ pub struct ClientConfig {
     pub private_key: Option<(Secret, String)>,
     /// The identity provider, for [`Grant::EnterpriseManaged`].
     pub idp: Option<IdpConfig>,
+    /// The workload's JWT, for [`Grant::JwtBearer`].
+    pub assertion: Option<Secret>,
 }
 
 impl ClientConfig {
@@ -109,8 +114,13 @@ impl ClientConfig {
             }),
             _ => None,
         };
+        let assertion = match grant(auth) {
+            Grant::JwtBearer => secret("assertion", &auth.assertion)?,
+            _ => None,
+        };
         Ok(ClientConfig {
             idp,
+            assertion,
             grant: grant(auth),
             client_id: nonempty(&auth.client_id),
             client_secret: secret("client_secret", &auth.client_secret)?,
@@ -140,6 +150,7 @@ fn grant(auth: &OAuth) -> Grant {
     match OauthGrant::try_from(auth.grant) {
         Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
         Ok(OauthGrant::EnterpriseManaged) => Grant::EnterpriseManaged,
+        Ok(OauthGrant::JwtBearer) => Grant::JwtBearer,
         _ => Grant::AuthorizationCode,
     }
 }
@@ -191,6 +202,12 @@ pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
             field: "grant",
             why: "client_credentials needs a client_id with a client_secret or a private_key"
                 .into(),
+        });
+    }
+    if grant(auth) == Grant::JwtBearer && auth.assertion.is_empty() {
+        return Err(OAuthError::Config {
+            field: "grant",
+            why: "jwt_bearer needs the workload's JWT in assertion".into(),
         });
     }
     if grant(auth) == Grant::EnterpriseManaged {

@@ -6,16 +6,11 @@
 //! claims; we discover the server's authorization server and keep the
 //! token where a manager keeps tokens.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use oauth2::basic::BasicTokenType;
 use oauth2::ClientSecret;
+use rmcp::transport::auth::default_oauth_http_client;
 use rmcp::transport::auth::enterprise::{
     EmaAuthorizationServer, EmaClientAuthentication, EmaExchangeRequest,
-};
-use rmcp::transport::auth::{
-    default_oauth_http_client, CredentialStore, InMemoryCredentialStore, OAuthTokenResponse,
-    StoredCredentials, VendorExtraTokenFields,
 };
 use rmcp::transport::AuthorizationManager;
 
@@ -77,25 +72,13 @@ pub async fn enterprise_managed(
     .map_err(|e| OAuthError::Flow(format!("enterprise-managed authorization failed: {e}")))?;
     tracing::info!(server = %server_url, "enterprise-managed authorization exchanged");
 
-    let mut response = OAuthTokenResponse::new(
-        token.access_token,
+    crate::tokens::hold(
+        manager,
+        &client_id,
+        token.access_token.secret().to_string(),
         BasicTokenType::Bearer,
-        VendorExtraTokenFields::default(),
-    );
-    response.set_expires_in(token.expires_in.as_ref());
-    let received = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let store = InMemoryCredentialStore::new();
-    store
-        .save(StoredCredentials::new(
-            client_id.clone(),
-            Some(response),
-            token.scopes.into_iter().collect(),
-            Some(received),
-        ))
-        .await?;
-    manager.set_credential_store(store);
-    manager.configure_client_id(&client_id)?;
-    Ok(manager)
+        token.expires_in,
+        token.scopes.into_iter().collect(),
+    )
+    .await
 }

@@ -10,7 +10,8 @@
 //!   client identified in the spec's order: pre-registered, Client ID
 //!   Metadata Document, dynamic registration) or, for machine-to-machine
 //!   servers, client credentials, or an enterprise's identity provider
-//!   ([`enterprise_managed`], SEP-990);
+//!   ([`enterprise_managed`], SEP-990), or the workload's own JWT
+//!   ([`jwt_bearer`], SEP-1933);
 //! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
 //!   again for the scopes held plus those the server names, a bounded
 //!   number of times;
@@ -28,6 +29,7 @@ mod browser;
 mod client;
 mod enterprise;
 mod error;
+mod jwt_bearer;
 mod redirect;
 mod terminal;
 mod tokens;
@@ -38,6 +40,7 @@ pub use browser::Browser;
 pub use client::{check_spec, ClientConfig, Grant, IdpConfig, Secret};
 pub use enterprise::enterprise_managed;
 pub use error::{describe, OAuthError};
+pub use jwt_bearer::jwt_bearer;
 pub use redirect::Redirect;
 pub use terminal::LoginFlags;
 pub use tokens::{

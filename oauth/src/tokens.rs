@@ -17,6 +17,37 @@ use crate::{ClientConfig, OAuthError};
 /// rmcp asks every client for a redirect URI; a refresh never uses it.
 const UNUSED_REDIRECT: &str = "http://127.0.0.1/callback";
 
+/// `manager` (its metadata set) holding `access_token`, obtained outside
+/// its own flows (an enterprise exchange, a JWT bearer grant), as if it
+/// had made the exchange: [`held`] keeps it, and refreshes find it.
+pub(crate) async fn hold(
+    mut manager: AuthorizationManager,
+    client_id: &str,
+    access_token: String,
+    token_type: oauth2::basic::BasicTokenType,
+    expires_in: Option<Duration>,
+    scopes: Vec<String>,
+) -> Result<AuthorizationManager, OAuthError> {
+    let mut response = rmcp::transport::auth::OAuthTokenResponse::new(
+        oauth2::AccessToken::new(access_token),
+        token_type,
+        rmcp::transport::auth::VendorExtraTokenFields::default(),
+    );
+    response.set_expires_in(expires_in.as_ref());
+    let store = InMemoryCredentialStore::new();
+    store
+        .save(StoredCredentials::new(
+            client_id.to_string(),
+            Some(response),
+            scopes,
+            Some(now_secs()),
+        ))
+        .await?;
+    manager.set_credential_store(store);
+    manager.configure_client_id(client_id)?;
+    Ok(manager)
+}
+
 /// What `manager` holds after an authorization, to keep.
 pub async fn held(manager: &AuthorizationManager) -> Result<StoredCredentials, OAuthError> {
     let (client_id, response) = manager.get_credentials().await?;

@@ -73,12 +73,13 @@ impl ServerRecord {
 
 impl OauthGrant {
     /// The server-file spelling: `authorization_code`, `client_credentials`,
-    /// `enterprise_managed`.
+    /// `enterprise_managed`, `jwt_bearer`.
     pub fn label(self) -> &'static str {
         match self {
             OauthGrant::AuthorizationCode => "authorization_code",
             OauthGrant::ClientCredentials => "client_credentials",
             OauthGrant::EnterpriseManaged => "enterprise_managed",
+            OauthGrant::JwtBearer => "jwt_bearer",
         }
     }
 

@@ -75,6 +75,11 @@ print(json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}").get(sys.argv
                 --id-token '${CONFORMANCE_ID_TOKEN}' --idp-issuer "$(context idp_issuer)"
                 --idp-token-endpoint "$(context idp_token_endpoint)"
                 --idp-client-id "$(context idp_client_id)") ;;
+      auth/wif-jwt-bearer)
+        # The workload's JWT, as its platform would hand it over.
+        # (WIF_ASSERTION names another of the suite's JWTs, to see a refusal.)
+        export CONFORMANCE_WIF_JWT="$(context "${WIF_ASSERTION:-valid_jwt}")"
+        login+=(--client-id "$(context client_id)" --assertion '${CONFORMANCE_WIF_JWT}') ;;
       auth/client-credentials-jwt)
         login+=(--client-credentials --client-id "$(context client_id)"
                 --private-key '${CONFORMANCE_PRIVATE_KEY}'

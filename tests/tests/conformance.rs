@@ -22,10 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "auth/dpop-nonce",
         "DPoP-bound tokens (RFC 9449) are not implemented",
     ),
-    (
-        "auth/wif-jwt-bearer",
-        "workload identity federation (JWT bearer grant) is not implemented",
-    ),
 ];
 
 /// The one stable scenario whose mock is wrong: its authorization-server
@@ -57,8 +53,14 @@ fn listed_scenarios(release: Release) -> Vec<String> {
 /// Runs one scenario; whether it passed, and the suite's report with the
 /// client's output.
 fn run(release: Release, scenario: &str) -> (bool, String) {
+    run_with(release, scenario, &[])
+}
+
+/// [`run`], with more environment for client.sh.
+fn run_with(release: Release, scenario: &str, env: &[(&str, &str)]) -> (bool, String) {
     let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("conformance/client.sh");
     let out = conformance_suite(release)
+        .envs(env.iter().copied())
         .args([
             "client",
             "--scenario",
@@ -171,4 +173,34 @@ fn every_pre_release_client_scenario_passes() {
         listed.len(),
         wrong.join("\n")
     );
+}
+
+/// A workload JWT that is expired, or made for another audience, is
+/// refused by the authorization server: the node says why, once, and
+/// neither retries it nor falls back to another grant.
+#[test]
+fn a_refused_workload_jwt_is_said_and_not_retried() {
+    for (jwt, why) in [
+        ("expired_jwt", "invalid_grant: JWT assertion is expired"),
+        (
+            "wrong_audience_jwt",
+            "invalid_grant: JWT assertion audience is invalid",
+        ),
+    ] {
+        let (passed, report) = run_with(
+            Release::Next,
+            "auth/wif-jwt-bearer",
+            &[("WIF_ASSERTION", jwt)],
+        );
+        assert!(!passed, "{jwt} was accepted:\n{report}");
+        assert!(
+            report.contains(&format!(
+                "the authorization server refused the workload's JWT (400 Bad Request): {why}"
+            )),
+            "{jwt}: {report}"
+        );
+        for retried in ["wif-no-retry", "wif-grant-fallback", "valid-bearer-token"] {
+            assert!(!report.contains(retried), "{jwt}: {retried}\n{report}");
+        }
+    }
 }

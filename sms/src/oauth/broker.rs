@@ -256,6 +256,11 @@ impl Broker {
                     let manager = spear_oauth::enterprise_managed(&url, &client, None).await?;
                     spear_oauth::held(&manager).await
                 }
+                OauthGrant::JwtBearer => {
+                    let manager =
+                        spear_oauth::jwt_bearer(&url, &client, None, &client.scopes).await?;
+                    spear_oauth::held(&manager).await
+                }
                 OauthGrant::AuthorizationCode => {
                     let held = match &record {
                         Some(record) => self.open(key, record),

@@ -38,6 +38,7 @@ const AUTH_KEYS: &[&str] = &[
     "private_key",
     "signing_algorithm",
     "idp",
+    "assertion",
 ];
 
 const IDP_KEYS: &[&str] = &[
@@ -67,11 +68,12 @@ pub(super) fn auth(
         None | Some("authorization_code") => OauthGrant::AuthorizationCode,
         Some("client_credentials") => OauthGrant::ClientCredentials,
         Some("enterprise_managed") => OauthGrant::EnterpriseManaged,
+        Some("jwt_bearer") => OauthGrant::JwtBearer,
         Some(other) => {
             problems.push(
                 &format!("{at}.grant"),
                 format!(
-                    "unknown grant '{}'; use authorization_code, client_credentials or enterprise_managed",
+                    "unknown grant '{}'; use authorization_code, client_credentials, enterprise_managed or jwt_bearer",
                     other.escape_default()
                 ),
             );
@@ -116,6 +118,7 @@ pub(super) fn auth(
         private_key,
         signing_algorithm: string(problems, &at, object, "signing_algorithm").unwrap_or_default(),
         idp,
+        assertion: secret(problems, &at, object, "assertion"),
     };
     if let Err(error) = spear_oauth::check_spec(&auth) {
         problems.push(path, error.to_string());

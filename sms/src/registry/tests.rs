@@ -539,3 +539,36 @@ fn a_server_is_scoped_to_nodes_by_globs() {
     );
     assert_eq!(found.len(), 2, "{}", joined(&found));
 }
+
+#[test]
+fn jwt_bearer_auth_takes_the_workload_jwt_as_a_reference_only() {
+    let specs = parse_file(
+        "wif.json",
+        br#"{"id": "wif", "url": "https://mcp.wif.example/mcp",
+             "auth": {"grant": "jwt_bearer", "client_id": "workload", "assertion": "${WORKLOAD_JWT}"}}"#,
+    )
+    .unwrap();
+    let auth = specs[0].auth.clone().unwrap();
+    assert_eq!(auth.grant, spear_proto::v1::OauthGrant::JwtBearer as i32);
+    assert_eq!(auth.assertion, "${WORKLOAD_JWT}");
+
+    let p = problems(
+        "wif.json",
+        r#"{"id": "wif", "url": "https://x/mcp", "auth": {"grant": "jwt_bearer", "assertion": "eyJ-literal-jwt"}}"#,
+    );
+    let text = joined(&p);
+    assert!(
+        text.contains("$.auth.assertion: a secret is written as one ${NAME} reference"),
+        "{text}"
+    );
+    assert!(!text.contains("eyJ-literal-jwt"), "{text}");
+    let p = problems(
+        "wif.json",
+        r#"{"id": "wif", "url": "https://x/mcp", "auth": {"grant": "jwt_bearer"}}"#,
+    );
+    assert!(
+        joined(&p).contains("jwt_bearer needs the workload's JWT in assertion"),
+        "{}",
+        joined(&p)
+    );
+}

@@ -47,6 +47,10 @@ pub struct OAuthFlags {
     /// The private key's algorithm (RS256, RS384, RS512, ES256, ES384).
     #[arg(long, value_name = "ALG")]
     signing_algorithm: Option<String>,
+    /// The workload's own JWT, as a ${REFERENCE}, traded for a token with
+    /// the JWT bearer grant (workload identity federation; no browser).
+    #[arg(long, value_name = "${NAME}", conflicts_with_all = ["client_credentials", "id_token"])]
+    assertion: Option<String>,
     #[command(flatten)]
     enterprise: EnterpriseFlags,
     #[command(flatten)]
@@ -98,12 +102,14 @@ impl OAuthFlags {
             || self.client_metadata_url.is_some()
             || self.client_credentials
             || self.private_key.is_some()
-            || self.enterprise.id_token.is_some();
+            || self.enterprise.id_token.is_some()
+            || self.assertion.is_some();
         let idp = self.enterprise.idp();
-        let grant = match (self.client_credentials, &idp) {
-            (true, _) => OauthGrant::ClientCredentials,
-            (false, Some(_)) => OauthGrant::EnterpriseManaged,
-            (false, None) => OauthGrant::AuthorizationCode,
+        let grant = match (self.client_credentials, &idp, &self.assertion) {
+            (true, _, _) => OauthGrant::ClientCredentials,
+            (false, Some(_), _) => OauthGrant::EnterpriseManaged,
+            (false, None, Some(_)) => OauthGrant::JwtBearer,
+            (false, None, None) => OauthGrant::AuthorizationCode,
         };
         declared.then(|| OAuth {
             grant: grant as i32,
@@ -114,6 +120,7 @@ impl OAuthFlags {
             scopes: self.scopes.clone(),
             private_key: self.private_key.clone().unwrap_or_default(),
             signing_algorithm: self.signing_algorithm.clone().unwrap_or_default(),
+            assertion: self.assertion.clone().unwrap_or_default(),
         })
     }
 
