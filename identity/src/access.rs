@@ -81,6 +81,15 @@ const OPEN_PREFIX: &str = "/grpc.health.v1.Health/";
 /// The one call a node makes before it has a credential.
 const JOIN_PATH: &str = "/spear.v1.Nodes/Join";
 
+/// The one call a person may make with only their OpenID Connect token:
+/// the call itself verifies it before anything runs.
+const INVOKE_PATH: &str = "/spear.v1.Tasks/InvokeTask";
+
+/// The metadata key a person's or workload's OpenID Connect token (ID or
+/// access token) travels in, apart from `authorization`, which holds the
+/// admin token: an admin service may invoke on a person's behalf.
+pub const PRINCIPAL_TOKEN_HEADER: &str = "spear-principal-token";
+
 const NEEDS_CERT: &str = "this port needs a client certificate from the installation's CA";
 
 fn wrong_token() -> Status {
@@ -211,6 +220,20 @@ impl Access {
         authorization: Option<&[u8]>,
         join: Option<&[u8]>,
     ) -> Result<(), Status> {
+        self.admit_principal(path, peer, authorization, join, false)
+    }
+
+    /// [`Access::admit`], for a request that may carry a principal's token
+    /// (`principal`): an invocation with one passes to be verified by the
+    /// call, on a TLS port too.
+    pub fn admit_principal(
+        &self,
+        path: &str,
+        peer: Option<&Peer>,
+        authorization: Option<&[u8]>,
+        join: Option<&[u8]>,
+        principal: bool,
+    ) -> Result<(), Status> {
         // A joining node has no credential yet: its join token, in the
         // body, is checked by the call itself, once.
         if path.starts_with(OPEN_PREFIX) || path == JOIN_PATH {
@@ -235,6 +258,7 @@ impl Access {
             }
             Some(_) => Ok(()),
             None if !self.secure => Ok(()),
+            None if principal && path == INVOKE_PATH => Ok(()),
             None => {
                 let call = path.trim_start_matches('/');
                 let or_token = if self.token.is_set() {

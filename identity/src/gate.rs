@@ -114,7 +114,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let admitted = self.access.admit(
+        let admitted = self.access.admit_principal(
             request.uri().path(),
             request.extensions().get::<Peer>(),
             request
@@ -125,6 +125,9 @@ where
                 .headers()
                 .get(crate::token::JOIN_TOKEN_HEADER)
                 .map(|v| v.as_bytes()),
+            request
+                .headers()
+                .contains_key(crate::access::PRINCIPAL_TOKEN_HEADER),
         );
         match admitted {
             Ok(()) => {

@@ -25,6 +25,7 @@ mod https;
 mod incoming;
 mod material;
 mod node_token;
+pub mod oidc;
 pub mod reload;
 pub mod revoked;
 mod service_tls;
@@ -32,7 +33,7 @@ pub mod spiffe;
 mod tls;
 mod token;
 
-pub use access::{Access, Caller};
+pub use access::{Access, Caller, PRINCIPAL_TOKEN_HEADER};
 pub use admission::Bounds;
 pub use connector::{dial, BadAddress, Dialer};
 pub use gate::{Deadlines, Gate, Gated};
@@ -45,6 +46,7 @@ pub use material::{Material, TlsError, TlsFiles};
 pub use node_token::{
     is_join_token, node_token_id, JoinClaim, NodeTokens, TokenRefusal, MAX_JOIN_TTL_S,
 };
+pub use oidc::{OidcConfig, OidcVerifier, TokenRefused};
 pub use revoked::{DenyList, Revoked};
 pub use service_tls::{ServiceTls, ServiceTlsFiles};
 pub use spiffe::{Identity, IdentityError, TrustDomain};

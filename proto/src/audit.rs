@@ -98,6 +98,13 @@ pub struct Record {
     /// Who acted: the run's caller, or the admin.
     #[serde(default, skip_serializing_if = "empty")]
     pub identity: String,
+    /// Who the run is for ([`crate::v1::Principal::label`]): a person as
+    /// `<issuer>#<subject>`, or the admin who invoked it.
+    #[serde(default, skip_serializing_if = "empty")]
+    pub principal: String,
+    /// Who acted for the principal: `node/<id>`, the node that ran it.
+    #[serde(default, skip_serializing_if = "empty")]
+    pub actor: String,
     /// An admin write: what was done (`upsert_server`) and to what.
     #[serde(default, skip_serializing_if = "empty")]
     pub action: String,

@@ -12,6 +12,7 @@ pub mod frame;
 pub mod labels;
 pub mod patterns;
 pub mod pins;
+pub mod principal;
 pub mod refs;
 pub mod scope;
 pub mod task;

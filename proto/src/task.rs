@@ -34,6 +34,11 @@ pub struct TaskConfig {
     pub limits: TaskLimits,
     #[serde(default)]
     pub wasi: WasiGrants,
+    /// Who besides admins may invoke the task: `subject:<sub>`,
+    /// `group:<name>` (of SMS's OpenID Connect issuer) or a SPIFFE id.
+    /// Empty: admins only.
+    #[serde(default)]
+    pub invokers: Vec<String>,
 }
 
 /// What WASI gives the guest beyond its stdin/stdout/stderr. Nothing unless
@@ -194,6 +199,9 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
         return Err(TaskError::DefaultNotAllowed { id: id.clone() });
     }
     check_wasi(&config.wasi)?;
+    for invoker in &config.invokers {
+        crate::principal::Invoker::parse(invoker).map_err(TaskError::Invoker)?;
+    }
     for (name, value, max) in config.limits.entries() {
         if let Some(value) = value {
             if value == 0 || value > max {

@@ -107,6 +107,18 @@ pub struct ServeArgs {
     /// Hours of the nodes' audit records SMS keeps [default: 168].
     #[arg(long, env = "SMS_AUDIT_RETENTION_HOURS")]
     pub audit_retention_hours: Option<u64>,
+    /// The OpenID Connect issuer whose people and workloads may invoke
+    /// tasks that list them in "invokers" (docs/identities.md); with
+    /// --oidc-audience.
+    #[arg(long, env = "SMS_OIDC_ISSUER", requires = "oidc_audience")]
+    pub oidc_issuer: Option<String>,
+    /// What the issuer's tokens must be for (the client id of ID tokens,
+    /// or the resource of access tokens).
+    #[arg(long, env = "SMS_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// The token claim listing a subject's groups [default: groups].
+    #[arg(long, env = "SMS_OIDC_GROUPS_CLAIM")]
+    pub oidc_groups_claim: Option<String>,
     /// Write the bound addresses as JSON to this file once serving (for scripts and tests).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
@@ -142,6 +154,9 @@ struct FileConfig {
     console_listen: Option<String>,
     viewer_token_file: Option<PathBuf>,
     module_dir: Option<PathBuf>,
+    oidc_issuer: Option<String>,
+    oidc_audience: Option<String>,
+    oidc_groups_claim: Option<String>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
@@ -158,6 +173,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         None => FileConfig::default(),
     };
     let store = store_section(args, &file)?;
+    let oidc = oidc_section(args, &file)?;
     let hub = hub_section(args, &file)?;
     let (console_listen, viewer_token, module_dir) = console_section(args, &file)?;
     let listen = args
@@ -216,8 +232,42 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         console_listen,
         viewer_token,
         module_dir,
+        oidc,
     };
     Ok((config, log_format))
+}
+
+/// The OpenID Connect issuer people sign in at, if any.
+fn oidc_section(args: &ServeArgs, file: &FileConfig) -> Result<Option<spear_identity::OidcConfig>> {
+    let issuer = args
+        .oidc_issuer
+        .clone()
+        .or_else(|| file.oidc_issuer.clone());
+    let audience = args
+        .oidc_audience
+        .clone()
+        .or_else(|| file.oidc_audience.clone());
+    let (issuer, audience) = match (issuer, audience) {
+        (None, None) => return Ok(None),
+        (Some(issuer), Some(audience)) => (issuer, audience),
+        (Some(_), None) => bail!("--oidc-issuer needs --oidc-audience: what the issuer's tokens must be for (the client id of ID tokens)"),
+        (None, Some(_)) => bail!("--oidc-audience needs --oidc-issuer"),
+    };
+    let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+        .iter()
+        .any(|p| issuer.starts_with(p));
+    if !(issuer.starts_with("https://") || loopback) {
+        bail!("--oidc-issuer {issuer} is not an https:// URL (http:// only on loopback): its keys decide who may invoke tasks");
+    }
+    Ok(Some(spear_identity::OidcConfig {
+        issuer,
+        audience,
+        groups_claim: args
+            .oidc_groups_claim
+            .clone()
+            .or_else(|| file.oidc_groups_claim.clone())
+            .unwrap_or_else(|| "groups".to_string()),
+    }))
 }
 
 /// The registry store: in memory, or etcd when endpoints are given.

@@ -99,6 +99,12 @@ pub enum Command {
         /// Skip SMS: call this node's invocation address directly.
         #[arg(long)]
         node_addr: Option<String>,
+        /// Invoke as a person or workload: their OpenID Connect ID or
+        /// access token, as a ${REFERENCE} to this shell's environment (a
+        /// literal would show in the process list). The task's "invokers"
+        /// must list them; no admin credential is needed.
+        #[arg(long, value_name = "${NAME}", conflicts_with = "node_addr")]
+        principal_token: Option<String>,
     },
 }
 
@@ -155,6 +161,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             input_file,
             node,
             node_addr,
-        }) => tasks::invoke(&client, task, input, input_file, node, node_addr).await,
+            principal_token,
+        }) => {
+            let target = tasks::Target {
+                node,
+                node_addr,
+                principal_token,
+            };
+            tasks::invoke(&client, task, input, input_file, target).await
+        }
     }
 }

@@ -177,15 +177,55 @@ fn module_uri_and_digest(module: &str, sha256: Option<String>) -> Result<(String
     Ok((uri, digest))
 }
 
+/// Where `sms invoke` sends the run, and for whom.
+pub struct Target {
+    /// Run on this node (empty: SMS picks).
+    pub node: String,
+    /// Skip SMS: this node's invocation address.
+    pub node_addr: Option<String>,
+    /// `--principal-token`: a `${NAME}` holding the person's token.
+    pub principal_token: Option<String>,
+}
+
+/// The request, carrying the admin token if any and the principal's token
+/// from the environment variable `reference` names.
+fn principal_request<T>(
+    client: &ClientArgs,
+    body: T,
+    reference: Option<&str>,
+) -> Result<tonic::Request<T>> {
+    let mut request = request(client, body)?;
+    let Some(reference) = reference else {
+        return Ok(request);
+    };
+    let name = spear_proto::refs::sole_reference(reference).with_context(|| {
+        format!("--principal-token {reference} is not one ${{NAME}} reference; give the token in an environment variable")
+    })?;
+    let token = std::env::var(name)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .with_context(|| format!("--principal-token: ${{{name}}} is not set in this shell"))?;
+    let value = tonic::metadata::MetadataValue::try_from(token.trim())
+        .context("--principal-token: the token has characters a header cannot hold")?;
+    request
+        .metadata_mut()
+        .insert(spear_identity::PRINCIPAL_TOKEN_HEADER, value);
+    Ok(request)
+}
+
 /// `sms invoke`: through SMS, or straight to a node with `node_addr`.
 pub async fn invoke(
     client: &ClientArgs,
     task_id: String,
     input: Option<String>,
     input_file: Option<PathBuf>,
-    node: String,
-    node_addr: Option<String>,
+    target: Target,
 ) -> Result<i32> {
+    let Target {
+        node,
+        node_addr,
+        principal_token,
+    } = target;
     let input = match (input, input_file) {
         (Some(text), _) => text.into_bytes(),
         (None, Some(path)) if path == Path::new("-") => {
@@ -204,6 +244,7 @@ pub async fn invoke(
         input: input.into(),
         node_id: node,
         task: None,
+        principal: None,
     };
     let response = match node_addr {
         Some(addr) => {
@@ -230,7 +271,11 @@ pub async fn invoke(
             .await;
             let answer = TasksClient::new(channel)
                 .max_decoding_message_size(spear_proto::defaults::MAX_INVOKE_RESPONSE_BYTES)
-                .invoke_task(request(client, body)?)
+                .invoke_task(principal_request(
+                    client,
+                    body,
+                    principal_token.as_deref(),
+                )?)
                 .await;
             if let Some(waits) = waits {
                 waits.abort();

@@ -4,6 +4,7 @@ mod admin;
 mod approvals;
 mod audit;
 mod credentials;
+mod invokers;
 mod nodes;
 mod pins;
 mod registry;

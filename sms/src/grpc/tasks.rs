@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 use tracing::Instrument;
 
+use super::invokers::Invokers;
 use crate::audit::AdminAudit;
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
 use spear_identity::Access;
@@ -20,6 +21,7 @@ pub struct TasksService {
     invoker: Arc<Invoker>,
     access: Access,
     audit: AdminAudit,
+    invokers: Invokers,
 }
 
 impl TasksService {
@@ -27,9 +29,19 @@ impl TasksService {
         Self {
             store,
             invoker,
+            invokers: Invokers {
+                access: access.clone(),
+                oidc: None,
+            },
             access,
             audit: AdminAudit::default(),
         }
+    }
+
+    /// People and workloads of `oidc` may invoke the tasks that list them.
+    pub fn with_oidc(mut self, oidc: Option<Arc<spear_identity::OidcVerifier>>) -> Self {
+        self.invokers.oidc = oidc;
+        self
     }
 
     /// Records this service's admin writes in the audit trail.
@@ -140,7 +152,7 @@ impl TasksApi for TasksService {
         &self,
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
-        self.access.admin(&request, "invoke_task")?;
+        let (caller, principal) = self.invokers.principal(&request, "invoke_task").await?;
         // The invocation's trace starts here, or joins the caller's.
         let span = tracing::info_span!(
             "invoke_task",
@@ -150,6 +162,7 @@ impl TasksApi for TasksService {
             rpc.service = "spear.v1.Tasks",
             rpc.method = "InvokeTask",
             task_id = tracing::field::Empty,
+            enduser.id = %principal.label(),
         );
         let traceparent = request
             .metadata()
@@ -157,12 +170,18 @@ impl TasksApi for TasksService {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         spear_common::telemetry::set_parent(&span, traceparent.as_deref());
-        let request = request.into_inner();
+        let mut request = request.into_inner();
         span.record("task_id", request.task_id.as_str());
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
         async {
             let task = self.stored(&request.task_id).await?;
+            if let Err(refused) = Invokers::admit(&principal, &task) {
+                tracing::warn!(%caller, "{refused}");
+                return Err(refused.into());
+            }
+            // Whatever the caller put there, the run is for who SMS verified.
+            request.principal = Some(principal);
             let response = self
                 .invoker
                 .invoke(request, task)

@@ -472,7 +472,7 @@ fn auth_is_read_with_its_secrets_as_references_only() {
     );
     assert!(
         joined(&p)
-            .contains("unknown grant 'implicit'; use authorization_code, client_credentials or enterprise_managed"),
+            .contains("unknown grant 'implicit'; use authorization_code, client_credentials, enterprise_managed or jwt_bearer"),
         "{}",
         joined(&p)
     );

@@ -72,6 +72,9 @@ pub struct SmsConfig {
     pub viewer_token: ViewerToken,
     /// Where console uploads of modules go (`--module-dir`).
     pub module_dir: Option<PathBuf>,
+    /// The OpenID Connect issuer people and workloads sign in at
+    /// (`--oidc-issuer`); `None`: only admins invoke.
+    pub oidc: Option<spear_identity::OidcConfig>,
 }
 
 /// Why SMS could not start.
@@ -90,6 +93,8 @@ pub enum StartError {
     NoDir(PathBuf),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot reach the OpenID Connect issuer: {0}")]
+    Oidc(String),
     #[error("SMS would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
     Insecure(SocketAddr),
     #[error("SMS would serve plaintext beyond loopback on {0} without {1}: anyone who reaches the port could act as {2}; give {1} (see docs/security.md) or use TLS")]
@@ -176,6 +181,13 @@ impl Sms {
             ca_dir: config.ca_dir.clone(),
             max_watches_per_node: config.max_watches_per_node,
             insecure,
+            oidc: config
+                .oidc
+                .clone()
+                .map(spear_identity::OidcVerifier::new)
+                .transpose()
+                .map_err(|e| StartError::Oidc(e.to_string()))?
+                .map(Arc::new),
         });
         let console_addr = serve_console(&config, &services, &hub, &nodes, &problems).await?;
         let tls = config.tls.is_some();

@@ -58,6 +58,8 @@ pub struct ServicesDeps {
     pub ca_dir: Option<std::path::PathBuf>,
     pub max_watches_per_node: usize,
     pub insecure: bool,
+    /// The issuer whose people and workloads may invoke (`--oidc-issuer`).
+    pub oidc: Option<Arc<spear_identity::OidcVerifier>>,
 }
 
 /// Each service behind an `Arc`: the gRPC server and the console
@@ -93,6 +95,7 @@ impl Services {
             ca_dir,
             max_watches_per_node,
             insecure,
+            oidc,
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_node_tokens(spear_identity::NodeTokens::new(join_token.clone()));
@@ -138,7 +141,8 @@ impl Services {
             ),
             tasks: Arc::new(
                 TasksService::new(stores.tasks, Arc::new(invoker), access.clone())
-                    .audited(admin_audit.clone()),
+                    .audited(admin_audit.clone())
+                    .with_oidc(oidc),
             ),
             nodes: Arc::new(
                 NodesService::new(

@@ -52,6 +52,10 @@ pub enum CallError {
     Unwind(wasmtime::Error),
 }
 
+/// The read-only param naming who the run is for (`kind`, `issuer`,
+/// `subject`, `groups`): a guest may read it, never set it.
+pub const PRINCIPAL_PARAM: &str = "principal";
+
 impl CallError {
     pub fn refused(errno: i32, sentence: impl Into<String>) -> Self {
         CallError::Refused {
@@ -286,6 +290,12 @@ impl Sessions {
                 .ok_or_else(|| CallError::bad_handle(handle))?;
             return Ok(set_param(task, &mut session.policy, key, &value)?);
         }
+        if key == PRINCIPAL_PARAM {
+            return Err(CallError::refused(
+                EACCES,
+                "principal is read-only: it is who the run is for, as SMS verified it",
+            ));
+        }
         let param = Param::from_key(key).ok_or_else(|| unknown_param(key))?;
         let ceilings = self.ceilings();
         let models = &self.deps.models;
@@ -318,6 +328,16 @@ impl Sessions {
             .ok_or_else(|| CallError::bad_handle(handle))?;
         if is_mcp_key(key) {
             return Ok(get_param(&self.deps.task, &session.policy, key)?.to_string());
+        }
+        if key == PRINCIPAL_PARAM {
+            let principal = &self.deps.router.trust().scope.principal;
+            return Ok(json!({
+                "kind": principal.kind,
+                "issuer": principal.issuer,
+                "subject": principal.subject,
+                "groups": principal.groups,
+            })
+            .to_string());
         }
         let param = Param::from_key(key).ok_or_else(|| unknown_param(key))?;
         let set = session.params.get(param);

@@ -162,12 +162,14 @@ impl Invoker {
     }
 
     /// Runs the task once; see the module docs. `traceparent`, from the
-    /// caller, makes the run part of its trace.
+    /// caller, makes the run part of its trace; `identity` is the caller
+    /// and `principal` who the run is for.
     pub async fn invoke(
         &self,
         request: InvokeRequest,
         traceparent: Option<&str>,
         identity: &str,
+        principal: spear_proto::v1::Principal,
     ) -> Result<InvokeResponse, InvokeError> {
         let invocation_id = crate::trust::invocation_id();
         // OpenTelemetry GenAI conventions: `invoke_agent {agent}`.
@@ -179,12 +181,15 @@ impl Invoker {
             node_id = %self.node_id,
             task_id = %request.task_id,
             invocation_id = %invocation_id,
+            enduser.id = %principal.label(),
         );
         spear_common::telemetry::set_parent(&span, traceparent);
         let scope = RunScope {
             task_id: request.task_id.clone(),
             invocation_id,
             identity: identity.to_string(),
+            principal,
+            actor: format!("node/{}", self.node_id),
             deadline: None,
         };
         self.invoke_inner(request, scope).instrument(span).await

@@ -4,9 +4,12 @@
 
 use std::sync::Arc;
 
-use spear_identity::{incoming, server, Access, AdminToken, DenyList, JoinToken, TlsIdentity};
+use spear_identity::{
+    incoming, server, Access, AdminToken, Caller, DenyList, JoinToken, TlsIdentity,
+};
 use spear_proto::v1::invocation_server::Invocation;
 use spear_proto::v1::invocation_server::InvocationServer;
+use spear_proto::v1::Principal;
 use spear_proto::v1::{ExplainRequest, ExplainResponse, InvokeRequest, InvokeResponse};
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
@@ -80,15 +83,32 @@ impl Invocation for InvocationService {
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let request = request.into_inner();
+        let mut request = request.into_inner();
         tracing::debug!(%caller, task_id = %request.task_id, "invocation accepted");
         spear_proto::check_input_len(request.input.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let principal = principal_of(&caller, request.principal.take());
         self.invoker
-            .invoke(request, traceparent.as_deref(), &caller.to_string())
+            .invoke(
+                request,
+                traceparent.as_deref(),
+                &caller.to_string(),
+                principal,
+            )
             .await
             .map(Response::new)
             .map_err(to_status)
+    }
+}
+
+/// Who a run is for: the principal SMS verified, when SMS is the caller
+/// (its certificate, this node's own token, or an open loopback port);
+/// anyone else (an admin calling the node directly) is the principal
+/// itself, whatever its request says.
+fn principal_of(caller: &Caller, sent: Option<Principal>) -> Principal {
+    match (caller, sent) {
+        (Caller::Sms | Caller::Joined | Caller::Anonymous, Some(principal)) => principal,
+        (caller, _) => Principal::admin(&caller.to_string()),
     }
 }
 

@@ -28,6 +28,11 @@ pub struct RunScope {
     pub invocation_id: String,
     /// Who asked for the run, as the node saw its caller.
     pub identity: String,
+    /// Who the run is for: the principal SMS verified, or the admin who
+    /// invoked the node directly.
+    pub principal: spear_proto::v1::Principal,
+    /// Who acts for the principal: `node/<id>`.
+    pub actor: String,
     /// When the run ends: an approval never waits past it.
     pub deadline: Option<std::time::Instant>,
 }
@@ -53,6 +58,12 @@ impl RunTrust {
         }
         if record.identity.is_empty() {
             record.identity.clone_from(&self.scope.identity);
+        }
+        if record.principal.is_empty() {
+            record.principal = self.scope.principal.label();
+        }
+        if record.actor.is_empty() {
+            record.actor.clone_from(&self.scope.actor);
         }
         log.append(record)
     }

@@ -94,6 +94,7 @@ pub async fn start_sms_with(
         console_listen: None,
         viewer_token: Default::default(),
         module_dir: None,
+        oidc: None,
     };
     let sms = Sms::start(config)
         .await

@@ -155,6 +155,7 @@ pub async fn invoke(
             input: form.input.into_bytes().into(),
             node_id: form.node.trim().to_string(),
             task: None,
+            principal: None,
         })
         .await?;
     let records = trace(&state, &id, &result.invocation_id).await?;

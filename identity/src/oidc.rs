@@ -1,0 +1,258 @@
+//! People and workloads signed in at an OpenID Connect issuer: SMS checks
+//! the ID or access token a caller presents and makes it a
+//! [`Principal`]. Entry point: [`OidcVerifier::verify`].
+//!
+//! The issuer's keys come from its discovery document's `jwks_uri`
+//! (OpenID Connect Discovery 1.0, whose `issuer` must be the one
+//! configured) and are cached. A token signed with a key the cache does not
+//! hold makes one new fetch (the issuer rotated its keys), at most every
+//! [`REFETCH_EVERY`], so tokens with made-up key ids cannot make SMS hammer
+//! the issuer. Only asymmetric algorithms are accepted: `none` and the
+//! HMAC ones (a key the client could know) are refused.
+//!
+//! Checked, in this order, so the sentence names the first thing wrong:
+//! the token's shape, its issuer, its key, its signature, its expiry (with
+//! [`LEEWAY`]), its audience, its subject.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use spear_proto::v1::Principal;
+use tokio::sync::Mutex;
+
+/// Clock skew allowed on `exp` and `nbf`.
+pub const LEEWAY: Duration = Duration::from_secs(30);
+/// The least time between two fetches of the issuer's keys.
+pub const REFETCH_EVERY: Duration = Duration::from_secs(30);
+/// How long the issuer has to answer.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a token may weigh: IDs tokens are a few KB.
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// The issuer SMS trusts (`sms serve --oidc-issuer`, `--oidc-audience`).
+#[derive(Debug, Clone)]
+pub struct OidcConfig {
+    /// Exactly as the issuer's tokens spell it.
+    pub issuer: String,
+    /// What the tokens must be for: the client id of ID tokens, or the
+    /// resource of access tokens.
+    pub audience: String,
+    /// The claim listing a subject's groups.
+    pub groups_claim: String,
+}
+
+/// Why a presented token is refused, in a sentence the caller can act on.
+/// None of them repeats the token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenRefused {
+    #[error("the token is not a signed JWT SMS can read ({0})")]
+    Malformed(&'static str),
+    #[error("the token was issued by '{found}', which SMS does not trust (it trusts '{trusted}'); sign in there")]
+    ForeignIssuer { found: String, trusted: String },
+    #[error("the token is signed with {0:?}; SMS takes only asymmetric signatures (RS*, PS*, ES*, EdDSA)")]
+    Algorithm(Algorithm),
+    #[error("the token is signed with a key its issuer does not publish")]
+    UnknownKey,
+    #[error("the token's signature does not verify against its issuer's keys")]
+    Signature,
+    #[error("the token has expired; sign in again")]
+    Expired,
+    #[error("the token is not valid yet (its nbf is in the future)")]
+    NotYetValid,
+    #[error("the token is not for this installation: its audience is not '{0}'")]
+    Audience(String),
+    #[error("the token names no subject (sub)")]
+    NoSubject,
+    #[error("SMS could not fetch its issuer's keys: {0}")]
+    Unreachable(String),
+}
+
+#[derive(serde::Deserialize)]
+struct Discovery {
+    issuer: String,
+    jwks_uri: String,
+}
+
+#[derive(Default)]
+struct Keys {
+    set: JwkSet,
+    fetched: Option<Instant>,
+}
+
+/// Verifies tokens of one issuer; cheap to share behind an `Arc`.
+pub struct OidcVerifier {
+    config: OidcConfig,
+    http: reqwest::Client,
+    keys: Mutex<Keys>,
+}
+
+impl OidcVerifier {
+    pub fn new(config: OidcConfig) -> Result<OidcVerifier, TokenRefused> {
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| TokenRefused::Unreachable(e.to_string()))?;
+        Ok(OidcVerifier {
+            config,
+            http,
+            keys: Mutex::new(Keys::default()),
+        })
+    }
+
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
+    /// The principal `token` speaks for, or why it does not.
+    pub async fn verify(&self, token: &str) -> Result<Principal, TokenRefused> {
+        let token = token.trim();
+        let claims = unverified_claims(token)?;
+        let issuer = claims.get("iss").and_then(|v| v.as_str()).unwrap_or("");
+        if issuer != self.config.issuer {
+            return Err(TokenRefused::ForeignIssuer {
+                found: issuer.chars().take(256).collect(),
+                trusted: self.config.issuer.clone(),
+            });
+        }
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| TokenRefused::Malformed("its header is not JSON"))?;
+        if matches!(
+            header.alg,
+            Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
+        ) {
+            return Err(TokenRefused::Algorithm(header.alg));
+        }
+        let key = self.key(header.kid.as_deref()).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = LEEWAY.as_secs();
+        validation.validate_nbf = true;
+        let data = jsonwebtoken::decode::<serde_json::Value>(token, &key, &validation)
+            .map_err(|e| self.refusal(e))?;
+        let subject = data
+            .claims
+            .get("sub")
+            .and_then(|s| s.as_str())
+            .unwrap_or("");
+        if subject.is_empty() {
+            return Err(TokenRefused::NoSubject);
+        }
+        let groups = data
+            .claims
+            .get(&self.config.groups_claim)
+            .and_then(|g| g.as_array())
+            .map(|groups| {
+                groups
+                    .iter()
+                    .filter_map(|g| g.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Principal::person(&self.config.issuer, subject, groups))
+    }
+
+    fn refusal(&self, error: jsonwebtoken::errors::Error) -> TokenRefused {
+        use jsonwebtoken::errors::ErrorKind;
+        match error.kind() {
+            ErrorKind::ExpiredSignature => TokenRefused::Expired,
+            ErrorKind::ImmatureSignature => TokenRefused::NotYetValid,
+            ErrorKind::InvalidAudience => TokenRefused::Audience(self.config.audience.clone()),
+            ErrorKind::MissingRequiredClaim(claim) if claim == "sub" => TokenRefused::NoSubject,
+            ErrorKind::MissingRequiredClaim(claim) if claim == "aud" => {
+                TokenRefused::Audience(self.config.audience.clone())
+            }
+            ErrorKind::MissingRequiredClaim(_) => {
+                TokenRefused::Malformed("a required claim is missing")
+            }
+            _ => TokenRefused::Signature,
+        }
+    }
+
+    /// The issuer's key `kid` (the only key, when the token names none),
+    /// fetching the key set when the cache lacks it and may be refreshed.
+    async fn key(&self, kid: Option<&str>) -> Result<DecodingKey, TokenRefused> {
+        let mut keys = self.keys.lock().await;
+        if let Some(key) = find(&keys.set, kid) {
+            return key;
+        }
+        let may_fetch = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_EVERY);
+        if !may_fetch {
+            return Err(TokenRefused::UnknownKey);
+        }
+        keys.set = self.fetch_keys().await?;
+        keys.fetched = Some(Instant::now());
+        tracing::info!(issuer = %self.config.issuer, keys = keys.set.keys.len(), "OpenID issuer keys fetched");
+        find(&keys.set, kid).unwrap_or(Err(TokenRefused::UnknownKey))
+    }
+
+    async fn fetch_keys(&self) -> Result<JwkSet, TokenRefused> {
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            self.config.issuer.trim_end_matches('/')
+        );
+        let discovery: Discovery = self.get_json(&url).await?;
+        if discovery.issuer != self.config.issuer {
+            return Err(TokenRefused::Unreachable(format!(
+                "its discovery document names issuer '{}', not '{}'",
+                discovery.issuer.chars().take(256).collect::<String>(),
+                self.config.issuer
+            )));
+        }
+        self.get_json(&discovery.jwks_uri).await
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, TokenRefused> {
+        let unreachable =
+            |e: reqwest::Error| TokenRefused::Unreachable(e.without_url().to_string());
+        let body = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(unreachable)?
+            .bytes()
+            .await
+            .map_err(unreachable)?;
+        serde_json::from_slice(&body).map_err(|e| {
+            TokenRefused::Unreachable(format!(
+                "{url} did not answer JSON of the expected shape: {e}"
+            ))
+        })
+    }
+}
+
+/// The key for `kid` in `set`, if it is there (an unusable key is an error).
+fn find(set: &JwkSet, kid: Option<&str>) -> Option<Result<DecodingKey, TokenRefused>> {
+    let jwk = match kid {
+        Some(kid) => set.find(kid)?,
+        None if set.keys.len() == 1 => &set.keys[0],
+        None => return None,
+    };
+    Some(DecodingKey::from_jwk(jwk).map_err(|_| TokenRefused::UnknownKey))
+}
+
+/// The claims of `token` before its signature is checked: only to say
+/// which issuer it claims, so a foreign token is named as such.
+fn unverified_claims(token: &str) -> Result<serde_json::Value, TokenRefused> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(TokenRefused::Malformed("it is over 16 KiB"));
+    }
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenRefused::Malformed(
+            "it is not three dot-separated parts",
+        ));
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|_| TokenRefused::Malformed("its payload is not base64url"))?;
+    serde_json::from_slice(&bytes).map_err(|_| TokenRefused::Malformed("its payload is not JSON"))
+}
