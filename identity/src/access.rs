@@ -266,8 +266,13 @@ impl Access {
                 } else {
                     ""
                 };
+                let or_person = if path == INVOKE_PATH {
+                    "; a person invokes with their OpenID Connect token instead (sms invoke --principal-token)"
+                } else {
+                    ""
+                };
                 Err(Status::unauthenticated(format!(
-                    "{call} refused before it was read: {NEEDS_CERT}{or_token}"
+                    "{call} refused before it was read: {NEEDS_CERT}{or_token}{or_person}"
                 )))
             }
         }

@@ -69,6 +69,8 @@ pub struct ClusterOptions<'a> {
     /// token (the CLI presents it too), [`VIEWER_TOKEN`] as its viewer
     /// token, and [`Cluster::modules`] as its module dir.
     pub console: bool,
+    /// More `sms serve` arguments.
+    pub sms_args: Vec<String>,
 }
 
 /// The admin token of a cluster with [`ClusterOptions::console`].
@@ -200,6 +202,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         models,
         no_egress,
         console,
+        sms_args,
     } = options;
     let egress = if no_egress {
         ""
@@ -246,7 +249,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
     )
     .unwrap();
 
-    let mut extra = Vec::new();
+    let mut extra = sms_args;
     if console {
         let viewer = work.path().join("viewer-token");
         std::fs::write(&viewer, VIEWER_TOKEN).unwrap();

@@ -1,0 +1,41 @@
+// A real OpenID Provider (oidc-provider, the certified implementation) where
+// people sign in, for the principal tests (tests/tests/principals.rs).
+// Usage: node oidc_people.mjs NPM_DIR PORT
+//
+// Its one client, "spear-people" (public, authorization code + PKCE),
+// redirects to http://127.0.0.1:1/cb, which nobody serves: sign_in.py
+// takes the code from the redirect itself. ID tokens carry `groups`
+// (alice: eng; carol: ops; anyone else: none) and live an hour, or two
+// seconds when the authorization request asks for scope "short".
+// Prints "READY <issuer>" when it listens.
+const [npmDir, port] = process.argv.slice(2);
+const { default: Provider } = await import(`${npmDir}/node_modules/oidc-provider/lib/index.js`);
+
+const issuer = `http://127.0.0.1:${port}`;
+const groups = { alice: ['eng'], carol: ['ops'] };
+
+const provider = new Provider(issuer, {
+  clients: [{
+    client_id: 'spear-people',
+    token_endpoint_auth_method: 'none',
+    application_type: 'native',
+    redirect_uris: ['http://127.0.0.1:1/cb'],
+    grant_types: ['authorization_code'],
+    response_types: ['code'],
+  }],
+  scopes: ['openid', 'groups', 'short'],
+  claims: { openid: ['sub'], groups: ['groups'] },
+  // The scopes' claims go in the ID token itself (SMS reads no userinfo).
+  conformIdTokenClaims: false,
+  findAccount: async (ctx, id) => ({
+    accountId: id,
+    claims: async () => ({ sub: id, groups: groups[id] || [] }),
+  }),
+  features: { devInteractions: { enabled: true } },
+  pkce: { required: () => true },
+  ttl: {
+    IdToken: (ctx) => (ctx?.oidc?.entities?.AuthorizationCode?.scope?.split(' ').includes('short') ? 2 : 3600),
+    AuthorizationCode: 60, Grant: 3600, Session: 3600, Interaction: 600,
+  },
+});
+provider.listen(Number(port), () => console.log(`READY ${issuer}`));

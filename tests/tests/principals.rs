@@ -1,0 +1,237 @@
+//! Whose call is it: people signed in at a real OpenID Provider
+//! (oidc-provider, `peers/oidc_people.mjs`) invoke a task through SMS over
+//! mutual TLS with only SMS's CA and their ID token; the task's
+//! "invokers" decide who may; every audit record of the run names the
+//! person (principal) and the node (actor). Expired, foreign, forged and
+//! unlisted tokens are refused before anything runs, and no token shows
+//! in SMS's or the node's logs.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use spear_tests::audit_trail::audit;
+use spear_tests::certs::Certs;
+use spear_tests::peers::{node22, npm_dir, python_sdk};
+use spear_tests::procs::{bin, Proc};
+use spear_tests::tasks::{cluster_opts, fs_task, guest, register, Cluster, ClusterOptions};
+use spear_tests::wait::{eventually, free_port};
+
+fn peer_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("peers")
+        .join(name)
+}
+
+/// An OpenID Provider on a port of its own; its issuer.
+fn provider(dir: &std::path::Path, name: &str) -> (Proc, String) {
+    let port = free_port();
+    let mut cmd = Command::new(node22());
+    cmd.arg(peer_file("oidc_people.mjs"))
+        .arg(npm_dir())
+        .arg(port.to_string());
+    let proc = Proc::spawn(name, cmd, dir.join(format!("{name}.log")));
+    let issuer = format!("http://127.0.0.1:{port}");
+    eventually(
+        "the OpenID Provider to listen",
+        Duration::from_secs(30),
+        || {
+            let log = proc.log();
+            log.contains("READY").then_some(()).ok_or(log)
+        },
+    );
+    (proc, issuer)
+}
+
+/// `user` signs in at `issuer`: their ID token.
+fn sign_in(issuer: &str, user: &str, scopes: &[&str]) -> String {
+    let out = Command::new(python_sdk())
+        .arg(peer_file("sign_in.py"))
+        .arg(issuer)
+        .arg(user)
+        .args(scopes)
+        .output()
+        .unwrap_or_else(|e| panic!("sign_in.py: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `sms invoke --json TASK` as a person: SMS's CA only (no client
+/// certificate, no admin token) and their token in `$ID_TOKEN`.
+fn invoke_as(c: &Cluster, certs: &Certs, task: &str, token: &str) -> (i32, String) {
+    let out = Command::new(bin("sms"))
+        .args(["invoke", "--json", task, "--principal-token", "${ID_TOKEN}"])
+        .arg("--addr")
+        .arg(&c.sms.grpc)
+        .arg("--tls-ca")
+        .arg(certs.ca())
+        .env("ID_TOKEN", token)
+        .env_remove("SMS_ADMIN_TOKEN")
+        .env_remove("SPEAR_TOKEN_FILE")
+        .env_remove("SPEAR_TLS_CERT")
+        .env_remove("SPEAR_TLS_KEY")
+        .output()
+        .unwrap_or_else(|e| panic!("sms invoke: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// The run's JSON answer from `invoke_as`'s output (stdout comes first).
+fn run_of(out: &str) -> Value {
+    let end = out.rfind('}').map_or(0, |i| i + 1);
+    serde_json::from_str(&out[..end]).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// `token` with its payload's `sub` changed and the signature kept: a
+/// forgery.
+fn forged(token: &str, sub: &str) -> String {
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let parts: Vec<&str> = token.split('.').collect();
+    let mut payload: Value = serde_json::from_slice(&engine.decode(parts[1]).unwrap()).unwrap();
+    payload["sub"] = json!(sub);
+    let payload = engine.encode(payload.to_string());
+    format!("{}.{payload}.{}", parts[0], parts[2])
+}
+
+#[test]
+fn people_invoke_as_themselves_and_only_as_listed() {
+    let work = tempfile::tempdir().unwrap();
+    let (_idp, issuer) = provider(work.path(), "idp");
+    let (_other, foreign) = provider(work.path(), "other-idp");
+    let certs = Certs::new("spear.test");
+    let c = cluster_opts(
+        "the notes of principals",
+        ClusterOptions {
+            certs: Some(&certs),
+            sms_args: vec![
+                "--oidc-issuer".into(),
+                issuer.clone(),
+                "--oidc-audience".into(),
+                "spear-people".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    let mut task = fs_task();
+    task["invokers"] = json!(["subject:alice", "group:ops"]);
+    let (code, _, err) = register(&c, "notes", &guest("fs-agent"), &task, &[]);
+    assert_eq!(code, 0, "{err}");
+
+    // alice is listed by subject, carol by her group: each runs as herself,
+    // with no certificate of her own.
+    let alice = sign_in(&issuer, "alice", &[]);
+    let carol = sign_in(&issuer, "carol", &[]);
+    let mut invocations = Vec::new();
+    for (who, token) in [("alice", &alice), ("carol", &carol)] {
+        let (code, out) = invoke_as(&c, &certs, "notes", token);
+        assert_eq!(code, 0, "{who}: {out}");
+        let run = run_of(&out);
+        assert_eq!(run["ok"], true, "{who}: {run}");
+        invocations.push((who, run["invocation_id"].as_str().unwrap().to_string()));
+    }
+
+    // bob signs in fine but is not listed.
+    let bob = sign_in(&issuer, "bob", &[]);
+    let (code, out) = invoke_as(&c, &certs, "notes", &bob);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("{issuer}#bob may not invoke task 'notes': the task's \"invokers\" do not list them; an admin adds \"subject:bob\"")),
+        "{out}"
+    );
+    // Another issuer's alice is not our alice.
+    let (code, out) = invoke_as(&c, &certs, "notes", &sign_in(&foreign, "alice", &[]));
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("the principal token is refused: the token was issued by '{foreign}', which SMS does not trust (it trusts '{issuer}')")),
+        "{out}"
+    );
+    // bob's token made to say alice.
+    let (code, out) = invoke_as(&c, &certs, "notes", &forged(&bob, "alice"));
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("the token's signature does not verify against its issuer's keys"),
+        "{out}"
+    );
+    // Neither a token nor a certificate: nothing to go on.
+    let (code, out) = c.sms.client_as(
+        &["invoke", "notes"],
+        &["--tls-ca".into(), certs.ca().display().to_string()],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("InvokeTask refused before it was read: this port needs a client certificate from the installation's CA; a person invokes with their OpenID Connect token instead (sms invoke --principal-token)"),
+        "{out}"
+    );
+
+    // Every record of each run names its person and the node that acted.
+    for (who, invocation) in &invocations {
+        let records = eventually("the run's records at SMS", Duration::from_secs(20), || {
+            let records: Vec<Value> = audit(&c, &["--task", "notes"])
+                .into_iter()
+                .filter(|r| r["invocation"] == invocation.as_str())
+                .collect();
+            let kinds: Vec<&str> = records.iter().filter_map(|r| r["kind"].as_str()).collect();
+            (kinds.contains(&"tool_call") && kinds.contains(&"model_request"))
+                .then_some(records.clone())
+                .ok_or(format!("{records:?}"))
+        });
+        for record in &records {
+            assert_eq!(record["principal"], format!("{issuer}#{who}"), "{record}");
+            assert_eq!(record["actor"], "node/node-a", "{record}");
+        }
+    }
+    // An admin's own run is theirs.
+    let (code, out, err) = c.sms.client(&["invoke", "--json", "notes"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let admin_run: Value = serde_json::from_str(&out).unwrap();
+    let invocation = admin_run["invocation_id"].as_str().unwrap().to_string();
+    let records = eventually("the admin run's records", Duration::from_secs(20), || {
+        let records: Vec<Value> = audit(&c, &["--task", "notes"])
+            .into_iter()
+            .filter(|r| r["invocation"] == invocation.as_str())
+            .collect();
+        (!records.is_empty())
+            .then_some(records.clone())
+            .ok_or(format!("{records:?}"))
+    });
+    for record in &records {
+        assert_eq!(record["principal"], "admin/ops", "{record}");
+    }
+
+    // An ID token that lives two seconds: refused once it has expired
+    // (after SMS's 30 s of allowed clock skew), before anything runs. The
+    // token is checked before the task is looked up, so asking for a task
+    // that does not exist runs nothing while waiting: "not found" until
+    // the token expires.
+    let short = sign_in(&issuer, "alice", &["short"]);
+    let refused = eventually(
+        "the short-lived token to expire",
+        Duration::from_secs(90),
+        || {
+            let (_, out) = invoke_as(&c, &certs, "no-such-task", &short);
+            (!out.contains("no-such-task"))
+                .then_some(out.clone())
+                .ok_or(out)
+        },
+    );
+    assert!(
+        refused.contains("the principal token is refused: the token has expired; sign in again"),
+        "{refused}"
+    );
+
+    // No token, nor its signature, in any log.
+    for token in [&alice, &carol, &bob, &short] {
+        let signature = token.rsplit('.').next().unwrap();
+        for (name, log) in [("sms", c.sms.proc.log()), ("node", c.node.proc.log())] {
+            assert!(!log.contains(signature), "a token in the {name} log");
+        }
+    }
+}
