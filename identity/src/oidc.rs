@@ -86,6 +86,7 @@ pub struct OidcVerifier {
     config: OidcConfig,
     http: reqwest::Client,
     keys: Mutex<Keys>,
+    refetch_every: Duration,
 }
 
 impl OidcVerifier {
@@ -99,6 +100,7 @@ impl OidcVerifier {
             config,
             http,
             keys: Mutex::new(Keys::default()),
+            refetch_every: REFETCH_EVERY,
         })
     }
 
@@ -180,7 +182,9 @@ impl OidcVerifier {
         if let Some(key) = find(&keys.set, kid) {
             return key;
         }
-        let may_fetch = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_EVERY);
+        let may_fetch = keys
+            .fetched
+            .is_none_or(|at| at.elapsed() >= self.refetch_every);
         if !may_fetch {
             return Err(TokenRefused::UnknownKey);
         }
@@ -256,3 +260,7 @@ fn unverified_claims(token: &str) -> Result<serde_json::Value, TokenRefused> {
         .map_err(|_| TokenRefused::Malformed("its payload is not base64url"))?;
     serde_json::from_slice(&bytes).map_err(|_| TokenRefused::Malformed("its payload is not JSON"))
 }
+
+#[cfg(test)]
+#[path = "oidc_tests.rs"]
+mod tests;
