@@ -45,6 +45,13 @@ pub fn conformance_suite(release: Release) -> std::process::Command {
     command
 }
 
+/// A file of tests/peers/ (the tests' own peer programs).
+pub fn peer_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("peers")
+        .join(name)
+}
+
 /// The pinned Node.js 22 (the machine's may be older), installed by
 /// scripts/setup.sh next to the npm peers.
 pub fn node22() -> PathBuf {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::certs::Certs;
 use spear_tests::etcd::EtcdServer;
+use spear_tests::peers::peer_file;
 use spear_tests::peers::{
     assert_no_secret, node22, npm_dir, oauth_protected_server, python_sdk, LinePeer,
 };
@@ -26,12 +27,6 @@ use spearlet::tools::offered_name;
 /// a first call, short enough to wait out.
 const TOKEN_TTL_SECS: u64 = 8;
 const M2M_SECRET: &str = "m2m-s3cret-7d2e91c4";
-
-fn peer_file(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("peers")
-        .join(name)
-}
 
 /// A recording whose model calls server fs's `read_note` once, then says what it returned.
 fn recording(dir: &Path) -> PathBuf {

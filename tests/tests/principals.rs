@@ -6,7 +6,6 @@
 //! unlisted tokens are refused before anything runs, and no token shows
 //! in SMS's or the node's logs.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,16 +13,11 @@ use base64::Engine;
 use serde_json::{json, Value};
 use spear_tests::audit_trail::audit;
 use spear_tests::certs::Certs;
+use spear_tests::peers::peer_file;
 use spear_tests::peers::{node22, npm_dir, python_sdk};
 use spear_tests::procs::{bin, Proc};
 use spear_tests::tasks::{cluster_opts, fs_task, guest, register, Cluster, ClusterOptions};
 use spear_tests::wait::{eventually, free_port};
-
-fn peer_file(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("peers")
-        .join(name)
-}
 
 /// An OpenID Provider on a port of its own; its issuer.
 fn provider(dir: &std::path::Path, name: &str) -> (Proc, String) {

@@ -12,15 +12,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use spear_tests::peers::peer_file;
 use spear_tests::peers::{python_sdk, HttpPeer};
 use spear_tests::tasks::{cluster, fs_task, guest, register};
 use spear_tests::wait::{eventually, free_port};
-
-fn peer(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("peers")
-        .join(name)
-}
 
 fn lines(path: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -39,14 +34,14 @@ fn one_invocation_is_one_trace_across_sms_node_model_and_mcp_server() {
     let receiver_port = free_port();
     let mut receiver = Command::new(python_sdk());
     receiver
-        .arg(peer("otlp_receiver.py"))
+        .arg(peer_file("otlp_receiver.py"))
         .arg(receiver_port.to_string())
         .arg(&spans_file);
     let _receiver = HttpPeer::start("otlp receiver", receiver, receiver_port);
     let server_port = free_port();
     let mut server = Command::new(python_sdk());
     server
-        .arg(peer("traced_server.py"))
+        .arg(peer_file("traced_server.py"))
         .arg(server_port.to_string())
         .arg(&traceparents);
     let server = HttpPeer::start("traced mcp server", server, server_port);
