@@ -491,3 +491,60 @@ async fn hostile_guests_end_with_a_clear_error_and_the_node_keeps_serving() {
     assert_eq!(outcome.exit_code, Some(0), "{:?}", outcome.error);
     node.connections.shutdown().await;
 }
+
+/// A guest that reads param `key` in a new session and prints its JSON.
+fn print_param(key: &str) -> String {
+    format!(
+        r#"(module {EXIT}
+        (import "spear" "cchat_create" (func $create (result i32)))
+        (import "spear" "cchat_ctl_get_param" (func $get (param i32 i32 i32 i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (data (i32.const 0) "{key}")
+        (func (export "_start") (local $errno i32)
+          ;; capacity 4096 at 1000, the value at 2000
+          (i32.store (i32.const 1000) (i32.const 4096))
+          (local.set $errno (i32.sub (i32.const 0)
+            (call $get (call $create) (i32.const 0) (i32.const {}) (i32.const 2000) (i32.const 1000))))
+          (i32.store (i32.const 1100) (i32.const 2000))
+          (i32.store (i32.const 1104) (i32.load (i32.const 1000)))
+          (drop (call $fd_write (i32.const 1) (i32.const 1100) (i32.const 1) (i32.const 1200)))
+          (call $exit (local.get $errno))))"#,
+        key.len()
+    )
+}
+
+/// The run's principal (set by SMS, kept in the run's scope) is the
+/// guest's to read and never to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guest_reads_who_the_run_is_for_and_cannot_change_it() {
+    let node = node().await;
+    let alice =
+        spear_proto::v1::Principal::person("https://idp.example", "alice", vec!["eng".into()]);
+    let for_alice = |stdin| {
+        let mut run = context(&node, stdin);
+        run.scope.principal = alice.clone();
+        run
+    };
+    let pre = node
+        .runtime
+        .load(print_param("principal").as_bytes())
+        .unwrap();
+    let outcome = spearlet::invoke::run(&node.runtime, &pre, for_alice(""), limits()).await;
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(outcome.exit_code, Some(0), "{:?} {stdout}", outcome.error);
+    let read: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        read,
+        serde_json::json!({"kind": "person", "issuer": "https://idp.example",
+                           "subject": "alice", "groups": ["eng"]})
+    );
+
+    let wat = refused_then_last_error("principal", r#"{"kind":"admin","subject":"root"}"#);
+    let pre = node.runtime.load(wat.as_bytes()).unwrap();
+    let outcome = spearlet::invoke::run(&node.runtime, &pre, for_alice(""), limits()).await;
+    let stdout = String::from_utf8_lossy(&outcome.stdout);
+    assert_eq!(outcome.exit_code, Some(13), "EACCES: {stdout}");
+    assert!(stdout.contains("principal is read-only"), "{stdout}");
+    node.connections.shutdown().await;
+}
