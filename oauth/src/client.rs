@@ -79,6 +79,9 @@ pub struct ClientConfig {
     pub idp: Option<IdpConfig>,
     /// The workload's JWT, for [`Grant::JwtBearer`].
     pub assertion: Option<Secret>,
+    /// A key to bind tokens to (DPoP), used with an authorization server
+    /// that takes proofs; `None`: bearer tokens only.
+    pub dpop: Option<std::sync::Arc<crate::dpop::DpopKey>>,
 }
 
 impl ClientConfig {
@@ -121,6 +124,7 @@ impl ClientConfig {
         Ok(ClientConfig {
             idp,
             assertion,
+            dpop: None,
             grant: grant(auth),
             client_id: nonempty(&auth.client_id),
             client_secret: secret("client_secret", &auth.client_secret)?,

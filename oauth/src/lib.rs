@@ -27,6 +27,7 @@
 mod authorize;
 mod browser;
 mod client;
+pub mod dpop;
 mod enterprise;
 mod error;
 mod jwt_bearer;
@@ -44,7 +45,8 @@ pub use jwt_bearer::jwt_bearer;
 pub use redirect::Redirect;
 pub use terminal::LoginFlags;
 pub use tokens::{
-    access_token, due_at, expires_at, has_refresh_token, held, refresh, renew_at, token_digest,
+    access_token, dpop_bound, due_at, expires_at, has_refresh_token, held, refresh, renew_at,
+    token_digest,
 };
 pub use web_login::{begin_login, query_value, PendingLogin};
 

@@ -48,6 +48,15 @@ pub(crate) async fn hold(
     Ok(manager)
 }
 
+/// Whether `manager`'s token is bound to a key (`token_type` DPoP, RFC
+/// 9449): it is presented with a proof, not as a bearer.
+pub async fn dpop_bound(manager: &AuthorizationManager) -> bool {
+    match manager.get_credentials().await {
+        Ok((_, Some(response))) => response.token_type().as_ref().eq_ignore_ascii_case("dpop"),
+        _ => false,
+    }
+}
+
 /// What `manager` holds after an authorization, to keep.
 pub async fn held(manager: &AuthorizationManager) -> Result<StoredCredentials, OAuthError> {
     let (client_id, response) = manager.get_credentials().await?;

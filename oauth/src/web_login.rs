@@ -37,7 +37,14 @@ pub async fn begin_login(
     challenge: Option<&str>,
     scopes: &[String],
 ) -> Result<(PendingLogin, String), OAuthError> {
-    let mut state = OAuthState::new(server_url, None).await?;
+    let mut state = match &client.dpop {
+        // Its token requests carry proofs where the server takes them.
+        Some(key) => {
+            let http = crate::dpop::DpopHttpClient::new(std::sync::Arc::clone(key))?;
+            OAuthState::new_with_oauth_http_client(server_url, std::sync::Arc::new(http)).await?
+        }
+        None => OAuthState::new(server_url, None).await?,
+    };
     let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
     if let Some(id) = &client.client_id {
         request = request.with_preregistered_client(id);

@@ -10,19 +10,10 @@ use std::path::PathBuf;
 use spear_tests::peers::{conformance_suite, Release};
 use spear_tests::procs::bin;
 
-/// Scenarios expected to fail, each with why. Anything else must pass.
-const NOT_YET: &[(&str, &str)] = &[
-    // Extensions beyond the MCP authorization spec, not built yet
-    // (SEP-990 enterprise-managed authorization is built and passes).
-    (
-        "auth/dpop",
-        "DPoP-bound tokens (RFC 9449) are not implemented",
-    ),
-    (
-        "auth/dpop-nonce",
-        "DPoP-bound tokens (RFC 9449) are not implemented",
-    ),
-];
+/// Scenarios expected to fail, each with why. Anything else must pass
+/// (none today: DPoP, workload identity and enterprise-managed
+/// authorization are all built).
+const NOT_YET: &[(&str, &str)] = &[];
 
 /// The one stable scenario whose mock is wrong: its authorization-server
 /// metadata, served at the server's root, names the issuer `<root>/oauth`.

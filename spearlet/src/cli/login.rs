@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use clap::Args;
+use spear_oauth::dpop::DpopKey;
 use spear_oauth::{AuthError, AuthorizationManager, Authorizer, ClientConfig, LoginFlags};
 use spear_proto::v1::{EnterpriseIdp, OAuth, OauthGrant, ServerSpec};
 use tokio::sync::Mutex;
@@ -142,12 +143,18 @@ impl OAuthFlags {
                 .resolve(&format!("auth.{field}"), text, &lookup)
                 .map_err(|e| e.to_string())
         })?;
+        let mut client = client;
+        // A key of this command's own: an authorization server that takes
+        // DPoP proofs binds its tokens to it (RFC 9449).
+        let dpop = Arc::new(DpopKey::generate()?);
+        client.dpop = Some(Arc::clone(&dpop));
         let redirect = self.login.redirect().await?;
         let browser = self.login.browser();
         let url = spec.url.clone();
         Ok(Some(Arc::new(LocalLogin {
             authorizer: Authorizer::new(url, client, redirect, browser),
             manager: Mutex::new(None),
+            dpop,
         })))
     }
 }
@@ -158,6 +165,8 @@ pub struct LocalLogin {
     /// Held while a login or refresh runs, so concurrent refusals lead to
     /// one browser trip, not several.
     manager: Mutex<Option<AuthorizationManager>>,
+    /// The key DPoP-bound tokens of this login are bound to.
+    dpop: Arc<DpopKey>,
 }
 
 /// One login as the credentials of the command's one server.
@@ -186,6 +195,14 @@ async fn current(manager: &AuthorizationManager) -> Result<Option<String>, Token
 
 #[async_trait::async_trait]
 impl TokenSource for LocalLogin {
+    async fn dpop_key(&self) -> Option<Arc<DpopKey>> {
+        let held = self.manager.lock().await;
+        match held.as_ref() {
+            Some(manager) if spear_oauth::dpop_bound(manager).await => Some(Arc::clone(&self.dpop)),
+            _ => None,
+        }
+    }
+
     async fn token(&self) -> Result<Option<String>, TokenError> {
         match self.manager.lock().await.as_ref() {
             Some(manager) => current(manager).await,

@@ -28,6 +28,7 @@ use spear_proto::v1::SealedValue;
 use sse_stream::{Error as SseError, Sse};
 
 use super::standalone::StandaloneFirst;
+use spear_oauth::dpop::DpopKey;
 
 /// Why a source has no token to give: one sentence for the operator.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -56,6 +57,12 @@ pub trait TokenSource: Send + Sync {
         sent: Option<&str>,
         challenge: &Challenge,
     ) -> Result<Option<String>, TokenError>;
+
+    /// The key the current token is bound to (DPoP, RFC 9449), if it is:
+    /// its requests then prove possession of it.
+    async fn dpop_key(&self) -> Option<Arc<DpopKey>> {
+        None
+    }
 }
 
 /// Where each OAuth server's tokens come from on this node (SMS for a
@@ -86,6 +93,31 @@ pub struct BearerClient {
     tokens: Option<Arc<dyn TokenSource>>,
     /// Keeps a session's standalone stream ahead of its requests.
     standalone: StandaloneFirst,
+    /// The nonce the server wants in DPoP proofs, once it said so.
+    dpop_nonce: Arc<parking_lot::Mutex<Option<String>>>,
+}
+
+/// How one attempt presents its token: as rmcp's bearer, or (DPoP) in
+/// headers of its own.
+struct Presented {
+    bearer: Option<String>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl Presented {
+    fn none() -> Presented {
+        Presented {
+            bearer: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// `headers` with this attempt's own.
+    fn with(&self, headers: &HashMap<HeaderName, HeaderValue>) -> HashMap<HeaderName, HeaderValue> {
+        let mut all = headers.clone();
+        all.extend(self.headers.iter().cloned());
+        all
+    }
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -96,21 +128,124 @@ impl BearerClient {
             http,
             tokens,
             standalone: StandaloneFirst::default(),
+            dpop_nonce: Arc::default(),
         }
     }
 
-    /// Runs `call` with the source's token, and once more with a fresh one
-    /// if the server refuses it and the source has another.
-    async fn with_token<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    /// How `token` goes on a `method` request to `uri`: a bearer, or,
+    /// bound to `key`, `Authorization: DPoP` with a fresh proof.
+    fn present(
+        &self,
+        token: Option<String>,
+        key: Option<&DpopKey>,
+        method: &str,
+        uri: &str,
+    ) -> Result<Presented, HttpError> {
+        let (Some(token), Some(key)) = (&token, key) else {
+            return Ok(Presented {
+                bearer: token,
+                headers: Vec::new(),
+            });
+        };
+        let nonce = self.dpop_nonce.lock().clone();
+        let proof = key
+            .proof(method, uri, Some(token), nonce.as_deref())
+            .map_err(|e| auth_error(TokenError(e.to_string())))?;
+        let header = |text: String| {
+            let mut value = HeaderValue::from_str(&text).map_err(|_| {
+                auth_error(TokenError("the token is not a valid header value".into()))
+            })?;
+            value.set_sensitive(true);
+            Ok::<_, HttpError>(value)
+        };
+        Ok(Presented {
+            bearer: None,
+            headers: vec![
+                (
+                    http::header::AUTHORIZATION,
+                    header(format!("DPoP {token}"))?,
+                ),
+                (
+                    HeaderName::from_static(spear_oauth::dpop::DPOP_HEADER),
+                    header(proof)?,
+                ),
+            ],
+        })
+    }
+
+    /// Learns the nonce a DPoP server asked for (`use_dpop_nonce`): its 401
+    /// carries it in `DPoP-Nonce`, which rmcp's transport does not pass
+    /// on, so a `ping` proves the same token once more and the refusal's
+    /// header is read. Whether a nonce was learned.
+    async fn learn_nonce(&self, uri: &str, token: &str, key: &DpopKey) -> bool {
+        let Ok(presented) = self.present(Some(token.to_string()), Some(key), "POST", uri) else {
+            return false;
+        };
+        let mut probe = self
+            .http
+            .post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":"spear-dpop-nonce","method":"ping"}"#);
+        for (name, value) in presented.headers {
+            probe = probe.header(name, value);
+        }
+        let Ok(answer) = probe.send().await else {
+            return false;
+        };
+        let nonce = answer
+            .headers()
+            .get(spear_oauth::dpop::NONCE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let learned = nonce.is_some();
+        if learned {
+            *self.dpop_nonce.lock() = nonce;
+        }
+        learned
+    }
+
+    /// One attempt of `call` with `token`, and, when it is DPoP-bound and
+    /// the server asks for a nonce, once more with it.
+    async fn attempt<T, F, Fut>(
+        &self,
+        tokens: &Arc<dyn TokenSource>,
+        token: Option<String>,
+        method: &str,
+        uri: &str,
+        call: &F,
+    ) -> Result<T, HttpError>
     where
-        F: Fn(Option<String>) -> Fut,
+        F: Fn(Presented) -> Fut,
+        Fut: Future<Output = Result<T, HttpError>>,
+    {
+        let key = tokens.dpop_key().await;
+        let answer = call(self.present(token.clone(), key.as_deref(), method, uri)?).await;
+        if let (Err(StreamableHttpError::AuthRequired(e)), Some(key), Some(sent)) =
+            (&answer, &key, &token)
+        {
+            if e.www_authenticate_header.contains("use_dpop_nonce")
+                && self.learn_nonce(uri, sent, key).await
+            {
+                return call(self.present(token.clone(), Some(key), method, uri)?).await;
+            }
+        }
+        answer
+    }
+
+    /// Runs `call` with the source's token, and once more with a fresh one
+    /// if the server refuses it and the source has another (or, for a DPoP
+    /// token, with the nonce the server asked for).
+    async fn with_token<T, F, Fut>(&self, method: &str, uri: &str, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Presented) -> Fut,
         Fut: Future<Output = Result<T, HttpError>>,
     {
         let Some(tokens) = &self.tokens else {
-            return call(None).await;
+            return call(Presented::none()).await;
         };
         let sent = tokens.token().await.map_err(auth_error)?;
-        let first = call(sent.clone()).await;
+        let first = self.attempt(tokens, sent.clone(), method, uri, &call).await;
         let challenge = match &first {
             Err(StreamableHttpError::AuthRequired(e)) => {
                 Challenge::Unauthorized(e.www_authenticate_header.clone())
@@ -125,7 +260,7 @@ impl BearerClient {
             .await
             .map_err(auth_error)?
         {
-            Some(fresh) => call(Some(fresh)).await,
+            Some(fresh) => self.attempt(tokens, Some(fresh), method, uri, &call).await,
             None => first,
         }
     }
@@ -237,13 +372,13 @@ impl StreamableHttpClient for BearerClient {
         self.standalone
             .before_post(&message, session_id.as_deref())
             .await;
-        self.with_token(|token| {
+        self.with_token("POST", &uri, |presented| {
             self.http.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
                 session_id.clone(),
-                token,
-                headers.clone(),
+                presented.bearer.clone(),
+                presented.with(&headers),
                 limits,
             )
         })
@@ -257,9 +392,13 @@ impl StreamableHttpClient for BearerClient {
         _auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        self.with_token(|token| {
-            self.http
-                .delete_session(uri.clone(), session_id.clone(), token, headers.clone())
+        self.with_token("DELETE", &uri, |presented| {
+            self.http.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                presented.bearer.clone(),
+                presented.with(&headers),
+            )
         })
         .await
     }
@@ -295,13 +434,13 @@ impl StreamableHttpClient for BearerClient {
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
         let stream = self
-            .with_token(|token| {
+            .with_token("GET", &uri, |presented| {
                 self.http.get_stream_with_max_sse_event_size(
                     uri.clone(),
                     session_id.clone(),
                     last_event_id.clone(),
-                    token,
-                    headers.clone(),
+                    presented.bearer.clone(),
+                    presented.with(&headers),
                     max_sse_event_size,
                 )
             })
