@@ -207,3 +207,25 @@ async fn rotated_keys_are_fetched_and_made_up_ones_do_not_hammer_the_issuer() {
     }
     assert_eq!(issuer.fetches.load(Ordering::SeqCst), before);
 }
+
+#[tokio::test]
+async fn an_issuer_that_cannot_be_reached_is_said_and_nothing_is_accepted() {
+    // A port nobody listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let v = OidcVerifier::new(OidcConfig {
+        issuer: url.clone(),
+        audience: "spear".into(),
+        groups_claim: "groups".into(),
+    })
+    .unwrap();
+    let k1 = key("k1");
+    let refused = v.verify(&token(&k1, claims(&url, "alice"))).await;
+    match refused {
+        Err(TokenRefused::Unreachable(why)) => {
+            assert!(why.contains("error sending request"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
