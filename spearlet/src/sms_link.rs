@@ -57,6 +57,17 @@ struct Inner {
 }
 
 impl SmsLink {
+    /// What to check when a connection to SMS broke before any answer:
+    /// most often plaintext against a TLS port, or a certificate the other
+    /// side refused.
+    pub fn dial_hint(&self) -> &'static str {
+        if self.inner.tls.is_some() {
+            "check that SMS's certificate chains to --tls-ca and that the node's certificate is valid and from the same CA"
+        } else {
+            "if SMS serves TLS, give the node --tls-ca (SMS's CA) with its certificate, or with a join token"
+        }
+    }
+
     pub fn new(addrs: Vec<String>, tls: Option<TlsIdentity>, join: JoinToken) -> SmsLink {
         SmsLink {
             inner: Arc::new(Inner {

@@ -335,3 +335,35 @@ fn sms_sends_a_node_no_token_and_only_to_the_node_its_certificate_names() {
     );
     assert_eq!(spy.seen.lock().len(), 1);
 }
+
+/// A node started without TLS flags against a TLS SMS says, in its log and
+/// its `/status`, that the connection broke before an answer and what to
+/// give it, once, not a line per retry.
+#[test]
+fn a_plaintext_node_pointed_at_a_tls_sms_says_what_to_give_it() {
+    let certs = Certs::new("spear.test");
+    let (c, _) = tls_cluster_with_task("plaintext node", &certs);
+    let state = tempfile::tempdir().unwrap();
+    let node = spear_tests::procs::SpearletProc::start("node-b", &c.sms.grpc, state.path());
+    let hint = "if SMS serves TLS, give the node --tls-ca (SMS's CA) with its certificate, or with a join token";
+    let status = spear_tests::wait::eventually(
+        "the node to say what to give it",
+        std::time::Duration::from_secs(30),
+        || {
+            let status = node.status()?.to_string();
+            (status.contains("failed before an answer") && status.contains(hint))
+                .then_some(status.clone())
+                .ok_or(status)
+        },
+    );
+    assert!(status.contains(&c.sms.grpc), "{status}");
+    let log = node.proc.log();
+    assert!(
+        log.contains(&format!(
+            "cannot follow SMS: the connection to SMS at {}",
+            c.sms.grpc
+        )),
+        "{log}"
+    );
+    assert_eq!(log.matches(hint).count(), 1, "said once: {log}");
+}

@@ -79,6 +79,9 @@ impl Syncer {
             let mut backoff = reconnect_backoff();
             let mut next_addr = 0usize;
             let mut want_snapshot = false;
+            // Said once per distinct reason, so a node that cannot follow
+            // SMS says why without a line per retry.
+            let mut last_said: Option<String> = None;
             loop {
                 if *shutdown.borrow() {
                     return;
@@ -100,7 +103,12 @@ impl Syncer {
                         self.degrade(&reason);
                     }
                     StreamEnd::Broken(reason) => {
-                        debug!(sms = %addr, %reason, "watch stream ended");
+                        if last_said.as_deref() == Some(reason.as_str()) {
+                            debug!(sms = %addr, %reason, "watch stream ended");
+                        } else {
+                            warn!(sms = %addr, "cannot follow SMS: {reason}");
+                            last_said = Some(reason.clone());
+                        }
                         next_addr += 1;
                         self.degrade(&reason);
                     }
@@ -158,6 +166,14 @@ impl Syncer {
         };
         let mut stream = match client.watch(request).await {
             Ok(response) => response.into_inner(),
+            // A connection that broke before any answer carries a source.
+            Err(status) if std::error::Error::source(&status).is_some() => {
+                return StreamEnd::Broken(format!(
+                    "the connection to SMS at {addr} failed before an answer ({}); {}",
+                    status.message(),
+                    link.dial_hint()
+                ))
+            }
             Err(status) => {
                 return StreamEnd::Broken(format!(
                     "SMS at {addr} refused the watch: {}",
