@@ -316,6 +316,7 @@ async fn each_call_is_recorded_even_one_cut_short() {
             invocation_id: "inv-t".into(),
             identity: "sms".into(),
             deadline: None,
+            ..RunScope::default()
         });
     let (task, mut session) = policies();
     let set = router.tool_set(&task, &session).await;
