@@ -246,3 +246,28 @@ mod tests {
         );
     }
 }
+
+/// The exit code of a process whose reader went away (128 + SIGPIPE), as
+/// a shell reports it.
+pub const CLOSED_PIPE_EXIT: i32 = 141;
+
+/// Makes a CLI end quietly when whoever reads its output stops reading
+/// (`sms status | head`): Rust ignores SIGPIPE, so `println!` panics on
+/// the closed pipe with a backtrace hint where a Unix tool just exits. The
+/// panic hook exits with [`CLOSED_PIPE_EXIT`] for that one panic and leaves
+/// every other one to the hook before it.
+pub fn quiet_on_closed_stdout() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(CLOSED_PIPE_EXIT);
+        }
+        previous(info);
+    }));
+}

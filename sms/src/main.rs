@@ -5,6 +5,7 @@ use clap::Parser;
 
 #[tokio::main]
 async fn main() {
+    spear_common::process::quiet_on_closed_stdout();
     let cli = spear_sms::cli::Cli::parse();
     let code = match spear_sms::cli::run(cli).await {
         Ok(code) => code,

@@ -13,6 +13,7 @@ fn main() {
     // No process of the node's user outside a sandbox reads the node's
     // environment (LLM keys) or memory, or attaches to it.
     spear_sandbox::launcher::make_non_dumpable();
+    spear_common::process::quiet_on_closed_stdout();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -90,3 +90,27 @@ fn a_policy_error_is_said_once() {
         "{err}"
     );
 }
+
+/// `sms validate DIR | head -0`: the reader is gone before the command
+/// prints. The command ends as a Unix tool does (141, 128 + SIGPIPE), with
+/// no panic on stderr.
+#[test]
+fn a_reader_that_went_away_ends_the_command_quietly() {
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mcp.d");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(bin("sms"))
+        .arg("validate")
+        .arg(&examples)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(spear_common::process::CLOSED_PIPE_EXIT),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
