@@ -368,6 +368,54 @@ fn sms_validate_exit_codes() {
     assert_eq!(code, 2, "{out}");
 }
 
+/// A stdio server whose command is not on this machine passes (nodes run
+/// it, and may have it), with a note saying so; one that is here, or
+/// written as a reference, gets none.
+#[test]
+fn sms_validate_notes_a_command_this_machine_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "gone.json",
+        r#"{"id": "gone", "command": "/opt/nowhere/mcp-server"}"#,
+    );
+    write_file(
+        dir.path(),
+        "name.json",
+        r#"{"id": "name", "command": "no-such-mcp-binary-7"}"#,
+    );
+    write_file(
+        dir.path(),
+        "here.json",
+        r#"{"id": "here", "command": "/bin/sh"}"#,
+    );
+    write_file(
+        dir.path(),
+        "ref.json",
+        r#"{"id": "ref", "command": "${MCP_BIN}"}"#,
+    );
+    let out = std::process::Command::new(bin("sms"))
+        .arg("validate")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for (file, command) in [
+        ("gone.json", "/opt/nowhere/mcp-server"),
+        ("name.json", "no-such-mcp-binary-7"),
+    ] {
+        assert!(
+            text.contains(&format!("{file}: server '{}': its command {command} is not on this machine; every node the server is for must have it (nodes run it, not SMS)", file.trim_end_matches(".json"))),
+            "{text}"
+        );
+    }
+    assert!(
+        !text.contains("here.json") && !text.contains("ref.json"),
+        "{text}"
+    );
+}
+
 #[test]
 fn secrets_never_reach_logs_status_or_views() {
     let secret = "sk-live-DO-NOT-LEAK-0042";

@@ -30,6 +30,9 @@ pub fn run(dir: &Path) -> i32 {
                         for warning in literal_secrets(&file.name, shared, spec) {
                             println!("{warning}");
                         }
+                        if let Some(note) = missing_command(&file.name, spec) {
+                            println!("{note}");
+                        }
                         // A registry server.json: the exact argv nodes run.
                         if spec.registry.is_some() && !spec.command.is_empty() {
                             println!(
@@ -58,6 +61,31 @@ pub fn run(dir: &Path) -> i32 {
             }
         }
     }
+}
+
+/// A note when a stdio server's command is not on this machine: a path
+/// that does not exist, or a name no directory of `PATH` holds. Not an
+/// error (nodes run it, and may have what this machine lacks), but the
+/// most common reason a server never starts.
+fn missing_command(file: &str, spec: &ServerSpec) -> Option<String> {
+    let command = spec.command.as_str();
+    if command.is_empty() || command.contains("${") {
+        return None;
+    }
+    let found = if command.contains('/') {
+        Path::new(command).exists()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+    };
+    (!found).then(|| {
+        format!(
+            "{}: server '{}': its command {} is not on this machine; every node the server is for must have it (nodes run it, not SMS)",
+            printable(file),
+            printable(&spec.id),
+            printable(command)
+        )
+    })
 }
 
 /// Whether the file uses the shared `{"mcpServers": {...}}` shape (for the
