@@ -28,6 +28,19 @@ pub enum Kind {
     Reset,
 }
 
+impl Kind {
+    /// Its name in records and on screen (`tool_call`, `model_request`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::ToolCall => "tool_call",
+            Kind::ModelRequest => "model_request",
+            Kind::Pin => "pin",
+            Kind::Admin => "admin",
+            Kind::Reset => "reset",
+        }
+    }
+}
+
 /// What was decided. Tool calls: `run`, `failed` (it ran, the server
 /// answered an error or did not answer), `denied` (policy), `held` (pin
 /// drift), `waiting` / `approved` / `approval_denied` / `expired`
@@ -264,6 +277,20 @@ impl ChainCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the CLI prints is what records say (and `--kind` would take).
+    #[test]
+    fn a_kinds_name_is_its_name_in_records() {
+        for kind in [
+            Kind::ToolCall,
+            Kind::ModelRequest,
+            Kind::Pin,
+            Kind::Admin,
+            Kind::Reset,
+        ] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.name());
+        }
+    }
 
     fn chain(n: u64) -> Vec<String> {
         let mut prev = String::new();

@@ -73,6 +73,13 @@ fn an_fs_agent_run_is_audited_call_by_call_with_outcome_and_rule() {
         // Never the arguments or the result in clear.
         assert!(!record.to_string().contains("notes.txt"), "{record}");
     }
+    // The table names kinds as the records and docs do.
+    let (code, table, err) = c.sms.client(&["audit", "--task", "fs-agent"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        table.contains(" tool_call ") && table.contains(" model_request "),
+        "{table}"
+    );
     let model = records
         .iter()
         .find(|r| r["kind"] == "model_request")

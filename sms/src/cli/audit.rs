@@ -176,7 +176,7 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
                 "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} {}",
                 node,
                 line.seq,
-                format!("{:?}", r.kind).to_lowercase(),
+                r.kind.name(),
                 r.task,
                 spear_common::text::prefix(&r.invocation, 16),
                 target,
