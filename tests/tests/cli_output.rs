@@ -114,3 +114,23 @@ fn a_reader_that_went_away_ends_the_command_quietly() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `sms status` pointed at SMS's metrics port (plain HTTP) says the port
+/// is wrong and which one to use, not that a certificate might be.
+#[test]
+fn a_cli_pointed_at_the_metrics_port_is_told_the_port() {
+    let sms = spear_tests::procs::SmsProc::start(Default::default());
+    let out = Command::new(bin("sms"))
+        .args(["status", "--addr", &sms.metrics])
+        .env_remove("SMS_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("answered plain HTTP, not gRPC")
+            && stderr.contains("point --addr at SMS's gRPC port (7300 by default)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("--tls-ca"), "{stderr}");
+}

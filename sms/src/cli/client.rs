@@ -61,6 +61,12 @@ pub(super) fn status_error(status: tonic::Status) -> anyhow::Error {
     // An answer from the server carries no source; a broken connection
     // (refused handshake, reset, protocol error) does.
     let transport = status.source().is_some();
+    if status.message().starts_with("grpc-status header missing") {
+        return anyhow::anyhow!(
+            "the server at --addr answered plain HTTP, not gRPC ({}): point --addr at SMS's gRPC port (7300 by default), not its console (7380) or metrics (9300) port",
+            status.message()
+        );
+    }
     if transport {
         anyhow::anyhow!(
             "the connection failed before an answer ({}); if the server serves TLS, pass --tls-ca (and your --tls-cert and --tls-key), and check that your certificate is from its CA",
