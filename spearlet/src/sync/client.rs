@@ -166,20 +166,7 @@ impl Syncer {
         };
         let mut stream = match client.watch(request).await {
             Ok(response) => response.into_inner(),
-            // A connection that broke before any answer carries a source.
-            Err(status) if std::error::Error::source(&status).is_some() => {
-                return StreamEnd::Broken(format!(
-                    "the connection to SMS at {addr} failed before an answer ({}); {}",
-                    status.message(),
-                    link.dial_hint()
-                ))
-            }
-            Err(status) => {
-                return StreamEnd::Broken(format!(
-                    "SMS at {addr} refused the watch: {}",
-                    status.message()
-                ))
-            }
+            Err(status) => return StreamEnd::Broken(watch_refused(addr, &status, link)),
         };
         info!(sms = %addr, epoch, revision, "watching the registry");
         // Every client of the node follows this SMS now, on this connection
@@ -251,6 +238,20 @@ impl Syncer {
 /// without their environment or headers: this node never connects or
 /// offers them. They stay in the view, so revisions and snapshot counts
 /// are SMS's.
+/// Why a watch was not opened: SMS's refusal, or a connection that broke
+/// before any answer (it carries a source), with what to check.
+fn watch_refused(addr: &str, status: &tonic::Status, link: &crate::sms_link::SmsLink) -> String {
+    if std::error::Error::source(status).is_some() {
+        format!(
+            "the connection to SMS at {addr} failed before an answer ({}); {}",
+            status.message(),
+            link.dial_hint()
+        )
+    } else {
+        format!("SMS at {addr} refused the watch: {}", status.message())
+    }
+}
+
 fn set_aside_others(
     mut event: spear_proto::v1::WatchEvent,
     node_id: &str,
