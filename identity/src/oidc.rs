@@ -7,13 +7,15 @@
 //! configured) and are cached. A token signed with a key the cache does not
 //! hold makes one new fetch (the issuer rotated its keys), at most every
 //! [`REFETCH_EVERY`], so tokens with made-up key ids cannot make SMS hammer
-//! the issuer. Only asymmetric algorithms are accepted: `none` and the
+//! the issuer; one fetch runs at a time, and tokens signed with a key
+//! already held never wait for it. Only asymmetric algorithms are accepted: `none` and the
 //! HMAC ones (a key the client could know) are refused.
 //!
 //! Checked, in this order, so the sentence names the first thing wrong:
 //! the token's shape, its issuer, its key, its signature, its expiry (with
 //! [`LEEWAY`]), its audience, its subject.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -75,17 +77,15 @@ struct Discovery {
     jwks_uri: String,
 }
 
-#[derive(Default)]
-struct Keys {
-    set: JwkSet,
-    fetched: Option<Instant>,
-}
-
 /// Verifies tokens of one issuer; cheap to share behind an `Arc`.
 pub struct OidcVerifier {
     config: OidcConfig,
     http: reqwest::Client,
-    keys: Mutex<Keys>,
+    /// The issuer's keys as last fetched: read without waiting.
+    keys: parking_lot::RwLock<Arc<JwkSet>>,
+    /// When they were last fetched, and why that failed if it did; held
+    /// while a fetch runs, so there is one at a time.
+    fetched: Mutex<Option<(Instant, Option<TokenRefused>)>>,
     refetch_every: Duration,
 }
 
@@ -99,13 +99,10 @@ impl OidcVerifier {
         Ok(OidcVerifier {
             config,
             http,
-            keys: Mutex::new(Keys::default()),
+            keys: parking_lot::RwLock::new(Arc::new(JwkSet { keys: Vec::new() })),
+            fetched: Mutex::new(None),
             refetch_every: REFETCH_EVERY,
         })
-    }
-
-    pub fn issuer(&self) -> &str {
-        &self.config.issuer
     }
 
     /// The principal `token` speaks for, or why it does not.
@@ -178,20 +175,37 @@ impl OidcVerifier {
     /// The issuer's key `kid` (the only key, when the token names none),
     /// fetching the key set when the cache lacks it and may be refreshed.
     async fn key(&self, kid: Option<&str>) -> Result<DecodingKey, TokenRefused> {
-        let mut keys = self.keys.lock().await;
-        if let Some(key) = find(&keys.set, kid) {
+        let held = Arc::clone(&self.keys.read());
+        if let Some(key) = find(&held, kid) {
             return key;
         }
-        let may_fetch = keys
-            .fetched
-            .is_none_or(|at| at.elapsed() >= self.refetch_every);
-        if !may_fetch {
-            return Err(TokenRefused::UnknownKey);
+        let mut fetched = self.fetched.lock().await;
+        // Another request may have fetched them while this one waited.
+        let held = Arc::clone(&self.keys.read());
+        if let Some(key) = find(&held, kid) {
+            return key;
         }
-        keys.set = self.fetch_keys().await?;
-        keys.fetched = Some(Instant::now());
-        tracing::info!(issuer = %self.config.issuer, keys = keys.set.keys.len(), "OpenID issuer keys fetched");
-        find(&keys.set, kid).unwrap_or(Err(TokenRefused::UnknownKey))
+        if let Some((at, failed)) = fetched.as_ref() {
+            if at.elapsed() < self.refetch_every {
+                return Err(failed.clone().unwrap_or(TokenRefused::UnknownKey));
+            }
+        }
+        // Counted as a fetch even when it fails: an issuer that is down is
+        // asked again after the interval, not on every token, and each
+        // token meanwhile is told why.
+        let set = match self.fetch_keys().await {
+            Ok(set) => {
+                *fetched = Some((Instant::now(), None));
+                Arc::new(set)
+            }
+            Err(failed) => {
+                *fetched = Some((Instant::now(), Some(failed.clone())));
+                return Err(failed);
+            }
+        };
+        tracing::info!(issuer = %self.config.issuer, keys = set.keys.len(), "OpenID issuer keys fetched");
+        *self.keys.write() = Arc::clone(&set);
+        find(&set, kid).unwrap_or(Err(TokenRefused::UnknownKey))
     }
 
     async fn fetch_keys(&self) -> Result<JwkSet, TokenRefused> {

@@ -228,4 +228,11 @@ async fn an_issuer_that_cannot_be_reached_is_said_and_nothing_is_accepted() {
         }
         other => panic!("{other:?}"),
     }
+    // Asked again within the refetch interval: told the same, not that the
+    // key is unknown, and the issuer is not asked again.
+    let again = v.verify(&token(&k1, claims(&url, "alice"))).await;
+    assert!(
+        matches!(again, Err(TokenRefused::Unreachable(_))),
+        "{again:?}"
+    );
 }

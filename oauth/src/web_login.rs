@@ -38,12 +38,14 @@ pub async fn begin_login(
     scopes: &[String],
 ) -> Result<(PendingLogin, String), OAuthError> {
     let mut state = match &client.dpop {
-        // Its token requests carry proofs where the server takes them.
-        Some(key) => {
+        // Token requests carry proofs only where the authorization server
+        // takes them; everywhere else rmcp's own client, which refuses
+        // discovered addresses it should not reach, does the flow.
+        Some(key) if takes_dpop(server_url, challenge).await? => {
             let http = crate::dpop::DpopHttpClient::new(std::sync::Arc::clone(key))?;
             OAuthState::new_with_oauth_http_client(server_url, std::sync::Arc::new(http)).await?
         }
-        None => OAuthState::new(server_url, None).await?,
+        _ => OAuthState::new(server_url, None).await?,
     };
     let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
     if let Some(id) = &client.client_id {
@@ -67,6 +69,21 @@ pub async fn begin_login(
         OAuthError::Flow("the authorization address carries no state parameter".into())
     })?;
     Ok((PendingLogin { state, state_param }, url))
+}
+
+/// Whether the server's authorization server takes ES256 DPoP proofs, as
+/// its metadata says (found by rmcp's guarded discovery).
+async fn takes_dpop(server_url: &str, challenge: Option<&str>) -> Result<bool, OAuthError> {
+    let manager = AuthorizationManager::new(server_url).await?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await?
+        .metadata;
+    Ok(metadata
+        .additional_fields
+        .get("dpop_signing_alg_values_supported")
+        .and_then(|algs| algs.as_array())
+        .is_some_and(|algs| algs.iter().any(|a| a == "ES256")))
 }
 
 impl PendingLogin {

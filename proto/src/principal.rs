@@ -55,7 +55,8 @@ pub enum Invoker {
     Subject(String),
     /// `group:<name>`: anyone the issuer lists in that group.
     Group(String),
-    /// `spiffe://…`: an admin or service certificate with that id.
+    /// `spiffe://…`: a workload whose token's subject is that SPIFFE id
+    /// (a JWT-SVID from an issuer SMS trusts).
     Spiffe(String),
 }
 
@@ -82,24 +83,23 @@ impl Invoker {
         Err(form())
     }
 
-    /// Whether `principal` (verified at SMS's issuer) or, for a
-    /// certificate, `spiffe_id` is this entry.
-    pub fn admits(&self, principal: &Principal, spiffe_id: Option<&str>) -> bool {
-        match self {
-            Invoker::Subject(sub) => principal.kind == PERSON && &principal.subject == sub,
-            Invoker::Group(group) => principal.kind == PERSON && principal.groups.contains(group),
-            Invoker::Spiffe(id) => spiffe_id == Some(id.as_str()),
-        }
+    /// Whether `principal` (verified at SMS's issuer) is this entry.
+    pub fn admits(&self, principal: &Principal) -> bool {
+        principal.kind == PERSON
+            && match self {
+                Invoker::Subject(sub) | Invoker::Spiffe(sub) => &principal.subject == sub,
+                Invoker::Group(group) => principal.groups.contains(group),
+            }
     }
 }
 
 /// Whether `invokers` (a task's, each already parsed when it was
 /// registered) admit `principal`.
-pub fn admitted(invokers: &[String], principal: &Principal, spiffe_id: Option<&str>) -> bool {
+pub fn admitted(invokers: &[String], principal: &Principal) -> bool {
     invokers
         .iter()
         .filter_map(|entry| Invoker::parse(entry).ok())
-        .any(|invoker| invoker.admits(principal, spiffe_id))
+        .any(|invoker| invoker.admits(principal))
 }
 
 #[cfg(test)]
@@ -107,23 +107,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn invokers_admit_by_subject_group_or_certificate_only() {
+    fn invokers_admit_by_subject_group_or_workload_id_only() {
         let alice = Principal::person("https://idp", "alice", vec!["eng".into()]);
         let bob = Principal::person("https://idp", "bob", vec![]);
         let invokers = vec!["subject:alice".to_string(), "group:ops".to_string()];
-        assert!(admitted(&invokers, &alice, None));
-        assert!(!admitted(&invokers, &bob, None));
+        assert!(admitted(&invokers, &alice));
+        assert!(!admitted(&invokers, &bob));
         let ops = Principal::person("https://idp", "bob", vec!["ops".into()]);
-        assert!(admitted(&invokers, &ops, None));
+        assert!(admitted(&invokers, &ops));
         // An admin named like a subject is not that subject.
-        assert!(!admitted(&invokers, &Principal::admin("alice"), None));
-        let spiffe = vec!["spiffe://spear.local/admin/ci".to_string()];
-        assert!(admitted(
+        assert!(!admitted(&invokers, &Principal::admin("alice")));
+        // A workload whose token's subject is its SPIFFE id.
+        let spiffe = vec!["spiffe://spear.local/ci/nightly".to_string()];
+        let nightly = Principal::person("https://spire", "spiffe://spear.local/ci/nightly", vec![]);
+        assert!(admitted(&spiffe, &nightly));
+        assert!(!admitted(&spiffe, &alice));
+        assert!(!admitted(
             &spiffe,
-            &Principal::admin("admin/ci"),
-            Some("spiffe://spear.local/admin/ci")
+            &Principal::admin("spiffe://spear.local/ci/nightly")
         ));
-        assert!(!admitted(&spiffe, &alice, None));
         assert_eq!(alice.label(), "https://idp#alice");
     }
 

@@ -86,7 +86,7 @@ impl Invokers {
         let invokers = spear_proto::task::parse_task_config(&task.config_json)
             .map(|c| c.invokers)
             .unwrap_or_default();
-        if admitted(&invokers, principal, None) {
+        if admitted(&invokers, principal) {
             return Ok(());
         }
         Err(InvokerRefusal::NotListed {
