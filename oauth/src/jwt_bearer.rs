@@ -58,6 +58,11 @@ pub async fn jwt_bearer(
         .await?
         .metadata;
     let token_endpoint = metadata.token_endpoint.clone();
+    addressed_to(
+        assertion.expose(),
+        metadata.issuer.as_deref(),
+        &token_endpoint,
+    )?;
     manager.set_metadata(metadata);
     let scopes = if scopes.is_empty() {
         let asked = challenge.and_then(|c| crate::authorize::parse_challenge(server_url, c).scope);
@@ -118,6 +123,50 @@ pub async fn jwt_bearer(
         granted,
     )
     .await
+}
+
+/// Refuses to send the workload's JWT to an authorization server it is not
+/// for: the MCP server names its authorization server, so a hostile server
+/// could otherwise collect a JWT good at another. Its `aud` must name the
+/// issuer or the token endpoint (a trailing `/` aside).
+fn addressed_to(
+    assertion: &str,
+    issuer: Option<&str>,
+    token_endpoint: &str,
+) -> Result<(), OAuthError> {
+    use base64::Engine;
+    let audience: Vec<String> = assertion
+        .split('.')
+        .nth(1)
+        .and_then(|p| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(p)
+                .ok()
+        })
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .map(|claims| match &claims["aud"] {
+            serde_json::Value::String(one) => vec![one.clone()],
+            serde_json::Value::Array(many) => many
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .unwrap_or_default();
+    let trim = |s: &str| s.trim_end_matches('/').to_string();
+    let wanted: Vec<String> = issuer
+        .into_iter()
+        .chain(std::iter::once(token_endpoint))
+        .map(trim)
+        .collect();
+    if audience.iter().any(|aud| wanted.contains(&trim(aud))) {
+        return Ok(());
+    }
+    Err(OAuthError::Flow(format!(
+        "the workload's JWT is for {} and the server's authorization server is {}: it is not sent there",
+        if audience.is_empty() { "no audience".to_string() } else { audience.join(", ") },
+        wanted.first().map_or("unnamed", String::as_str)
+    )))
 }
 
 /// A client for the one request: redirects are not followed, since the
