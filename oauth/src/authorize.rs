@@ -79,6 +79,7 @@ impl Authorizer {
                 )
                 .await
             }
+            Grant::TokenExchange => Err(per_principal_only()),
         }
     }
 
@@ -140,6 +141,7 @@ impl Authorizer {
                         .await?;
                 Ok(())
             }
+            Grant::TokenExchange => Err(per_principal_only()),
             Grant::AuthorizationCode => {
                 // A new authorization for the union (rmcp's own upgrade
                 // helper holds a non-Send value across an await).
@@ -249,4 +251,14 @@ fn signing_algorithm(name: &str) -> Result<JwtSigningAlgorithm, OAuthError> {
             })
         }
     })
+}
+
+/// A token_exchange server acts for whoever invoked the run: its tokens
+/// come from SMS on a cluster node, for that person, never from a login
+/// here.
+fn per_principal_only() -> OAuthError {
+    OAuthError::Config {
+        field: "grant",
+        why: "token_exchange acts for the person who invoked a run: SMS exchanges their token for a node's run, so call this server from a task on a cluster".into(),
+    }
 }

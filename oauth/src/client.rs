@@ -39,6 +39,9 @@ pub enum Grant {
     /// A JWT the workload's platform issued, traded for a token with the
     /// RFC 7523 JWT bearer grant (workload identity federation, SEP-1933).
     JwtBearer,
+    /// Per principal: SMS exchanges the invoking person's token, with the
+    /// node as actor (RFC 8693), or uses the node's own workload JWT.
+    TokenExchange,
 }
 
 impl Grant {
@@ -155,6 +158,7 @@ fn grant(auth: &OAuth) -> Grant {
         Ok(OauthGrant::ClientCredentials) => Grant::ClientCredentials,
         Ok(OauthGrant::EnterpriseManaged) => Grant::EnterpriseManaged,
         Ok(OauthGrant::JwtBearer) => Grant::JwtBearer,
+        Ok(OauthGrant::TokenExchange) => Grant::TokenExchange,
         _ => Grant::AuthorizationCode,
     }
 }
@@ -212,6 +216,23 @@ pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
         return Err(OAuthError::Config {
             field: "grant",
             why: "jwt_bearer needs the workload's JWT in assertion".into(),
+        });
+    }
+    if grant(auth) == Grant::TokenExchange
+        && crate::subject_token_type(&auth.subject_token_type).is_none()
+    {
+        return Err(OAuthError::Config {
+            field: "subject_token_type",
+            why: format!(
+                "'{}' is not a token type; use id_token, access_token or jwt",
+                auth.subject_token_type.escape_default()
+            ),
+        });
+    }
+    if grant(auth) != Grant::TokenExchange && !auth.subject_token_type.is_empty() {
+        return Err(OAuthError::Config {
+            field: "subject_token_type",
+            why: "is for the token_exchange grant".into(),
         });
     }
     if grant(auth) == Grant::EnterpriseManaged {

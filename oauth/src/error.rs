@@ -23,6 +23,10 @@ pub enum OAuthError {
     /// expired, or rotated away): only a new login helps.
     #[error("{0}")]
     RefreshRefused(String),
+    /// The authorization server refused a grant request (its OAuth error
+    /// code and description): the answer, never retried.
+    #[error("{0}")]
+    Refused(String),
     /// What rmcp reports, made into a sentence by [`describe`].
     #[error("{0}")]
     Flow(String),

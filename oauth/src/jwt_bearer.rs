@@ -10,35 +10,14 @@
 //! (`invalid_grant` for an expired or foreign JWT, `invalid_scope`,
 //! `unauthorized_client`) is the answer, never retried with another grant.
 
-use std::time::Duration;
-
 use oauth2::basic::BasicTokenType;
 use rmcp::transport::AuthorizationManager;
-use serde::Deserialize;
 
+use crate::grant_request::{discover, post, Granted};
 use crate::{ClientConfig, OAuthError};
 
 /// The grant's registered name (RFC 7523 §2.1).
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
-
-/// How long the authorization server has to answer.
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Deserialize)]
-struct Issued {
-    access_token: String,
-    #[serde(default)]
-    expires_in: Option<u64>,
-    #[serde(default)]
-    scope: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Refused {
-    error: String,
-    #[serde(default)]
-    error_description: Option<String>,
-}
 
 /// A manager holding an access token for `server_url`, bought with
 /// `client`'s assertion; `challenge` is the server's 401, if there was one.
@@ -52,66 +31,20 @@ pub async fn jwt_bearer(
         field: "assertion",
         why: "jwt_bearer needs the workload's JWT".into(),
     })?;
-    let mut manager = AuthorizationManager::new(server_url).await?;
-    let metadata = manager
-        .resolve_metadata_from_challenge(challenge)
-        .await?
-        .metadata;
-    let token_endpoint = metadata.token_endpoint.clone();
+    let (manager, metadata, scopes) = discover(server_url, challenge, scopes).await?;
     addressed_to(
         assertion.expose(),
         metadata.issuer.as_deref(),
-        &token_endpoint,
+        &metadata.token_endpoint,
     )?;
-    manager.set_metadata(metadata);
-    let scopes = if scopes.is_empty() {
-        let asked = challenge.and_then(|c| crate::authorize::parse_challenge(server_url, c).scope);
-        manager.select_scopes(asked.as_deref(), &[])
-    } else {
-        scopes.to_vec()
-    };
-    let scope = scopes.join(" ");
-    let mut form = vec![
-        ("grant_type", GRANT_TYPE),
-        ("assertion", assertion.expose()),
-        ("resource", server_url),
-    ];
-    if !scope.is_empty() {
-        form.push(("scope", &scope));
-    }
-    let mut request = http()?.post(&token_endpoint);
-    match (&client.client_id, &client.client_secret) {
-        (Some(id), Some(secret)) => request = request.basic_auth(id, Some(secret.expose())),
-        (Some(id), None) => form.push(("client_id", id)),
-        (None, _) => {}
-    }
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(&form)
-        .finish();
-    let response = request
-        .header(
-            reqwest::header::CONTENT_TYPE,
-            "application/x-www-form-urlencoded",
-        )
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| OAuthError::Flow(format!("the token request failed: {e}")))?;
-    let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| OAuthError::Flow(format!("reading the token response failed: {e}")))?;
-    if !status.is_success() {
-        return Err(OAuthError::Flow(refusal(status, &body)));
-    }
-    let issued: Issued = serde_json::from_slice(&body).map_err(|_| {
-        OAuthError::Flow("the authorization server's token response is not a token".into())
-    })?;
-    let granted: Vec<String> = match &issued.scope {
-        Some(scope) => scope.split_whitespace().map(str::to_string).collect(),
-        None => scopes,
-    };
+    let issued = trade(
+        server_url,
+        &metadata.token_endpoint,
+        client,
+        assertion.expose(),
+        scopes,
+    )
+    .await?;
     tracing::info!(server = %server_url, "workload identity exchanged (JWT bearer)");
     let client_id = client.client_id.clone().unwrap_or_default();
     crate::tokens::hold(
@@ -119,10 +52,50 @@ pub async fn jwt_bearer(
         &client_id,
         issued.access_token,
         BasicTokenType::Bearer,
-        issued.expires_in.map(Duration::from_secs),
-        granted,
+        issued.expires_in,
+        issued.scopes,
     )
     .await
+}
+
+/// An access token for `server_url` bought with a workload JWT that
+/// `mint` makes for the authorization server it is given (its issuer):
+/// SMS's own workload identity for a node, made for that server alone.
+pub async fn workload_token(
+    server_url: &str,
+    client: &ClientConfig,
+    mint: &(dyn Fn(&str) -> Result<String, OAuthError> + Sync),
+) -> Result<Granted, OAuthError> {
+    let (_, metadata, scopes) = discover(server_url, None, &client.scopes).await?;
+    let audience = metadata
+        .issuer
+        .clone()
+        .unwrap_or_else(|| metadata.token_endpoint.clone());
+    let assertion = mint(&audience)?;
+    trade(
+        server_url,
+        &metadata.token_endpoint,
+        client,
+        &assertion,
+        scopes,
+    )
+    .await
+}
+
+/// The one JWT bearer request.
+async fn trade(
+    server_url: &str,
+    token_endpoint: &str,
+    client: &ClientConfig,
+    assertion: &str,
+    scopes: Vec<String>,
+) -> Result<Granted, OAuthError> {
+    let form = vec![
+        ("grant_type", GRANT_TYPE),
+        ("assertion", assertion),
+        ("resource", server_url),
+    ];
+    post(token_endpoint, form, client, scopes, "the workload's JWT").await
 }
 
 /// Refuses to send the workload's JWT to an authorization server it is not
@@ -167,50 +140,4 @@ fn addressed_to(
         if audience.is_empty() { "no audience".to_string() } else { audience.join(", ") },
         wanted.first().map_or("unnamed", String::as_str)
     )))
-}
-
-/// A client for the one request: redirects are not followed, since the
-/// request carries the assertion.
-fn http() -> Result<reqwest::Client, OAuthError> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(TIMEOUT)
-        .build()
-        .map_err(|e| OAuthError::Flow(format!("no HTTP client: {e}")))
-}
-
-/// The sentence for a refused token request: the OAuth error code and
-/// description, which never hold the assertion.
-fn refusal(status: reqwest::StatusCode, body: &[u8]) -> String {
-    match serde_json::from_slice::<Refused>(body) {
-        Ok(Refused {
-            error,
-            error_description,
-        }) => format!(
-            "the authorization server refused the workload's JWT ({status}): {}{}",
-            error.escape_default(),
-            error_description
-                .map(|d| format!(": {}", d.escape_default()))
-                .unwrap_or_default()
-        ),
-        Err(_) => format!("the authorization server refused the workload's JWT ({status})"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::refusal;
-
-    #[test]
-    fn a_refusal_names_the_oauth_error() {
-        let body = br#"{"error":"invalid_grant","error_description":"JWT assertion is expired"}"#;
-        assert_eq!(
-            refusal(reqwest::StatusCode::BAD_REQUEST, body),
-            "the authorization server refused the workload's JWT (400 Bad Request): invalid_grant: JWT assertion is expired"
-        );
-        assert_eq!(
-            refusal(reqwest::StatusCode::BAD_GATEWAY, b"<html>"),
-            "the authorization server refused the workload's JWT (502 Bad Gateway)"
-        );
-    }
 }

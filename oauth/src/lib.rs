@@ -12,6 +12,9 @@
 //!   servers, client credentials, or an enterprise's identity provider
 //!   ([`enterprise_managed`], SEP-990), or the workload's own JWT
 //!   ([`jwt_bearer`], SEP-1933);
+//! - [`token_exchange`] (RFC 8693) and [`workload_token`] are SMS's, for
+//!   servers that act per principal: a person's token with the node as
+//!   actor, or the node's own workload JWT;
 //! - [`Authorizer::step_up`] answers a 403 `insufficient_scope` by asking
 //!   again for the scopes held plus those the server names, a bounded
 //!   number of times;
@@ -30,9 +33,11 @@ mod client;
 pub mod dpop;
 mod enterprise;
 mod error;
+mod grant_request;
 mod jwt_bearer;
 mod redirect;
 mod terminal;
+mod token_exchange;
 mod tokens;
 mod web_login;
 
@@ -41,9 +46,11 @@ pub use browser::Browser;
 pub use client::{check_spec, ClientConfig, Grant, IdpConfig, Secret};
 pub use enterprise::enterprise_managed;
 pub use error::{describe, OAuthError};
-pub use jwt_bearer::jwt_bearer;
+pub use grant_request::Granted;
+pub use jwt_bearer::{jwt_bearer, workload_token};
 pub use redirect::Redirect;
 pub use terminal::LoginFlags;
+pub use token_exchange::{subject_token_type, token_exchange, Subject, SUBJECT_TOKEN_TYPES};
 pub use tokens::{
     access_token, dpop_bound, due_at, expires_at, has_refresh_token, held, refresh, renew_at,
     token_digest,

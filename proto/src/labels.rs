@@ -73,13 +73,14 @@ impl ServerRecord {
 
 impl OauthGrant {
     /// The server-file spelling: `authorization_code`, `client_credentials`,
-    /// `enterprise_managed`, `jwt_bearer`.
+    /// `enterprise_managed`, `jwt_bearer`, `token_exchange`.
     pub fn label(self) -> &'static str {
         match self {
             OauthGrant::AuthorizationCode => "authorization_code",
             OauthGrant::ClientCredentials => "client_credentials",
             OauthGrant::EnterpriseManaged => "enterprise_managed",
             OauthGrant::JwtBearer => "jwt_bearer",
+            OauthGrant::TokenExchange => "token_exchange",
         }
     }
 

@@ -18,6 +18,7 @@ use tracing::warn;
 use crate::files::FileProblems;
 use crate::health::Health;
 use crate::nodes::NodeTable;
+use crate::oauth::PerPrincipal;
 use crate::watch::Hub;
 
 /// What the metrics endpoint reads from.
@@ -28,6 +29,8 @@ pub struct Metrics {
     problems: Arc<FileProblems>,
     /// Plaintext beyond loopback (`--insecure`).
     insecure: bool,
+    /// Published here: the keys that verify nodes' workload JWTs.
+    workload: Option<Arc<PerPrincipal>>,
 }
 
 impl Metrics {
@@ -42,7 +45,15 @@ impl Metrics {
             nodes,
             problems,
             insecure,
+            workload: None,
         }
+    }
+
+    /// Also serves SMS's workload identity documents (OpenID discovery and
+    /// its keys), which authorization servers fetch: they are public.
+    pub fn with_workload(mut self, workload: Option<Arc<PerPrincipal>>) -> Self {
+        self.workload = workload;
+        self
     }
 
     /// Binds `addr` and serves `/metrics` in the background (over TLS with
@@ -56,6 +67,7 @@ impl Metrics {
         let bound = listener.local_addr()?;
         let listener = HttpListener::new(listener, tls)?;
         let health = Health::new(Arc::clone(&self.hub), Arc::clone(&self.problems));
+        let workload = self.workload.clone();
         let app = Router::new()
             .route("/livez", get(|| std::future::ready("ok\n")))
             .route(
@@ -77,6 +89,21 @@ impl Metrics {
                 }),
             )
             .route("/healthz", get(|| std::future::ready("ok\n")));
+        let app = match workload {
+            Some(workload) => {
+                let discovery = axum::Json(workload.issuer().discovery());
+                let keys = axum::Json(workload.issuer().jwks());
+                app.route(
+                    "/.well-known/openid-configuration",
+                    get(move || std::future::ready(discovery.clone())),
+                )
+                .route(
+                    "/.well-known/jwks.json",
+                    get(move || std::future::ready(keys.clone())),
+                )
+            }
+            None => app,
+        };
         tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
                 warn!(%error, "metrics endpoint stopped");

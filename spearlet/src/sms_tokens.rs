@@ -4,7 +4,9 @@
 //! a node asks SMS (over its mutual-TLS channel, as a node) for a current
 //! access token, keeps it until it is due, and when its server refuses one
 //! tells SMS which (by digest) so SMS renews it instead of handing it back.
-//! The node never sees a refresh token and never logs in. The same link
+//! The node never sees a refresh token and never logs in. For a server that
+//! acts per principal, a person's session hands back their run's sealed
+//! delegation with each request, and SMS answers with their token. The same link
 //! asks SMS to open a server's sealed values (the literal `env` and
 //! `headers` values of its file) when the node connects it.
 
@@ -15,7 +17,7 @@ use parking_lot::Mutex;
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::{AccessTokenRequest, OpenSealedRequest, SealedValue};
 
-use crate::mcp::{Challenge, Credentials, TokenError, TokenSource};
+use crate::mcp::{Challenge, Credentials, Delegation, TokenError, TokenSource};
 use crate::sms_link::{Joined, LinkError, SmsLink};
 
 /// A renewal at SMS may wait for another replica's; beyond this the
@@ -41,6 +43,18 @@ impl Credentials for SmsCredentials {
             server_id: server_id.to_string(),
             sms: self.sms.clone(),
             held: Mutex::default(),
+            delegation: None,
+        })
+    }
+
+    /// SMS opens the delegation (sealed for this node and the run's time)
+    /// and answers with that person's token.
+    fn tokens_for(&self, server_id: &str, delegation: Delegation) -> Arc<dyn TokenSource> {
+        Arc::new(SmsTokens {
+            server_id: server_id.to_string(),
+            sms: self.sms.clone(),
+            held: Mutex::default(),
+            delegation: Some(delegation),
         })
     }
 
@@ -97,6 +111,8 @@ struct SmsTokens {
     server_id: String,
     sms: SmsLink,
     held: Mutex<Option<Held>>,
+    /// A person's session: their runs' delegation, sent with each request.
+    delegation: Option<Delegation>,
 }
 
 impl SmsTokens {
@@ -106,6 +122,11 @@ impl SmsTokens {
         let request = AccessTokenRequest {
             server_id: self.server_id.clone(),
             refused_sha256: refused.map(spear_oauth::token_digest).unwrap_or_default(),
+            delegation: self
+                .delegation
+                .as_ref()
+                .map(|d| d.lock().clone())
+                .unwrap_or_default(),
         };
         let answer = tokio::time::timeout(ASK_TIMEOUT, client.get_access_token(request))
             .await

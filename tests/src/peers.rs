@@ -330,3 +330,22 @@ pub fn assert_no_secret(place: &str, text: &str, secrets: &[String]) {
         );
     }
 }
+
+/// `user` signs in at the OpenID Provider `issuer` (oidc_people.mjs or
+/// delegating_as.mjs) through the authorization code flow with PKCE, asking
+/// for `scopes` besides openid: their ID token.
+pub fn sign_in(issuer: &str, user: &str, scopes: &[&str]) -> String {
+    let out = std::process::Command::new(python_sdk())
+        .arg(peer_file("sign_in.py"))
+        .arg(issuer)
+        .arg(user)
+        .args(scopes)
+        .output()
+        .unwrap_or_else(|e| panic!("sign_in.py: {e}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

@@ -186,6 +186,8 @@ pub struct SmsOptions {
     pub client_presents_token: bool,
     /// The console's port (an OAuth redirect URI names it); else any.
     pub console_port: Option<u16>,
+    /// The metrics (HTTP) port; `None`: any free one.
+    pub metrics_port: Option<u16>,
 }
 
 /// A running `sms`.
@@ -213,7 +215,7 @@ impl SmsProc {
             .arg("--listen")
             .arg(format!("{host}:{port}"))
             .arg("--metrics-listen")
-            .arg(format!("{host}:0"))
+            .arg(format!("{host}:{}", options.metrics_port.unwrap_or(0)))
             .arg("--console-listen")
             .arg(format!("{host}:{}", options.console_port.unwrap_or(0)))
             .arg("--ready-file")

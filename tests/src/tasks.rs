@@ -410,19 +410,37 @@ pub fn second_node(c: &Cluster) -> SpearletProc {
         &c.work.path().join("node-b"),
         &["--config".into(), config],
     );
-    eventually("node-b to be invocable", Duration::from_secs(30), || {
-        let status = c.sms.status();
-        let alive = status["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
-            .count();
-        if alive == 2 {
-            Ok(())
-        } else {
-            Err(status.to_string())
-        }
-    });
+    wait_invocable(&c.sms, 2);
     b
+}
+
+/// A recording whose model calls `tool` of server `server` once, then says
+/// "the server said: " and what it returned.
+pub fn calling_once(dir: &Path, server: &str, tool: &str) -> PathBuf {
+    let path = dir.join("model.json");
+    let turns = json!({"turns": [
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+          "function": {"name": spearlet::tools::offered_name(server, tool), "arguments": "{}"}}]},
+        {"role": "assistant", "content": "the server said: {{last_tool_result}}"},
+    ]});
+    std::fs::write(&path, turns.to_string()).unwrap();
+    path
+}
+
+/// Waits until `count` nodes are alive and invocable at `sms`.
+pub fn wait_invocable(sms: &SmsProc, count: usize) {
+    eventually(
+        &format!("{count} nodes to be invocable"),
+        Duration::from_secs(30),
+        || {
+            let status = sms.status();
+            let alive = status["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|n| n["alive"] == true && n["invoke_addr"] != "")
+                .count();
+            (alive == count).then_some(()).ok_or(status.to_string())
+        },
+    );
 }

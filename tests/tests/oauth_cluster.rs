@@ -7,7 +7,7 @@
 //! becomes the sentence that says to log in again, and no token, code or
 //! client secret shows anywhere an operator or the store can look.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,26 +19,13 @@ use spear_tests::peers::{
     assert_no_secret, node22, npm_dir, oauth_protected_server, python_sdk, LinePeer,
 };
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
-use spear_tests::tasks::{guest, register_at, replay_model_on};
+use spear_tests::tasks::{calling_once, guest, register_at, replay_model_on};
 use spear_tests::wait::{eventually, free_port};
-use spearlet::tools::offered_name;
 
 /// How long the provider's access tokens live: long enough for a login and
 /// a first call, short enough to wait out.
 const TOKEN_TTL_SECS: u64 = 8;
 const M2M_SECRET: &str = "m2m-s3cret-7d2e91c4";
-
-/// A recording whose model calls server fs's `read_note` once, then says what it returned.
-fn recording(dir: &Path) -> PathBuf {
-    let path = dir.join("model.json");
-    let turns = json!({"turns": [
-        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-          "function": {"name": offered_name("fs", "read_note"), "arguments": "{}"}}]},
-        {"role": "assistant", "content": "the server said: {{last_tool_result}}"},
-    ]});
-    std::fs::write(&path, turns.to_string()).unwrap();
-    path
-}
 
 struct Setup {
     provider: LinePeer,
@@ -116,7 +103,7 @@ impl Setup {
         let (model, url) = replay_model_on(
             work.path(),
             "model",
-            &recording(work.path()),
+            &calling_once(work.path(), "fs", "read_note"),
             &files,
             "127.0.0.1:0",
         );

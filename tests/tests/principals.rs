@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use spear_tests::audit_trail::audit;
 use spear_tests::certs::Certs;
 use spear_tests::peers::peer_file;
-use spear_tests::peers::{node22, npm_dir, python_sdk};
+use spear_tests::peers::{node22, npm_dir, sign_in};
 use spear_tests::procs::{bin, Proc};
 use spear_tests::tasks::{cluster_opts, fs_task, guest, register, Cluster, ClusterOptions};
 use spear_tests::wait::{eventually, free_port};
@@ -37,23 +37,6 @@ fn provider(dir: &std::path::Path, name: &str) -> (Proc, String) {
         },
     );
     (proc, issuer)
-}
-
-/// `user` signs in at `issuer`: their ID token.
-fn sign_in(issuer: &str, user: &str, scopes: &[&str]) -> String {
-    let out = Command::new(python_sdk())
-        .arg(peer_file("sign_in.py"))
-        .arg(issuer)
-        .arg(user)
-        .args(scopes)
-        .output()
-        .unwrap_or_else(|e| panic!("sign_in.py: {e}"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// `sms invoke --json TASK` as a person: SMS's CA only (no client

@@ -119,6 +119,16 @@ pub struct ServeArgs {
     /// The token claim listing a subject's groups [default: groups].
     #[arg(long, env = "SMS_OIDC_GROUPS_CLAIM")]
     pub oidc_groups_claim: Option<String>,
+    /// The URL authorization servers reach SMS's HTTP port
+    /// (--metrics-listen) at, where it publishes the keys of its nodes'
+    /// workload identity (`/.well-known/jwks.json`); needed by servers
+    /// whose grant is token_exchange (docs/identities.md).
+    #[arg(long, env = "SMS_WORKLOAD_ISSUER")]
+    pub workload_issuer: Option<String>,
+    /// A P-256 private key (PEM) to sign nodes' workload JWTs with, shared
+    /// by every replica [default: a key for this process only].
+    #[arg(long, env = "SMS_WORKLOAD_KEY_FILE", requires = "workload_issuer")]
+    pub workload_key_file: Option<PathBuf>,
     /// Write the bound addresses as JSON to this file once serving (for scripts and tests).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
@@ -157,6 +167,8 @@ struct FileConfig {
     oidc_issuer: Option<String>,
     oidc_audience: Option<String>,
     oidc_groups_claim: Option<String>,
+    workload_issuer: Option<String>,
+    workload_key_file: Option<PathBuf>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
@@ -174,6 +186,7 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
     };
     let store = store_section(args, &file)?;
     let oidc = oidc_section(args, &file)?;
+    let workload = workload_section(args, &file)?;
     let hub = hub_section(args, &file)?;
     let (console_listen, viewer_token, module_dir) = console_section(args, &file)?;
     let listen = args
@@ -233,8 +246,32 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         viewer_token,
         module_dir,
         oidc,
+        workload,
     };
     Ok((config, log_format))
+}
+
+/// Where SMS's workload identity is published and its key, if given.
+fn workload_section(args: &ServeArgs, file: &FileConfig) -> Result<crate::server::WorkloadConfig> {
+    let issuer = args
+        .workload_issuer
+        .clone()
+        .or_else(|| file.workload_issuer.clone());
+    if let Some(issuer) = &issuer {
+        let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|p| issuer.starts_with(p));
+        if !(issuer.starts_with("https://") || loopback) {
+            bail!("--workload-issuer {issuer}: authorization servers fetch SMS's keys from it, so it is an https:// URL (http:// only on loopback)");
+        }
+    }
+    Ok(crate::server::WorkloadConfig {
+        issuer,
+        key_file: args
+            .workload_key_file
+            .clone()
+            .or_else(|| file.workload_key_file.clone()),
+    })
 }
 
 /// The OpenID Connect issuer people sign in at, if any.

@@ -245,6 +245,7 @@ pub async fn invoke(
         node_id: node,
         task: None,
         principal: None,
+        delegation: Default::default(),
     };
     let response = match node_addr {
         Some(addr) => {

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 
 use crate::audit::AdminAudit;
-use crate::oauth::{Broker, BrokerError, VaultError};
+use crate::oauth::{Broker, BrokerError, PerPrincipalError, VaultError};
 use crate::sealed::{OpenError, Sealer};
 
 /// `spear.v1.Credentials`: admins put and inspect the cluster's OAuth
@@ -75,6 +75,16 @@ fn to_status(error: BrokerError) -> Status {
         | BrokerError::Config { .. }
         | BrokerError::Vault(VaultError::Corrupt { .. }) => Status::failed_precondition(message),
         BrokerError::Renew { .. } | BrokerError::Vault(_) => Status::unavailable(message),
+        BrokerError::PerRun(_) | BrokerError::NoWorkloadIssuer(_) => {
+            Status::failed_precondition(message)
+        }
+        BrokerError::PerPrincipal(error) => match error {
+            PerPrincipalError::Delegation(_) => Status::permission_denied(message),
+            PerPrincipalError::Unreachable { .. } => Status::unavailable(message),
+            PerPrincipalError::NoKey
+            | PerPrincipalError::NotConnected { .. }
+            | PerPrincipalError::NoWorkload { .. } => Status::failed_precondition(message),
+        },
     }
 }
 
@@ -147,11 +157,22 @@ impl CredentialsApi for CredentialsService {
         // A token only for a node the server is for (its "nodes").
         self.for_caller(&caller, &request.server_id, "no token is given")?;
         let refused = Some(request.refused_sha256.as_str()).filter(|s| !s.is_empty());
-        let issued = self
-            .broker
-            .access_token(&request.server_id, refused)
-            .await
-            .map_err(to_status)?;
+        let issued = if self.broker.is_per_principal(&request.server_id) {
+            // Per run: the node must be one SMS can name, since the token
+            // is its run's person's, or its own.
+            let Caller::Node(node_id) = &caller else {
+                return Err(Status::permission_denied(format!(
+                    "server '{}' acts per principal: its tokens go only to a node SMS can identify (mutual TLS, or the node's own token)",
+                    request.server_id
+                )));
+            };
+            self.broker
+                .delegated_token(&request.server_id, node_id, &request.delegation, refused)
+                .await
+        } else {
+            self.broker.access_token(&request.server_id, refused).await
+        }
+        .map_err(to_status)?;
         Ok(Response::new(AccessTokenResponse {
             access_token: issued.access_token,
             expires_at_ms: issued.expires_at.map_or(0, crate::oauth::millis),

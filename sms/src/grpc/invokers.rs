@@ -55,25 +55,39 @@ pub struct Invokers {
     pub oidc: Option<Arc<OidcVerifier>>,
 }
 
+/// Who asked for a run and for whom. It has no `Debug`: the token is a
+/// secret.
+pub struct Invoking {
+    pub caller: Caller,
+    pub principal: Principal,
+    /// The principal's verified token, which SMS delegates to the node
+    /// for servers that act per principal.
+    pub token: Option<String>,
+}
+
 impl Invokers {
     /// Who `request` is for: the verified principal token's subject, or
     /// the admin calling. Refused when neither holds.
-    pub async fn principal<T>(
-        &self,
-        request: &Request<T>,
-        call: &str,
-    ) -> Result<(Caller, Principal), Status> {
+    pub async fn principal<T>(&self, request: &Request<T>, call: &str) -> Result<Invoking, Status> {
         let Some(token) = request.metadata().get(PRINCIPAL_TOKEN_HEADER) else {
             let caller = self.access.admin(request, call)?;
             let principal = Principal::admin(&caller.to_string());
-            return Ok((caller, principal));
+            return Ok(Invoking {
+                caller,
+                principal,
+                token: None,
+            });
         };
         // A wrong admin token is refused even beside a principal token.
         let caller = self.access.caller(request)?;
         let oidc = self.oidc.as_ref().ok_or(InvokerRefusal::NoIssuer)?;
         let token = token.to_str().map_err(|_| InvokerRefusal::Unreadable)?;
         let principal = oidc.verify(token).await.map_err(InvokerRefusal::from)?;
-        Ok((caller, principal))
+        Ok(Invoking {
+            caller,
+            principal,
+            token: Some(token.to_string()),
+        })
     }
 
     /// Whether `principal` may invoke `task`: admins always, a person when

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 use tracing::Instrument;
 
-use super::invokers::Invokers;
+use super::invokers::{Invokers, Invoking};
 use crate::audit::AdminAudit;
 use crate::tasks::{validate, InvokeError, Invoker, TaskError, TaskStore};
 use spear_identity::Access;
@@ -152,7 +152,11 @@ impl TasksApi for TasksService {
         &self,
         request: Request<InvokeRequest>,
     ) -> Result<Response<InvokeResponse>, Status> {
-        let (caller, principal) = self.invokers.principal(&request, "invoke_task").await?;
+        let Invoking {
+            caller,
+            principal,
+            token,
+        } = self.invokers.principal(&request, "invoke_task").await?;
         // The invocation's trace starts here, or joins the caller's.
         let span = tracing::info_span!(
             "invoke_task",
@@ -182,9 +186,10 @@ impl TasksApi for TasksService {
             }
             // Whatever the caller put there, the run is for who SMS verified.
             request.principal = Some(principal);
+            request.delegation = Default::default();
             let response = self
                 .invoker
-                .invoke(request, task)
+                .invoke(request, task, token.as_deref())
                 .await
                 .map_err(invoke_status)?;
             Ok(Response::new(response))

@@ -19,8 +19,9 @@ use spear_proto::refs::substitute;
 use spear_proto::v1::{CredentialRecord, CredentialStatus, OAuth, OauthGrant};
 use tracing::{info, warn};
 
+use super::per_principal::Server;
 use super::state::{millis, status_of, status_without_record};
-use super::{BrokerError, SealingKey, Vault, VaultError};
+use super::{BrokerError, PerPrincipal, SealingKey, Vault, VaultError};
 use crate::watch::Hub;
 
 /// A renewal is one token request; it must end well inside the vault's
@@ -45,6 +46,7 @@ pub struct Broker {
     vault: Arc<dyn Vault>,
     key: Option<Arc<SealingKey>>,
     hub: Arc<Hub>,
+    per_principal: Option<Arc<PerPrincipal>>,
 }
 
 /// A protected server as the registry has it.
@@ -66,7 +68,56 @@ fn grant_of(auth: &OAuth) -> OauthGrant {
 impl Broker {
     /// Without a key the broker holds nothing and says how to give it one.
     pub fn new(vault: Arc<dyn Vault>, key: Option<Arc<SealingKey>>, hub: Arc<Hub>) -> Broker {
-        Broker { vault, key, hub }
+        Broker {
+            vault,
+            key,
+            hub,
+            per_principal: None,
+        }
+    }
+
+    /// Serves the servers that act per principal with `per_principal`.
+    pub fn with_per_principal(mut self, per_principal: Option<Arc<PerPrincipal>>) -> Broker {
+        self.per_principal = per_principal;
+        self
+    }
+
+    /// What seals runs' delegations and issues nodes' workload identity.
+    pub fn per_principal(&self) -> Option<&Arc<PerPrincipal>> {
+        self.per_principal.as_ref()
+    }
+
+    /// Whether server `id` acts per principal (its tokens are per run).
+    pub fn is_per_principal(&self, id: &str) -> bool {
+        self.spec(id)
+            .and_then(|spec| spec.auth)
+            .is_some_and(|auth| grant_of(&auth) == OauthGrant::TokenExchange)
+    }
+
+    /// A token of per-principal server `id` for node `node_id`'s run: its
+    /// person's when `delegation` is the run's, the node's own without.
+    pub async fn delegated_token(
+        &self,
+        id: &str,
+        node_id: &str,
+        delegation: &[u8],
+        refused: Option<&str>,
+    ) -> Result<Issued, BrokerError> {
+        let server = self.protected(id)?;
+        let per_principal = self
+            .per_principal
+            .as_deref()
+            .ok_or_else(|| BrokerError::NoWorkloadIssuer(id.to_string()))?;
+        let (url, client) = self.client(id, &server)?;
+        let server = Server {
+            id,
+            url: &url,
+            client: &client,
+            subject_token_type: &server.auth.subject_token_type,
+        };
+        Ok(per_principal
+            .token(server, node_id, delegation, refused)
+            .await?)
     }
 
     /// The id of SMS's key, if it has one.
@@ -178,6 +229,9 @@ impl Broker {
         let key = self.key()?;
         let server = self.protected(id)?;
         let grant = server.grant();
+        if grant == OauthGrant::TokenExchange {
+            return Err(BrokerError::PerRun(id.to_string()));
+        }
         if let Some(issued) = self.current(key, id, grant, refused).await? {
             return Ok(issued);
         }
@@ -261,6 +315,12 @@ impl Broker {
                         spear_oauth::jwt_bearer(&url, &client, None, &client.scopes).await?;
                     spear_oauth::held(&manager).await
                 }
+                OauthGrant::TokenExchange => Err(OAuthError::Config {
+                    field: "grant",
+                    why:
+                        "token_exchange tokens are per run (each its person's), never the cluster's"
+                            .into(),
+                }),
                 OauthGrant::AuthorizationCode => {
                     let held = match &record {
                         Some(record) => self.open(key, record),

@@ -5,17 +5,21 @@
 //! - hands nodes a current access token ([`Broker::access_token`]),
 //!   renewing it (refresh token, or client credentials) when it is due,
 //!   under a renewal lock so replicas renew it once,
-//! - reports each credential's state without its values ([`Broker::statuses`]).
+//! - reports each credential's state without its values ([`Broker::statuses`]),
+//! - and, for servers that act per principal, hands a node the token of its
+//!   run's person, or its own ([`per_principal`]).
 //!
 //! Records are sealed with SMS's key ([`SealingKey`]) before they reach the
 //! [`vault`]; refresh tokens never leave SMS, access tokens only to nodes.
 
 mod broker;
+pub mod per_principal;
 mod state;
 pub mod vault;
 
 pub use crate::seal::{KeyError, SealingKey};
 pub use broker::{Broker, Issued};
+pub use per_principal::{PerPrincipal, PerPrincipalError, WorkloadIssuer};
 pub use state::millis;
 pub use vault::{EtcdVault, MemoryVault, Vault, VaultError};
 
@@ -49,4 +53,10 @@ pub enum BrokerError {
     BadLogin { id: String, why: String },
     #[error(transparent)]
     Vault(#[from] VaultError),
+    #[error(transparent)]
+    PerPrincipal(#[from] PerPrincipalError),
+    #[error("server '{0}' acts per principal (token_exchange) and SMS issues no workload identity; start SMS with its console on, or give --workload-issuer")]
+    NoWorkloadIssuer(String),
+    #[error("server '{0}' acts per principal (token_exchange): its tokens are for runs, each its person's; nobody logs in to it")]
+    PerRun(String),
 }

@@ -49,9 +49,10 @@ pub fn status_of(
 pub fn status_without_record(server_id: &str, grant: OauthGrant) -> CredentialStatus {
     let state = match grant {
         OauthGrant::AuthorizationCode => CredentialState::NotLoggedIn,
-        OauthGrant::ClientCredentials | OauthGrant::EnterpriseManaged | OauthGrant::JwtBearer => {
-            CredentialState::OnDemand
-        }
+        OauthGrant::ClientCredentials
+        | OauthGrant::EnterpriseManaged
+        | OauthGrant::JwtBearer
+        | OauthGrant::TokenExchange => CredentialState::OnDemand,
     };
     CredentialStatus {
         server_id: server_id.to_string(),

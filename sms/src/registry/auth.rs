@@ -39,6 +39,7 @@ const AUTH_KEYS: &[&str] = &[
     "signing_algorithm",
     "idp",
     "assertion",
+    "subject_token_type",
 ];
 
 const IDP_KEYS: &[&str] = &[
@@ -69,11 +70,12 @@ pub(super) fn auth(
         Some("client_credentials") => OauthGrant::ClientCredentials,
         Some("enterprise_managed") => OauthGrant::EnterpriseManaged,
         Some("jwt_bearer") => OauthGrant::JwtBearer,
+        Some("token_exchange") => OauthGrant::TokenExchange,
         Some(other) => {
             problems.push(
                 &format!("{at}.grant"),
                 format!(
-                    "unknown grant '{}'; use authorization_code, client_credentials, enterprise_managed or jwt_bearer",
+                    "unknown grant '{}'; use authorization_code, client_credentials, enterprise_managed, jwt_bearer or token_exchange",
                     other.escape_default()
                 ),
             );
@@ -119,6 +121,7 @@ pub(super) fn auth(
         signing_algorithm: string(problems, &at, object, "signing_algorithm").unwrap_or_default(),
         idp,
         assertion: secret(problems, &at, object, "assertion"),
+        subject_token_type: string(problems, &at, object, "subject_token_type").unwrap_or_default(),
     };
     if let Err(error) = spear_oauth::check_spec(&auth) {
         problems.push(path, error.to_string());

@@ -472,9 +472,40 @@ fn auth_is_read_with_its_secrets_as_references_only() {
     );
     assert!(
         joined(&p)
-            .contains("unknown grant 'implicit'; use authorization_code, client_credentials, enterprise_managed or jwt_bearer"),
+            .contains("unknown grant 'implicit'; use authorization_code, client_credentials, enterprise_managed, jwt_bearer or token_exchange"),
         "{}",
         joined(&p)
+    );
+}
+
+#[test]
+fn a_server_acting_per_person_names_what_the_person_s_token_is() {
+    let specs = parse_file(
+        "people.json",
+        br#"{"id": "people", "url": "https://x/mcp", "auth": {"grant": "token_exchange", "client_id": "sms", "client_secret": "${SECRET}", "subject_token_type": "access_token"}}"#,
+    )
+    .unwrap_or_else(|p| panic!("{}", joined(&p)));
+    let auth = specs[0].auth.clone().unwrap();
+    assert_eq!(
+        auth.grant,
+        spear_proto::v1::OauthGrant::TokenExchange as i32
+    );
+    assert_eq!(auth.subject_token_type, "access_token");
+    let p = problems(
+        "people.json",
+        r#"{"id": "people", "url": "https://x/mcp", "auth": {"grant": "token_exchange", "subject_token_type": "saml2"}}"#,
+    );
+    assert_eq!(
+        joined(&p),
+        "people.json: $: auth.subject_token_type: 'saml2' is not a token type; use id_token, access_token or jwt"
+    );
+    let p = problems(
+        "docs.json",
+        r#"{"id": "docs", "url": "https://x/mcp", "auth": {"subject_token_type": "id_token"}}"#,
+    );
+    assert_eq!(
+        joined(&p),
+        "docs.json: $: auth.subject_token_type: is for the token_exchange grant"
     );
 }
 

@@ -75,6 +75,16 @@ pub struct SmsConfig {
     /// The OpenID Connect issuer people and workloads sign in at
     /// (`--oidc-issuer`); `None`: only admins invoke.
     pub oidc: Option<spear_identity::OidcConfig>,
+    /// SMS as the issuer of its nodes' workload identity.
+    pub workload: WorkloadConfig,
+}
+
+/// SMS's workload identity (`--workload-issuer`, `--workload-key-file`):
+/// without an issuer, servers whose grant is token_exchange get no token.
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadConfig {
+    pub issuer: Option<String>,
+    pub key_file: Option<PathBuf>,
 }
 
 /// Why SMS could not start.
@@ -103,6 +113,8 @@ pub enum StartError {
     NotSms(Identity),
     #[error(transparent)]
     OAuthKey(#[from] KeyError),
+    #[error(transparent)]
+    Workload(#[from] crate::oauth::per_principal::WorkloadError),
     #[error("this machine gave no randomness for SMS's sealing key; try again")]
     NoRandomness,
     #[error(transparent)]
@@ -157,7 +169,8 @@ impl Sms {
                     Arc::clone(&nodes),
                     Arc::clone(&problems),
                     insecure,
-                );
+                )
+                .with_workload(keys.per_principal.clone());
                 let bound = metrics.serve(addr, config.tls.clone()).await;
                 Some(bound.map_err(|cause| StartError::Listen { addr, cause })?)
             }

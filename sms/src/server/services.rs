@@ -99,7 +99,11 @@ impl Services {
         } = deps;
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_node_tokens(spear_identity::NodeTokens::new(join_token.clone()));
-        let broker = Arc::new(Broker::new(stores.vault, keys.oauth, Arc::clone(&hub)));
+        let invoker = invoker.with_per_principal(keys.per_principal.clone());
+        let broker = Arc::new(
+            Broker::new(stores.vault, keys.oauth, Arc::clone(&hub))
+                .with_per_principal(keys.per_principal),
+        );
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());

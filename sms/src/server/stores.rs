@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{SmsConfig, StartError, StoreConfig};
 use crate::audit::{AuditBook, AuditStore, EtcdAudit, Retention};
 use crate::nodes::SharedNodes;
-use crate::oauth::{EtcdVault, MemoryVault, SealingKey, Vault};
+use crate::oauth::{EtcdVault, MemoryVault, PerPrincipal, SealingKey, Vault, WorkloadIssuer};
 use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore};
 use crate::sealed::Sealer;
 use crate::store::{EtcdStore, MemoryStore, RegistryStore};
@@ -57,10 +57,13 @@ impl Stores {
     }
 }
 
-/// The sealing key (`--oauth-key-file`) and the sealer of literal values.
+/// The sealing key (`--oauth-key-file`), the sealer of literal values, and
+/// the workload key with what it serves (runs' delegations, nodes'
+/// workload JWTs).
 pub struct Keys {
     pub oauth: Option<Arc<SealingKey>>,
     pub sealer: Sealer,
+    pub per_principal: Option<Arc<PerPrincipal>>,
 }
 
 impl Keys {
@@ -74,13 +77,48 @@ impl Keys {
             .map(SealingKey::from_file)
             .transpose()?
             .map(Arc::new);
-        let sealer = Sealer::new(match (&oauth, &config.store) {
+        let sealing = match (&oauth, &config.store) {
             (Some(key), _) => Some(Arc::clone(key)),
             (None, StoreConfig::Memory) => Some(Arc::new(
                 SealingKey::ephemeral().map_err(|_| StartError::NoRandomness)?,
             )),
             (None, StoreConfig::Etcd(_)) => None,
-        });
-        Ok(Keys { oauth, sealer })
+        };
+        let per_principal = per_principal(config, sealing.clone())?;
+        Ok(Keys {
+            oauth,
+            sealer: Sealer::new(sealing),
+            per_principal,
+        })
     }
+}
+
+/// SMS's workload identity, when `--workload-issuer` names where it is
+/// published; delegations are sealed with the key literal values are.
+fn per_principal(
+    config: &SmsConfig,
+    sealing: Option<Arc<SealingKey>>,
+) -> Result<Option<Arc<PerPrincipal>>, StartError> {
+    let Some(issuer) = config.workload.issuer.clone() else {
+        return Ok(None);
+    };
+    // The trust domain of SMS's certificate; on plaintext, a local one.
+    let domain = config
+        .tls
+        .as_ref()
+        .and_then(|tls| tls.identity())
+        .map_or_else(
+            || "spear.local".to_string(),
+            |(domain, _)| domain.as_str().to_string(),
+        );
+    let workload = match &config.workload.key_file {
+        Some(path) => WorkloadIssuer::from_file(path, issuer, domain)?,
+        None => {
+            if matches!(config.store, StoreConfig::Etcd(_)) {
+                tracing::warn!("--workload-issuer without --workload-key-file: each replica signs nodes' workload JWTs with a key of its own, and authorization servers trust only the keys at the issuer's URL; give every replica the same --workload-key-file");
+            }
+            WorkloadIssuer::ephemeral(issuer, domain)?
+        }
+    };
+    Ok(Some(Arc::new(PerPrincipal::new(workload, sealing))))
 }

@@ -29,6 +29,7 @@ use tonic::Code;
 use tracing::{info_span, warn, Instrument};
 
 use crate::nodes::{Invocable, NodeTable, SharedNodes};
+use crate::oauth::PerPrincipal;
 
 /// Nodes tried per invocation before giving up.
 const MAX_ATTEMPTS: usize = 3;
@@ -64,6 +65,9 @@ pub struct Invoker {
     channels: Mutex<HashMap<(String, String), Channel>>,
     in_flight: Mutex<HashMap<String, u32>>,
     turn: AtomicUsize,
+    /// Seals a person's token into their runs, for servers that act per
+    /// principal; `None`: no delegation is made.
+    per_principal: Option<Arc<PerPrincipal>>,
 }
 
 /// Counts a forwarded run until it returns, however it returns.
@@ -98,7 +102,14 @@ impl Invoker {
             channels: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             turn: AtomicUsize::new(0),
+            per_principal: None,
         }
+    }
+
+    /// Delegates a person's token to the node that runs their task.
+    pub fn with_per_principal(mut self, per_principal: Option<Arc<PerPrincipal>>) -> Self {
+        self.per_principal = per_principal;
+        self
     }
 
     /// Presents each node its own token (their plaintext ports need it).
@@ -167,11 +178,14 @@ impl Invoker {
         Ok(channel)
     }
 
-    /// Runs `task` on a node chosen as described in the module docs.
+    /// Runs `task` on a node chosen as described in the module docs;
+    /// `token` is the person's verified token, delegated to that node for
+    /// the run (see [`PerPrincipal::delegate`]).
     pub async fn invoke(
         &self,
         mut request: InvokeRequest,
         task: TaskSpec,
+        token: Option<&str>,
     ) -> Result<InvokeResponse, InvokeError> {
         let config = spear_proto::task::parse_task_config(&task.config_json).unwrap_or_default();
         let plan = self.plan(
@@ -214,6 +228,7 @@ impl Invoker {
                 invoker: self,
                 node_id: node.node_id.clone(),
             };
+            request.delegation = self.delegation(&request, &node.node_id, token, answer_within);
             let mut call = tonic::Request::new(request.clone());
             self.join.attach_for(&node.node_id, call.metadata_mut());
             // The node's run joins this trace.
@@ -258,6 +273,30 @@ impl Invoker {
 }
 
 impl Invoker {
+    /// The person's `token` sealed for `node_id` and the run's time, when
+    /// SMS delegates (no delegation otherwise: the run's calls to servers
+    /// that act per principal then fail with the sentence).
+    fn delegation(
+        &self,
+        request: &InvokeRequest,
+        node_id: &str,
+        token: Option<&str>,
+        lasting: Duration,
+    ) -> bytes::Bytes {
+        let (Some(per_principal), Some(token), Some(principal)) =
+            (&self.per_principal, token, &request.principal)
+        else {
+            return Default::default();
+        };
+        match per_principal.delegate(node_id, &principal.label(), token, lasting) {
+            Ok(sealed) => sealed.into(),
+            Err(error) => {
+                warn!(node_id, "no delegation for the run: {error}");
+                Default::default()
+            }
+        }
+    }
+
     /// Asks node `request.node_id` what a session of `task` would be
     /// offered there, with the node's live connections.
     pub async fn explain(

@@ -122,6 +122,7 @@ impl OAuthFlags {
             private_key: self.private_key.clone().unwrap_or_default(),
             signing_algorithm: self.signing_algorithm.clone().unwrap_or_default(),
             assertion: self.assertion.clone().unwrap_or_default(),
+            subject_token_type: String::new(),
         })
     }
 

@@ -10,6 +10,7 @@
 
 mod catalog;
 pub(crate) mod names;
+mod people;
 pub mod pins;
 mod slot;
 
@@ -26,7 +27,7 @@ pub use catalog::{Catalog, Offer, Quarantined};
 pub use pins::{Held, ReportFailed, Reporter};
 pub use slot::{ServerState, ServerStatus};
 
-use crate::mcp::{McpError, RenderedResult, SessionOptions};
+use crate::mcp::{McpError, OnBehalf, RenderedResult, SessionOptions};
 use crate::registry::{RegistryChange, RegistryHandle};
 use crate::trust::audit::AuditLog;
 use pins::Pinning;
@@ -169,7 +170,19 @@ impl Connections {
         tool: &str,
         arguments: Option<JsonObject>,
     ) -> Result<RenderedResult, McpError> {
-        self.slot(server_id)?.call(tool, arguments).await
+        self.slot(server_id)?.call(tool, arguments, None).await
+    }
+
+    /// [`Connections::call`] for a run's person: on a server that acts per
+    /// principal, over their own session with their own token.
+    pub async fn call_for(
+        &self,
+        server_id: &str,
+        tool: &str,
+        arguments: Option<JsonObject>,
+        on_behalf: Option<&OnBehalf>,
+    ) -> Result<RenderedResult, McpError> {
+        self.slot(server_id)?.call(tool, arguments, on_behalf).await
     }
 
     /// State of every server this node has used.

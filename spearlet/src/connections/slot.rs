@@ -12,10 +12,13 @@ use tokio::sync::{watch, Semaphore};
 use tracing::{info, warn, Instrument};
 
 use super::catalog::{Catalog, Quarantined};
+use super::people::People;
 use super::pins::Pinning;
 use super::Lookup;
 use crate::env_refs::{Redactor, Resolver};
-use crate::mcp::{render_result, McpClient, McpError, RenderedResult, SessionOptions, Timeouts};
+use crate::mcp::{
+    render_result, McpClient, McpError, OnBehalf, RenderedResult, SessionOptions, Timeouts,
+};
 use spear_common::Backoff;
 use spear_proto::pins::PinMode;
 
@@ -86,21 +89,23 @@ struct Retry {
 pub(super) struct Slot {
     pub(super) spec: ServerSpec,
     pub(super) pinning: Pinning,
-    lookup: Lookup,
-    options: SessionOptions,
+    pub(super) lookup: Lookup,
+    pub(super) options: SessionOptions,
     /// What the spec's references resolve to here: never said about it,
     /// and kept out of the node's log while the slot lives.
     pub(super) secrets: Arc<Redactor>,
     /// What the server's env and header references resolved to: kept out
     /// of the results the model reads ([`Slot::redact_result`]).
     handed: Redactor,
-    runtime: tokio::runtime::Handle,
+    pub(super) runtime: tokio::runtime::Handle,
     pub(super) timeouts: Timeouts,
     max_output_bytes: usize,
     permits: Semaphore,
     pub(super) live: tokio::sync::Mutex<Option<Live>>,
     pub(super) status: parking_lot::Mutex<ServerStatus>,
     retry: parking_lot::Mutex<Retry>,
+    /// Each person's own session, on a server that acts per principal.
+    pub(super) people: People,
 }
 
 impl Slot {
@@ -150,6 +155,7 @@ impl Slot {
                 not_before: None,
                 failed_before: false,
             }),
+            people: People::default(),
             spec,
             pinning,
             lookup,
@@ -275,11 +281,13 @@ impl Slot {
         status.last_error = Some(error);
     }
 
-    /// Calls `tool` within the concurrency limit and timeout.
+    /// Calls `tool` within the concurrency limit and timeout, for
+    /// `on_behalf`'s person on a server that acts per principal.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
+        on_behalf: Option<&OnBehalf>,
     ) -> Result<RenderedResult, McpError> {
         let _permit = tokio::time::timeout(self.timeouts.call, self.permits.acquire())
             .await
@@ -300,7 +308,10 @@ impl Slot {
             gen_ai.tool.name = tool,
             server_id = %self.spec.id,
         );
-        let outcome = self.call_connected(tool, arguments).instrument(span).await;
+        let outcome = self
+            .call_connected(tool, arguments, on_behalf)
+            .instrument(span)
+            .await;
         let mut status = self.status.lock();
         status.calls += 1;
         status.call_seconds += started.elapsed().as_secs_f64();
@@ -337,8 +348,17 @@ impl Slot {
         &self,
         tool: &str,
         arguments: Option<JsonObject>,
+        on_behalf: Option<&OnBehalf>,
     ) -> Result<RenderedResult, McpError> {
-        let client = self.connected().await?;
+        let client = match on_behalf {
+            Some(person) if self.acts_per_principal() => {
+                if person.delegation.is_empty() {
+                    return Err(McpError::NoDelegation(self.spec.id.clone()));
+                }
+                self.person(person).await?
+            }
+            _ => self.connected().await?,
+        };
         match client.call_tool(tool, arguments, self.timeouts).await {
             Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
             Err(error) => {
@@ -378,10 +398,11 @@ impl Slot {
         if let Some(live) = self.live.lock().await.take() {
             close_client(live.client).await;
         }
+        self.people.close().await;
     }
 }
 
-async fn close_client(client: Arc<McpClient>) {
+pub(super) async fn close_client(client: Arc<McpClient>) {
     match Arc::try_unwrap(client) {
         Ok(client) => client.shutdown().await,
         // Calls still hold it: killing the process group ends them at once.

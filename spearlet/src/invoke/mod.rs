@@ -184,10 +184,14 @@ impl Invoker {
             enduser.id = %principal.label(),
         );
         spear_common::telemetry::set_parent(&span, traceparent);
+        // Only SMS's delegation counts (a direct caller's run is the
+        // caller's, whose principal is not a person).
+        let on_behalf = crate::mcp::OnBehalf::of_run(&principal, request.delegation.clone());
         let scope = RunScope {
             task_id: request.task_id.clone(),
             invocation_id,
             identity: identity.to_string(),
+            on_behalf,
             principal,
             actor: format!("node/{}", self.node_id),
             deadline: None,

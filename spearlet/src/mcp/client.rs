@@ -20,7 +20,7 @@ use rmcp::{ClientHandler, RoleClient};
 use spear_proto::v1::{Elicitation, ServerSpec, Transport};
 use tokio::sync::watch;
 
-use super::bearer::Credentials;
+use super::bearer::{Credentials, TokenSource};
 use super::elicitation::ElicitationPolicy;
 use super::error::McpError;
 use super::input_required;
@@ -102,6 +102,10 @@ pub struct SessionOptions {
     /// How stdio servers are confined (a node, `spearlet mcp`); `None`:
     /// they run as this process's user, unconfined (library callers).
     pub sandbox: Option<crate::sandbox::Sandboxing>,
+    /// The tokens of this session, in place of the server's shared ones
+    /// from `credentials`: one person's, on a server that acts per
+    /// principal.
+    pub tokens: Option<Arc<dyn TokenSource>>,
 }
 
 /// A server's tools as one `tools/list` found them.
@@ -264,7 +268,10 @@ impl McpClient {
                     let credentials = options.credentials.as_ref().ok_or(
                             McpError::NoCredentials("this process has no source of OAuth tokens (a node gets them from SMS; `spearlet mcp` logs in itself)"),
                         )?;
-                    target.tokens = Some(credentials.tokens(&spec.id));
+                    target.tokens = Some(match &options.tokens {
+                        Some(person) => Arc::clone(person),
+                        None => credentials.tokens(&spec.id),
+                    });
                 }
                 let service = lifecycle::start_http(side, target, startup).await?;
                 (service, None)

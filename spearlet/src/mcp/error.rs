@@ -53,6 +53,10 @@ pub enum McpError {
     Auth(String),
     #[error("the server's file declares \"auth\" and {0}")]
     NoCredentials(&'static str),
+    /// A person's run on a server that acts per principal, without the
+    /// delegation that would get their token.
+    #[error("server '{0}' acts for the person who invoked the run, and SMS delegated nothing to this run (SMS needs --workload-issuer); no other token is used in their place")]
+    NoDelegation(String),
     #[error("cannot open the server's sealed values: {0}")]
     Sealed(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]

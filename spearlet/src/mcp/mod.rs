@@ -2,6 +2,7 @@
 //! as supervised children, talking MCP over rmcp, and rendering what tools
 //! return for a model.
 
+mod acting;
 mod bearer;
 mod client;
 mod elicitation;
@@ -18,6 +19,7 @@ mod sse;
 mod standalone;
 mod stdio;
 
+pub use acting::{Delegation, OnBehalf};
 pub(crate) use bearer::insufficient_scope;
 pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
 pub use client::{stdio_command, McpClient, SessionOptions, Timeouts, ToolList};

@@ -332,9 +332,10 @@ impl Router {
             },
         };
         let span = info_span!("tool_call", server_id = %server_id, tool = %tool);
+        let on_behalf = self.trust.scope.on_behalf.as_ref();
         let result = self
             .connections
-            .call(server_id, tool, arguments)
+            .call_for(server_id, tool, arguments, on_behalf)
             .instrument(span)
             .await;
         match result {

@@ -33,6 +33,9 @@ pub struct RunScope {
     pub principal: spear_proto::v1::Principal,
     /// Who acts for the principal: `node/<id>`.
     pub actor: String,
+    /// The run's person and what SMS delegated to the run, for servers
+    /// that act per principal; `None` when no person invoked it.
+    pub on_behalf: Option<crate::mcp::OnBehalf>,
     /// When the run ends: an approval never waits past it.
     pub deadline: Option<std::time::Instant>,
 }

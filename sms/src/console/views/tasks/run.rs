@@ -156,6 +156,7 @@ pub async fn invoke(
             node_id: form.node.trim().to_string(),
             task: None,
             principal: None,
+            delegation: Default::default(),
         })
         .await?;
     let records = trace(&state, &id, &result.invocation_id).await?;

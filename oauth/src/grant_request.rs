@@ -1,0 +1,174 @@
+//! One token request of a grant rmcp does not make itself (RFC 7523 JWT
+//! bearer, RFC 8693 token exchange): the form posted to the authorization
+//! server's token endpoint, the client authenticated as its file says, and
+//! the answer read as a token or as the server's refusal. Entry point:
+//! [`post`]. The request is made once: a refusal is the answer.
+
+use std::time::Duration;
+
+use rmcp::transport::auth::AuthorizationMetadata;
+use rmcp::transport::AuthorizationManager;
+use serde::Deserialize;
+
+use crate::{ClientConfig, OAuthError};
+
+/// How long the authorization server has to answer.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the authorization server issued.
+pub struct Granted {
+    pub access_token: String,
+    pub expires_in: Option<Duration>,
+    /// The scopes granted, when the server said (otherwise those asked).
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Granted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Granted")
+            .field("expires_in", &self.expires_in)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct Issued {
+    access_token: String,
+    #[serde(default)]
+    expires_in: Option<u64>,
+    #[serde(default)]
+    scope: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Refused {
+    error: String,
+    #[serde(default)]
+    error_description: Option<String>,
+}
+
+/// The authorization server of `server_url` (RFC 9728, then RFC 8414),
+/// found from `challenge` when there was one, and the scopes to ask for:
+/// `scopes`, or what the challenge or metadata name.
+pub(crate) async fn discover(
+    server_url: &str,
+    challenge: Option<&str>,
+    scopes: &[String],
+) -> Result<(AuthorizationManager, AuthorizationMetadata, Vec<String>), OAuthError> {
+    let mut manager = AuthorizationManager::new(server_url).await?;
+    let metadata = manager
+        .resolve_metadata_from_challenge(challenge)
+        .await?
+        .metadata;
+    manager.set_metadata(metadata.clone());
+    let scopes = if scopes.is_empty() {
+        let asked = challenge.and_then(|c| crate::authorize::parse_challenge(server_url, c).scope);
+        manager.select_scopes(asked.as_deref(), &[])
+    } else {
+        scopes.to_vec()
+    };
+    Ok((manager, metadata, scopes))
+}
+
+/// Posts `form` (plus `scope` and the client's id) to `token_endpoint`;
+/// `what` names the credential presented, for the refusal's sentence ("the
+/// workload's JWT").
+pub(crate) async fn post(
+    token_endpoint: &str,
+    mut form: Vec<(&str, &str)>,
+    client: &ClientConfig,
+    scopes: Vec<String>,
+    what: &str,
+) -> Result<Granted, OAuthError> {
+    let scope = scopes.join(" ");
+    if !scope.is_empty() {
+        form.push(("scope", &scope));
+    }
+    let mut request = http()?.post(token_endpoint);
+    match (&client.client_id, &client.client_secret) {
+        (Some(id), Some(secret)) => request = request.basic_auth(id, Some(secret.expose())),
+        (Some(id), None) => form.push(("client_id", id)),
+        (None, _) => {}
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&form)
+        .finish();
+    let response = request
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| OAuthError::Flow(format!("the token request failed: {e}")))?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| OAuthError::Flow(format!("reading the token response failed: {e}")))?;
+    if !status.is_success() {
+        return Err(OAuthError::Refused(refusal(status, &body, what)));
+    }
+    let issued: Issued = serde_json::from_slice(&body).map_err(|_| {
+        OAuthError::Flow("the authorization server's token response is not a token".into())
+    })?;
+    Ok(Granted {
+        access_token: issued.access_token,
+        expires_in: issued.expires_in.map(Duration::from_secs),
+        scopes: match &issued.scope {
+            Some(scope) => scope.split_whitespace().map(str::to_string).collect(),
+            None => scopes,
+        },
+    })
+}
+
+/// A client for one request: redirects are not followed, since the
+/// request carries a credential.
+fn http() -> Result<reqwest::Client, OAuthError> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(TIMEOUT)
+        .build()
+        .map_err(|e| OAuthError::Flow(format!("no HTTP client: {e}")))
+}
+
+/// The sentence for a refused token request: the OAuth error code and
+/// description, which never hold what was presented.
+fn refusal(status: reqwest::StatusCode, body: &[u8], what: &str) -> String {
+    match serde_json::from_slice::<Refused>(body) {
+        Ok(Refused {
+            error,
+            error_description,
+        }) => format!(
+            "the authorization server refused {what} ({status}): {}{}",
+            error.escape_default(),
+            error_description
+                .map(|d| format!(": {}", d.escape_default()))
+                .unwrap_or_default()
+        ),
+        Err(_) => format!("the authorization server refused {what} ({status})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusal;
+
+    #[test]
+    fn a_refusal_names_the_oauth_error() {
+        let body = br#"{"error":"invalid_grant","error_description":"JWT assertion is expired"}"#;
+        assert_eq!(
+            refusal(reqwest::StatusCode::BAD_REQUEST, body, "the workload's JWT"),
+            "the authorization server refused the workload's JWT (400 Bad Request): invalid_grant: JWT assertion is expired"
+        );
+        assert_eq!(
+            refusal(
+                reqwest::StatusCode::BAD_GATEWAY,
+                b"<html>",
+                "the workload's JWT"
+            ),
+            "the authorization server refused the workload's JWT (502 Bad Gateway)"
+        );
+    }
+}
