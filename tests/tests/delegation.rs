@@ -15,6 +15,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use spear_identity::{dial, Identity};
+use spear_proto::v1::credentials_client::CredentialsClient;
+use spear_proto::v1::AccessTokenRequest;
 use spear_tests::certs::Certs;
 use spear_tests::peers::{node22, npm_dir, peer_file, python_sdk, sign_in, HttpPeer};
 use spear_tests::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
@@ -297,6 +300,18 @@ fn each_person_s_calls_carry_their_own_token_with_the_node_as_actor() {
         }
     }
 
+    // A node that makes up a delegation, or one that is not a node at all,
+    // gets nobody's token.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let forged = runtime.block_on(token_as(&s, "node-b", b"sealed-for-nobody"));
+    assert_eq!(forged.code(), tonic::Code::PermissionDenied, "{forged:?}");
+    assert!(
+        forged
+            .message()
+            .contains("the run's delegation does not open with SMS's key"),
+        "{forged:?}"
+    );
+
     // Nothing of any token, nor the client secret, where people look.
     let (_, status, _) = s.sms.client(&["status", "--json"]);
     let mut places = vec![
@@ -318,4 +333,20 @@ fn each_person_s_calls_carry_their_own_token_with_the_node_as_actor() {
             "the client secret in the {place}"
         );
     }
+}
+
+/// SMS's answer when node `node` (with its own certificate) asks for a
+/// token of server people with `delegation`.
+async fn token_as(s: &Setup, node: &str, delegation: &[u8]) -> tonic::Status {
+    let tls = s.certs.node(node).identity().unwrap();
+    let (endpoint, dialer) = dial(&s.sms.grpc, Some(&tls), Identity::Sms).unwrap();
+    let channel = dialer.connect(endpoint).await.unwrap();
+    CredentialsClient::new(channel)
+        .get_access_token(AccessTokenRequest {
+            server_id: "people".into(),
+            delegation: delegation.to_vec().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err()
 }
