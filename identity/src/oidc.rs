@@ -67,6 +67,8 @@ pub enum TokenRefused {
     Audience(String),
     #[error("the token names no subject (sub)")]
     NoSubject,
+    #[error("the ID token was not made for this sign-in (its nonce differs); sign in again")]
+    Nonce,
     #[error("SMS could not fetch its issuer's keys: {0}")]
     Unreachable(String),
 }
@@ -75,6 +77,17 @@ pub enum TokenRefused {
 struct Discovery {
     issuer: String,
     jwks_uri: String,
+    #[serde(default)]
+    authorization_endpoint: Option<String>,
+    #[serde(default)]
+    token_endpoint: Option<String>,
+}
+
+/// Where people sign in at the issuer (its discovery document's).
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub authorization: String,
+    pub token: String,
 }
 
 /// Verifies tokens of one issuer; cheap to share behind an `Arc`.
@@ -87,6 +100,8 @@ pub struct OidcVerifier {
     /// while a fetch runs, so there is one at a time.
     fetched: Mutex<Option<(Instant, Option<TokenRefused>)>>,
     refetch_every: Duration,
+    /// The sign-in endpoints, once the discovery document gave them.
+    endpoints: tokio::sync::OnceCell<Endpoints>,
 }
 
 impl OidcVerifier {
@@ -102,11 +117,67 @@ impl OidcVerifier {
             keys: parking_lot::RwLock::new(Arc::new(JwkSet { keys: Vec::new() })),
             fetched: Mutex::new(None),
             refetch_every: REFETCH_EVERY,
+            endpoints: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The issuer, as its tokens spell it.
+    pub fn issuer(&self) -> &str {
+        &self.config.issuer
+    }
+
+    /// What the issuer's tokens must be for: also the client id people
+    /// sign in to the console with.
+    pub fn audience(&self) -> &str {
+        &self.config.audience
+    }
+
+    /// The issuer's sign-in endpoints, from its discovery document (kept
+    /// once read).
+    pub async fn endpoints(&self) -> Result<Endpoints, TokenRefused> {
+        self.endpoints
+            .get_or_try_init(|| async {
+                let discovery = self.discovery().await?;
+                match (discovery.authorization_endpoint, discovery.token_endpoint) {
+                    (Some(authorization), Some(token)) => Ok(Endpoints {
+                        authorization,
+                        token,
+                    }),
+                    _ => Err(TokenRefused::Unreachable(
+                        "its discovery document names no authorization or token endpoint".into(),
+                    )),
+                }
+            })
+            .await
+            .cloned()
+    }
+
+    /// The principal of an ID token a sign-in obtained, checked as
+    /// [`OidcVerifier::verify`] checks any token and carrying `nonce`
+    /// (it was made for this sign-in), and when it expires (Unix seconds).
+    pub async fn verify_signed_in(
+        &self,
+        token: &str,
+        nonce: &str,
+    ) -> Result<(Principal, u64), TokenRefused> {
+        let (principal, claims) = self.verify_claims(token).await?;
+        if claims.get("nonce").and_then(|n| n.as_str()) != Some(nonce) {
+            return Err(TokenRefused::Nonce);
+        }
+        let expires = claims.get("exp").and_then(|e| e.as_u64()).unwrap_or(0);
+        Ok((principal, expires))
     }
 
     /// The principal `token` speaks for, or why it does not.
     pub async fn verify(&self, token: &str) -> Result<Principal, TokenRefused> {
+        Ok(self.verify_claims(token).await?.0)
+    }
+
+    /// The principal and the verified claims of `token`.
+    async fn verify_claims(
+        &self,
+        token: &str,
+    ) -> Result<(Principal, serde_json::Value), TokenRefused> {
         let token = token.trim();
         let claims = unverified_claims(token)?;
         let issuer = claims.get("iss").and_then(|v| v.as_str()).unwrap_or("");
@@ -152,7 +223,8 @@ impl OidcVerifier {
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Principal::person(&self.config.issuer, subject, groups))
+        let principal = Principal::person(&self.config.issuer, subject, groups);
+        Ok((principal, data.claims))
     }
 
     fn refusal(&self, error: jsonwebtoken::errors::Error) -> TokenRefused {
@@ -209,6 +281,11 @@ impl OidcVerifier {
     }
 
     async fn fetch_keys(&self) -> Result<JwkSet, TokenRefused> {
+        let discovery = self.discovery().await?;
+        self.get_json(&discovery.jwks_uri).await
+    }
+
+    async fn discovery(&self) -> Result<Discovery, TokenRefused> {
         let url = format!(
             "{}/.well-known/openid-configuration",
             self.config.issuer.trim_end_matches('/')
@@ -221,7 +298,7 @@ impl OidcVerifier {
                 self.config.issuer
             )));
         }
-        self.get_json(&discovery.jwks_uri).await
+        Ok(discovery)
     }
 
     async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &str) -> Result<T, TokenRefused> {

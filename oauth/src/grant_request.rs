@@ -84,14 +84,43 @@ pub(crate) async fn post(
     if !scope.is_empty() {
         form.push(("scope", &scope));
     }
+    let basic = match (&client.client_id, &client.client_secret) {
+        (Some(id), Some(secret)) => Some((id.as_str(), secret.expose())),
+        (Some(id), None) => {
+            form.push(("client_id", id));
+            None
+        }
+        (None, _) => None,
+    };
+    let body = send(token_endpoint, &form, basic, what).await?;
+    let issued: Issued = serde_json::from_slice(&body).map_err(|_| {
+        OAuthError::Flow("the authorization server's token response is not a token".into())
+    })?;
+    Ok(Granted {
+        access_token: issued.access_token,
+        expires_in: issued.expires_in.map(Duration::from_secs),
+        scopes: match &issued.scope {
+            Some(scope) => scope.split_whitespace().map(str::to_string).collect(),
+            None => scopes,
+        },
+    })
+}
+
+/// Posts `form` to `token_endpoint`, the client authenticated with
+/// `basic` (id and secret) when given: the answer's body, or the
+/// authorization server's refusal as [`OAuthError::Refused`].
+pub(crate) async fn send(
+    token_endpoint: &str,
+    form: &[(&str, &str)],
+    basic: Option<(&str, &str)>,
+    what: &str,
+) -> Result<Vec<u8>, OAuthError> {
     let mut request = http()?.post(token_endpoint);
-    match (&client.client_id, &client.client_secret) {
-        (Some(id), Some(secret)) => request = request.basic_auth(id, Some(secret.expose())),
-        (Some(id), None) => form.push(("client_id", id)),
-        (None, _) => {}
+    if let Some((id, secret)) = basic {
+        request = request.basic_auth(id, Some(secret));
     }
     let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(&form)
+        .extend_pairs(form)
         .finish();
     let response = request
         .header(
@@ -110,17 +139,7 @@ pub(crate) async fn post(
     if !status.is_success() {
         return Err(OAuthError::Refused(refusal(status, &body, what)));
     }
-    let issued: Issued = serde_json::from_slice(&body).map_err(|_| {
-        OAuthError::Flow("the authorization server's token response is not a token".into())
-    })?;
-    Ok(Granted {
-        access_token: issued.access_token,
-        expires_in: issued.expires_in.map(Duration::from_secs),
-        scopes: match &issued.scope {
-            Some(scope) => scope.split_whitespace().map(str::to_string).collect(),
-            None => scopes,
-        },
-    })
+    Ok(body.to_vec())
 }
 
 /// A client for one request: redirects are not followed, since the

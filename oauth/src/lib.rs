@@ -36,6 +36,7 @@ mod error;
 mod grant_request;
 mod jwt_bearer;
 mod redirect;
+mod sign_in;
 mod terminal;
 mod token_exchange;
 mod tokens;
@@ -49,6 +50,7 @@ pub use error::{describe, OAuthError};
 pub use grant_request::Granted;
 pub use jwt_bearer::{jwt_bearer, workload_token};
 pub use redirect::Redirect;
+pub use sign_in::{begin_sign_in, SignIn};
 pub use terminal::LoginFlags;
 pub use token_exchange::{subject_token_type, token_exchange, Subject, SUBJECT_TOKEN_TYPES};
 pub use tokens::{

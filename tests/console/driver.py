@@ -377,6 +377,44 @@ def oauth(browser):
     shot(page, "oauth")
 
 
+def person(browser):
+    """A person signs in at SMS's OpenID issuer (oidc-provider's own pages)
+    and sees and invokes only what TASK's "invokers" allow."""
+    page = new_context(browser).new_page()
+    page.goto(URL + "/login")
+    page.click("#sign-in-issuer")
+    page.wait_for_selector("input[name=login]", timeout=WAIT_MS)
+    result["issuer_page"] = page.url.split("?")[0]
+    page.fill("input[name=login]", os.environ["PERSON"])
+    page.fill("input[name=password]", "any")
+    page.click("button[type=submit]")
+    page.wait_for_selector("button[type=submit]", timeout=WAIT_MS)
+    page.click("button[type=submit]")
+    page.wait_for_selector("#signed-in", timeout=WAIT_MS)
+    result["signed_in"] = page.inner_text("#signed-in")
+    # The redirect back, replayed: nothing opens twice.
+    replayed = page.request.get(page.url)
+    result["replayed"] = replayed.status
+    page.click("#continue")
+    page.wait_for_url(URL + "/tasks")
+    result["role"] = page.inner_text(".role")
+    result["nav"] = [a.inner_text() for a in page.locator("nav[aria-label=Sections] a").all()]
+    result["tasks"] = [r.get_attribute("data-task") for r in page.locator("#tasks-table tbody tr").all()]
+    result["recent_shown"] = page.locator("#invocations").count()
+    task = os.environ["TASK"]
+    page.goto(URL + "/tasks/" + task)
+    page.fill("#invoke-input", "Who am I?")
+    page.click("#invoke")
+    page.wait_for_selector("#run-stdout", timeout=120_000)
+    result["exit"] = page.inner_text("#run-result")
+    shot(page, "person-run")
+    for path in ("/audit", "/tasks/" + os.environ["OTHER_TASK"], "/oauth"):
+        answer = page.request.get(URL + path)
+        result[path] = [answer.status, answer.text()]
+    page.goto(URL + "/")
+    result["home"] = page.url
+
+
 def timings(browser):
     """Page timings: each PAGES path, ROUNDS times; SMS's own time
     (Server-Timing) and the browser's, in ms."""
@@ -417,7 +455,7 @@ def timings(browser):
             shot(page, name)
 
 
-SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, timings)}
+SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, person, timings)}
 
 if __name__ == "__main__":
     scenario = SCENARIOS[sys.argv[1]]

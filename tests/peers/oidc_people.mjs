@@ -1,14 +1,15 @@
 // A real OpenID Provider (oidc-provider, the certified implementation) where
 // people sign in, for the principal tests (tests/tests/principals.rs).
-// Usage: node oidc_people.mjs NPM_DIR PORT
+// Usage: node oidc_people.mjs NPM_DIR PORT [CONSOLE_CALLBACK]
 //
 // Its one client, "spear-people" (public, authorization code + PKCE),
 // redirects to http://127.0.0.1:1/cb, which nobody serves: sign_in.py
-// takes the code from the redirect itself. ID tokens carry `groups`
+// takes the code from the redirect itself; CONSOLE_CALLBACK, when given,
+// is SMS's console's sign-in callback, a redirect URI as well. ID tokens carry `groups`
 // (alice: eng; carol: ops; anyone else: none) and live an hour, or two
 // seconds when the authorization request asks for scope "short".
 // Prints "READY <issuer>" when it listens.
-const [npmDir, port] = process.argv.slice(2);
+const [npmDir, port, consoleCallback] = process.argv.slice(2);
 const { default: Provider } = await import(`${npmDir}/node_modules/oidc-provider/lib/index.js`);
 
 const issuer = `http://127.0.0.1:${port}`;
@@ -19,7 +20,7 @@ const provider = new Provider(issuer, {
     client_id: 'spear-people',
     token_endpoint_auth_method: 'none',
     application_type: 'native',
-    redirect_uris: ['http://127.0.0.1:1/cb'],
+    redirect_uris: ['http://127.0.0.1:1/cb', ...(consoleCallback ? [consoleCallback] : [])],
     grant_types: ['authorization_code'],
     response_types: ['code'],
   }],

@@ -71,6 +71,8 @@ pub struct ClusterOptions<'a> {
     pub console: bool,
     /// More `sms serve` arguments.
     pub sms_args: Vec<String>,
+    /// The console's port; `None`: any free one.
+    pub console_port: Option<u16>,
 }
 
 /// The admin token of a cluster with [`ClusterOptions::console`].
@@ -203,6 +205,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         no_egress,
         console,
         sms_args,
+        console_port,
     } = options;
     let egress = if no_egress {
         ""
@@ -270,6 +273,7 @@ pub fn cluster_opts(notes: &str, options: ClusterOptions<'_>) -> Cluster {
         etcd: etcd.map(EtcdServer::endpoint),
         tls: certs.map(Certs::sms),
         client_tls: certs.map(|c| c.admin("ops")),
+        console_port,
         ..Default::default()
     });
     std::env::set_var("SPEAR_TEST_MODEL_KEY", "sk-test-never-logged");

@@ -13,6 +13,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 use spear_tests::audit_trail::audit;
 use spear_tests::certs::Certs;
+use spear_tests::console::drive;
 use spear_tests::peers::peer_file;
 use spear_tests::peers::{node22, npm_dir, sign_in};
 use spear_tests::procs::{bin, Proc};
@@ -21,11 +22,21 @@ use spear_tests::wait::{eventually, free_port};
 
 /// An OpenID Provider on a port of its own; its issuer.
 fn provider(dir: &std::path::Path, name: &str) -> (Proc, String) {
+    provider_for(dir, name, None)
+}
+
+/// [`provider`], which also sends people back to `console_callback`.
+fn provider_for(
+    dir: &std::path::Path,
+    name: &str,
+    console_callback: Option<&str>,
+) -> (Proc, String) {
     let port = free_port();
     let mut cmd = Command::new(node22());
     cmd.arg(peer_file("oidc_people.mjs"))
         .arg(npm_dir())
-        .arg(port.to_string());
+        .arg(port.to_string())
+        .args(console_callback);
     let proc = Proc::spawn(name, cmd, dir.join(format!("{name}.log")));
     let issuer = format!("http://127.0.0.1:{port}");
     eventually(
@@ -210,5 +221,86 @@ fn people_invoke_as_themselves_and_only_as_listed() {
         for (name, log) in [("sms", c.sms.proc.log()), ("node", c.node.proc.log())] {
             assert!(!log.contains(signature), "a token in the {name} log");
         }
+    }
+}
+
+#[test]
+fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
+    let work = tempfile::tempdir().unwrap();
+    let console_port = free_port();
+    let callback = format!("http://127.0.0.1:{console_port}/login/oidc/callback");
+    let (_idp, issuer) = provider_for(work.path(), "idp", Some(&callback));
+    let c = cluster_opts(
+        "the notes of the console's people",
+        ClusterOptions {
+            console: true,
+            console_port: Some(console_port),
+            sms_args: vec![
+                "--oidc-issuer".into(),
+                issuer.clone(),
+                "--oidc-audience".into(),
+                "spear-people".into(),
+            ],
+            ..Default::default()
+        },
+    );
+    for (task, invokers) in [("notes", "subject:alice"), ("ops-only", "group:ops")] {
+        let mut config = fs_task();
+        config["invokers"] = json!([invokers]);
+        let (code, _, err) = register(&c, task, &guest("fs-agent"), &config, &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let seen = drive(
+        "person",
+        &c.sms,
+        &[
+            ("PERSON", "alice".to_string()),
+            ("TASK", "notes".to_string()),
+            ("OTHER_TASK", "ops-only".to_string()),
+        ],
+    );
+    let alice = format!("{issuer}#alice");
+    // The person signs in at the issuer's own pages.
+    assert!(
+        seen["issuer_page"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{issuer}/interaction/")),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["signed_in"],
+        format!("Signed in as {alice}."),
+        "{seen}"
+    );
+    assert_eq!(seen["replayed"], 400, "{seen}");
+    assert_eq!(seen["role"], format!("Signed in as {alice}"), "{seen}");
+    assert_eq!(seen["nav"], json!(["Tasks"]), "{seen}");
+    assert_eq!(seen["tasks"], json!(["notes"]), "{seen}");
+    assert_eq!(seen["recent_shown"], 0, "{seen}");
+    assert!(
+        seen["exit"].as_str().unwrap().starts_with("ok exit 0"),
+        "{seen}"
+    );
+    assert_eq!(seen["/audit"][0], 403, "{seen}");
+    assert_eq!(seen["/oauth"][0], 403, "{seen}");
+    assert_eq!(seen["/tasks/ops-only"][0], 403, "{seen}");
+    assert!(
+        seen["/tasks/ops-only"][1]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{alice} may not invoke task 'ops-only'")),
+        "{seen}"
+    );
+    assert_eq!(seen["home"], format!("{}/tasks", c.sms.console), "{seen}");
+    // The run from the page is hers: every record names her.
+    let records = eventually("the console run's records", Duration::from_secs(20), || {
+        let records = audit(&c, &["--task", "notes"]);
+        (records.iter().any(|r| r["kind"] == "tool_call"))
+            .then_some(records.clone())
+            .ok_or(format!("{records:?}"))
+    });
+    for record in &records {
+        assert_eq!(record["principal"], alice.as_str(), "{record}");
     }
 }

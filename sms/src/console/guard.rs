@@ -79,6 +79,16 @@ pub async fn signed_in(State(state): State<Shared>, mut request: Request, next: 
             .map(|session| Signed { id, session })
     });
     match signed {
+        Some(signed) if signed.session.is_person() && !a_person_may(&request) => {
+            if request.uri().path() == "/" {
+                return Redirect::to("/tasks").into_response();
+            }
+            (
+                StatusCode::FORBIDDEN,
+                "people who signed in at the issuer see the tasks they may invoke (/tasks); the operator views need the admin or viewer token\n",
+            )
+                .into_response()
+        }
         Some(signed) => {
             request.extensions_mut().insert(signed);
             next.run(request).await
@@ -89,6 +99,18 @@ pub async fn signed_in(State(state): State<Shared>, mut request: Request, next: 
             "not signed in (or the session ended); sign in at /login\n",
         )
             .into_response(),
+    }
+}
+
+/// What a person (signed in at the issuer) may reach: the tasks list,
+/// a task's page, invoking it, live updates, signing out.
+fn a_person_may(request: &Request) -> bool {
+    let path = request.uri().path();
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match (request.method().clone(), segments.as_slice()) {
+        (Method::GET, ["tasks"] | ["tasks", _] | ["events"]) => true,
+        (Method::POST, ["tasks", _, "invoke"] | ["logout"]) => true,
+        _ => false,
     }
 }
 

@@ -70,6 +70,8 @@ pub struct ConsoleDeps {
     pub hub: Arc<Hub>,
     pub nodes: Arc<NodeTable>,
     pub problems: Arc<FileProblems>,
+    /// SMS's OpenID issuer: people sign in there.
+    pub oidc: Option<Arc<spear_identity::OidcVerifier>>,
 }
 
 /// Why the console could not start.
@@ -96,6 +98,10 @@ pub(crate) struct State {
     pub module_dir: Option<PathBuf>,
     /// OAuth logins waiting for the browser to come back.
     pub logins: logins::Logins,
+    /// People's sign-ins at the issuer, waiting for the browser.
+    pub sign_ins_pending: logins::SignIns,
+    /// SMS's OpenID issuer, where people sign in; `None`: tokens only.
+    pub oidc: Option<Arc<spear_identity::OidcVerifier>>,
     /// Wrong sign-ins per source address.
     pub sign_ins: throttle::SignIns,
 }
@@ -122,8 +128,8 @@ impl Console {
             module_dir,
         } = config;
         let sessions = Sessions::new(admin_token, viewer_token);
-        if !sessions.can_sign_in() {
-            info!("console off: signing in needs --admin-token-file or --viewer-token-file");
+        if !sessions.can_sign_in() && deps.oidc.is_none() {
+            info!("console off: signing in needs --admin-token-file, --viewer-token-file or --oidc-issuer");
             return Ok(None);
         }
         if tls.is_none() && !listen.ip().is_loopback() && !insecure {
@@ -147,6 +153,8 @@ impl Console {
             tls: tls.is_some(),
             module_dir,
             logins: logins::Logins::default(),
+            sign_ins_pending: logins::SignIns::default(),
+            oidc: deps.oidc,
             sign_ins: throttle::SignIns::default(),
         });
         let listener = HttpListener::new(listener, tls).map_err(listen_error)?;
@@ -219,6 +227,9 @@ fn router(state: Shared) -> Router {
         // cross-site navigation, without the session cookie; the pending
         // login's state is the credential (`logins.rs`).
         .route("/oauth/callback", get(views::oauth::callback))
+        // A person's sign-in at the issuer: the same, matched by `state`.
+        .route("/login/oidc", get(views::people::start))
+        .route("/login/oidc/callback", get(views::people::callback))
         .route("/assets/console.css", get(guard::css))
         .route("/assets/console.js", get(guard::js))
         .merge(signed_in)

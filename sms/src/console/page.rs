@@ -39,7 +39,7 @@ pub fn page(title: &str, section: &str, src: &str, session: &Session, body: Mark
                     span class="brand" { "Spear" }
                     nav aria-label="Sections" {
                         ul {
-                            @for (path, label) in SECTIONS {
+                            @for (path, label) in SECTIONS.iter().filter(|(path, _)| !session.is_person() || *path == "/tasks") {
                                 li {
                                     @if *path == section {
                                         a href=(path) aria-current="page" { (label) }
@@ -50,7 +50,13 @@ pub fn page(title: &str, section: &str, src: &str, session: &Session, body: Mark
                             }
                         }
                     }
-                    span class="role" data-role=(session.role.name()) { "Signed in as " (session.role.name()) }
+                    span class="role" data-role=(session.role.name()) {
+                        "Signed in as "
+                        @match &session.person {
+                            Some(person) => { (person.principal.label()) }
+                            None => { (session.role.name()) }
+                        }
+                    }
                     form method="post" action="/logout" class="inline" {
                         input type="hidden" name="csrf" value=(session.csrf);
                         button type="submit" { "Sign out" }

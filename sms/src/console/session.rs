@@ -27,6 +27,9 @@ pub enum Role {
     Admin,
     /// Read every view; no write control is shown, and none is accepted.
     Viewer,
+    /// Someone signed in at SMS's OpenID issuer: sees the tasks they may
+    /// invoke and invokes them as themselves; no operator view.
+    Person,
 }
 
 impl Role {
@@ -34,7 +37,24 @@ impl Role {
         match self {
             Role::Admin => "admin",
             Role::Viewer => "viewer",
+            Role::Person => "person",
         }
+    }
+}
+
+/// Who a person's session is for, and the ID token their runs are invoked
+/// with. `Debug` does not show the token.
+#[derive(Clone)]
+pub struct Person {
+    pub principal: spear_proto::v1::Principal,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Person {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Person")
+            .field("principal", &self.principal.label())
+            .finish_non_exhaustive()
     }
 }
 
@@ -48,6 +68,8 @@ pub struct Session {
     /// The token it was opened with: when the token file changes (a
     /// rotation, or a revocation by emptying it), the session ends.
     opened_with: OpenedWith,
+    /// A person's session: who, and their ID token.
+    pub person: Option<std::sync::Arc<Person>>,
 }
 
 /// A token held to compare; never printed.
@@ -65,6 +87,8 @@ impl std::fmt::Debug for OpenedWith {
 pub enum WriteRefused {
     #[error("this session is read-only (viewer); sign in with the admin token to change anything")]
     Viewer,
+    #[error("people who signed in at the issuer invoke the tasks meant for them and change nothing else; an operator signs in with the admin token")]
+    Person,
     #[error("the form's CSRF token is missing or wrong; reload the page and try again")]
     Csrf,
 }
@@ -83,10 +107,24 @@ impl Session {
 
     /// A write is allowed: an admin's, with this session's CSRF token.
     pub fn may_write(&self, csrf: &str) -> Result<(), WriteRefused> {
-        if self.role != Role::Admin {
-            return Err(WriteRefused::Viewer);
+        match self.role {
+            Role::Admin => self.sent_by_us(csrf),
+            Role::Viewer => Err(WriteRefused::Viewer),
+            Role::Person => Err(WriteRefused::Person),
         }
-        self.sent_by_us(csrf)
+    }
+
+    /// An invocation is allowed: an admin's, or a person's as themselves
+    /// (SMS then checks the task's "invokers"), with the CSRF token.
+    pub fn may_invoke(&self, csrf: &str) -> Result<(), WriteRefused> {
+        match self.role {
+            Role::Admin | Role::Person => self.sent_by_us(csrf),
+            Role::Viewer => Err(WriteRefused::Viewer),
+        }
+    }
+
+    pub fn is_person(&self) -> bool {
+        self.role == Role::Person
     }
 
     pub fn is_admin(&self) -> bool {
@@ -130,7 +168,28 @@ impl Sessions {
             csrf: random_id(),
             expires: Instant::now() + SESSION_TTL,
             opened_with: OpenedWith(token.to_string()),
+            person: None,
         };
+        Some(self.open(session))
+    }
+
+    /// A session for `person`, signed in at the issuer, lasting as long as
+    /// their ID token (`for_secs`) and at most [`SESSION_TTL`].
+    pub fn sign_in_person(&self, person: Person, for_secs: u64) -> (String, Session) {
+        let lasts = Duration::from_secs(for_secs).min(SESSION_TTL);
+        let session = Session {
+            role: Role::Person,
+            csrf: random_id(),
+            expires: Instant::now() + lasts,
+            opened_with: OpenedWith(String::new()),
+            person: Some(std::sync::Arc::new(person)),
+        };
+        self.open(session)
+    }
+
+    /// Keeps `session` under a new id, within the cap of its role.
+    fn open(&self, session: Session) -> (String, Session) {
+        let role = session.role;
         let id = random_id();
         let mut by_id = self.by_id.lock();
         let now = Instant::now();
@@ -147,7 +206,7 @@ impl Sessions {
             }
         }
         by_id.insert(id.clone(), session.clone());
-        Some((id, session))
+        (id, session)
     }
 
     /// The live session `id` names: not expired, and its token is still
@@ -167,6 +226,8 @@ impl Sessions {
         match session.role {
             Role::Admin => self.admin.matches(token),
             Role::Viewer => self.viewer.matches(token),
+            // Good until it expires (its ID token's lifetime).
+            Role::Person => true,
         }
     }
 

@@ -4,7 +4,7 @@ mod admin;
 mod approvals;
 mod audit;
 mod credentials;
-mod invokers;
+pub(crate) mod invokers;
 mod nodes;
 mod pins;
 mod registry;

@@ -177,6 +177,13 @@ impl Sms {
             None => None,
         };
         let revocations = Revocations::start(Arc::clone(&stores.revoked)).await;
+        let oidc = config
+            .oidc
+            .clone()
+            .map(spear_identity::OidcVerifier::new)
+            .transpose()
+            .map_err(|e| StartError::Oidc(e.to_string()))?
+            .map(Arc::new);
         let access = Access::new(config.tls.is_some(), config.admin_token.clone())
             .with_node_tokens(spear_identity::NodeTokens::new(config.join_token.clone()))
             .with_deny_list(revocations.deny_list());
@@ -194,15 +201,9 @@ impl Sms {
             ca_dir: config.ca_dir.clone(),
             max_watches_per_node: config.max_watches_per_node,
             insecure,
-            oidc: config
-                .oidc
-                .clone()
-                .map(spear_identity::OidcVerifier::new)
-                .transpose()
-                .map_err(|e| StartError::Oidc(e.to_string()))?
-                .map(Arc::new),
+            oidc: oidc.clone(),
         });
-        let console_addr = serve_console(&config, &services, &hub, &nodes, &problems).await?;
+        let console_addr = serve_console(&config, &services, &hub, &nodes, &problems, oidc).await?;
         let tls = config.tls.is_some();
         info!(%grpc_addr, store = hub.store().kind(), tls, "SMS started");
         Ok(Sms {
@@ -272,6 +273,7 @@ async fn serve_console(
     hub: &Arc<Hub>,
     nodes: &Arc<NodeTable>,
     problems: &Arc<FileProblems>,
+    oidc: Option<Arc<spear_identity::OidcVerifier>>,
 ) -> Result<Option<std::net::SocketAddr>, StartError> {
     let Some(listen) = config.console_listen else {
         return Ok(None);
@@ -289,6 +291,7 @@ async fn serve_console(
         hub: Arc::clone(hub),
         nodes: Arc::clone(nodes),
         problems: Arc::clone(problems),
+        oidc,
     };
     Ok(crate::console::Console::serve(console, deps).await?)
 }

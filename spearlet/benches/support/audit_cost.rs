@@ -45,7 +45,7 @@ pub async fn run() {
             task_id: "bench".into(),
             invocation_id: "inv-bench".into(),
             identity: "sms".into(),
-            deadline: None,
+            ..Default::default()
         });
     let ids = ["everything".to_string()];
     let (task, session) = policies(&ids);

@@ -95,6 +95,7 @@ pub async fn start_sms_with(
         viewer_token: Default::default(),
         module_dir: None,
         oidc: None,
+        workload: Default::default(),
     };
     let sms = Sms::start(config)
         .await

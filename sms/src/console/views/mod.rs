@@ -6,6 +6,7 @@ pub mod audit;
 pub mod explain;
 pub mod nodes;
 pub mod oauth;
+pub mod people;
 pub mod registry;
 pub mod signin;
 pub mod tasks;

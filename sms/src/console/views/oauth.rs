@@ -63,7 +63,7 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
 }
 
 /// This console's own address, as the browser reached it.
-fn own_origin(state: &Shared, headers: &HeaderMap) -> Result<String, Failure> {
+pub(super) fn own_origin(state: &Shared, headers: &HeaderMap) -> Result<String, Failure> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -95,7 +95,9 @@ pub async fn start(
                     format!("cannot start a login to server '{server}': {e}"),
                 )
             })?;
-    state.logins.insert(&server, pending);
+    state
+        .logins
+        .insert(pending.state_param.clone(), (server.clone(), pending));
     info!(server_id = %server, "console login started");
     // Not a redirect: the CSP's `form-action 'self'` rightly stops a form
     // from landing on another origin. A link does not; the script follows

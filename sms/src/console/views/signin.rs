@@ -20,11 +20,15 @@ pub struct SignIn {
     token: String,
 }
 
-fn form_page(error: Option<&str>) -> maud::Markup {
+fn form_page(error: Option<&str>, issuer: Option<&str>) -> maud::Markup {
     page::bare(
         "Sign in",
         html! {
             @if let Some(error) = error { (page::notice("error", error)) }
+            @if let Some(issuer) = issuer {
+                p { a id="sign-in-issuer" class="button primary" href="/login/oidc" { "Sign in at " (issuer) } }
+                p class="muted" { "To run the tasks meant for you. Operators sign in with a token:" }
+            }
             form method="post" action="/login" class="stack" {
                 label for="token" { "Admin or viewer token" }
                 input id="token" type="password" name="token" autocomplete="current-password" required;
@@ -35,11 +39,19 @@ fn form_page(error: Option<&str>) -> maud::Markup {
     )
 }
 
+/// The issuer people sign in at, when SMS trusts one.
+fn issuer_of(state: &Shared) -> Option<&str> {
+    state
+        .oidc
+        .as_deref()
+        .map(spear_identity::OidcVerifier::issuer)
+}
+
 pub async fn form(State(state): State<Shared>, headers: HeaderMap) -> Response {
     if session_id(&headers, state.tls).is_some_and(|id| state.sessions.get(&id).is_some()) {
         return Redirect::to("/").into_response();
     }
-    form_page(None).into_response()
+    form_page(None, issuer_of(&state)).into_response()
 }
 
 /// The answer to a wrong token from an address past its allowance.
@@ -85,9 +97,12 @@ pub async fn sign_in(
             info!("console sign-in refused: wrong token");
             (
                 StatusCode::UNAUTHORIZED,
-                form_page(Some(
-                    "That token is neither SMS's admin token nor its viewer token; copy it from the token file and try again.",
-                )),
+                form_page(
+                    Some(
+                        "That token is neither SMS's admin token nor its viewer token; copy it from the token file and try again.",
+                    ),
+                    issuer_of(&state),
+                ),
             )
                 .into_response()
         }

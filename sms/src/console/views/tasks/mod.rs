@@ -128,8 +128,15 @@ pub async fn list(
     Extension(signed): Extension<Signed>,
     Query(shown): Query<Shown>,
 ) -> View {
-    let tasks = state.api.tasks().await?;
-    let recent = invocations(&state, "").await?;
+    let mut tasks = state.api.tasks().await?;
+    // A person sees the tasks they may invoke, and nobody's runs.
+    let recent = match &signed.session.person {
+        Some(person) => {
+            tasks.retain(|task| may_invoke(&person.principal, task));
+            Vec::new()
+        }
+        None => invocations(&state, "").await?,
+    };
     Ok(render_list(
         &state,
         &signed,
@@ -161,11 +168,18 @@ fn render_list(
                 }
             }
         }
-        h2 { "Recent invocations" }
-        (page::live("recent", "audit", invocations_table(recent)))
+        @if !signed.session.is_person() {
+            h2 { "Recent invocations" }
+            (page::live("recent", "audit", invocations_table(recent)))
+        }
         @if signed.session.is_admin() { (register::form(signed, state.module_dir.is_some())) }
     };
     page::page("Tasks", "/tasks", "/tasks", &signed.session, body)
+}
+
+/// Whether `principal` may invoke `task` (its "invokers").
+fn may_invoke(principal: &spear_proto::v1::Principal, task: &TaskSpec) -> bool {
+    crate::grpc::invokers::Invokers::admit(principal, task).is_ok()
 }
 
 pub async fn delete(

@@ -15,15 +15,33 @@ use crate::console::views::audit::table;
 use crate::console::views::{badge, notice_of, Failure, View};
 use crate::console::Shared;
 
-/// One invocation's records, oldest first.
-async fn trace(state: &Shared, task: &str, invocation: &str) -> Result<Vec<Record>, Failure> {
+/// One invocation's records, oldest first; a person sees only their own.
+async fn trace(
+    state: &Shared,
+    task: &str,
+    invocation: &str,
+    signed: &Signed,
+) -> Result<Vec<Record>, Failure> {
+    let own = signed.session.person.as_ref().map(|p| p.principal.label());
     let mut records: Vec<Record> = super::task_records(state, task)
         .await?
         .into_iter()
         .filter(|r| r.invocation == invocation)
+        .filter(|r| own.as_ref().is_none_or(|own| &r.principal == own))
         .collect();
     records.sort_by_key(|r| (r.time_ms, r.seq));
     Ok(records)
+}
+
+/// A person's answer for a task that does not list them.
+fn not_listed(principal: &spear_proto::v1::Principal, task: &str) -> Failure {
+    Failure::new(
+        axum::http::StatusCode::FORBIDDEN,
+        format!(
+            "{} may not invoke task '{task}': the task's \"invokers\" do not list them",
+            principal.label()
+        ),
+    )
 }
 
 fn task_page(
@@ -51,7 +69,7 @@ fn task_page(
             tr { th { "Description" } td { (task.description) } }
         }
         details { summary { "Config" } pre { (config) } }
-        @if signed.session.is_admin() {
+        @if signed.session.is_admin() || signed.session.is_person() {
             h2 { "Invoke" }
             form method="post" action={"/tasks/" (enc(&task.id)) "/invoke"} class="stack" {
                 (page::csrf(&signed.session))
@@ -115,10 +133,15 @@ pub async fn task(
     Query(shown): Query<Shown>,
 ) -> View {
     let task = state.api.task(&id).await?;
+    if let Some(person) = &signed.session.person {
+        if !super::may_invoke(&person.principal, &task) {
+            return Err(not_listed(&person.principal, &id));
+        }
+    }
     let records = if shown.invocation.is_empty() {
         Vec::new()
     } else {
-        trace(&state, &id, &shown.invocation).await?
+        trace(&state, &id, &shown.invocation, &signed).await?
     };
     Ok(task_page(
         &signed,
@@ -146,20 +169,23 @@ pub async fn invoke(
     Path(id): Path<String>,
     Form(form): Form<Invoke>,
 ) -> View {
-    signed.session.may_write(&form.csrf)?;
+    signed.session.may_invoke(&form.csrf)?;
     let task = state.api.task(&id).await?;
-    let result = state
-        .api
-        .invoke(InvokeRequest {
-            task_id: id.clone(),
-            input: form.input.into_bytes().into(),
-            node_id: form.node.trim().to_string(),
-            task: None,
-            principal: None,
-            delegation: Default::default(),
-        })
-        .await?;
-    let records = trace(&state, &id, &result.invocation_id).await?;
+    let request = InvokeRequest {
+        task_id: id.clone(),
+        input: form.input.into_bytes().into(),
+        node_id: form.node.trim().to_string(),
+        task: None,
+        principal: None,
+        delegation: Default::default(),
+    };
+    // A person's run is theirs: SMS verifies their token and the task's
+    // "invokers", and delegates to the node as for any person's call.
+    let result = match &signed.session.person {
+        Some(person) => state.api.invoke_as(request, &person.token).await?,
+        None => state.api.invoke(request).await?,
+    };
+    let records = trace(&state, &id, &result.invocation_id, &signed).await?;
     Ok(task_page(
         &signed,
         &task,
