@@ -229,6 +229,12 @@ pub fn check_spec(auth: &OAuth) -> Result<(), OAuthError> {
             ),
         });
     }
+    if auth.per_principal && grant(auth) != Grant::AuthorizationCode {
+        return Err(OAuthError::Config {
+            field: "per_principal",
+            why: "is for the authorization_code grant (each person logs in); token_exchange acts per principal already, and the other grants have no person".into(),
+        });
+    }
     if grant(auth) != Grant::TokenExchange && !auth.subject_token_type.is_empty() {
         return Err(OAuthError::Config {
             field: "subject_token_type",

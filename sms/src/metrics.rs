@@ -89,10 +89,10 @@ impl Metrics {
                 }),
             )
             .route("/healthz", get(|| std::future::ready("ok\n")));
-        let app = match workload {
-            Some(workload) => {
-                let discovery = axum::Json(workload.issuer().discovery());
-                let keys = axum::Json(workload.issuer().jwks());
+        let app = match workload.as_deref().and_then(PerPrincipal::issuer) {
+            Some(issuer) => {
+                let discovery = axum::Json(issuer.discovery());
+                let keys = axum::Json(issuer.jwks());
                 app.route(
                     "/.well-known/openid-configuration",
                     get(move || std::future::ready(discovery.clone())),

@@ -377,21 +377,41 @@ def oauth(browser):
     shot(page, "oauth")
 
 
-def person(browser):
-    """A person signs in at SMS's OpenID issuer (oidc-provider's own pages)
-    and sees and invokes only what TASK's "invokers" allow."""
-    page = new_context(browser).new_page()
-    page.goto(URL + "/login")
-    page.click("#sign-in-issuer")
+def at_provider(page, who):
+    """Signs in as WHO and consents at oidc-provider's own pages."""
     page.wait_for_selector("input[name=login]", timeout=WAIT_MS)
-    result["issuer_page"] = page.url.split("?")[0]
-    page.fill("input[name=login]", os.environ["PERSON"])
+    url = page.url.split("?")[0]
+    page.fill("input[name=login]", who)
     page.fill("input[name=password]", "any")
     page.click("button[type=submit]")
     page.wait_for_selector("button[type=submit]", timeout=WAIT_MS)
     page.click("button[type=submit]")
+    return url
+
+
+def person_signs_in(browser, who):
+    """A new browser where WHO signed in at SMS's OpenID issuer."""
+    page = new_context(browser).new_page()
+    page.goto(URL + "/login")
+    page.click("#sign-in-issuer")
+    result["issuer_page"] = at_provider(page, who)
     page.wait_for_selector("#signed-in", timeout=WAIT_MS)
     result["signed_in"] = page.inner_text("#signed-in")
+    return page
+
+
+def invoke_page(page, task):
+    page.goto(URL + "/tasks/" + task)
+    page.fill("#invoke-input", "Go.")
+    page.click("#invoke")
+    page.wait_for_selector("#run-stdout", timeout=120_000)
+    return page.inner_text("#run-stdout")
+
+
+def person(browser):
+    """A person signs in at SMS's OpenID issuer (oidc-provider's own pages)
+    and sees and invokes only what TASK's "invokers" allow."""
+    page = person_signs_in(browser, os.environ["PERSON"])
     # The redirect back, replayed: nothing opens twice.
     replayed = page.request.get(page.url)
     result["replayed"] = replayed.status
@@ -413,6 +433,29 @@ def person(browser):
         result[path] = [answer.status, answer.text()]
     page.goto(URL + "/")
     result["home"] = page.url
+
+
+def connect(browser):
+    """PERSON connects their own account for SERVER (its authorization
+    server is another oidc-provider) and invokes TASK, which calls it;
+    OTHER, who never connected, invokes it too."""
+    page = person_signs_in(browser, os.environ["PERSON"])
+    page.click("#continue")
+    page.goto(URL + "/accounts")
+    row = page.locator(f"#accounts-table tr[data-server='{os.environ['SERVER']}']")
+    result["before"] = row.get_attribute("data-state")
+    row.locator("button[data-action=connect]").click()
+    result["provider_page"] = at_provider(page, os.environ["PERSON"])
+    page.wait_for_selector("#logged-in", timeout=WAIT_MS)
+    result["connected"] = page.inner_text("#logged-in")
+    page.goto(URL + "/accounts")
+    result["after"] = page.locator(
+        f"#accounts-table tr[data-server='{os.environ['SERVER']}']").get_attribute("data-state")
+    shot(page, "accounts")
+    result["person_run"] = invoke_page(page, os.environ["TASK"])
+    other = person_signs_in(browser, os.environ["OTHER"])
+    other.click("#continue")
+    result["other_run"] = invoke_page(other, os.environ["TASK"])
 
 
 def timings(browser):
@@ -455,7 +498,8 @@ def timings(browser):
             shot(page, name)
 
 
-SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, person, timings)}
+SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, person, connect,
+                                     timings)}
 
 if __name__ == "__main__":
     scenario = SCENARIOS[sys.argv[1]]

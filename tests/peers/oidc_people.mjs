@@ -19,7 +19,10 @@ const provider = new Provider(issuer, {
   clients: [{
     client_id: 'spear-people',
     token_endpoint_auth_method: 'none',
-    application_type: 'native',
+    // oidc-provider lets a native client come back over https only to a
+    // host that is not loopback (RFC 8252); a console under TLS on
+    // loopback is a web client's redirect.
+    application_type: consoleCallback?.startsWith('https:') ? 'web' : 'native',
     redirect_uris: ['http://127.0.0.1:1/cb', ...(consoleCallback ? [consoleCallback] : [])],
     grant_types: ['authorization_code'],
     response_types: ['code'],

@@ -23,7 +23,9 @@ const provider = new Provider(issuer, {
     {
       client_id: 'spear-cli',
       token_endpoint_auth_method: 'none',
-      application_type: 'native',
+      // https back to loopback (a console under TLS) is a web client's
+      // redirect for oidc-provider (RFC 8252 keeps native ones off it).
+      application_type: redirectUri.startsWith('https:') ? 'web' : 'native',
       redirect_uris: [redirectUri],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],

@@ -15,9 +15,11 @@ use spear_tests::audit_trail::audit;
 use spear_tests::certs::Certs;
 use spear_tests::console::drive;
 use spear_tests::peers::peer_file;
-use spear_tests::peers::{node22, npm_dir, sign_in};
+use spear_tests::peers::{node22, npm_dir, oauth_protected_server, sign_in, LinePeer};
 use spear_tests::procs::{bin, Proc};
-use spear_tests::tasks::{cluster_opts, fs_task, guest, register, Cluster, ClusterOptions};
+use spear_tests::tasks::{
+    calling_once, cluster_opts, fs_task, guest, register, Cluster, ClusterOptions,
+};
 use spear_tests::wait::{eventually, free_port};
 
 /// An OpenID Provider on a port of its own; its issuer.
@@ -275,7 +277,7 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
     );
     assert_eq!(seen["replayed"], 400, "{seen}");
     assert_eq!(seen["role"], format!("Signed in as {alice}"), "{seen}");
-    assert_eq!(seen["nav"], json!(["Tasks"]), "{seen}");
+    assert_eq!(seen["nav"], json!(["Tasks", "Accounts"]), "{seen}");
     assert_eq!(seen["tasks"], json!(["notes"]), "{seen}");
     assert_eq!(seen["recent_shown"], 0, "{seen}");
     assert!(
@@ -302,5 +304,136 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
     });
     for record in &records {
         assert_eq!(record["principal"], alice.as_str(), "{record}");
+    }
+}
+
+/// A server whose people log in themselves (`"per_principal": true`):
+/// alice connects her own account at its authorization server (another
+/// oidc-provider) from the console, and her run's call carries her token;
+/// bob, who never connected, gets the sentence, not hers.
+#[test]
+fn each_person_connects_their_own_account_and_only_their_runs_use_it() {
+    let work = tempfile::tempdir().unwrap();
+    let console_port = free_port();
+    // Mutual TLS: SMS gives a person's token only to a node it can name.
+    let certs = Certs::new("spear.test");
+    let console = format!("https://127.0.0.1:{console_port}");
+    let (_idp, issuer) = provider_for(
+        work.path(),
+        "idp",
+        Some(&format!("{console}/login/oidc/callback")),
+    );
+    // The server's own authorization server, and the server.
+    let as_port = free_port();
+    let as_issuer = format!("http://127.0.0.1:{as_port}");
+    let tokens = work.path().join("accepted-tokens");
+    let server = oauth_protected_server(&as_issuer, &tokens);
+    let resource = server.url("/mcp");
+    let mut command = Command::new(node22());
+    command
+        .arg(peer_file("oidc_provider.mjs"))
+        .arg(npm_dir())
+        .arg(as_port.to_string())
+        .arg(&resource)
+        .arg(format!("{console}/oauth/callback"))
+        .arg("300")
+        .arg("unused-m2m-secret");
+    let provider = LinePeer::start(command);
+    provider.wait_for("READY ");
+    let key = work.path().join("oauth.key");
+    let out = Command::new(bin("sms"))
+        .args(["oauth", "keygen"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let c = cluster_opts(
+        "unused",
+        ClusterOptions {
+            console: true,
+            certs: Some(&certs),
+            console_port: Some(console_port),
+            models: vec![("docs", calling_once(work.path(), "docs", "read_note"))],
+            sms_args: vec![
+                "--oidc-issuer".into(),
+                issuer.clone(),
+                "--oidc-audience".into(),
+                "spear-people".into(),
+                "--oauth-key-file".into(),
+                key.display().to_string(),
+            ],
+            ..Default::default()
+        },
+    );
+    let file = json!({"mcpServers": {"docs": {"url": resource,
+        "auth": {"client_id": "spear-cli", "scopes": ["docs:read"], "per_principal": true}}}});
+    std::fs::write(c.work.path().join("mcp.d/docs.json"), file.to_string()).unwrap();
+    let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["docs"], "default_server_ids": ["docs"]},
+                      "llm": {"backend": "docs"}, "invokers": ["subject:alice", "subject:bob"],
+                      "limits": {"wall_ms": 60000}});
+    // SMS lists it as each person's: no admin logs the cluster in to it.
+    let listed = eventually("SMS to read docs.json", Duration::from_secs(20), || {
+        let (_, out, _) = c.sms.client(&["oauth", "status", "--json"]);
+        let status: Value = serde_json::from_str(&out).unwrap_or_default();
+        let docs = status["credentials"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["server_id"] == "docs").cloned());
+        docs.ok_or(out)
+    });
+    assert_eq!(listed["state"], "on demand", "{listed}");
+    let (code, _, err) = register(&c, "docs-task", &guest("task-agent"), &task, &[]);
+    assert_eq!(code, 0, "{err}");
+
+    let seen = drive(
+        "connect",
+        &c.sms,
+        &[
+            ("PERSON", "alice".to_string()),
+            ("OTHER", "bob".to_string()),
+            ("SERVER", "docs".to_string()),
+            ("TASK", "docs-task".to_string()),
+        ],
+    );
+    assert_eq!(seen["before"], "not logged in", "{seen}");
+    assert!(
+        seen["provider_page"]
+            .as_str()
+            .unwrap()
+            .starts_with(&as_issuer),
+        "{seen}"
+    );
+    assert_eq!(seen["after"], "valid", "{seen}");
+    assert!(
+        seen["person_run"]
+            .as_str()
+            .unwrap()
+            .contains("the server said: authorized"),
+        "{seen}"
+    );
+    let other = seen["other_run"].as_str().unwrap();
+    assert!(
+        other.contains(&format!(
+            "{issuer}#bob has no login for server 'docs' (they never connected their account); they connect their account"
+        )) && !other.contains("authorized"),
+        "{seen}"
+    );
+    // The server accepted exactly one token: alice's.
+    let accepted = std::fs::read_to_string(&tokens).unwrap_or_default();
+    assert_eq!(
+        accepted
+            .lines()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        1,
+        "{accepted}"
+    );
+    for token in accepted.lines() {
+        let signature = token.rsplit('.').next().unwrap();
+        for (name, log) in [("sms", c.sms.proc.log()), ("node", c.node.proc.log())] {
+            assert!(
+                !log.contains(signature),
+                "an access token in the {name} log"
+            );
+        }
     }
 }

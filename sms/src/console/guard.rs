@@ -103,13 +103,14 @@ pub async fn signed_in(State(state): State<Shared>, mut request: Request, next: 
 }
 
 /// What a person (signed in at the issuer) may reach: the tasks list,
-/// a task's page, invoking it, live updates, signing out.
+/// a task's page, invoking it, their accounts and connecting one, live
+/// updates, signing out.
 fn a_person_may(request: &Request) -> bool {
     let path = request.uri().path();
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (request.method().clone(), segments.as_slice()) {
-        (Method::GET, ["tasks"] | ["tasks", _] | ["events"]) => true,
-        (Method::POST, ["tasks", _, "invoke"] | ["logout"]) => true,
+        (Method::GET, ["tasks"] | ["tasks", _] | ["accounts"] | ["events"]) => true,
+        (Method::POST, ["tasks", _, "invoke"] | ["accounts", _, "connect"] | ["logout"]) => true,
         _ => false,
     }
 }

@@ -53,7 +53,8 @@ impl<T> Pending<T> {
     }
 }
 
-/// OAuth logins to servers: the server's id and the login.
-pub type Logins = Pending<(String, PendingLogin)>;
+/// OAuth logins to servers: the server's id, the person connecting their
+/// own account (`None`: an admin's login for the cluster), and the login.
+pub type Logins = Pending<(String, Option<String>, PendingLogin)>;
 /// People signing in at SMS's OpenID issuer.
 pub type SignIns = Pending<SignIn>;

@@ -210,6 +210,11 @@ fn router(state: Shared) -> Router {
         .route("/audit/verify", post(views::audit::verify))
         .route("/oauth", get(views::oauth::page))
         .route("/oauth/{server}/login", post(views::oauth::start))
+        .route("/accounts", get(views::connections::page))
+        .route(
+            "/accounts/{server}/connect",
+            post(views::connections::connect),
+        )
         .route("/events", get(live::events))
         .route("/logout", post(views::signin::sign_out))
         .layer(axum::middleware::from_fn_with_state(

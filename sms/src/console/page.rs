@@ -24,7 +24,18 @@ const SECTIONS: &[(&str, &str)] = &[
     ("/trust", "Trust"),
     ("/audit", "Audit"),
     ("/oauth", "OAuth"),
+    ("/accounts", "Accounts"),
 ];
+
+/// Whether `session` sees section `path`: a person, their tasks and
+/// accounts; an operator, everything but a person's accounts.
+fn shown(session: &Session, path: &str) -> bool {
+    match path {
+        "/tasks" => true,
+        "/accounts" => session.is_person(),
+        _ => !session.is_person(),
+    }
+}
 
 /// A whole page: `section` is the path of the navigation entry to mark,
 /// `src` the URL its live regions are re-read from.
@@ -39,7 +50,7 @@ pub fn page(title: &str, section: &str, src: &str, session: &Session, body: Mark
                     span class="brand" { "Spear" }
                     nav aria-label="Sections" {
                         ul {
-                            @for (path, label) in SECTIONS.iter().filter(|(path, _)| !session.is_person() || *path == "/tasks") {
+                            @for (path, label) in SECTIONS.iter().filter(|(path, _)| shown(session, path)) {
                                 li {
                                     @if *path == section {
                                         a href=(path) aria-current="page" { (label) }

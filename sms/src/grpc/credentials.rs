@@ -75,7 +75,7 @@ fn to_status(error: BrokerError) -> Status {
         | BrokerError::Config { .. }
         | BrokerError::Vault(VaultError::Corrupt { .. }) => Status::failed_precondition(message),
         BrokerError::Renew { .. } | BrokerError::Vault(_) => Status::unavailable(message),
-        BrokerError::PerRun(_) | BrokerError::NoWorkloadIssuer(_) => {
+        BrokerError::PerRun(_) | BrokerError::PerPerson(_) | BrokerError::NotPerPerson(_) => {
             Status::failed_precondition(message)
         }
         BrokerError::PerPrincipal(error) => match error {
@@ -83,6 +83,9 @@ fn to_status(error: BrokerError) -> Status {
             PerPrincipalError::Unreachable { .. } => Status::unavailable(message),
             PerPrincipalError::NoKey
             | PerPrincipalError::NotConnected { .. }
+            | PerPrincipalError::NotLoggedIn { .. }
+            | PerPrincipalError::NoPerson(_)
+            | PerPrincipalError::NoWorkloadIssuer(_)
             | PerPrincipalError::NoWorkload { .. } => Status::failed_precondition(message),
         },
     }

@@ -19,7 +19,6 @@ use spear_proto::refs::substitute;
 use spear_proto::v1::{CredentialRecord, CredentialStatus, OAuth, OauthGrant};
 use tracing::{info, warn};
 
-use super::per_principal::Server;
 use super::state::{millis, status_of, status_without_record};
 use super::{BrokerError, PerPrincipal, SealingKey, Vault, VaultError};
 use crate::watch::Hub;
@@ -43,16 +42,44 @@ impl std::fmt::Debug for Issued {
 }
 
 pub struct Broker {
-    vault: Arc<dyn Vault>,
+    pub(super) vault: Arc<dyn Vault>,
     key: Option<Arc<SealingKey>>,
-    hub: Arc<Hub>,
+    pub(super) hub: Arc<Hub>,
     per_principal: Option<Arc<PerPrincipal>>,
 }
 
 /// A protected server as the registry has it.
-struct Protected {
+pub(super) struct Protected {
     url: String,
-    auth: OAuth,
+    pub(super) auth: OAuth,
+}
+
+/// Where one credential is kept: the server it is for, and its record in
+/// the vault (the server's id for the cluster's own; the server's id and a
+/// digest of the person for a person's own login).
+pub(super) struct Holder {
+    pub(super) server: String,
+    pub(super) record: String,
+}
+
+impl Holder {
+    pub(super) fn shared(server: &str) -> Holder {
+        Holder {
+            server: server.to_string(),
+            record: server.to_string(),
+        }
+    }
+
+    /// `principal`'s own credential for `server`. Server ids never hold
+    /// `@`, so a person's record is never a server's.
+    pub(super) fn person(server: &str, principal: &str) -> Holder {
+        use sha2::Digest;
+        let digest = hex::encode(sha2::Sha256::digest(principal.as_bytes()));
+        Holder {
+            server: server.to_string(),
+            record: format!("{server}@{}", &digest[..32]),
+        }
+    }
 }
 
 impl Protected {
@@ -61,7 +88,25 @@ impl Protected {
     }
 }
 
-fn grant_of(auth: &OAuth) -> OauthGrant {
+/// Whether a server's calls carry each run's person's credential: token
+/// exchange, or people's own logins (`per_principal`).
+pub(super) fn acts_per_principal(auth: &OAuth) -> bool {
+    let grant = grant_of(auth);
+    grant == OauthGrant::TokenExchange
+        || (grant == OauthGrant::AuthorizationCode && auth.per_principal)
+}
+
+/// How `sms oauth status` lists a server: one whose people log in
+/// themselves needs no login of the cluster's (its tokens come on demand).
+fn listed_grant(auth: &OAuth) -> OauthGrant {
+    if acts_per_principal(auth) {
+        OauthGrant::TokenExchange
+    } else {
+        grant_of(auth)
+    }
+}
+
+pub(super) fn grant_of(auth: &OAuth) -> OauthGrant {
     OauthGrant::try_from(auth.grant).unwrap_or(OauthGrant::AuthorizationCode)
 }
 
@@ -91,33 +136,7 @@ impl Broker {
     pub fn is_per_principal(&self, id: &str) -> bool {
         self.spec(id)
             .and_then(|spec| spec.auth)
-            .is_some_and(|auth| grant_of(&auth) == OauthGrant::TokenExchange)
-    }
-
-    /// A token of per-principal server `id` for node `node_id`'s run: its
-    /// person's when `delegation` is the run's, the node's own without.
-    pub async fn delegated_token(
-        &self,
-        id: &str,
-        node_id: &str,
-        delegation: &[u8],
-        refused: Option<&str>,
-    ) -> Result<Issued, BrokerError> {
-        let server = self.protected(id)?;
-        let per_principal = self
-            .per_principal
-            .as_deref()
-            .ok_or_else(|| BrokerError::NoWorkloadIssuer(id.to_string()))?;
-        let (url, client) = self.client(id, &server)?;
-        let server = Server {
-            id,
-            url: &url,
-            client: &client,
-            subject_token_type: &server.auth.subject_token_type,
-        };
-        Ok(per_principal
-            .token(server, node_id, delegation, refused)
-            .await?)
+            .is_some_and(|auth| acts_per_principal(&auth))
     }
 
     /// The id of SMS's key, if it has one.
@@ -135,7 +154,7 @@ impl Broker {
             .with_servers(|_, _, servers| servers.get(id).and_then(|r| r.spec.clone()))
     }
 
-    fn protected(&self, id: &str) -> Result<Protected, BrokerError> {
+    pub(super) fn protected(&self, id: &str) -> Result<Protected, BrokerError> {
         let spec = self
             .spec(id)
             .ok_or_else(|| BrokerError::UnknownServer(id.to_string()))?;
@@ -150,7 +169,11 @@ impl Broker {
 
     /// The server's URL and client, their references resolved from SMS's
     /// environment (SMS is where the cluster's tokens are renewed).
-    fn client(&self, id: &str, server: &Protected) -> Result<(String, ClientConfig), BrokerError> {
+    pub(super) fn client(
+        &self,
+        id: &str,
+        server: &Protected,
+    ) -> Result<(String, ClientConfig), BrokerError> {
         let lookup = |name: &str| std::env::var(name).ok();
         let config = |why: String| BrokerError::Config {
             id: id.to_string(),
@@ -226,21 +249,32 @@ impl Broker {
         id: &str,
         refused: Option<&str>,
     ) -> Result<Issued, BrokerError> {
-        let key = self.key()?;
         let server = self.protected(id)?;
-        let grant = server.grant();
-        if grant == OauthGrant::TokenExchange {
+        if acts_per_principal(&server.auth) {
             return Err(BrokerError::PerRun(id.to_string()));
         }
-        if let Some(issued) = self.current(key, id, grant, refused).await? {
+        self.token_at(&Holder::shared(id), &server, refused).await
+    }
+
+    /// The current token of `holder`'s credential, renewed if it is due or
+    /// was refused.
+    pub(super) async fn token_at(
+        &self,
+        holder: &Holder,
+        server: &Protected,
+        refused: Option<&str>,
+    ) -> Result<Issued, BrokerError> {
+        let key = self.key()?;
+        let grant = server.grant();
+        if let Some(issued) = self.current(key, holder, grant, refused).await? {
             return Ok(issued);
         }
-        let _lock = self.vault.lock(id).await?;
+        let _lock = self.vault.lock(&holder.record).await?;
         // Another request or replica may have renewed it while we waited.
-        if let Some(issued) = self.current(key, id, grant, refused).await? {
+        if let Some(issued) = self.current(key, holder, grant, refused).await? {
             return Ok(issued);
         }
-        self.renew(key, id, &server).await
+        self.renew(key, holder, server).await
     }
 
     /// The record's token, if it may be handed out as it is: obtained
@@ -248,11 +282,11 @@ impl Broker {
     async fn current(
         &self,
         key: &SealingKey,
-        id: &str,
+        holder: &Holder,
         grant: OauthGrant,
         refused: Option<&str>,
     ) -> Result<Option<Issued>, BrokerError> {
-        let Some(record) = self.vault.get(id).await? else {
+        let Some(record) = self.vault.get(&holder.record).await? else {
             return Ok(None);
         };
         if record.grant != grant as i32 {
@@ -261,7 +295,7 @@ impl Broker {
         }
         if !record.problem.is_empty() {
             return Err(BrokerError::NeedsLogin {
-                id: id.to_string(),
+                id: holder.server.clone(),
                 why: record.problem,
             });
         }
@@ -280,19 +314,20 @@ impl Broker {
         }))
     }
 
-    /// Renews server `id`'s credential; the caller holds its lock.
+    /// Renews `holder`'s credential; the caller holds its lock.
     async fn renew(
         &self,
         key: &SealingKey,
-        id: &str,
+        holder: &Holder,
         server: &Protected,
     ) -> Result<Issued, BrokerError> {
+        let id = holder.server.as_str();
         let (url, client) = self.client(id, server)?;
         let grant = server.grant();
         // A record of another grant (the server file changed) is of no use.
         let record = self
             .vault
-            .get(id)
+            .get(&holder.record)
             .await?
             .filter(|r| r.grant == grant as i32);
         if grant == OauthGrant::AuthorizationCode && record.is_none() {
@@ -345,7 +380,7 @@ impl Broker {
         match renewed {
             Ok(held) => {
                 let base = CredentialRecord {
-                    server_id: id.to_string(),
+                    server_id: holder.record.clone(),
                     grant: grant as i32,
                     refreshed_at_ms: millis(SystemTime::now()),
                     ..record.unwrap_or_default()
@@ -397,9 +432,25 @@ impl Broker {
         credentials_json: &str,
         by: &str,
     ) -> Result<CredentialStatus, BrokerError> {
-        let key = self.key()?;
         let server = self.protected(id)?;
-        let grant = logged_in_to(id, &server)?;
+        if acts_per_principal(&server.auth) {
+            return Err(BrokerError::PerPerson(id.to_string()));
+        }
+        self.put_at(&Holder::shared(id), &server, credentials_json, by)
+            .await
+    }
+
+    /// Stores a login's credentials as `holder`'s.
+    pub(super) async fn put_at(
+        &self,
+        holder: &Holder,
+        server: &Protected,
+        credentials_json: &str,
+        by: &str,
+    ) -> Result<CredentialStatus, BrokerError> {
+        let key = self.key()?;
+        let id = holder.server.as_str();
+        let grant = logged_in_to(id, server)?;
         let bad = |why: String| BrokerError::BadLogin {
             id: id.to_string(),
             why,
@@ -415,10 +466,10 @@ impl Broker {
         if spear_oauth::access_token(&held).is_none_or(str::is_empty) {
             return Err(bad("it holds no access token".into()));
         }
-        let _lock = self.vault.lock(id).await?;
+        let _lock = self.vault.lock(&holder.record).await?;
         let now = SystemTime::now();
         let base = CredentialRecord {
-            server_id: id.to_string(),
+            server_id: holder.record.clone(),
             grant: grant as i32,
             logged_in_at_ms: millis(now),
             logged_in_by: by.to_string(),
@@ -444,13 +495,14 @@ impl Broker {
             servers
                 .iter()
                 .filter_map(|r| r.spec.as_ref())
-                .filter_map(|s| s.auth.as_ref().map(|a| (s.id.clone(), grant_of(a))))
+                .filter_map(|s| s.auth.as_ref().map(|a| (s.id.clone(), listed_grant(a))))
                 .collect()
         });
         let key_id = self.key_id().unwrap_or_default();
         let now = SystemTime::now();
         let mut out = BTreeMap::new();
-        for record in &records {
+        // People's own logins are theirs; the list is the cluster's.
+        for record in records.iter().filter(|r| !r.server_id.contains('@')) {
             let in_registry = protected.contains_key(&record.server_id);
             out.insert(
                 record.server_id.clone(),

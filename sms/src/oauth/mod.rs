@@ -13,6 +13,7 @@
 //! [`vault`]; refresh tokens never leave SMS, access tokens only to nodes.
 
 mod broker;
+mod people;
 pub mod per_principal;
 mod state;
 pub mod vault;
@@ -55,8 +56,10 @@ pub enum BrokerError {
     Vault(#[from] VaultError),
     #[error(transparent)]
     PerPrincipal(#[from] PerPrincipalError),
-    #[error("server '{0}' acts per principal (token_exchange) and SMS issues no workload identity; start SMS with its console on, or give --workload-issuer")]
-    NoWorkloadIssuer(String),
-    #[error("server '{0}' acts per principal (token_exchange): its tokens are for runs, each its person's; nobody logs in to it")]
+    #[error("server '{0}' acts per principal: its tokens are for runs, each its person's")]
     PerRun(String),
+    #[error("server '{0}' acts for each person with their own login: each person connects their own account (`sms oauth login {0} --principal-token '${{ID_TOKEN}}'`), not the cluster")]
+    PerPerson(String),
+    #[error("server '{0}' takes one login for the cluster (its file does not say \"per_principal\": true); an admin logs in to it")]
+    NotPerPerson(String),
 }

@@ -40,6 +40,7 @@ const AUTH_KEYS: &[&str] = &[
     "idp",
     "assertion",
     "subject_token_type",
+    "per_principal",
 ];
 
 const IDP_KEYS: &[&str] = &[
@@ -122,6 +123,8 @@ pub(super) fn auth(
         idp,
         assertion: secret(problems, &at, object, "assertion"),
         subject_token_type: string(problems, &at, object, "subject_token_type").unwrap_or_default(),
+        per_principal: super::values::boolean(problems, &at, object, "per_principal")
+            .unwrap_or(false),
     };
     if let Err(error) = spear_oauth::check_spec(&auth) {
         problems.push(path, error.to_string());

@@ -507,6 +507,21 @@ fn a_server_acting_per_person_names_what_the_person_s_token_is() {
         joined(&p),
         "docs.json: $: auth.subject_token_type: is for the token_exchange grant"
     );
+    let p = problems(
+        "m2m.json",
+        r#"{"id": "m2m", "url": "https://x/mcp", "auth": {"grant": "client_credentials", "client_id": "a", "client_secret": "${S}", "per_principal": true}}"#,
+    );
+    assert!(
+        joined(&p).contains("auth.per_principal: is for the authorization_code grant"),
+        "{}",
+        joined(&p)
+    );
+    let specs = parse_file(
+        "docs.json",
+        br#"{"id": "docs", "url": "https://x/mcp", "auth": {"per_principal": true}}"#,
+    )
+    .unwrap_or_else(|p| panic!("{}", joined(&p)));
+    assert!(specs[0].auth.as_ref().unwrap().per_principal);
 }
 
 #[test]

@@ -99,9 +99,9 @@ fn per_principal(
     config: &SmsConfig,
     sealing: Option<Arc<SealingKey>>,
 ) -> Result<Option<Arc<PerPrincipal>>, StartError> {
-    let Some(issuer) = config.workload.issuer.clone() else {
+    if sealing.is_none() {
         return Ok(None);
-    };
+    }
     // The trust domain of SMS's certificate; on plaintext, a local one.
     let domain = config
         .tls
@@ -111,13 +111,14 @@ fn per_principal(
             || "spear.local".to_string(),
             |(domain, _)| domain.as_str().to_string(),
         );
-    let workload = match &config.workload.key_file {
-        Some(path) => WorkloadIssuer::from_file(path, issuer, domain)?,
-        None => {
+    let workload = match (config.workload.issuer.clone(), &config.workload.key_file) {
+        (None, _) => None,
+        (Some(issuer), Some(path)) => Some(WorkloadIssuer::from_file(path, issuer, domain)?),
+        (Some(issuer), None) => {
             if matches!(config.store, StoreConfig::Etcd(_)) {
                 tracing::warn!("--workload-issuer without --workload-key-file: each replica signs nodes' workload JWTs with a key of its own, and authorization servers trust only the keys at the issuer's URL; give every replica the same --workload-key-file");
             }
-            WorkloadIssuer::ephemeral(issuer, domain)?
+            Some(WorkloadIssuer::ephemeral(issuer, domain)?)
         }
     };
     Ok(Some(Arc::new(PerPrincipal::new(workload, sealing))))

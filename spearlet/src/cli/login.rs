@@ -123,6 +123,7 @@ impl OAuthFlags {
             signing_algorithm: self.signing_algorithm.clone().unwrap_or_default(),
             assertion: self.assertion.clone().unwrap_or_default(),
             subject_token_type: String::new(),
+            per_principal: false,
         })
     }
 

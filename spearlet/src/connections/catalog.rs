@@ -14,7 +14,7 @@ use tracing::warn;
 use super::names::offered_name;
 use super::pins::{self, Held};
 use super::slot::{ServerState, Slot};
-use crate::mcp::{check_input_schema, McpError};
+use crate::mcp::{check_input_schema, McpClient, McpError};
 use crate::tool_index::Terms;
 
 /// `tools/list` pages read at most per refresh.
@@ -79,6 +79,22 @@ impl Slot {
         if let Some(catalog) = self.still_fresh().await {
             return Ok(catalog);
         }
+        let (catalog, stale_at) = self.list(&client).await?;
+        if let Some(current) = self.live.lock().await.as_mut() {
+            if Arc::ptr_eq(&current.client, &client) {
+                current.catalog = Some(Arc::clone(&catalog));
+                current.stale_at = stale_at;
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// The tools `client` lists, checked and sorted as offered, and when
+    /// to list them again.
+    pub(super) async fn list(
+        &self,
+        client: &McpClient,
+    ) -> Result<(Arc<Catalog>, Option<tokio::time::Instant>), McpError> {
         let listed = match client.list_tools(PAGE_CAP, self.timeouts.list_tools).await {
             Ok(tools) => tools,
             Err(error) => {
@@ -157,13 +173,7 @@ impl Slot {
         }
         let catalog = Arc::new(catalog);
         self.show(&catalog);
-        if let Some(current) = self.live.lock().await.as_mut() {
-            if Arc::ptr_eq(&current.client, &client) {
-                current.catalog = Some(Arc::clone(&catalog));
-                current.stale_at = stale_at;
-            }
-        }
-        Ok(catalog)
+        Ok((catalog, stale_at))
     }
 
     /// The catalog listed last, unless it must be listed again: the server

@@ -139,6 +139,16 @@ impl Connections {
     }
 
     /// The server's usable tools (connecting on first use).
+    /// [`Connections::catalog`] as a run's person sees it: on a server
+    /// that acts per principal, listed over their own session.
+    pub async fn catalog_for(
+        &self,
+        server_id: &str,
+        on_behalf: Option<&OnBehalf>,
+    ) -> Result<Arc<Catalog>, McpError> {
+        self.slot(server_id)?.catalog_for(on_behalf).await
+    }
+
     pub async fn catalog(&self, server_id: &str) -> Result<Arc<Catalog>, McpError> {
         self.slot(server_id)?.catalog().await
     }

@@ -1,4 +1,5 @@
-//! A server that acts per principal (its grant is `token_exchange`) holds a
+//! A server that acts per principal (its grant is `token_exchange`, or its
+//! people log in themselves: `"per_principal": true`) holds a
 //! session per person besides its own: a person's calls go over theirs,
 //! whose token is theirs (SMS exchanges their delegated token for it),
 //! so neither a token nor a session is ever shared between people. The
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use spear_proto::v1::OauthGrant;
 use tracing::info;
 
+use super::catalog::Catalog;
 use super::slot::{close_client, Slot};
 use crate::mcp::{Delegation, McpClient, McpError, OnBehalf};
 
@@ -26,12 +28,18 @@ struct Person {
     client: Arc<McpClient>,
     delegation: Delegation,
     used: Instant,
+    /// The tools it listed, until when.
+    catalog: Option<(Arc<Catalog>, Option<tokio::time::Instant>)>,
 }
 
 /// The per-person sessions of one server.
 #[derive(Default)]
 pub(super) struct People {
     sessions: tokio::sync::Mutex<HashMap<String, Person>>,
+    /// The tools as the last person's session listed them: offered to a
+    /// person who cannot list (not connected yet), whose call then gets
+    /// the sentence that says why instead of no tool at all.
+    last_listed: parking_lot::Mutex<Option<Arc<Catalog>>>,
 }
 
 impl People {
@@ -46,10 +54,10 @@ impl People {
 impl Slot {
     /// Whether calls for a person go over a session of their own.
     pub(super) fn acts_per_principal(&self) -> bool {
-        self.spec
-            .auth
-            .as_ref()
-            .is_some_and(|auth| auth.grant == OauthGrant::TokenExchange as i32)
+        self.spec.auth.as_ref().is_some_and(|auth| {
+            auth.grant == OauthGrant::TokenExchange as i32
+                || (auth.grant == OauthGrant::AuthorizationCode as i32 && auth.per_principal)
+        })
     }
 
     /// `on_behalf`'s session, connected if they have none, its token
@@ -84,9 +92,74 @@ impl Slot {
                 client: Arc::clone(&client),
                 delegation,
                 used: now,
+                catalog: None,
             },
         );
         Ok(client)
+    }
+
+    /// The tools as `on_behalf`'s own session lists them (kept until the
+    /// server's TTL or the re-list bound): a server whose people log in
+    /// themselves may have no credential but theirs.
+    pub(super) async fn person_catalog(
+        &self,
+        on_behalf: &OnBehalf,
+    ) -> Result<Arc<Catalog>, McpError> {
+        let client = self.person(on_behalf).await?;
+        let kept = {
+            let sessions = self.people.sessions.lock().await;
+            sessions
+                .get(&on_behalf.principal)
+                .and_then(|p| p.catalog.clone())
+        };
+        if let Some((catalog, stale_at)) = kept {
+            if stale_at.is_none_or(|at| tokio::time::Instant::now() < at) {
+                return Ok(catalog);
+            }
+        }
+        let (catalog, stale_at) = self.list(&client).await?;
+        *self.people.last_listed.lock() = Some(Arc::clone(&catalog));
+        if let Some(person) = self
+            .people
+            .sessions
+            .lock()
+            .await
+            .get_mut(&on_behalf.principal)
+        {
+            if Arc::ptr_eq(&person.client, &client) {
+                person.catalog = Some((Arc::clone(&catalog), stale_at));
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Whether only people hold credentials for the server (they log in
+    /// themselves): its tools are listed over a person's session.
+    fn only_people_list(&self) -> bool {
+        self.spec.auth.as_ref().is_some_and(|auth| {
+            auth.grant == OauthGrant::AuthorizationCode as i32 && auth.per_principal
+        })
+    }
+
+    /// The catalog a run sees: on a server only people hold credentials
+    /// for, as their own session lists it; otherwise the server's (a token
+    /// exchange server lists as the node itself).
+    pub async fn catalog_for(
+        &self,
+        on_behalf: Option<&OnBehalf>,
+    ) -> Result<Arc<Catalog>, McpError> {
+        match on_behalf {
+            Some(person) if self.only_people_list() => {
+                if person.delegation.is_empty() {
+                    return Err(McpError::NoDelegation(self.spec.id.clone()));
+                }
+                match self.person_catalog(person).await {
+                    Ok(catalog) => Ok(catalog),
+                    Err(error) => self.people.last_listed.lock().clone().ok_or(error),
+                }
+            }
+            _ => self.catalog().await,
+        }
     }
 
     /// A new session whose tokens are those `delegation` gets from SMS.

@@ -296,7 +296,7 @@ impl Slot {
                 after: self.timeouts.call,
             })?
             .map_err(|_| McpError::Closed)?;
-        self.check_pinned(tool).await?;
+        self.check_pinned(tool, on_behalf).await?;
         let started = Instant::now();
         // OpenTelemetry MCP conventions: `tools/call {tool}`, a client span.
         let span = tracing::info_span!(
@@ -325,11 +325,11 @@ impl Slot {
 
     /// Refuses a call to a tool that is not offered as pinned, whoever
     /// asks (a model, a guest, `spearlet mcp call`).
-    async fn check_pinned(&self, tool: &str) -> Result<(), McpError> {
+    async fn check_pinned(&self, tool: &str, on_behalf: Option<&OnBehalf>) -> Result<(), McpError> {
         if self.pin_mode() == PinMode::Off {
             return Ok(());
         }
-        let catalog = self.catalog().await?;
+        let catalog = self.catalog_for(on_behalf).await?;
         if let Some(held) = catalog.held.get(tool) {
             return Err(McpError::Held(held.sentence(&self.spec.id, tool)));
         }

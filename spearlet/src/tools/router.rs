@@ -161,9 +161,11 @@ impl Router {
                     .then_some((id, spec?))
             })
             .collect();
-        let catalogs =
-            futures::future::join_all(eligible.iter().map(|(id, _)| self.connections.catalog(id)))
-                .await;
+        let catalogs = futures::future::join_all(eligible.iter().map(|(id, _)| {
+            self.connections
+                .catalog_for(id, self.trust.scope.on_behalf.as_ref())
+        }))
+        .await;
         let mut set = ToolSet::default();
         for ((server_id, spec), catalog) in eligible.into_iter().zip(catalogs) {
             let catalog = match catalog {

@@ -97,7 +97,7 @@ pub async fn start(
             })?;
     state
         .logins
-        .insert(pending.state_param.clone(), (server.clone(), pending));
+        .insert(pending.state_param.clone(), (server.clone(), None, pending));
     info!(server_id = %server, "console login started");
     // Not a redirect: the CSP's `form-action 'self'` rightly stops a form
     // from landing on another origin. A link does not; the script follows
@@ -125,7 +125,7 @@ pub async fn callback(
         )
     };
     let state_param = spear_oauth::query_value(&full, "state").ok_or_else(unknown)?;
-    let (server, pending) = state.logins.take(&state_param).ok_or_else(unknown)?;
+    let (server, person, pending) = state.logins.take(&state_param).ok_or_else(unknown)?;
     let failed = |why: String| {
         warn!(server_id = %server, %why, "console login failed");
         Failure::new(
@@ -141,8 +141,17 @@ pub async fn callback(
         .await
         .map_err(|e| failed(e.to_string()))?;
     let json = serde_json::to_string(&held).map_err(|e| failed(e.to_string()))?;
-    let status = state.api.put_credential(&server, json).await?;
-    info!(server_id = %server, "console login completed");
+    let status = match &person {
+        // A person's own account: theirs alone.
+        Some(principal) => state
+            .api
+            .broker
+            .put_for_person(&server, principal, &json)
+            .await
+            .map_err(|e| failed(e.to_string()))?,
+        None => state.api.put_credential(&server, json).await?,
+    };
+    info!(server_id = %server, person = ?person, "console login completed");
     let body = page::bare(
         "Logged in",
         html! {

@@ -55,6 +55,16 @@ pub enum PerPrincipalError {
     },
     #[error("could not get a token for server '{server}': {why}")]
     Unreachable { server: String, why: String },
+    #[error("{principal} has no login for server '{server}' ({why}); they connect their account (`sms oauth login {server} --principal-token '${{ID_TOKEN}}'`), then invoke again")]
+    NotLoggedIn {
+        principal: String,
+        server: String,
+        why: String,
+    },
+    #[error("server '{0}' acts with each person's own login, and this run has no person (nobody invoked it with their token); it has no credential there")]
+    NoPerson(String),
+    #[error("server '{0}' acts per principal (token_exchange) and SMS issues no workload identity; give SMS --workload-issuer (docs/identities.md)")]
+    NoWorkloadIssuer(String),
 }
 
 /// A token bought for one principal at one server.
@@ -75,13 +85,17 @@ pub struct Server<'a> {
 
 /// Seals delegations, mints workload JWTs, and caches what they buy.
 pub struct PerPrincipal {
-    issuer: WorkloadIssuer,
+    /// `None` without `--workload-issuer`: no token exchange.
+    issuer: Option<WorkloadIssuer>,
     key: Option<std::sync::Arc<SealingKey>>,
     cache: Mutex<HashMap<(String, String, String), Cached>>,
 }
 
 impl PerPrincipal {
-    pub fn new(issuer: WorkloadIssuer, key: Option<std::sync::Arc<SealingKey>>) -> PerPrincipal {
+    pub fn new(
+        issuer: Option<WorkloadIssuer>,
+        key: Option<std::sync::Arc<SealingKey>>,
+    ) -> PerPrincipal {
         PerPrincipal {
             issuer,
             key,
@@ -89,8 +103,22 @@ impl PerPrincipal {
         }
     }
 
-    pub fn issuer(&self) -> &WorkloadIssuer {
-        &self.issuer
+    pub fn issuer(&self) -> Option<&WorkloadIssuer> {
+        self.issuer.as_ref()
+    }
+
+    /// The run's person, when `delegation` is one sealed for `node_id` and
+    /// current; `None` for a run without one.
+    pub fn open(
+        &self,
+        delegation: &[u8],
+        node_id: &str,
+    ) -> Result<Option<Delegation>, PerPrincipalError> {
+        if delegation.is_empty() {
+            return Ok(None);
+        }
+        let key = self.key.as_deref().ok_or(PerPrincipalError::NoKey)?;
+        Ok(Some(Delegation::open(key, delegation, node_id)?))
     }
 
     /// `principal`'s `token`, sealed for `node_id` for `lasting` (the run).
@@ -115,12 +143,11 @@ impl PerPrincipal {
         delegation: &[u8],
         refused: Option<&str>,
     ) -> Result<Issued, PerPrincipalError> {
-        let person = if delegation.is_empty() {
-            None
-        } else {
-            let key = self.key.as_deref().ok_or(PerPrincipalError::NoKey)?;
-            Some(Delegation::open(key, delegation, node_id)?)
-        };
+        let issuer = self
+            .issuer
+            .as_ref()
+            .ok_or_else(|| PerPrincipalError::NoWorkloadIssuer(server.id.to_string()))?;
+        let person = self.open(delegation, node_id)?;
         // The actor is part of the token: one node's is never another's.
         let who = match &person {
             Some(person) => format!("{} via node/{node_id}", person.principal),
@@ -131,7 +158,7 @@ impl PerPrincipal {
             return Ok(issued);
         }
         let mint = |audience: &str| {
-            self.issuer
+            issuer
                 .node_jwt(node_id, audience)
                 .map_err(|e| OAuthError::Flow(e.to_string()))
         };

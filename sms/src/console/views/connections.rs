@@ -1,0 +1,114 @@
+//! A person's accounts: the servers whose people log in themselves
+//! (`"per_principal": true`), whether this person has connected theirs,
+//! and **Connect**, which runs the authorization-code flow as the OAuth
+//! page does for an admin, except that what it obtains is kept as this
+//! person's own credential, handed only to their runs.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Form};
+use maud::html;
+use spear_proto::v1::CredentialState;
+use tracing::info;
+
+use super::oauth::own_origin;
+use crate::console::guard::Signed;
+use crate::console::page::{self, enc};
+use crate::console::views::{badge, CsrfForm, Failure, View};
+use crate::console::Shared;
+
+/// The person this session is for, or why a page is not theirs.
+fn person(signed: &Signed) -> Result<String, Failure> {
+    signed
+        .session
+        .person
+        .as_ref()
+        .map(|p| p.principal.label())
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::FORBIDDEN,
+                "accounts are connected by the people who signed in at the issuer, each their own; an admin logs the cluster in on the OAuth page",
+            )
+        })
+}
+
+pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
+    let principal = person(&signed)?;
+    let accounts = state
+        .api
+        .broker
+        .person_statuses(&principal)
+        .await
+        .map_err(|e| Failure::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let body = html! {
+        @if accounts.is_empty() {
+            p class="muted" { "No server asks people to connect their own account." }
+        } @else {
+            table id="accounts-table" {
+                thead { tr { th { "Server" } th { "State" } th { "Scopes" } th { "Connected (UTC)" } th { "Problem" } th { "" } } }
+                tbody {
+                    @for a in &accounts {
+                        tr data-server=(a.server_id) data-state=(CredentialState::label_of(a.state)) {
+                            td class="mono" { (a.server_id) }
+                            td { (badge(CredentialState::label_of(a.state))) }
+                            td class="mono" { (a.scopes.join(" ")) }
+                            td { (page::time(a.logged_in_at_ms)) }
+                            td { (a.problem) }
+                            td {
+                                form method="post" action={"/accounts/" (enc(&a.server_id)) "/connect"} class="inline" {
+                                    (page::csrf(&signed.session))
+                                    button type="submit" class="primary" data-action="connect" { "Connect" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            p class="muted" { "Connect sends this browser to the server's authorization server, where you sign in as yourself; SMS keeps the tokens sealed, renews them, and gives them only to your runs." }
+        }
+    };
+    Ok(page::page(
+        "Accounts",
+        "/accounts",
+        "/accounts",
+        &signed.session,
+        body,
+    ))
+}
+
+pub async fn connect(
+    State(state): State<Shared>,
+    Extension(signed): Extension<Signed>,
+    Path(server): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, Failure> {
+    let principal = person(&signed)?;
+    signed.session.may_invoke(&form.csrf)?;
+    let (url, client) = state
+        .api
+        .broker
+        .login_client(&server)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let redirect = format!("{}/oauth/callback", own_origin(&state, &headers)?);
+    let (pending, authorize) =
+        spear_oauth::begin_login(&url, &client, &redirect, None, &client.scopes)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::BAD_GATEWAY,
+                    format!("cannot start connecting to server '{server}': {e}"),
+                )
+            })?;
+    state.logins.insert(
+        pending.state_param.clone(),
+        (server.clone(), Some(principal.clone()), pending),
+    );
+    info!(server_id = %server, %principal, "a person started connecting their account");
+    let body = html! {
+        p { "Connecting your account for " span class="mono" { (server) } "." }
+        p { a id="authorize" href=(authorize) data-follow { "Continue to the authorization server" } }
+    };
+    Ok(page::page("Connect", "/accounts", "/accounts", &signed.session, body).into_response())
+}
