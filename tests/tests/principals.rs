@@ -52,6 +52,17 @@ fn provider_for(
     (proc, issuer)
 }
 
+/// SMS's arguments to trust `issuer`'s people (ID tokens for the client
+/// "spear-people").
+fn trusting(issuer: &str) -> Vec<String> {
+    vec![
+        "--oidc-issuer".into(),
+        issuer.into(),
+        "--oidc-audience".into(),
+        "spear-people".into(),
+    ]
+}
+
 /// `sms invoke --json TASK` as a person: SMS's CA only (no client
 /// certificate, no admin token) and their token in `$ID_TOKEN`.
 fn invoke_as(c: &Cluster, certs: &Certs, task: &str, token: &str) -> (i32, String) {
@@ -101,12 +112,7 @@ fn people_invoke_as_themselves_and_only_as_listed() {
         "the notes of principals",
         ClusterOptions {
             certs: Some(&certs),
-            sms_args: vec![
-                "--oidc-issuer".into(),
-                issuer.clone(),
-                "--oidc-audience".into(),
-                "spear-people".into(),
-            ],
+            sms_args: trusting(&issuer),
             ..Default::default()
         },
     );
@@ -237,12 +243,7 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
         ClusterOptions {
             console: true,
             console_port: Some(console_port),
-            sms_args: vec![
-                "--oidc-issuer".into(),
-                issuer.clone(),
-                "--oidc-audience".into(),
-                "spear-people".into(),
-            ],
+            sms_args: trusting(&issuer),
             ..Default::default()
         },
     );
@@ -354,14 +355,11 @@ fn each_person_connects_their_own_account_and_only_their_runs_use_it() {
             certs: Some(&certs),
             console_port: Some(console_port),
             models: vec![("docs", calling_once(work.path(), "docs", "read_note"))],
-            sms_args: vec![
-                "--oidc-issuer".into(),
-                issuer.clone(),
-                "--oidc-audience".into(),
-                "spear-people".into(),
-                "--oauth-key-file".into(),
-                key.display().to_string(),
-            ],
+            sms_args: [
+                trusting(&issuer),
+                vec!["--oauth-key-file".into(), key.display().to_string()],
+            ]
+            .concat(),
             ..Default::default()
         },
     );

@@ -7,7 +7,8 @@
 //! serves runs no person invoked.
 //!
 //! Sessions idle for [`IDLE`] are closed when the next person's call
-//! comes; all close with the slot.
+//! comes, at most [`MAX_SESSIONS`] are held (the least recently used goes
+//! first); all close with the slot.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,9 @@ use crate::mcp::{Delegation, McpClient, McpError, OnBehalf};
 
 /// How long a person's session outlives their last call.
 const IDLE: Duration = Duration::from_secs(600);
+/// The most people's sessions one server holds on a node; beyond it the
+/// least recently used is closed (its person reconnects on their next call).
+const MAX_SESSIONS: usize = 256;
 
 /// One person's session.
 struct Person {
@@ -72,6 +76,15 @@ impl Slot {
             .collect();
         for who in idle {
             if let Some(gone) = sessions.remove(&who) {
+                self.runtime.spawn(close_client(gone.client));
+            }
+        }
+        if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&on_behalf.principal) {
+            let oldest = sessions
+                .iter()
+                .min_by_key(|(_, p)| p.used)
+                .map(|(who, _)| who.clone());
+            if let Some(gone) = oldest.and_then(|who| sessions.remove(&who)) {
                 self.runtime.spawn(close_client(gone.client));
             }
         }

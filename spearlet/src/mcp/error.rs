@@ -55,7 +55,7 @@ pub enum McpError {
     NoCredentials(&'static str),
     /// A person's run on a server that acts per principal, without the
     /// delegation that would get their token.
-    #[error("server '{0}' acts for the person who invoked the run, and SMS delegated nothing to this run (SMS needs --workload-issuer); no other token is used in their place")]
+    #[error("server '{0}' acts for the person who invoked the run, and SMS delegated nothing to this run (SMS seals delegations with its sealing key: --oauth-key-file when it runs on etcd); no other token is used in their place")]
     NoDelegation(String),
     #[error("cannot open the server's sealed values: {0}")]
     Sealed(String),

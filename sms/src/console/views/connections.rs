@@ -12,7 +12,6 @@ use maud::html;
 use spear_proto::v1::CredentialState;
 use tracing::info;
 
-use super::oauth::own_origin;
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
 use crate::console::views::{badge, CsrfForm, Failure, View};
@@ -86,25 +85,7 @@ pub async fn connect(
 ) -> Result<Response, Failure> {
     let principal = person(&signed)?;
     signed.session.may_invoke(&form.csrf)?;
-    let (url, client) = state
-        .api
-        .broker
-        .login_client(&server)
-        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-    let redirect = format!("{}/oauth/callback", own_origin(&state, &headers)?);
-    let (pending, authorize) =
-        spear_oauth::begin_login(&url, &client, &redirect, None, &client.scopes)
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    StatusCode::BAD_GATEWAY,
-                    format!("cannot start connecting to server '{server}': {e}"),
-                )
-            })?;
-    state.logins.insert(
-        pending.state_param.clone(),
-        (server.clone(), Some(principal.clone()), pending),
-    );
+    let authorize = super::oauth::begin(&state, &headers, &server, Some(principal.clone())).await?;
     info!(server_id = %server, %principal, "a person started connecting their account");
     let body = html! {
         p { "Connecting your account for " span class="mono" { (server) } "." }

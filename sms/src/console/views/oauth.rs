@@ -80,24 +80,7 @@ pub async fn start(
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, Failure> {
     signed.session.may_write(&form.csrf)?;
-    let (url, client) = state
-        .api
-        .broker
-        .login_client(&server)
-        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-    let redirect = format!("{}/oauth/callback", own_origin(&state, &headers)?);
-    let (pending, authorize) =
-        spear_oauth::begin_login(&url, &client, &redirect, None, &client.scopes)
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    StatusCode::BAD_GATEWAY,
-                    format!("cannot start a login to server '{server}': {e}"),
-                )
-            })?;
-    state
-        .logins
-        .insert(pending.state_param.clone(), (server.clone(), None, pending));
+    let authorize = begin(&state, &headers, &server, None).await?;
     info!(server_id = %server, "console login started");
     // Not a redirect: the CSP's `form-action 'self'` rightly stops a form
     // from landing on another origin. A link does not; the script follows
@@ -109,6 +92,37 @@ pub async fn start(
         p { a id="authorize" href=(authorize) data-follow { "Continue to the authorization server" } }
     };
     Ok(page::page("Log in", "/oauth", "/oauth", &signed.session, body).into_response())
+}
+
+/// Starts the authorization-code flow to `server`, coming back to
+/// `/oauth/callback`, for `person`'s own account or (`None`) the cluster's:
+/// the authorization URL the browser goes to.
+pub(super) async fn begin(
+    state: &Shared,
+    headers: &HeaderMap,
+    server: &str,
+    person: Option<String>,
+) -> Result<String, Failure> {
+    let (url, client) = state
+        .api
+        .broker
+        .login_client(server)
+        .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+    let redirect = format!("{}/oauth/callback", own_origin(state, headers)?);
+    let (pending, authorize) =
+        spear_oauth::begin_login(&url, &client, &redirect, None, &client.scopes)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    StatusCode::BAD_GATEWAY,
+                    format!("cannot start a login to server '{server}': {e}"),
+                )
+            })?;
+    state.logins.insert(
+        pending.state_param.clone(),
+        (server.to_string(), person, pending),
+    );
+    Ok(authorize)
 }
 
 /// Where the authorization server sends the browser back.
