@@ -158,6 +158,10 @@ pub struct Record {
     pub input_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// A model request's cost at the node's prices, in nano-dollars;
+    /// absent when its model is not priced (docs/usage.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_nano_usd: Option<u64>,
     #[serde(default, skip_serializing_if = "empty")]
     pub hash: String,
 }

@@ -17,6 +17,7 @@ pub mod refs;
 pub mod scope;
 pub mod task;
 mod task_error;
+pub mod usage;
 
 /// Version 1 of the Spear protocol.
 pub mod v1 {

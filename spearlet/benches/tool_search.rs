@@ -143,6 +143,7 @@ async fn run(router: &Router, task: &TaskPolicy, t: &Task, arm: Arm) -> Run {
     let (params, guest_tools) = (RequestParams::default(), GuestTools::default());
     let setup = SendSetup {
         backend: backend.as_ref(),
+        prices: spearlet::llm::Prices::none(),
         router,
         task,
         policy: &policy,

@@ -24,6 +24,7 @@ fn setup<'a>(
     mode: SendMode,
 ) -> SendSetup<'a> {
     SendSetup {
+        prices: spearlet::llm::Prices::none(),
         backend,
         router: &f.router,
         task: &f.task,

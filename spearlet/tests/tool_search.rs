@@ -43,6 +43,7 @@ impl Fleet {
         let params = RequestParams::default();
         let guest_tools = GuestTools::default();
         let setup = SendSetup {
+            prices: spearlet::llm::Prices::none(),
             backend,
             router: &self.router,
             task: &self.task,

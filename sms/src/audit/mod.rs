@@ -12,6 +12,7 @@ mod conflicts;
 mod etcd;
 pub mod heads;
 mod store;
+mod usage;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -315,6 +316,24 @@ impl AuditBook {
             }
         }
         (found, left_out)
+    }
+
+    /// What the records `filter` matches add up to (`sms usage`).
+    pub fn usage(&self, filter: &spear_proto::v1::UsageRequest) -> spear_proto::v1::UsageResponse {
+        let mut totals = usage::Totals::default();
+        let nodes = self.nodes.read();
+        for (node, chain) in nodes.iter() {
+            let candidates = chain.values().filter(|s| {
+                s.time_ms >= filter.since_ms
+                    && (filter.task_id.is_empty() || s.task == filter.task_id)
+            });
+            for stored in candidates {
+                if let Ok(record) = serde_json::from_str::<Record>(&stored.json) {
+                    totals.add(filter, node, &record);
+                }
+            }
+        }
+        totals.into_response()
     }
 
     /// Checks every node's chain; each report names its first problem.

@@ -33,6 +33,17 @@ impl AuditStore {
         }
     }
 
+    /// What the records `filter` matches add up to.
+    pub async fn usage(
+        &self,
+        filter: &spear_proto::v1::UsageRequest,
+    ) -> Result<spear_proto::v1::UsageResponse, AuditError> {
+        match self {
+            AuditStore::Memory(book) => Ok(book.usage(filter)),
+            AuditStore::Etcd(etcd) => Ok(etcd.load().await?.usage(filter)),
+        }
+    }
+
     /// Every chain's report.
     pub async fn verify(&self) -> Result<Vec<ChainReport>, AuditError> {
         match self {

@@ -11,6 +11,7 @@ mod nodes;
 mod oauth;
 mod pins;
 mod tasks;
+mod usage;
 mod validate;
 
 use std::path::PathBuf;
@@ -74,6 +75,9 @@ pub enum Command {
     Approvals(approvals::ApprovalsCommand),
     /// The nodes' audit records (filters, --json), or `verify` their chains.
     Audit(Box<audit::AuditArgs>),
+    /// What runs used and cost (runs, model requests, tokens, tool calls,
+    /// USD), totalled from the audit trail; filters and --json.
+    Usage(Box<usage::UsageArgs>),
     /// Approvals, pin drift and new audit records as they happen, one JSON
     /// object per line (what the console shows live).
     Events(ClientArgs),
@@ -152,6 +156,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Pins(command)) => pins::run(command).await,
         Some(Command::Approvals(command)) => approvals::run(command).await,
         Some(Command::Audit(args)) => audit::run(*args).await,
+        Some(Command::Usage(args)) => usage::run(*args).await,
         Some(Command::Events(client)) => audit::follow(&client).await,
         Some(Command::Oauth(command)) => oauth::run(command).await,
         Some(Command::Invoke {

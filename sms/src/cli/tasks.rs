@@ -289,6 +289,20 @@ pub async fn invoke(
     print_response(&response, client.json)
 }
 
+/// A run's (or `sms usage`'s) usage as `--json` prints it: counts, and the
+/// cost both in USD and exactly in nano-dollars.
+pub(super) fn usage_json(used: spear_proto::v1::RunUsage) -> serde_json::Value {
+    serde_json::json!({
+        "model_requests": used.model_requests,
+        "unpriced_model_requests": used.unpriced_model_requests,
+        "input_tokens": used.input_tokens,
+        "output_tokens": used.output_tokens,
+        "tool_calls": used.tool_calls,
+        "cost_usd": used.cost_nano_usd as f64 / 1e9,
+        "cost_nano_usd": used.cost_nano_usd,
+    })
+}
+
 /// The guest's stdout on stdout; its stderr, the tool calls and how it ended
 /// on stderr. The exit code is the guest's (1 when it was stopped).
 fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
@@ -305,6 +319,7 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             "stderr": String::from_utf8_lossy(&response.stderr),
             "trace": trace, "duration_ms": response.duration_ms, "cpu_ms": response.cpu_ms,
             "invocation_id": response.invocation_id,
+            "usage": usage_json(response.usage.unwrap_or_default()),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

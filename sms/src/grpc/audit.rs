@@ -10,8 +10,8 @@ use spear_proto::v1::audit_server::Audit;
 use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
     AuditEvent, LastAuditRequest, LastAuditResponse, QueryAuditRequest, QueryAuditResponse,
-    ShipAuditRequest, ShipAuditResponse, TrustEvent, VerifyAuditRequest, VerifyAuditResponse,
-    WatchTrustRequest,
+    ShipAuditRequest, ShipAuditResponse, TrustEvent, UsageRequest, UsageResponse,
+    VerifyAuditRequest, VerifyAuditResponse, WatchTrustRequest,
 };
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
@@ -127,6 +127,19 @@ impl Audit for AuditService {
             nodes,
             left_out,
         }))
+    }
+
+    async fn usage(
+        &self,
+        request: Request<UsageRequest>,
+    ) -> Result<Response<UsageResponse>, Status> {
+        self.access.admin(&request, "usage")?;
+        let totals = self
+            .store
+            .usage(request.get_ref())
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(totals))
     }
 
     async fn verify_audit(

@@ -9,13 +9,15 @@ use std::sync::Arc;
 
 use spear_proto::task::LlmChoice;
 
-use crate::llm::{BackendError, Backends, LlmBackend};
+use crate::llm::{BackendError, Backends, LlmBackend, Prices};
 
 /// A backend a session can send to, with its name from the node's config.
 #[derive(Clone)]
 pub struct Chosen {
     pub name: String,
     pub backend: Arc<dyn LlmBackend>,
+    /// The node's prices, for the cost of each request.
+    pub prices: Arc<Prices>,
 }
 
 /// Why a session's `backend` or `model` was refused (`EACCES`).
@@ -50,6 +52,7 @@ impl Models {
             default: Chosen {
                 name: name.to_string(),
                 backend,
+                prices: Arc::new(Prices::default()),
             },
         }
     }
@@ -61,10 +64,15 @@ impl Models {
             .resolve_name(task.backend.as_deref())
             .unwrap_or_default()
             .to_string();
+        let prices = backends.prices();
         Ok(Models {
             backends: Some(backends),
             task: task.clone(),
-            default: Chosen { name, backend },
+            default: Chosen {
+                name,
+                backend,
+                prices,
+            },
         })
     }
 
@@ -108,6 +116,7 @@ impl Models {
         Ok(Chosen {
             name: name.to_string(),
             backend: chosen,
+            prices: backends.prices(),
         })
     }
 }

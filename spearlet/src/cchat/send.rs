@@ -44,6 +44,7 @@ impl SendJob {
         let session = &mut self.session;
         let setup = SendSetup {
             backend: session.chosen.backend.as_ref(),
+            prices: &session.chosen.prices,
             router: &self.router,
             task: &self.task,
             policy: &session.policy,

@@ -328,6 +328,7 @@ fn response(node_id: String, task_id: String, outcome: RunOutcome) -> InvokeResp
             })
             .collect(),
         duration_ms: outcome.duration.as_millis() as u64,
+        usage: Some(outcome.used.to_proto()),
         cpu_ms: outcome.cpu.as_millis() as u64,
         invocation_id: String::new(),
     }

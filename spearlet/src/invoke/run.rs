@@ -4,6 +4,7 @@
 //! [`run`]; [`runtime`] builds the node's runtime.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::InstancePre;
@@ -67,31 +68,39 @@ pub struct RunOutcome {
     pub duration: Duration,
     /// Guest CPU the run used.
     pub cpu: Duration,
+    /// Its model requests, tokens, tool calls and cost.
+    pub used: spear_proto::usage::Used,
 }
 
 /// The guest run `context` asks for, with its chat sessions as host state.
-fn guest_run(context: RunContext, limits: RunLimits) -> GuestRun<ChatHost> {
+fn guest_run(context: RunContext, limits: RunLimits) -> (GuestRun<ChatHost>, Used) {
     let deadline = Instant::now() + limits.guest.wall;
     let scope = RunScope {
         deadline: Some(deadline),
         ..context.scope
     };
+    let router = context.router.for_run(scope);
+    let used = Arc::clone(&router.trust().used);
     let deps = SessionDeps::new(
         context.task,
-        context.router.for_run(scope),
+        router,
         context.models,
         deadline,
         limits.guest.wall,
         limits.chat,
     );
-    GuestRun {
+    let run = GuestRun {
         stdin: context.stdin,
         name: context.name,
         granted: context.wasi,
         deadline,
         host: ChatHost::new(deps),
-    }
+    };
+    (run, used)
 }
+
+/// What a run's records add up to, shared with its router.
+type Used = Arc<parking_lot::Mutex<spear_proto::usage::Used>>;
 
 /// Runs `pre`'s `_start` once with `limits`; dropping the future (a
 /// cancelled invocation) stops the guest at its next tick.
@@ -101,10 +110,10 @@ pub async fn run(
     context: RunContext,
     limits: RunLimits,
 ) -> RunOutcome {
-    let ended = runtime
-        .run(pre, guest_run(context, limits), limits.guest)
-        .await;
+    let (guest, used) = guest_run(context, limits);
+    let ended = runtime.run(pre, guest, limits.guest).await;
     let mut outcome = RunOutcome {
+        used: *used.lock(),
         exit_code: ended.exit_code,
         error: ended.error,
         stdout: ended.stdout,
@@ -130,6 +139,6 @@ pub async fn start_costs(
     limits: RunLimits,
 ) -> wasmtime::Result<StartCosts> {
     runtime
-        .start_costs(pre, guest_run(context, limits), limits.guest)
+        .start_costs(pre, guest_run(context, limits).0, limits.guest)
         .await
 }

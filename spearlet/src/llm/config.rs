@@ -44,6 +44,9 @@ pub struct LlmSection {
     pub default: Option<String>,
     #[serde(default)]
     pub backends: BTreeMap<String, BackendSection>,
+    /// What each model costs, in USD per million tokens (docs/usage.md).
+    #[serde(default)]
+    pub prices: BTreeMap<String, super::PriceSection>,
 }
 
 /// Which wire format a backend speaks.
@@ -117,6 +120,8 @@ struct Resolved {
 pub enum BackendError {
     #[error("llm backend '{name}': {why}")]
     Invalid { name: String, why: String },
+    #[error(transparent)]
+    Price(#[from] super::BadPrice),
     #[error("llm.default names '{0}', which is not under [llm.backends]")]
     UnknownDefault(String),
     #[error("the task asks for LLM backend '{name}', which this node does not configure (its backends: {configured})")]
@@ -134,6 +139,7 @@ pub enum BackendError {
 /// The node's backends, built on demand per (backend, model) and shared.
 pub struct Backends {
     default: Option<String>,
+    prices: Arc<super::Prices>,
     configured: BTreeMap<String, Resolved>,
     built: Mutex<HashMap<(String, String), Arc<dyn LlmBackend>>>,
 }
@@ -144,6 +150,7 @@ impl Backends {
         section: LlmSection,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Backends, BackendError> {
+        let prices = Arc::new(super::Prices::from_sections(&section.prices)?);
         let mut configured = BTreeMap::new();
         for (name, backend) in section.backends {
             let invalid = |why: String| BackendError::Invalid {
@@ -195,9 +202,15 @@ impl Backends {
         }
         Ok(Backends {
             default,
+            prices,
             configured,
             built: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The node's price table.
+    pub fn prices(&self) -> Arc<super::Prices> {
+        Arc::clone(&self.prices)
     }
 
     /// The variables holding the backends' keys: never readable by a

@@ -5,6 +5,7 @@
 mod anthropic;
 mod config;
 mod openai;
+mod prices;
 mod request;
 mod retry;
 mod stream;
@@ -13,6 +14,7 @@ mod types;
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
 pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection};
 pub use openai::{OpenAiBackend, OpenAiConfig};
+pub use prices::{usd, BadPrice, PriceSection, Prices};
 pub use request::{ChatRequest, Unsupported};
 pub use types::{
     ChatMessage, LlmBackend, LlmError, ProviderSearch, Reply, Role, StopReason, ToolCall, ToolSpec,

@@ -125,6 +125,7 @@ impl Router {
     pub fn for_run(&self, scope: RunScope) -> Router {
         let mut run = self.clone();
         run.trust.scope = Arc::new(scope);
+        run.trust.used = Arc::default();
         run
     }
 

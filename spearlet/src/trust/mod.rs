@@ -45,11 +45,15 @@ pub struct RunScope {
 pub struct RunTrust {
     pub node: NodeTrust,
     pub scope: Arc<RunScope>,
+    /// What the run's records add up to (its reply's `usage`), counted by
+    /// the rule `sms usage` counts with.
+    pub used: Arc<parking_lot::Mutex<spear_proto::usage::Used>>,
 }
 
 impl RunTrust {
     /// Appends `record` with the run's ids; its seq (0 without a log).
     pub fn audit(&self, mut record: spear_proto::audit::Record) -> u64 {
+        self.used.lock().add(&record);
         let Some(log) = &self.node.audit else {
             return 0;
         };

@@ -61,12 +61,26 @@ impl ToolLoop<'_, '_> {
             gen_ai.request.model = model,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            spear.cost_usd = tracing::field::Empty,
         );
         let asked = Instant::now();
         let answered = tokio::time::timeout_at(deadline, backend.complete(request))
             .instrument(span.clone())
             .await;
         self.outcome.model_latency.push(asked.elapsed());
+        let usage = answered
+            .as_ref()
+            .ok()
+            .and_then(|r| r.as_ref().ok())
+            .map(|r| r.usage);
+        let cost = usage.and_then(|u| {
+            self.setup
+                .prices
+                .cost(model, u.prompt_tokens, u.completion_tokens)
+        });
+        if let Some(cost) = cost {
+            span.record("spear.cost_usd", crate::llm::usd(cost));
+        }
         trust.audit(Record {
             kind: Kind::ModelRequest,
             outcome: match &answered {
@@ -75,16 +89,9 @@ impl ToolLoop<'_, '_> {
             },
             backend: backend.provider().to_string(),
             model: model.to_string(),
-            input_tokens: answered
-                .as_ref()
-                .ok()
-                .and_then(|r| r.as_ref().ok())
-                .map(|r| r.usage.prompt_tokens as u64),
-            output_tokens: answered
-                .as_ref()
-                .ok()
-                .and_then(|r| r.as_ref().ok())
-                .map(|r| r.usage.completion_tokens as u64),
+            input_tokens: usage.map(|u| u.prompt_tokens),
+            output_tokens: usage.map(|u| u.completion_tokens),
+            cost_nano_usd: cost,
             duration_us: Some(asked.elapsed().as_micros() as u64),
             ..Record::default()
         });

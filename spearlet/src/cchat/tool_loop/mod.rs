@@ -173,6 +173,8 @@ pub enum SendMode {
 /// What one send works with.
 pub struct SendSetup<'a> {
     pub backend: &'a dyn LlmBackend,
+    /// What its requests cost.
+    pub prices: &'a crate::llm::Prices,
     pub router: &'a Router,
     pub task: &'a TaskPolicy,
     pub policy: &'a SessionPolicy,
@@ -217,6 +219,7 @@ pub async fn run_tool_loop(
 ) -> LoopOutcome {
     let setup = SendSetup {
         backend,
+        prices: crate::llm::Prices::none(),
         router,
         task,
         policy: session,

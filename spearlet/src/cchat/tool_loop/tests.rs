@@ -131,6 +131,7 @@ impl Bench {
     fn setup<'a>(&'a self, model: &'a Model, mode: SendMode, limits: LoopLimits) -> SendSetup<'a> {
         SendSetup {
             backend: model,
+            prices: crate::llm::Prices::none(),
             router: &self.router,
             task: &self.task,
             policy: &self.policy,

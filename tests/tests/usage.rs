@@ -1,0 +1,128 @@
+//! Usage and cost: a node prices each model request with its
+//! `[llm.prices]` table; each run's reply says what it used and cost; `sms
+//! usage` totals the same records the nodes shipped, so for a scripted set
+//! of runs with known token counts the sum of the runs' costs is exactly
+//! its total, a task filter counts only that task's runs, and a bad price
+//! stops the node with one sentence.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use spear_tests::audit_trail::audit;
+use spear_tests::procs::bin;
+use spear_tests::tasks::{cluster_opts, fs_task, guest, register, ClusterOptions};
+use spear_tests::wait::eventually;
+
+/// The replay model's tokens per request (tests/scripted-model).
+const INPUT_TOKENS: u64 = spear_scripted_model::PROMPT_TOKENS;
+const OUTPUT_TOKENS: u64 = spear_scripted_model::COMPLETION_TOKENS;
+/// `[llm.prices."recorded"]`: $3 and $15 per million tokens, that is 3,000
+/// and 15,000 nano-dollars a token.
+const PRICES: &str = "[llm.prices.\"recorded\"]\ninput = 3.0\noutput = 15.0\n";
+
+fn usage(c: &spear_tests::tasks::Cluster, filters: &[&str]) -> Value {
+    let mut args = vec!["usage", "--json"];
+    args.extend_from_slice(filters);
+    let (code, out, err) = c.sms.client(&args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn the_runs_costs_add_up_to_what_sms_usage_says() {
+    let c = cluster_opts(
+        "the notes that cost",
+        ClusterOptions {
+            node_toml: PRICES,
+            ..Default::default()
+        },
+    );
+    for task in ["notes", "other"] {
+        let (code, _, err) = register(&c, task, &guest("fs-agent"), &fs_task(), &[]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let mut runs = Vec::new();
+    for task in ["notes", "notes", "notes", "other"] {
+        let (code, out, err) = c.sms.client(&["invoke", "--json", task]);
+        assert_eq!(code, 0, "{out}{err}");
+        let run: Value = serde_json::from_str(&out).unwrap();
+        runs.push((task, run));
+    }
+    let mut expected = (0u64, 0u64, 0u64, 0u64, 0u64);
+    for (task, run) in &runs {
+        let used = &run["usage"];
+        let requests = used["model_requests"].as_u64().unwrap();
+        assert!(requests > 0, "{run}");
+        // Each request: its tokens at the model's prices, exactly.
+        assert_eq!(used["input_tokens"], requests * INPUT_TOKENS, "{run}");
+        assert_eq!(used["output_tokens"], requests * OUTPUT_TOKENS, "{run}");
+        let cost = requests * (INPUT_TOKENS * 3_000 + OUTPUT_TOKENS * 15_000);
+        assert_eq!(used["cost_nano_usd"], cost, "{run}");
+        assert_eq!(
+            used["tool_calls"].as_u64().unwrap(),
+            run["trace"].as_array().unwrap().len() as u64,
+            "{run}"
+        );
+        if *task == "notes" {
+            expected.0 += requests;
+            expected.1 += used["input_tokens"].as_u64().unwrap();
+            expected.2 += used["output_tokens"].as_u64().unwrap();
+            expected.3 += used["tool_calls"].as_u64().unwrap();
+            expected.4 += cost;
+        }
+    }
+    // SMS totals the records the node shipped: the same numbers.
+    let notes = eventually("the runs' records at SMS", Duration::from_secs(20), || {
+        let notes = usage(&c, &["--task", "notes"]);
+        (notes["model_requests"] == expected.0 && notes["tool_calls"] == expected.3)
+            .then_some(notes.clone())
+            .ok_or(notes.to_string())
+    });
+    assert_eq!(notes["runs"], 3, "{notes}");
+    assert_eq!(notes["input_tokens"], expected.1, "{notes}");
+    assert_eq!(notes["output_tokens"], expected.2, "{notes}");
+    assert_eq!(notes["cost_nano_usd"], expected.4, "{notes}");
+    assert_eq!(notes["unpriced_model_requests"], 0, "{notes}");
+    // Everything: the other task's run too.
+    let all = usage(&c, &[]);
+    assert_eq!(all["runs"], 4, "{all}");
+    // By principal, as the records name it: the caller of all four; nobody
+    // else's are any.
+    let records = audit(&c, &["--task", "notes"]);
+    let caller = records[0]["principal"].as_str().unwrap().to_string();
+    assert_eq!(usage(&c, &["--principal", &caller])["runs"], 4);
+    assert_eq!(usage(&c, &["--principal", "https://idp#nobody"])["runs"], 0);
+
+    // The table as people read it.
+    let (code, out, _) = c.sms.client(&["usage", "--task", "notes"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("runs            3"), "{out}");
+    assert!(
+        out.contains(&format!("cost            ${:.6}", expected.4 as f64 / 1e9)),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_price_stops_the_node_with_the_entry_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        "[llm.backends.m]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\n[llm.prices.\"m\"]\ninput = -1.0\noutput = 1.0\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(bin("spearlet"))
+        .args(["run", "--sms", "127.0.0.1:1", "--config"])
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("[llm.prices.\"m\"] input = -1: a price is USD per million tokens"),
+        "{err}"
+    );
+}
