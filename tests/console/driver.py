@@ -408,6 +408,36 @@ def invoke_page(page, task):
     return page.inner_text("#run-stdout")
 
 
+def mallory_signs_in(browser):
+    """mallory's sign-in at the console, up to the issuer's redirect back:
+    the callback URL, not followed. (A client of her own, as an attacker
+    would use; the browser's routing does not see redirects.)"""
+    import re
+    client = browser.new_context(ignore_https_errors=True).request
+    answer = client.get(URL + "/login/oidc", max_redirects=0)
+    for _ in range(20):
+        if answer.status in (302, 303):
+            target = answer.headers["location"]
+            if not target.startswith("http"):
+                target = re.match(r"https?://[^/]+", answer.url).group(0) + target
+            if "/login/oidc/callback" in target:
+                return target
+            answer = client.get(target, max_redirects=0)
+            continue
+        page = answer.text()
+        form = re.search(r'<form[^>]*action="([^"]+)"', page)
+        prompt = re.search(r'name="prompt" value="(\w+)"', page)
+        check(form and prompt, f"mallory is stuck at {answer.url} ({answer.status})")
+        data = {"prompt": prompt.group(1)}
+        if data["prompt"] == "login":
+            data.update(login="mallory", password="any")
+        action = form.group(1)
+        if not action.startswith("http"):
+            action = re.match(r"https?://[^/]+", answer.url).group(0) + action
+        answer = client.post(action, form=data, max_redirects=0)
+    raise AssertionError("mallory's sign-in never came back")
+
+
 def person(browser):
     """A person signs in at SMS's OpenID issuer (oidc-provider's own pages)
     and sees and invokes only what TASK's "invokers" allow."""
@@ -415,6 +445,11 @@ def person(browser):
     # The redirect back, replayed: nothing opens twice.
     replayed = page.request.get(page.url)
     result["replayed"] = replayed.status
+    # Login CSRF: mallory signs in at the issuer with her own client, stops
+    # before the redirect back, and has this person's browser finish it.
+    callback = mallory_signs_in(browser)
+    forged = page.request.get(callback)
+    result["login_csrf"] = [forged.status, forged.text()]
     page.click("#continue")
     page.wait_for_url(URL + "/tasks")
     result["role"] = page.inner_text(".role")

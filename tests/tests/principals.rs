@@ -277,6 +277,15 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
         "{seen}"
     );
     assert_eq!(seen["replayed"], 400, "{seen}");
+    // mallory's sign-in, finished in alice's browser, opens nothing.
+    assert_eq!(seen["login_csrf"][0], 403, "{seen}");
+    assert!(
+        seen["login_csrf"][1]
+            .as_str()
+            .unwrap()
+            .contains("this sign-in was started in another browser; sign in again from this one"),
+        "{seen}"
+    );
     assert_eq!(seen["role"], format!("Signed in as {alice}"), "{seen}");
     assert_eq!(seen["nav"], json!(["Tasks", "Accounts"]), "{seen}");
     assert_eq!(seen["tasks"], json!(["notes"]), "{seen}");

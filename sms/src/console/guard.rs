@@ -43,9 +43,39 @@ pub fn cookie(tls: bool, id: &str) -> String {
     )
 }
 
+/// The cookie that binds a sign-in at the issuer to the browser that
+/// started it: `SameSite=Lax`, since the issuer sends the browser back by a
+/// cross-site navigation, and gone once used.
+pub fn sign_in_cookie(tls: bool, binding: &str) -> String {
+    let (name, secure) = if tls {
+        ("__Host-spear_sign_in", "; Secure")
+    } else {
+        ("spear_sign_in", "")
+    };
+    let max_age = if binding.is_empty() {
+        0
+    } else {
+        super::logins::PENDING_FOR.as_secs()
+    };
+    format!("{name}={binding}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}")
+}
+
+/// The sign-in binding the request's cookie carries.
+pub fn sign_in_binding(headers: &HeaderMap, tls: bool) -> Option<String> {
+    let name = if tls {
+        "__Host-spear_sign_in"
+    } else {
+        "spear_sign_in"
+    };
+    cookie_value(headers, name)
+}
+
 /// The session id the request's cookie names.
 pub fn session_id(headers: &HeaderMap, tls: bool) -> Option<String> {
-    let name = cookie_name(tls);
+    cookie_value(headers, cookie_name(tls))
+}
+
+fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()

@@ -56,5 +56,7 @@ impl<T> Pending<T> {
 /// OAuth logins to servers: the server's id, the person connecting their
 /// own account (`None`: an admin's login for the cluster), and the login.
 pub type Logins = Pending<(String, Option<String>, PendingLogin)>;
-/// People signing in at SMS's OpenID issuer.
-pub type SignIns = Pending<SignIn>;
+/// People signing in at SMS's OpenID issuer: the sign-in, and the random
+/// value its browser holds in a cookie (a callback from another browser,
+/// login CSRF, does not match it).
+pub type SignIns = Pending<(SignIn, String)>;

@@ -100,6 +100,8 @@ pub(crate) struct State {
     pub logins: logins::Logins,
     /// People's sign-ins at the issuer, waiting for the browser.
     pub sign_ins_pending: logins::SignIns,
+    /// Sign-ins at the issuer started per source address.
+    pub sign_in_starts: throttle::SignIns,
     /// SMS's OpenID issuer, where people sign in; `None`: tokens only.
     pub oidc: Option<Arc<spear_identity::OidcVerifier>>,
     /// Wrong sign-ins per source address.
@@ -154,6 +156,7 @@ impl Console {
             module_dir,
             logins: logins::Logins::default(),
             sign_ins_pending: logins::SignIns::default(),
+            sign_in_starts: throttle::SignIns::default(),
             oidc: deps.oidc,
             sign_ins: throttle::SignIns::default(),
         });

@@ -8,16 +8,17 @@
 //! lasts as long as the token. A person sees the tasks they may invoke and
 //! invokes them as themselves; nothing else.
 
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
 use maud::html;
 use tracing::{info, warn};
 
 use super::oauth::own_origin;
 use super::Failure;
-use crate::console::guard::cookie;
+use crate::console::guard::{cookie, sign_in_binding, sign_in_cookie};
 use crate::console::session::Person;
+use crate::console::session::{constant_time_eq, random_id};
 use crate::console::{page, Shared};
 
 /// The issuer people sign in at, or why there is none.
@@ -37,19 +38,42 @@ fn unreachable(error: impl std::fmt::Display) -> Failure {
     )
 }
 
-/// `/login/oidc`: sends the browser to the issuer.
-pub async fn start(State(state): State<Shared>, headers: HeaderMap) -> Result<Response, Failure> {
+/// `/login/oidc`: sends the browser to the issuer, with a cookie that
+/// binds the sign-in to it. At most ten a minute from one address: each
+/// holds a place among the pending ones.
+pub async fn start(
+    State(state): State<Shared>,
+    ConnectInfo(peer): ConnectInfo<spear_identity::Peer>,
+    headers: HeaderMap,
+) -> Result<Response, Failure> {
     let oidc = issuer(&state)?;
+    if let Some(ip) = peer.addr.map(|a| a.ip()) {
+        if let Err(wait) = state.sign_in_starts.check(ip) {
+            return Err(Failure::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "too many sign-ins started from this address; try again in {} s",
+                    wait.as_secs().max(1)
+                ),
+            ));
+        }
+        state.sign_in_starts.failed(ip);
+    }
     let endpoints = oidc.endpoints().await.map_err(unreachable)?;
     let redirect = format!("{}/login/oidc/callback", own_origin(&state, &headers)?);
     let sign_in =
         spear_oauth::begin_sign_in(&endpoints.authorization, oidc.audience(), &redirect, &[])
             .map_err(unreachable)?;
     let url = sign_in.url.clone();
+    let binding = random_id();
     state
         .sign_ins_pending
-        .insert(sign_in.state.clone(), sign_in);
-    Ok(Redirect::to(&url).into_response())
+        .insert(sign_in.state.clone(), (sign_in, binding.clone()));
+    Ok((
+        [(header::SET_COOKIE, sign_in_cookie(state.tls, &binding))],
+        Redirect::to(&url),
+    )
+        .into_response())
 }
 
 /// `/login/oidc/callback`: the issuer sends the browser back here.
@@ -67,10 +91,18 @@ pub async fn callback(
         )
     };
     let state_param = spear_oauth::query_value(&full, "state").ok_or_else(unknown)?;
-    let sign_in = state
+    let (sign_in, binding) = state
         .sign_ins_pending
         .take(&state_param)
         .ok_or_else(unknown)?;
+    let held = sign_in_binding(&headers, state.tls).unwrap_or_default();
+    if !constant_time_eq(held.as_bytes(), binding.as_bytes()) {
+        warn!("console sign-in callback from a browser that did not start it");
+        return Err(Failure::new(
+            StatusCode::FORBIDDEN,
+            "this sign-in was started in another browser; sign in again from this one",
+        ));
+    }
     if let Some(error) = spear_oauth::query_value(&full, "error") {
         return Err(Failure::new(
             StatusCode::FORBIDDEN,
@@ -116,7 +148,11 @@ pub async fn callback(
     );
     Ok((
         StatusCode::OK,
-        [(header::SET_COOKIE, cookie(state.tls, &id))],
+        // Both: `append`, not `insert`, or the second would replace the first.
+        AppendHeaders([
+            (header::SET_COOKIE, cookie(state.tls, &id)),
+            (header::SET_COOKIE, sign_in_cookie(state.tls, "")),
+        ]),
         body,
     )
         .into_response())
