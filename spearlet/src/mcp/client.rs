@@ -295,12 +295,20 @@ impl McpClient {
         let version = service
             .peer_info()
             .map(|info| info.protocol_version.to_string());
-        let listening = super::listen::spawn(
+        let listening = match super::listen::spawn(
             service.peer().clone(),
             version,
             Arc::from(spec.id.as_str()),
             tx,
-        );
+        ) {
+            Some((task, ready)) => {
+                // Not past the startup bound: a server slow to acknowledge
+                // still gets its session, and the re-list bound covers it.
+                let _ = tokio::time::timeout(startup, ready).await;
+                Some(task)
+            }
+            None => None,
+        };
         Ok(McpClient {
             service,
             child,

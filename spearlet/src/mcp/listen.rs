@@ -9,7 +9,8 @@
 //! passes them through the pins. The stream lives as long as the session.
 //!
 //! States: *opening* (the request is sent; the server acknowledges what
-//! it honours) → *listening* (each change bumps the counter) → *ended*:
+//! it honours; the session is handed out only then, within a bound) →
+//! *listening* (each change bumps the counter) → *ended*:
 //! by the server or the transport (the session is over), or because the
 //! node read too slowly (`Lagged`: changes may have been missed, so the
 //! counter is bumped once and the stream opened again).
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::{Peer, SubscriptionEnd};
 use rmcp::RoleClient;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info};
 
@@ -27,20 +28,32 @@ use tracing::{debug, info};
 pub const LISTEN_VERSION: &str = "2026-07-28";
 
 /// Opens the stream for `server` when the session speaks `version`;
-/// the task ends with the session.
+/// the task ends with the session. The receiver completes once the server
+/// acknowledged the stream (or has none to give): a session handed out
+/// before then would miss a change announced at once.
 pub fn spawn(
     peer: Peer<RoleClient>,
     version: Option<String>,
     server: Arc<str>,
     tools_changed: Arc<watch::Sender<u64>>,
-) -> Option<JoinHandle<()>> {
+) -> Option<(JoinHandle<()>, oneshot::Receiver<()>)> {
     if version.as_deref() != Some(LISTEN_VERSION) {
         return None;
     }
-    Some(tokio::spawn(listen(peer, server, tools_changed)))
+    let (opened, ready) = oneshot::channel();
+    let task = tokio::spawn(listen(peer, server, tools_changed, opened));
+    Some((task, ready))
 }
 
-async fn listen(peer: Peer<RoleClient>, server: Arc<str>, tools_changed: Arc<watch::Sender<u64>>) {
+async fn listen(
+    peer: Peer<RoleClient>,
+    server: Arc<str>,
+    tools_changed: Arc<watch::Sender<u64>>,
+    opened: oneshot::Sender<()>,
+) {
+    // Told once, when the first stream is acknowledged; dropped (which
+    // tells too) when there is none.
+    let mut opened = Some(opened);
     loop {
         let filter = SubscriptionFilter::builder().tools_list_changed().build();
         let mut stream = match peer.listen(filter).await {
@@ -57,6 +70,9 @@ async fn listen(peer: Peer<RoleClient>, server: Arc<str>, tools_changed: Arc<wat
             return;
         }
         info!(server_id = %server, "listening for tool list changes (subscriptions/listen)");
+        if let Some(opened) = opened.take() {
+            let _ = opened.send(());
+        }
         while let Ok(Some(notification)) = stream.next().await {
             if matches!(
                 notification,
