@@ -93,8 +93,10 @@ impl Keys {
     }
 }
 
-/// SMS's workload identity, when `--workload-issuer` names where it is
-/// published; delegations are sealed with the key literal values are.
+/// What serves servers that act per principal, whenever SMS can seal
+/// (delegations are sealed with the key literal values are): with SMS's
+/// workload identity when `--workload-issuer` names where it is published
+/// (token exchange needs it; people's own logins do not).
 fn per_principal(
     config: &SmsConfig,
     sealing: Option<Arc<SealingKey>>,
