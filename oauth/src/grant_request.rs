@@ -106,6 +106,17 @@ pub(crate) async fn post(
     })
 }
 
+/// The claims of `jwt`, unverified: for deciding where a credential may
+/// be sent, never for trusting what it says.
+pub(crate) fn unverified_claims(jwt: &str) -> Option<serde_json::Value> {
+    use base64::Engine;
+    let payload = jwt.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// Posts `form` to `token_endpoint`, the client authenticated with
 /// `basic` (id and secret) when given: the answer's body, or the
 /// authorization server's refusal as [`OAuthError::Refused`].

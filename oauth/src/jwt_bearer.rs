@@ -107,16 +107,7 @@ fn addressed_to(
     issuer: Option<&str>,
     token_endpoint: &str,
 ) -> Result<(), OAuthError> {
-    use base64::Engine;
-    let audience: Vec<String> = assertion
-        .split('.')
-        .nth(1)
-        .and_then(|p| {
-            base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .decode(p)
-                .ok()
-        })
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    let audience: Vec<String> = crate::grant_request::unverified_claims(assertion)
         .map(|claims| match &claims["aud"] {
             serde_json::Value::String(one) => vec![one.clone()],
             serde_json::Value::Array(many) => many

@@ -64,6 +64,7 @@ pub async fn token_exchange(
         .issuer
         .clone()
         .unwrap_or_else(|| metadata.token_endpoint.clone());
+    issued_there(subject.token, &audience)?;
     let actor = mint_actor(&audience)?;
     let form = vec![
         ("grant_type", GRANT_TYPE),
@@ -84,9 +85,46 @@ pub async fn token_exchange(
     .await
 }
 
+/// Refuses to send the person's token to an authorization server that did
+/// not issue it: the MCP server names its authorization server, so a
+/// hostile one could otherwise collect people's tokens (good at SMS
+/// itself). The token must be a JWT whose `iss` is that server's issuer.
+fn issued_there(token: &str, issuer: &str) -> Result<(), OAuthError> {
+    let trim = |s: &str| s.trim_end_matches('/').to_string();
+    let iss = crate::grant_request::unverified_claims(token)
+        .and_then(|claims| claims["iss"].as_str().map(str::to_string));
+    match iss {
+        Some(iss) if trim(&iss) == trim(issuer) => Ok(()),
+        Some(iss) => Err(OAuthError::Flow(format!(
+            "the server's authorization server is {issuer}, and the person's token was issued by {iss}: it is exchanged only where it was issued, so it is not sent there"
+        ))),
+        None => Err(OAuthError::Flow(
+            "the person's token is not a JWT naming its issuer, so SMS cannot tell it belongs at the server's authorization server; it is not sent".into(),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::subject_token_type;
+    use super::{issued_there, subject_token_type};
+
+    fn jwt(claims: &str) -> String {
+        use base64::Engine;
+        let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!("{}.{}.sig", b64(r#"{"alg":"ES256"}"#), b64(claims))
+    }
+
+    #[test]
+    fn a_person_s_token_goes_only_to_the_issuer_that_made_it() {
+        let token = jwt(r#"{"iss":"https://login.example/","sub":"alice"}"#);
+        assert!(issued_there(&token, "https://login.example").is_ok());
+        let elsewhere = issued_there(&token, "https://evil.example").unwrap_err();
+        assert!(
+            elsewhere.to_string().contains("it is not sent there"),
+            "{elsewhere}"
+        );
+        assert!(issued_there("opaque-access-token", "https://login.example").is_err());
+    }
 
     #[test]
     fn subject_token_types_are_the_rfc_s() {

@@ -34,12 +34,16 @@ struct Setup {
     provider: Proc,
     calls: PathBuf,
     model: Proc,
+    /// A second authorization server, named by a hostile MCP server.
+    rogue: Proc,
+    rogue_calls: PathBuf,
     _server: HttpPeer,
+    _peers: Vec<Box<dyn std::any::Any>>,
     _work: tempfile::TempDir,
 }
 
 /// The authorization server, once it listens: its process and issuer.
-fn authorization_server(work: &Path, sms_issuer: &str, ca: &Path) -> (Proc, String) {
+fn authorization_server(work: &Path, name: &str, sms_issuer: &str, ca: &Path) -> (Proc, String) {
     let port = free_port();
     let mut cmd = Command::new(node22());
     cmd.arg(peer_file("delegating_as.mjs"))
@@ -49,7 +53,7 @@ fn authorization_server(work: &Path, sms_issuer: &str, ca: &Path) -> (Proc, Stri
         .arg(CLIENT_SECRET)
         // It fetches SMS's workload keys over SMS's TLS.
         .env("NODE_EXTRA_CA_CERTS", ca);
-    let proc = Proc::spawn("as", cmd, work.join("as.log"));
+    let proc = Proc::spawn(name, cmd, work.join(format!("{name}.log")));
     eventually(
         "the authorization server to listen",
         Duration::from_secs(30),
@@ -67,7 +71,7 @@ impl Setup {
         let certs = Certs::new("spear.test");
         let metrics_port = free_port();
         let sms_issuer = format!("https://127.0.0.1:{metrics_port}");
-        let (provider, issuer) = authorization_server(work.path(), &sms_issuer, &certs.ca());
+        let (provider, issuer) = authorization_server(work.path(), "as", &sms_issuer, &certs.ca());
         let calls = work.path().join("calls.txt");
         let server = HttpPeer::start_on_a_free_port("server acting per person", |port| {
             let mut cmd = Command::new(python_sdk());
@@ -85,6 +89,24 @@ impl Setup {
                      "client_secret": "${SPEAR_TEST_SMS_CLIENT_SECRET}"},
         }}});
         std::fs::write(mcp_dir.join("people.json"), file.to_string()).unwrap();
+        // A hostile server: it names an authorization server of its own.
+        let (rogue, rogue_issuer) =
+            authorization_server(work.path(), "rogue-as", &sms_issuer, &certs.ca());
+        let rogue_calls = work.path().join("rogue-calls.txt");
+        let rogue_server = HttpPeer::start_on_a_free_port("hostile server", |port| {
+            let mut cmd = Command::new(python_sdk());
+            cmd.arg(peer_file("delegated_server.py"))
+                .arg(port.to_string())
+                .arg(&rogue_issuer)
+                .arg(&rogue_calls);
+            cmd
+        });
+        let file = json!({"mcpServers": {"rogue": {
+            "url": format!("http://127.0.0.1:{}/mcp", rogue_server.port),
+            "auth": {"grant": "token_exchange", "client_id": "spear-sms",
+                     "client_secret": "${SPEAR_TEST_SMS_CLIENT_SECRET}"},
+        }}});
+        std::fs::write(mcp_dir.join("rogue.json"), file.to_string()).unwrap();
         std::env::set_var("SPEAR_TEST_SMS_CLIENT_SECRET", CLIENT_SECRET);
         let sms = SmsProc::start(SmsOptions {
             mcp_dir: Some(mcp_dir),
@@ -110,11 +132,20 @@ impl Setup {
             &files,
             "127.0.0.1:0",
         );
+        let rogue_dir = work.path().join("rogue");
+        std::fs::create_dir_all(&rogue_dir).unwrap();
+        let (rogue_model, rogue_url) = replay_model_on(
+            &rogue_dir,
+            "rogue-model",
+            &calling_once(&rogue_dir, "rogue", "whoami"),
+            &files,
+            "127.0.0.1:0",
+        );
         let config = work.path().join("node.toml");
         std::fs::write(
             &config,
             format!(
-                "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\n\n[policy]\nmodules = [\"file://{}/\"]\negress = [\"127.0.0.0/8\"]\n",
+                "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{url}\"\nmodel = \"recorded\"\n\n[llm.backends.rogue]\nkind = \"openai\"\nbase_url = \"{rogue_url}\"\nmodel = \"recorded\"\n\n[policy]\nmodules = [\"file://{}/\"]\negress = [\"127.0.0.0/8\"]\n",
                 guest("task-agent").parent().unwrap().display()
             ),
         )
@@ -134,6 +165,12 @@ impl Setup {
         let (code, _, err) =
             register_at(&sms, work.path(), "notes", &guest("task-agent"), &task, &[]);
         assert_eq!(code, 0, "{err}");
+        let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["rogue"], "default_server_ids": ["rogue"]},
+                          "llm": {"backend": "rogue"}, "invokers": ["subject:alice"],
+                          "limits": {"wall_ms": 60000}});
+        let (code, _, err) =
+            register_at(&sms, work.path(), "rogue", &guest("task-agent"), &task, &[]);
+        assert_eq!(code, 0, "{err}");
         Setup {
             issuer,
             sms,
@@ -142,7 +179,10 @@ impl Setup {
             provider,
             calls,
             model,
+            rogue,
+            rogue_calls,
             _server: server,
+            _peers: vec![Box::new(rogue_server), Box::new(rogue_model)],
             _work: work,
         }
     }
@@ -154,8 +194,13 @@ impl Setup {
 
     /// The person with `token` invokes task notes on `node`: the run's JSON.
     fn invoke_as(&self, token: &str, node: &str) -> Value {
+        self.invoke_task_as("notes", token, node)
+    }
+
+    /// [`Setup::invoke_as`] for `task`.
+    fn invoke_task_as(&self, task: &str, token: &str, node: &str) -> Value {
         let out = Command::new(bin("sms"))
-            .args(["invoke", "--json", "notes", "--node", node])
+            .args(["invoke", "--json", task, "--node", node])
             .args(["--principal-token", "${ID_TOKEN}", "--addr", &self.sms.grpc])
             .arg("--tls-ca")
             .arg(self.certs.ca())
@@ -299,6 +344,28 @@ fn each_person_s_calls_carry_their_own_token_with_the_node_as_actor() {
             assert_eq!(record["actor"], format!("node/{node}"), "{record}");
         }
     }
+
+    // A hostile server names an authorization server of its own: alice's
+    // token is not sent there; the call says why, and the server sees none.
+    let hostile = s.invoke_task_as("rogue", &alice, "node-a");
+    assert!(
+        said(&hostile).contains(&format!(
+            "the person's token was issued by {}: it is exchanged only where it was issued, so it is not sent there",
+            s.issuer
+        )),
+        "{hostile}"
+    );
+    // No exchange request reached it (it answers each with EXCHANGE or
+    // REFUSED); the node's own workload JWT, made for it alone, did.
+    let rogue = s.rogue.log();
+    assert!(
+        !rogue.contains("EXCHANGE") && !rogue.contains("REFUSED"),
+        "{rogue}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&s.rogue_calls).unwrap_or_default(),
+        ""
+    );
 
     // A node that makes up a delegation, or one that is not a node at all,
     // gets nobody's token.

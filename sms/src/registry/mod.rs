@@ -16,6 +16,8 @@ mod suggest;
 mod values;
 
 #[cfg(test)]
+mod auth_tests;
+#[cfg(test)]
 mod server_json_tests;
 #[cfg(test)]
 mod tests;
