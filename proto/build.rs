@@ -15,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/spear/v1/pins.proto",
         "proto/spear/v1/approvals.proto",
         "proto/spear/v1/audit.proto",
+        "proto/spear/v1/quotas.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={p}");

@@ -63,10 +63,12 @@ pub enum Outcome {
     Answered,
     Pinned,
     Drift,
+    /// Past a fleet quota (docs/quotas.md): not made.
+    Quota,
 }
 
 impl Outcome {
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "run",
         "failed",
         "denied",
@@ -79,6 +81,7 @@ impl Outcome {
         "answered",
         "pinned",
         "drift",
+        "quota",
     ];
 
     /// Its name in records (`NAMES` is in declaration order).

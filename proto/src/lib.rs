@@ -13,6 +13,7 @@ pub mod labels;
 pub mod patterns;
 pub mod pins;
 pub mod principal;
+pub mod quota;
 pub mod refs;
 pub mod scope;
 pub mod task;

@@ -39,6 +39,9 @@ pub struct TaskConfig {
     /// Empty: admins only.
     #[serde(default)]
     pub invokers: Vec<String>,
+    /// Limits across every run of the task, on every node (docs/quotas.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::quota::TaskQuota>,
 }
 
 /// What WASI gives the guest beyond its stdin/stdout/stderr. Nothing unless
@@ -201,6 +204,9 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
     check_wasi(&config.wasi)?;
     for invoker in &config.invokers {
         crate::principal::Invoker::parse(invoker).map_err(TaskError::Invoker)?;
+    }
+    if let Some(quota) = &config.quota {
+        quota.check().map_err(TaskError::Quota)?;
     }
     for (name, value, max) in config.limits.entries() {
         if let Some(value) = value {

@@ -24,7 +24,7 @@ impl Used {
     /// Counts `record`, if it is a model request or a tool call.
     pub fn add(&mut self, record: &Record) {
         match record.kind {
-            Kind::ModelRequest => {
+            Kind::ModelRequest if record.outcome != Outcome::Quota => {
                 self.model_requests += 1;
                 self.input_tokens += record.input_tokens.unwrap_or(0);
                 self.output_tokens += record.output_tokens.unwrap_or(0);
@@ -33,7 +33,12 @@ impl Used {
                     None => self.unpriced_model_requests += 1,
                 }
             }
-            Kind::ToolCall if matches!(record.outcome, Outcome::Run | Outcome::Failed) => {
+            Kind::ToolCall
+                if matches!(
+                    record.outcome,
+                    Outcome::Run | Outcome::Failed | Outcome::Approved
+                ) =>
+            {
                 self.tool_calls += 1;
             }
             _ => {}

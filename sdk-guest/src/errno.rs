@@ -14,6 +14,8 @@ pub const EIO: i32 = 5;
 pub const ENOMEM: i32 = 12;
 /// A run budget is spent: model requests, tokens or tool calls.
 pub const EDQUOT: i32 = 122;
+/// A fleet quota is spent until it refills (docs/quotas.md): try later.
+pub const EAGAIN: i32 = 11;
 pub const ETIMEDOUT: i32 = 110;
 /// A cchat call made from inside a guest tool callback, where only
 /// `cchat_last_error` may be called.

@@ -33,6 +33,9 @@ pub enum ErrorKind {
     /// A run budget (model requests, tokens, tool calls) is spent (EDQUOT).
     /// Sending again stops the run.
     BudgetSpent,
+    /// A fleet quota of the task or server is spent until it refills
+    /// (EAGAIN); the sentence says when.
+    QuotaSpent,
     /// A cchat call from inside a guest tool callback, where only
     /// `cchat_last_error` is allowed (EBUSY): return the tool's result first.
     Busy,
@@ -59,6 +62,7 @@ impl ErrorKind {
             errno::ENOSYS => ErrorKind::Unsupported,
             errno::ENOMEM => ErrorKind::OutOfHostMemory,
             errno::EDQUOT => ErrorKind::BudgetSpent,
+            errno::EAGAIN => ErrorKind::QuotaSpent,
             errno::EBUSY => ErrorKind::Busy,
             errno::EEXIST => ErrorKind::AlreadyExists,
             errno::EBADMSG => ErrorKind::BadMessage,
@@ -79,6 +83,7 @@ impl ErrorKind {
             ErrorKind::Unsupported => "not running on a Spear node".into(),
             ErrorKind::OutOfHostMemory => "the run's host memory budget is spent".into(),
             ErrorKind::BudgetSpent => "a run budget is spent".into(),
+            ErrorKind::QuotaSpent => "a fleet quota is spent until it refills".into(),
             ErrorKind::Busy => "not allowed inside a guest tool callback".into(),
             ErrorKind::AlreadyExists => "a guest tool with that name exists".into(),
             ErrorKind::BadMessage => "the model's answer is not the JSON asked for".into(),

@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod nodes;
 pub mod oauth;
 pub mod pins;
+pub mod quotas;
 pub mod registry;
 pub mod revocations;
 pub mod seal;

@@ -39,6 +39,8 @@ pub struct NodeView {
     pub revoked: spear_identity::DenyList,
     /// The SMS the node follows, shown in `/status`.
     pub sms: crate::sms_link::SmsLink,
+    /// The node's fleet quotas (when it runs guests).
+    pub quotas: Option<Arc<crate::quota::QuotaStats>>,
 }
 
 impl NodeView {
@@ -95,7 +97,35 @@ impl NodeView {
     fn scrape(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
         self.scrape_sync(m)?;
         self.scrape_guests(m)?;
+        self.scrape_quotas(m)?;
         self.scrape_mcp(m)
+    }
+
+    /// Fleet quotas: round trips to SMS, refusals, calls let through.
+    fn scrape_quotas(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
+        let Some(quotas) = &self.quotas else {
+            return Ok(());
+        };
+        m.counter(
+            "spearlet_quota_takes",
+            "Slices of fleet quotas asked of SMS (each a round trip; calls within a slice make none).",
+            load(&quotas.takes),
+        )?;
+        m.counters(
+            "spearlet_quota_refusals",
+            "Calls and model requests a fleet quota refused: spent until it refills, or not countable while SMS is unreachable.",
+            [
+                ("spent", &quotas.refused_spent),
+                ("unreachable", &quotas.refused_unreachable),
+            ]
+            .into_iter()
+            .map(|(reason, n)| (vec![("reason", reason)], load(n))),
+        )?;
+        m.counter(
+            "spearlet_quota_uncounted",
+            "Calls let through uncounted while SMS was unreachable (on_unreachable: allow).",
+            load(&quotas.allowed_uncounted),
+        )
     }
 
     /// The applied registry and how sync follows SMS.

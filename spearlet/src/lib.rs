@@ -52,6 +52,7 @@ pub mod mcp;
 pub mod node;
 pub mod node_policy;
 pub mod persist;
+pub mod quota;
 pub mod registry;
 pub mod revocations;
 pub mod sandbox;

@@ -19,6 +19,7 @@ use spear_proto::v1::audit_client::AuditClient;
 use spear_proto::v1::credentials_client::CredentialsClient;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::pins_client::PinsClient;
+use spear_proto::v1::quotas_client::QuotasClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::revocations_client::RevocationsClient;
 use spear_proto::v1::tasks_client::TasksClient;
@@ -144,6 +145,11 @@ impl SmsLink {
     /// Approvals of single calls, from the SMS followed now.
     pub fn approvals(&self) -> Result<ApprovalsClient<Joined>, LinkError> {
         Ok(ApprovalsClient::new(self.joined(self.channel()?)))
+    }
+
+    /// Slices of fleet quotas, from the SMS followed now.
+    pub fn quotas(&self) -> Result<QuotasClient<Joined>, LinkError> {
+        Ok(QuotasClient::new(self.joined(self.channel()?)))
     }
 
     /// Audit calls over `channel` (a start, before any SMS is followed).

@@ -310,6 +310,7 @@ async fn each_call_is_recorded_even_one_cut_short() {
             node_id: "node-t".into(),
             approvals: None,
             audit: Some(log.clone()),
+            quotas: None,
         })
         .for_run(RunScope {
             task_id: "t".into(),

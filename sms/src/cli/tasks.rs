@@ -318,7 +318,7 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             "stdout": String::from_utf8_lossy(&response.stdout),
             "stderr": String::from_utf8_lossy(&response.stderr),
             "trace": trace, "duration_ms": response.duration_ms, "cpu_ms": response.cpu_ms,
-            "invocation_id": response.invocation_id,
+            "invocation_id": response.invocation_id, "stop_reason": response.stop_reason,
             "usage": usage_json(response.usage.unwrap_or_default()),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -347,6 +347,9 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
         }
         let how = match (response.exit_code, response.error.as_str()) {
             (Some(code), _) => format!("exit code {code}"),
+            (None, error) if response.stop_reason == "quota" => {
+                format!("stopped by a quota: {error}")
+            }
             (None, error) => format!("stopped: {error}"),
         };
         writeln!(

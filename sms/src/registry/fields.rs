@@ -36,6 +36,7 @@ pub const NATIVE_KEYS: &[&str] = &[
     "pin",
     "approval",
     "sandbox",
+    "quota",
 ];
 /// Keys of an entry of `mcpServers` (the id is the entry's name).
 pub const SHARED_KEYS: &[&str] = &[
@@ -60,6 +61,7 @@ pub const SHARED_KEYS: &[&str] = &[
     "pin",
     "approval",
     "sandbox",
+    "quota",
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max", "relist"];
 const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
@@ -156,6 +158,7 @@ pub fn parse_entry(
     spec.pin = pin(problems, path, entry);
     spec.approval = approval(problems, path, entry);
     spec.sandbox = super::sandbox::sandbox(problems, path, entry, &spec);
+    spec.quota = super::quota::quota(problems, path, entry);
     if !spec.url.is_empty() {
         if let Err(message) = check_references(&spec.url) {
             problems.push(&format!("{path}.url"), message.to_string());

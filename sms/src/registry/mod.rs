@@ -10,6 +10,7 @@ mod ids;
 mod official;
 mod parse;
 mod problem;
+mod quota;
 mod sandbox;
 mod scan;
 mod suggest;

@@ -16,6 +16,7 @@ use spear_proto::v1::audit_server::AuditServer;
 use spear_proto::v1::credentials_server::CredentialsServer;
 use spear_proto::v1::nodes_server::NodesServer;
 use spear_proto::v1::pins_server::PinsServer;
+use spear_proto::v1::quotas_server::QuotasServer;
 use spear_proto::v1::revocations_server::RevocationsServer;
 use spear_proto::v1::status_server::StatusServer;
 use spear_proto::v1::tasks_server::TasksServer;
@@ -29,7 +30,7 @@ use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
     AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService,
-    RegistryService, RevocationsService, StatusService, TasksService,
+    QuotasService, RegistryService, RevocationsService, StatusService, TasksService,
 };
 use crate::nodes::NodeTable;
 use crate::oauth::Broker;
@@ -70,6 +71,7 @@ pub struct Services {
     nodes: Arc<NodesService>,
     pins: Arc<PinsService>,
     approvals: Arc<ApprovalsService>,
+    quotas: Arc<QuotasService>,
     audit: Arc<AuditService>,
     status: Arc<StatusService>,
     tasks: Arc<TasksService>,
@@ -107,7 +109,13 @@ impl Services {
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
+        let quotas = crate::quotas::QuotaBook::new(
+            stores.quotas,
+            Arc::clone(&stores.tasks),
+            Arc::clone(&hub),
+        );
         Services {
+            quotas: Arc::new(QuotasService::new(Arc::new(quotas), access.clone())),
             registry: Arc::new(RegistryService::new(
                 Arc::clone(&hub),
                 access.clone(),
@@ -234,6 +242,7 @@ impl Services {
             .add_service(
                 ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB),
             )
+            .add_service(QuotasServer::from_arc(self.quotas).max_decoding_message_size(4 * KIB))
             .add_service(AuditServer::from_arc(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::from_arc(self.status).max_decoding_message_size(4 * KIB))
             .add_service(

@@ -9,6 +9,7 @@ use super::{SmsConfig, StartError, StoreConfig};
 use crate::audit::{AuditBook, AuditStore, EtcdAudit, Retention};
 use crate::nodes::SharedNodes;
 use crate::oauth::{EtcdVault, MemoryVault, PerPrincipal, SealingKey, Vault, WorkloadIssuer};
+use crate::quotas::{Counters, EtcdCounters, MemoryCounters};
 use crate::revocations::{EtcdRevocations, MemoryRevocations, RevocationStore};
 use crate::sealed::Sealer;
 use crate::store::{EtcdStore, MemoryStore, RegistryStore};
@@ -24,6 +25,8 @@ pub struct Stores {
     pub revoked: Arc<dyn RevocationStore>,
     /// The nodes' audit records and SMS's own.
     pub audit: Arc<AuditStore>,
+    /// Fleet quotas' counters.
+    pub quotas: Arc<dyn Counters>,
 }
 
 impl Stores {
@@ -36,6 +39,7 @@ impl Stores {
                 vault: Arc::new(MemoryVault::default()),
                 revoked: Arc::new(MemoryRevocations::default()),
                 audit: Arc::new(AuditStore::Memory(AuditBook::new(retention))),
+                quotas: Arc::new(MemoryCounters::default()),
             },
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
@@ -44,6 +48,7 @@ impl Stores {
                     tasks: Arc::new(EtcdTaskStore::new(client.clone(), &etcd.prefix)),
                     shared_nodes: Some(SharedNodes::start(client.clone(), &etcd.prefix)),
                     vault: Arc::new(EtcdVault::new(client.clone(), &etcd.prefix)),
+                    quotas: Arc::new(EtcdCounters::new(client.clone(), &etcd.prefix)),
                     revoked: Arc::new(EtcdRevocations::new(client.clone(), &etcd.prefix)),
                     audit: Arc::new(AuditStore::Etcd(EtcdAudit::new(
                         client,

@@ -40,6 +40,7 @@ pub async fn run() {
             node_id: "bench-node".into(),
             approvals: None,
             audit: Some(log.clone()),
+            quotas: None,
         })
         .for_run(RunScope {
             task_id: "bench".into(),

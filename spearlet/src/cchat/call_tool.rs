@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use spear_guest::calls::{ApprovalReply, RequestedCall, ToolResult};
-use spear_guest::errno::{EACCES, EINVAL, ENOENT, ETIMEDOUT};
+use spear_guest::errno::{EACCES, EAGAIN, EINVAL, ENOENT, ETIMEDOUT};
 
 use super::send::TRACE_COST;
 use super::sessions::{CallError, Sessions};
@@ -62,6 +62,7 @@ impl Sessions {
             is_error: true,
             executed: Some(target.clone()),
             approval: None,
+            quota: false,
         });
         self.deps.budget.keep_memory(TRACE_COST);
         self.trace.push(CallTrace {
@@ -80,6 +81,10 @@ impl Sessions {
             bytes: outcome.text.len(),
             search: None,
         });
+        if outcome.quota {
+            // A fleet quota is spent: the guest learns when it refills.
+            return Err(CallError::refused(EAGAIN, outcome.text));
+        }
         let result = ToolResult {
             content: outcome.text,
             is_error: outcome.is_error,

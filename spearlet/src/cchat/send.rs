@@ -183,6 +183,9 @@ impl Sessions {
                     LoopError::Deadline => CallError::refused(ETIMEDOUT, sentence),
                     LoopError::Params(_) => CallError::refused(EINVAL, sentence),
                     LoopError::Budget(spent) => self.refuse(spent),
+                    LoopError::Quota(_) => {
+                        CallError::Stop(crate::wasm::StopReason::Quota(sentence))
+                    }
                     _ => CallError::refused(EIO, sentence),
                 })
             }

@@ -195,6 +195,7 @@ impl Invoker {
             principal,
             actor: format!("node/{}", self.node_id),
             deadline: None,
+            quota: None,
         };
         self.invoke_inner(request, scope).instrument(span).await
     }
@@ -282,6 +283,10 @@ impl Invoker {
             .limits
             .for_task(&config.limits)
             .map_err(|why| refused(why.into()))?;
+        let scope = RunScope {
+            quota: config.quota.clone(),
+            ..scope
+        };
         let context = RunContext {
             task: TaskPolicy::from(&config.mcp),
             router: self.router.clone(),
@@ -331,5 +336,10 @@ fn response(node_id: String, task_id: String, outcome: RunOutcome) -> InvokeResp
         usage: Some(outcome.used.to_proto()),
         cpu_ms: outcome.cpu.as_millis() as u64,
         invocation_id: String::new(),
+        stop_reason: match (outcome.exit_code, outcome.quota_stopped) {
+            (Some(_), _) => String::new(),
+            (None, true) => "quota".into(),
+            (None, false) => "stopped".into(),
+        },
     }
 }

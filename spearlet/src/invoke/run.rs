@@ -4,7 +4,7 @@
 //! [`run`]; [`runtime`] builds the node's runtime.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 use wasmtime::InstancePre;
@@ -13,7 +13,7 @@ use super::limits::RunLimits;
 use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
 use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
-use crate::trust::RunScope;
+use crate::trust::{RunScope, RunTrust};
 use crate::wasm::{Granted, GuestRun, GuestRuntime, StartCosts};
 
 /// The node's guest runtime, its guests linked against cchat.
@@ -70,17 +70,19 @@ pub struct RunOutcome {
     pub cpu: Duration,
     /// Its model requests, tokens, tool calls and cost.
     pub used: spear_proto::usage::Used,
+    /// A fleet quota ended it.
+    pub quota_stopped: bool,
 }
 
 /// The guest run `context` asks for, with its chat sessions as host state.
-fn guest_run(context: RunContext, limits: RunLimits) -> (GuestRun<ChatHost>, Used) {
+fn guest_run(context: RunContext, limits: RunLimits) -> (GuestRun<ChatHost>, RunTrust) {
     let deadline = Instant::now() + limits.guest.wall;
     let scope = RunScope {
         deadline: Some(deadline),
         ..context.scope
     };
     let router = context.router.for_run(scope);
-    let used = Arc::clone(&router.trust().used);
+    let trust = router.trust().clone();
     let deps = SessionDeps::new(
         context.task,
         router,
@@ -96,11 +98,8 @@ fn guest_run(context: RunContext, limits: RunLimits) -> (GuestRun<ChatHost>, Use
         deadline,
         host: ChatHost::new(deps),
     };
-    (run, used)
+    (run, trust)
 }
-
-/// What a run's records add up to, shared with its router.
-type Used = Arc<parking_lot::Mutex<spear_proto::usage::Used>>;
 
 /// Runs `pre`'s `_start` once with `limits`; dropping the future (a
 /// cancelled invocation) stops the guest at its next tick.
@@ -110,10 +109,11 @@ pub async fn run(
     context: RunContext,
     limits: RunLimits,
 ) -> RunOutcome {
-    let (guest, used) = guest_run(context, limits);
+    let (guest, trust) = guest_run(context, limits);
     let ended = runtime.run(pre, guest, limits.guest).await;
     let mut outcome = RunOutcome {
-        used: *used.lock(),
+        used: *trust.used.lock(),
+        quota_stopped: trust.quota_stop.load(std::sync::atomic::Ordering::Relaxed),
         exit_code: ended.exit_code,
         error: ended.error,
         stdout: ended.stdout,

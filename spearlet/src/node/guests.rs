@@ -51,6 +51,8 @@ pub struct Guests {
     pub advert: Advert,
     /// The Invocation service; ends after draining at shutdown.
     pub server: JoinHandle<()>,
+    /// How the node's fleet quotas fared, for its metrics.
+    pub quotas: Arc<crate::quota::QuotaStats>,
 }
 
 /// Builds the runtime and invoker, binds the Invocation service and starts
@@ -68,10 +70,13 @@ pub async fn build(
         .map_err(|e| NodeError::Runtime(format!("{e:#}")))?,
     );
     let guest_threads = runtime.guest_handle();
+    let quotas = crate::quota::NodeQuotas::new(deps.node_id, Arc::new(deps.sms.clone()));
+    let quota_stats = Arc::clone(&quotas.stats);
     let trust = NodeTrust {
         node_id: deps.node_id.to_string(),
         approvals: Some(Approver::new(deps.sms.clone())),
         audit: Some(deps.audit.clone()),
+        quotas: Some(quotas),
     };
     let invoker = invoker(&deps, runtime, trust)?;
     let GuestsDeps {
@@ -127,6 +132,7 @@ pub async fn build(
         addr: bound,
         advert,
         server,
+        quotas: quota_stats,
     })
 }
 

@@ -221,6 +221,7 @@ impl Node {
             advert: advert.clone(),
             stale_after: config.stale_after,
             sms: sms.clone(),
+            quotas: guests.as_ref().map(|g| Arc::clone(&g.quotas)),
         };
         let (http_addr, http_task) = serve_http(view, &config, shutdown_rx.clone())
             .await?

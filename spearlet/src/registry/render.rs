@@ -58,10 +58,20 @@ fn record_json(record: &ServerRecord) -> Value {
                     "client_secret": i.client_secret, "id_token": i.id_token,
                 })),
             })),
+            "quota": spec.quota.map(|q| json!({
+                "calls": q.calls.map(|r| rate_json(&r)),
+                "tools": q.tools.iter().map(|(tool, r)| (tool.clone(), rate_json(r))).collect::<serde_json::Map<_, _>>(),
+                "on_unreachable": if q.allow_unreachable { "allow" } else { "refuse" },
+            })),
         },
         "source": record.source_label(),
         "mod_revision": record.mod_revision,
     })
+}
+
+/// A quota's rate as its file writes it.
+fn rate_json(rate: &spear_proto::v1::Rate) -> Value {
+    json!({"max": rate.max, "per": spear_proto::quota::period_text(rate.per_ms)})
 }
 
 /// The whole view as JSON, env and header values redacted.

@@ -65,6 +65,8 @@ pub struct ToolOutcome {
     pub executed: Option<ToolRef>,
     /// The approval the call waited for, if it needed one.
     pub approval: Option<ApprovalNote>,
+    /// Set when a fleet quota refused the call.
+    pub quota: bool,
 }
 
 impl ToolOutcome {
@@ -126,6 +128,7 @@ impl Router {
         let mut run = self.clone();
         run.trust.scope = Arc::new(scope);
         run.trust.used = Arc::default();
+        run.trust.quota_stop = Arc::default();
         run
     }
 
@@ -303,9 +306,19 @@ impl Router {
                         is_error: true,
                         executed: None,
                         approval: Some(note),
+                        quota: false,
                     };
                 }
             }
+        }
+        if let Err(refused) = self.quota(&target).await {
+            record.rule = format!("{}; {refused}", record.rule);
+            record.finish(Outcome::Quota);
+            return ToolOutcome {
+                quota: true,
+                approval,
+                ..ToolOutcome::refused(refused.to_string())
+            };
         }
         let mut outcome = self.call(target, arguments).await;
         record.finish(if outcome.is_error {
@@ -317,6 +330,19 @@ impl Router {
         });
         outcome.approval = approval;
         outcome
+    }
+
+    /// One unit of each fleet quota a call of `target` counts against.
+    async fn quota(&self, target: &ToolRef) -> Result<(), crate::quota::QuotaRefused> {
+        let view = self.registry.current();
+        let quota = view
+            .servers
+            .get(&target.server)
+            .and_then(|r| r.spec.as_ref())
+            .and_then(|spec| spec.quota.as_ref());
+        self.trust
+            .call_quota(&target.server, quota, &target.tool)
+            .await
     }
 
     /// The call, with nothing in its way.
@@ -349,12 +375,14 @@ impl Router {
                 is_error: rendered.is_error,
                 executed: Some(target),
                 approval: None,
+                quota: false,
             },
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,
                 executed: Some(target),
                 approval: None,
+                quota: false,
             },
         }
     }

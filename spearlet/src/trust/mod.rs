@@ -5,11 +5,13 @@
 
 pub mod approvals;
 pub mod audit;
+mod quotas;
 
 use std::sync::Arc;
 
 use approvals::Approver;
 use audit::AuditLog;
+pub use quotas::ModelQuotaRefused;
 
 /// The node's trust parts (each absent when not configured, as in
 /// benches and unit tests).
@@ -18,6 +20,8 @@ pub struct NodeTrust {
     pub node_id: String,
     pub approvals: Option<Approver>,
     pub audit: Option<AuditLog>,
+    /// The node's slices of fleet quotas.
+    pub quotas: Option<crate::quota::NodeQuotas>,
 }
 
 /// Who one run's calls are made for.
@@ -38,6 +42,8 @@ pub struct RunScope {
     pub on_behalf: Option<crate::mcp::OnBehalf>,
     /// When the run ends: an approval never waits past it.
     pub deadline: Option<std::time::Instant>,
+    /// The task's fleet quota (its config's `"quota"`).
+    pub quota: Option<spear_proto::quota::TaskQuota>,
 }
 
 /// A run's trust parts.
@@ -48,6 +54,8 @@ pub struct RunTrust {
     /// What the run's records add up to (its reply's `usage`), counted by
     /// the rule `sms usage` counts with.
     pub used: Arc<parking_lot::Mutex<spear_proto::usage::Used>>,
+    /// Set when a quota ended the run.
+    pub quota_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RunTrust {

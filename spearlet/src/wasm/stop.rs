@@ -13,4 +13,7 @@ pub enum StopReason {
     /// A host call ended the run; the sentence is the host API's own.
     #[error("{0}")]
     Host(String),
+    /// A fleet quota refused a model request (docs/quotas.md).
+    #[error("{0}")]
+    Quota(String),
 }

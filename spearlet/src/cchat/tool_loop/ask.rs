@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use spear_guest::reply::{FoundTool, SearchTrace};
 
-use super::{CallTrace, LoopError, SendMode, Step, ToolLoop};
+use super::{CallTrace, LoopError, SendMode, SendSetup, Step, ToolLoop};
 use crate::llm::{ChatRequest, ProviderSearch, Reply, StopReason};
 
 impl ToolLoop<'_, '_> {
@@ -29,6 +29,9 @@ impl ToolLoop<'_, '_> {
         }
         if let Err(spent) = self.budget.take_request() {
             return Step::Done(Err(spent.into()));
+        }
+        if let Err(refused) = model_quota(self.setup).await {
+            return Step::Done(Err(LoopError::Quota(Box::new(refused))));
         }
         let params = if self.outcome.iterations == 0 {
             &self.first
@@ -80,6 +83,10 @@ impl ToolLoop<'_, '_> {
         });
         if let Some(cost) = cost {
             span.record("spear.cost_usd", crate::llm::usd(cost));
+        }
+        if let Some(usage) = usage {
+            let tokens = usage.prompt_tokens + usage.completion_tokens;
+            trust.model_spent(tokens, cost).await;
         }
         trust.audit(Record {
             kind: Kind::ModelRequest,
@@ -185,4 +192,27 @@ impl ToolLoop<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Whether the run's fleet quotas let one more model request be made;
+/// a refusal is recorded, and the run is marked as ended by a quota.
+async fn model_quota(setup: &SendSetup<'_>) -> Result<(), crate::trust::ModelQuotaRefused> {
+    let backend = setup.backend;
+    let model = backend.model();
+    let priced = setup.prices.cost(model, 0, 0).is_some();
+    let trust = setup.router.trust();
+    let refused = trust.model_quota(model, priced).await.err();
+    let Some(refused) = refused else {
+        return Ok(());
+    };
+    trust.stopped_by_quota();
+    trust.audit(Record {
+        kind: Kind::ModelRequest,
+        outcome: Outcome::Quota,
+        backend: backend.provider().to_string(),
+        model: model.to_string(),
+        rule: refused.to_string(),
+        ..Record::default()
+    });
+    Err(refused)
 }

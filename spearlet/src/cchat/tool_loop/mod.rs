@@ -145,6 +145,10 @@ pub enum LoopError {
     /// model sees anything it would not have recorded.
     #[error(transparent)]
     Unrecorded(#[from] crate::trust::audit::Unwritable),
+    /// A fleet quota refused a model request: the run ends (stop reason
+    /// `quota`).
+    #[error("the model request was not made: {0}")]
+    Quota(Box<crate::trust::ModelQuotaRefused>),
 }
 
 /// Why a send's params cannot be honoured.
