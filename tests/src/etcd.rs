@@ -183,6 +183,8 @@ pub struct EtcdCluster {
     _members: Vec<crate::procs::Proc>,
     /// `https://IP:2379` of each member.
     pub endpoints: Vec<String>,
+    /// `IP:2381` of each member: its Prometheus metrics, in plaintext.
+    pub metrics: Vec<String>,
     /// The certificate etcdctl uses.
     pub client: TlsSet,
     _data: tempfile::TempDir,
@@ -218,6 +220,7 @@ impl EtcdCluster {
                 .arg(format!("--peer-key-file={}", tls.key.display()))
                 .arg(format!("--peer-trusted-ca-file={}", tls.ca.display()))
                 .arg("--peer-client-cert-auth")
+                .arg(format!("--listen-metrics-urls=http://{ip}:2381"))
                 .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
             let log = data.path().join(format!("{name}.log"));
             members.push(crate::procs::Proc::spawn(&format!("etcd {name}"), cmd, log));
@@ -228,6 +231,7 @@ impl EtcdCluster {
                 .iter()
                 .map(|p| format!("https://{}:2379", p.ip))
                 .collect(),
+            metrics: places.iter().map(|p| format!("{}:2381", p.ip)).collect(),
             client: certs.host("etcdctl", &[]),
             _data: data,
         };
@@ -237,6 +241,24 @@ impl EtcdCluster {
             || cluster.etcdctl(&["endpoint", "health"]),
         );
         cluster
+    }
+
+    /// Requests of gRPC `method` (Txn, Range, Put, ...) the members have
+    /// received, from their own metrics.
+    pub fn received(&self, method: &str) -> f64 {
+        let wanted = format!("grpc_method=\"{method}\"");
+        self.metrics
+            .iter()
+            .map(|addr| {
+                let text = crate::http::get(addr, "/metrics")
+                    .unwrap_or_else(|e| panic!("etcd metrics at {addr}: {e}"));
+                text.lines()
+                    .filter(|l| l.starts_with("grpc_server_msg_received_total{"))
+                    .filter(|l| l.contains(&wanted))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum::<f64>()
+            })
+            .sum()
     }
 
     /// Runs etcdctl against every member with the client certificate.
