@@ -12,6 +12,8 @@
 //!   one to a server with `"pin": "off"`, alternating in one run;
 //! - `audit`: a call with the audit trail on against one with it off, the
 //!   wait for records to be on disk, and sustained records per second;
+//! - `quotas`: a call of a task with a task and a server quota against one
+//!   with quotas off, alternating in one run, and the node's check alone;
 //! - `sandbox`: launching a process, starting a server and a call, each
 //!   confined against unconfined, alternating in one run.
 //!
@@ -32,6 +34,8 @@ use spearlet::tools::Router;
 mod audit_cost;
 #[path = "support/pin_cost.rs"]
 mod pin_cost;
+#[path = "support/quota_cost.rs"]
+mod quota_cost;
 #[path = "support/sandbox_cost.rs"]
 mod sandbox_cost;
 
@@ -366,6 +370,9 @@ fn main() {
     }
     if want("audit") {
         runtime.block_on(audit_cost::run());
+    }
+    if want("quotas") {
+        runtime.block_on(quota_cost::run());
     }
     if want("sandbox") {
         runtime.block_on(sandbox_cost::run());

@@ -21,6 +21,7 @@ const LAYERS: &[&str] = &[
     "llm",
     "mcp",
     "sms_tokens",
+    "quota",
     "trust",
     "connections",
     "tool_policy",

@@ -28,7 +28,7 @@ pub fn answer_turn() -> Value {
 }
 
 /// What the drifting server and the echo task are set up with.
-pub struct TrustSetup {
+pub struct TrustSetup<'a> {
     /// `drifting_server.py`'s DRIFT ("never" keeps the tool as it is).
     pub drift: &'static str,
     /// More fields of the server's file (`env`, `approval`, ...).
@@ -39,9 +39,11 @@ pub struct TrustSetup {
     pub wall_ms: u64,
     /// The console is on ([`ClusterOptions::console`]).
     pub console: bool,
+    /// SMS on this etcd ([`ClusterOptions::etcd`]).
+    pub etcd: Option<&'a crate::etcd::EtcdServer>,
 }
 
-impl Default for TrustSetup {
+impl Default for TrustSetup<'_> {
     fn default() -> Self {
         TrustSetup {
             drift: "never",
@@ -49,12 +51,13 @@ impl Default for TrustSetup {
             turns: vec![echo_call("call_1", "hi"), answer_turn()],
             wall_ms: 60_000,
             console: false,
+            etcd: None,
         }
     }
 }
 
 /// The cluster for `setup`, named `notes`; the dir its files live in.
-pub fn trust_cluster(notes: &str, setup: TrustSetup) -> (Cluster, tempfile::TempDir) {
+pub fn trust_cluster(notes: &str, setup: TrustSetup<'_>) -> (Cluster, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let model = dir.path().join("model.json");
     write(&model, &json!({"turns": setup.turns}));
@@ -63,6 +66,7 @@ pub fn trust_cluster(notes: &str, setup: TrustSetup) -> (Cluster, tempfile::Temp
         ClusterOptions {
             models: vec![("echo", model)],
             console: setup.console,
+            etcd: setup.etcd,
             ..Default::default()
         },
     );

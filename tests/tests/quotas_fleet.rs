@@ -34,8 +34,10 @@ fn places(namespaces: &[Netns]) -> Vec<Place> {
 fn batch_recording(dir: &Path) -> PathBuf {
     let name = spearlet::tools::offered_name("fs", "list_allowed_directories");
     let calls: Vec<Value> = (0..CALLS_PER_RUN)
-        .map(|i| json!({"id": format!("call_{i}"), "type": "function",
-                        "function": {"name": name, "arguments": "{}"}}))
+        .map(|i| {
+            json!({"id": format!("call_{i}"), "type": "function",
+                        "function": {"name": name, "arguments": "{}"}})
+        })
         .collect();
     let path = dir.join("batch.json");
     let turns = json!({"turns": [
@@ -228,7 +230,10 @@ fn a_quota_holds_across_three_replicas_and_three_nodes_through_a_failover() {
     let counters = etcd
         .etcdctl(&["get", "--prefix", "/spear/quotas/task/batch/"])
         .unwrap();
-    assert!(counters.contains("/spear/quotas/task/batch/tool_calls"), "{counters}");
+    assert!(
+        counters.contains("/spear/quotas/task/batch/tool_calls"),
+        "{counters}"
+    );
 
     // A second task's quota is its own.
     let other = invoke(&smses[0], "other", "node-1");
@@ -238,7 +243,8 @@ fn a_quota_holds_across_three_replicas_and_three_nodes_through_a_failover() {
     // every node shipped (node-2's through replica 0 after the failover).
     eventually("every record at SMS", SOON, || {
         let (code, out, err) = smses[0].client(&["usage", "--json", "--task", "batch"]);
-        let usage: Value = serde_json::from_str(&out).map_err(|e| format!("{code} {e}: {out}{err}"))?;
+        let usage: Value =
+            serde_json::from_str(&out).map_err(|e| format!("{code} {e}: {out}{err}"))?;
         (usage["runs"] == runs.len() && usage["tool_calls"] == accepted)
             .then_some(())
             .ok_or(format!("{usage} (runs {}, ran {accepted})", runs.len()))

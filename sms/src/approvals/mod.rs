@@ -19,16 +19,22 @@
 //! any field that differs refuses the claim, so an approval is for that
 //! call only. Arguments are kept only while pending, for `show`.
 //!
-//! Approvals live in this SMS's memory: a node asks, waits and claims on
-//! the replica it is connected to (docs/trust.md says what that means
-//! for several replicas).
+//! With one SMS, approvals live in its memory. With replicas on etcd
+//! ([`etcd`]), each approval is stored there and every replica mirrors
+//! them all: any replica lists and decides any approval, a wait on one is
+//! released by a decision on another, and a restart loses none. Every
+//! change is a transition computed on the mirror and committed on the
+//! stored version it was computed from ([`ApprovalBook::transition`]); a
+//! replica that lost the race takes the winner's version and tries again.
 
+pub mod etcd;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use etcd::{EtcdApprovals, Written};
 use parking_lot::Mutex;
 use spear_proto::approvals::{DEFAULT_EXPIRY, MAX_EXPIRY};
 use spear_proto::v1::{ApprovalBinding, ApprovalInfo, ApprovalState};
@@ -74,6 +80,10 @@ pub enum ApprovalError {
     },
     #[error("approval '{id}' was for another call: its {field} differs, so this call needs its own approval")]
     OtherCall { id: String, field: &'static str },
+    #[error("the approvals store is unavailable: {0}")]
+    Unavailable(String),
+    #[error("approval '{0}' kept changing under this decision; try again")]
+    Contended(String),
 }
 
 /// The name of a state, for sentences and the CLI.
@@ -95,6 +105,9 @@ struct Entry {
     expires_at: Instant,
     decided_at: Option<Instant>,
     changed: watch::Sender<ApprovalState>,
+    /// The stored version this mirrors (etcd's mod revision; 0 in memory
+    /// or not stored yet).
+    revision: i64,
 }
 
 impl Entry {
@@ -124,11 +137,15 @@ impl Entry {
     }
 }
 
-/// Every approval this SMS holds.
+/// Every approval this SMS holds (on etcd: mirrors).
 #[derive(Default)]
 pub struct ApprovalBook {
     entries: Mutex<HashMap<String, Entry>>,
+    shared: Option<EtcdApprovals>,
 }
+
+/// Tries of one transition against other replicas' writes.
+const MAX_TRIES: usize = 8;
 
 /// What a wait ended on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,37 +171,49 @@ fn shown_is_bound(shown: &str, digest: &str) -> bool {
 }
 
 impl ApprovalBook {
+    /// A book stored in `shared` (etcd), or in memory.
+    pub fn on(shared: Option<EtcdApprovals>) -> Self {
+        Self {
+            entries: Mutex::default(),
+            shared,
+        }
+    }
+
     /// A new pending approval for `binding`; its id and expiry.
-    pub fn request(
+    pub async fn request(
         &self,
         binding: ApprovalBinding,
         arguments: String,
         expires_in: Duration,
     ) -> Result<ApprovalInfo, ApprovalError> {
-        for (field, value) in [
-            ("node", &binding.node_id),
-            ("server", &binding.server_id),
-            ("tool", &binding.tool),
-            ("invocation", &binding.invocation_id),
-            ("arguments digest", &binding.arguments_digest),
-        ] {
-            if value.is_empty() {
-                return Err(ApprovalError::Missing(field));
-            }
-        }
-        if arguments.len() > MAX_ARGUMENTS {
-            return Err(ApprovalError::LargeArguments(arguments.len()));
-        }
-        if !shown_is_bound(&arguments, &binding.arguments_digest) {
-            return Err(ApprovalError::ShownNotBound);
-        }
+        check_request(&binding, &arguments)?;
         let expires_in = match expires_in {
             Duration::ZERO => DEFAULT_EXPIRY,
             given => given.min(MAX_EXPIRY),
         };
-        let now = Instant::now();
+        self.check_room(&binding)?;
+        let mut info = ApprovalInfo {
+            approval_id: format!("ap-{:016x}", rand::random::<u64>()),
+            binding: Some(binding),
+            created_at_ms: epoch_ms(Duration::ZERO),
+            expires_at_ms: epoch_ms(expires_in),
+            arguments,
+            ..ApprovalInfo::default()
+        };
+        info.set_state(ApprovalState::Pending);
+        let revision = match self.commit(&info, 0).await? {
+            Written::At(revision) => revision,
+            Written::Conflict(_) => return Err(ApprovalError::Contended(info.approval_id)),
+        };
+        self.mirror(info.clone(), revision);
+        info.arguments.clear();
+        Ok(info)
+    }
+
+    /// Refuses a request when its node, its task or the book is full.
+    fn check_room(&self, binding: &ApprovalBinding) -> Result<(), ApprovalError> {
         let mut entries = self.entries.lock();
-        Self::trim(&mut entries, now);
+        self.trim(&mut entries, Instant::now());
         let (mut pending_here, mut pending_task) = (0, 0);
         for pending in entries
             .values()
@@ -195,35 +224,15 @@ impl ApprovalBook {
             pending_task += usize::from(pending.task_id == binding.task_id);
         }
         if pending_here >= MAX_PENDING_PER_NODE {
-            return Err(ApprovalError::TooManyForNode(binding.node_id));
+            return Err(ApprovalError::TooManyForNode(binding.node_id.clone()));
         }
         if pending_task >= MAX_PENDING_PER_TASK {
-            return Err(ApprovalError::TooManyForTask(binding.task_id));
+            return Err(ApprovalError::TooManyForTask(binding.task_id.clone()));
         }
         if entries.len() >= MAX_APPROVALS {
             return Err(ApprovalError::TooMany);
         }
-        let id = format!("ap-{:016x}", rand::random::<u64>());
-        let mut info = ApprovalInfo {
-            approval_id: id.clone(),
-            binding: Some(binding),
-            created_at_ms: epoch_ms(Duration::ZERO),
-            expires_at_ms: epoch_ms(expires_in),
-            ..ApprovalInfo::default()
-        };
-        info.set_state(ApprovalState::Pending);
-        let (changed, _) = watch::channel(ApprovalState::Pending);
-        entries.insert(
-            id,
-            Entry {
-                info: info.clone(),
-                arguments: Some(arguments),
-                expires_at: now + expires_in,
-                decided_at: None,
-                changed,
-            },
-        );
-        Ok(info)
+        Ok(())
     }
 
     /// Waits up to `wait` (capped) for `node`'s approval `id` to be
@@ -242,7 +251,8 @@ impl ApprovalBook {
         };
         if *changed.borrow_and_update() == ApprovalState::Pending {
             let until = (Instant::now() + wait.min(MAX_WAIT)).min(expires_at);
-            // Decided, or the wait or expiry came: either way, look again.
+            // Decided (here or, on etcd, by another replica), or the wait
+            // or expiry came: either way, look again.
             let _ = tokio::time::timeout_at(until, changed.changed()).await;
         }
         let mut entries = self.entries.lock();
@@ -257,94 +267,170 @@ impl ApprovalBook {
 
     /// Uses approved approval `id` for the call `binding` describes: once,
     /// and only if every field is the one approved.
-    pub fn claim(&self, id: &str, binding: &ApprovalBinding) -> Result<(), ApprovalError> {
-        let mut entries = self.entries.lock();
-        let now = Instant::now();
-        let entry = Self::owned(&mut entries, &binding.node_id, id)?;
-        entry.expire_if_due(now);
-        if entry.state() != ApprovalState::Approved {
-            return Err(ApprovalError::NotPending {
-                id: id.to_string(),
-                state: state_name(entry.state()),
-                action: "used for a call",
-            });
-        }
-        let approved = entry.info.binding.clone().unwrap_or_default();
-        let fields: [(&'static str, &str, &str); 8] = [
-            ("task", &approved.task_id, &binding.task_id),
-            (
-                "invocation",
-                &approved.invocation_id,
-                &binding.invocation_id,
-            ),
-            ("identity", &approved.identity, &binding.identity),
-            ("server", &approved.server_id, &binding.server_id),
-            ("tool", &approved.tool, &binding.tool),
-            (
-                "arguments",
-                &approved.arguments_digest,
-                &binding.arguments_digest,
-            ),
-            (
-                "tool definition (pin)",
-                &approved.pin_digest,
-                &binding.pin_digest,
-            ),
-            ("node", &approved.node_id, &binding.node_id),
-        ];
-        if let Some((field, _, _)) = fields.iter().find(|(_, a, b)| a != b) {
-            return Err(ApprovalError::OtherCall {
-                id: id.to_string(),
-                field,
-            });
-        }
-        if approved.policy_revision != binding.policy_revision {
-            return Err(ApprovalError::OtherCall {
-                id: id.to_string(),
-                field: "policy revision",
-            });
-        }
-        let by = entry.info.decided_by.clone();
-        let reason = entry.info.reason.clone();
-        entry.settle(ApprovalState::Used, &reason, &by, now);
-        Ok(())
+    pub async fn claim(&self, id: &str, binding: &ApprovalBinding) -> Result<(), ApprovalError> {
+        self.transition(id, |entries, _now| {
+            let entry = Self::owned(entries, &binding.node_id, id)?;
+            if entry.state() != ApprovalState::Approved {
+                return Err(ApprovalError::NotPending {
+                    id: id.to_string(),
+                    state: state_name(entry.state()),
+                    action: "used for a call",
+                });
+            }
+            let approved = entry.info.binding.clone().unwrap_or_default();
+            if let Some(field) = differing_field(&approved, binding) {
+                return Err(ApprovalError::OtherCall {
+                    id: id.to_string(),
+                    field,
+                });
+            }
+            let mut used = entry.info.clone();
+            used.set_state(ApprovalState::Used);
+            Ok(used)
+        })
+        .await
+        .map(|_| ())
     }
 
     /// An admin's decision on pending approval `id`.
-    pub fn decide(
+    pub async fn decide(
         &self,
         id: &str,
         approve: bool,
         reason: &str,
         by: &str,
     ) -> Result<ApprovalInfo, ApprovalError> {
+        self.transition(id, |entries, _now| {
+            let entry = entries
+                .get_mut(id)
+                .ok_or_else(|| ApprovalError::Unknown(id.to_string()))?;
+            if entry.state() != ApprovalState::Pending {
+                return Err(ApprovalError::NotPending {
+                    id: id.to_string(),
+                    state: state_name(entry.state()),
+                    action: if approve { "approved" } else { "denied" },
+                });
+            }
+            let mut decided = entry.info.clone();
+            decided.set_state(if approve {
+                ApprovalState::Approved
+            } else {
+                ApprovalState::Denied
+            });
+            decided.reason = reason.to_string();
+            decided.decided_by = by.to_string();
+            Ok(decided)
+        })
+        .await
+    }
+
+    /// Moves approval `id` as `next` says (computed on the mirror, expiry
+    /// applied first), committed on the version it was computed from; on a
+    /// conflict, the stored version is mirrored and `next` asked again.
+    async fn transition(
+        &self,
+        id: &str,
+        next: impl Fn(&mut HashMap<String, Entry>, Instant) -> Result<ApprovalInfo, ApprovalError>,
+    ) -> Result<ApprovalInfo, ApprovalError> {
+        for _ in 0..MAX_TRIES {
+            let (info, expected) = {
+                let mut entries = self.entries.lock();
+                let now = Instant::now();
+                if let Some(entry) = entries.get_mut(id) {
+                    entry.expire_if_due(now);
+                }
+                let info = next(&mut entries, now)?;
+                let expected = entries.get(id).map_or(0, |e| e.revision);
+                (info, expected)
+            };
+            match self.commit(&info, expected).await? {
+                Written::At(revision) => {
+                    self.mirror(info.clone(), revision);
+                    return Ok(info);
+                }
+                Written::Conflict(Some((current, revision))) => self.mirror(current, revision),
+                Written::Conflict(None) => return Err(ApprovalError::Unknown(id.to_string())),
+            }
+        }
+        Err(ApprovalError::Contended(id.to_string()))
+    }
+
+    /// Stores `info` on etcd over version `expected`; in memory there is
+    /// nothing to store.
+    async fn commit(&self, info: &ApprovalInfo, expected: i64) -> Result<Written, ApprovalError> {
+        match &self.shared {
+            Some(store) => {
+                let mut stored = info.clone();
+                if stored.state() != ApprovalState::Pending {
+                    stored.arguments.clear();
+                }
+                store.write(&stored, expected).await
+            }
+            None => Ok(Written::At(0)),
+        }
+    }
+
+    /// Takes `info` (with its arguments while pending), stored at
+    /// `revision`, into the mirror: a newer version replaces the one held,
+    /// and a changed state wakes its waiters.
+    pub fn mirror(&self, mut info: ApprovalInfo, revision: i64) {
+        let arguments = std::mem::take(&mut info.arguments);
         let mut entries = self.entries.lock();
         let now = Instant::now();
-        let entry = entries
-            .get_mut(id)
-            .ok_or_else(|| ApprovalError::Unknown(id.to_string()))?;
-        entry.expire_if_due(now);
-        if entry.state() != ApprovalState::Pending {
-            return Err(ApprovalError::NotPending {
-                id: id.to_string(),
-                state: state_name(entry.state()),
-                action: if approve { "approved" } else { "denied" },
-            });
+        if let Some(entry) = entries.get_mut(&info.approval_id) {
+            if revision != 0 && revision <= entry.revision {
+                return;
+            }
+            entry.revision = revision;
+            let (before, state) = (entry.state(), info.state());
+            entry.info = info;
+            if state == ApprovalState::Pending {
+                entry.arguments = Some(arguments);
+            } else {
+                entry.arguments = None;
+                entry.decided_at.get_or_insert(now);
+            }
+            if before != state {
+                entry.changed.send_replace(state);
+            }
+            return;
         }
-        let state = if approve {
-            ApprovalState::Approved
-        } else {
-            ApprovalState::Denied
-        };
-        entry.settle(state, reason, by, now);
-        Ok(entry.info.clone())
+        let left = info
+            .expires_at_ms
+            .saturating_sub(spear_common::clock::now_ms());
+        let state = info.state();
+        let (changed, _) = watch::channel(state);
+        entries.insert(
+            info.approval_id.clone(),
+            Entry {
+                info,
+                arguments: (state == ApprovalState::Pending).then_some(arguments),
+                expires_at: now + Duration::from_millis(left),
+                decided_at: (state != ApprovalState::Pending).then_some(now),
+                changed,
+                revision,
+            },
+        );
+    }
+
+    /// Mirrors every stored approval (a start, or a reload after the
+    /// watch broke).
+    pub fn mirror_all(&self, stored: Vec<(ApprovalInfo, i64)>) {
+        for (info, revision) in stored {
+            self.mirror(info, revision);
+        }
+    }
+
+    /// Drops approval `id` from the mirror (removed from etcd).
+    pub fn forget(&self, id: &str) {
+        self.entries.lock().remove(id);
     }
 
     /// Every approval held, newest first, without arguments.
     pub fn list(&self) -> Vec<ApprovalInfo> {
         let mut entries = self.entries.lock();
         let now = Instant::now();
-        Self::trim(&mut entries, now);
+        self.trim(&mut entries, now);
         let mut all: Vec<ApprovalInfo> = entries
             .values_mut()
             .map(|e| {
@@ -395,12 +481,81 @@ impl ApprovalBook {
         Ok(entry)
     }
 
-    /// Forgets approvals decided more than [`KEEP_DECIDED`] ago.
-    fn trim(entries: &mut HashMap<String, Entry>, now: Instant) {
-        entries.retain(|_, e| {
+    /// Forgets approvals decided (or expired) more than [`KEEP_DECIDED`]
+    /// ago; on etcd, removes them there too (any replica may: removing is
+    /// idempotent).
+    fn trim(&self, entries: &mut HashMap<String, Entry>, now: Instant) {
+        let mut gone = Vec::new();
+        entries.retain(|id, e| {
             e.expire_if_due(now);
-            e.decided_at
-                .is_none_or(|at| now.duration_since(at) < KEEP_DECIDED)
+            let keep = e
+                .decided_at
+                .is_none_or(|at| now.duration_since(at) < KEEP_DECIDED);
+            if !keep {
+                gone.push(id.clone());
+            }
+            keep
         });
+        if let (Some(store), false) = (&self.shared, gone.is_empty()) {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for id in gone {
+                    store.delete(&id).await;
+                }
+            });
+        }
     }
+}
+
+/// A request's required fields, and arguments that are what it binds.
+fn check_request(binding: &ApprovalBinding, arguments: &str) -> Result<(), ApprovalError> {
+    for (field, value) in [
+        ("node", &binding.node_id),
+        ("server", &binding.server_id),
+        ("tool", &binding.tool),
+        ("invocation", &binding.invocation_id),
+        ("arguments digest", &binding.arguments_digest),
+    ] {
+        if value.is_empty() {
+            return Err(ApprovalError::Missing(field));
+        }
+    }
+    if arguments.len() > MAX_ARGUMENTS {
+        return Err(ApprovalError::LargeArguments(arguments.len()));
+    }
+    if !shown_is_bound(arguments, &binding.arguments_digest) {
+        return Err(ApprovalError::ShownNotBound);
+    }
+    Ok(())
+}
+
+/// The first field in which the call `binding` differs from the one
+/// `approved`, if any.
+fn differing_field(approved: &ApprovalBinding, binding: &ApprovalBinding) -> Option<&'static str> {
+    let fields: [(&'static str, &str, &str); 8] = [
+        ("task", &approved.task_id, &binding.task_id),
+        (
+            "invocation",
+            &approved.invocation_id,
+            &binding.invocation_id,
+        ),
+        ("identity", &approved.identity, &binding.identity),
+        ("server", &approved.server_id, &binding.server_id),
+        ("tool", &approved.tool, &binding.tool),
+        (
+            "arguments",
+            &approved.arguments_digest,
+            &binding.arguments_digest,
+        ),
+        (
+            "tool definition (pin)",
+            &approved.pin_digest,
+            &binding.pin_digest,
+        ),
+        ("node", &approved.node_id, &binding.node_id),
+    ];
+    if let Some((field, _, _)) = fields.iter().find(|(_, a, b)| a != b) {
+        return Some(field);
+    }
+    (approved.policy_revision != binding.policy_revision).then_some("policy revision")
 }

@@ -31,18 +31,19 @@ async fn an_approval_is_used_once_and_only_for_its_call() {
     let book = ApprovalBook::default();
     let id = book
         .request(binding("a1"), "a1".into(), Duration::ZERO)
+        .await
         .unwrap()
         .approval_id;
     assert_eq!(book.show(&id).unwrap().arguments, "a1");
     // Not yet approved: nothing to claim.
     assert!(matches!(
-        book.claim(&id, &binding("a1")),
+        book.claim(&id, &binding("a1")).await,
         Err(ApprovalError::NotPending {
             state: "pending",
             ..
         })
     ));
-    book.decide(&id, true, "", "admin:ops").unwrap();
+    book.decide(&id, true, "", "admin:ops").await.unwrap();
     assert_eq!(
         book.show(&id).unwrap().arguments,
         "",
@@ -52,11 +53,11 @@ async fn an_approval_is_used_once_and_only_for_its_call() {
     let mut elsewhere = binding("a1");
     elsewhere.node_id = "n2".into();
     assert!(matches!(
-        book.claim(&id, &elsewhere),
+        book.claim(&id, &elsewhere).await,
         Err(ApprovalError::OtherNode { .. })
     ));
     assert_eq!(
-        book.claim(&id, &binding("a2")),
+        book.claim(&id, &binding("a2")).await,
         Err(ApprovalError::OtherCall {
             id: id.clone(),
             field: "arguments"
@@ -65,19 +66,19 @@ async fn an_approval_is_used_once_and_only_for_its_call() {
     let mut repinned = binding("a1");
     repinned.pin_digest = "p2".into();
     assert_eq!(
-        book.claim(&id, &repinned),
+        book.claim(&id, &repinned).await,
         Err(ApprovalError::OtherCall {
             id: id.clone(),
             field: "tool definition (pin)"
         })
     );
-    book.claim(&id, &binding("a1")).unwrap();
+    book.claim(&id, &binding("a1")).await.unwrap();
     assert!(matches!(
-        book.claim(&id, &binding("a1")),
+        book.claim(&id, &binding("a1")).await,
         Err(ApprovalError::NotPending { state: "used", .. })
     ));
     assert!(
-        book.decide(&id, false, "", "admin:ops").is_err(),
+        book.decide(&id, false, "", "admin:ops").await.is_err(),
         "a used approval cannot be denied"
     );
 }
@@ -87,6 +88,7 @@ async fn a_wait_ends_on_the_decision_or_at_expiry() {
     let book = std::sync::Arc::new(ApprovalBook::default());
     let id = book
         .request(binding("a1"), "a1".into(), Duration::from_secs(60))
+        .await
         .unwrap()
         .approval_id;
     let waiting = {
@@ -94,13 +96,16 @@ async fn a_wait_ends_on_the_decision_or_at_expiry() {
         tokio::spawn(async move { book.wait("n1", &id, Duration::from_secs(30)).await })
     };
     tokio::task::yield_now().await;
-    book.decide(&id, false, "not on prod", "admin:ops").unwrap();
+    book.decide(&id, false, "not on prod", "admin:ops")
+        .await
+        .unwrap();
     let decision = waiting.await.unwrap().unwrap();
     assert_eq!(decision.state, ApprovalState::Denied);
     assert_eq!(decision.reason, "not on prod");
 
     let id = book
         .request(binding("a2"), "a2".into(), Duration::from_secs(45))
+        .await
         .unwrap()
         .approval_id;
     // A wait shorter than the expiry answers pending; the next one expired.
@@ -109,7 +114,7 @@ async fn a_wait_ends_on_the_decision_or_at_expiry() {
     let second = book.wait("n1", &id, Duration::from_secs(30)).await.unwrap();
     assert_eq!(second.state, ApprovalState::Expired);
     assert!(
-        book.decide(&id, true, "", "admin:ops").is_err(),
+        book.decide(&id, true, "", "admin:ops").await.is_err(),
         "an expired approval cannot be approved"
     );
     assert!(matches!(
@@ -123,10 +128,12 @@ async fn a_node_cannot_flood_sms_with_requests() {
     let book = ApprovalBook::default();
     for _ in 0..MAX_PENDING_PER_NODE {
         book.request(binding("a"), "a".into(), Duration::ZERO)
+            .await
             .unwrap();
     }
     assert_eq!(
         book.request(binding("a"), "a".into(), Duration::ZERO)
+            .await
             .map(|_| ()),
         Err(ApprovalError::TooManyForNode("n1".into()))
     );
@@ -134,7 +141,7 @@ async fn a_node_cannot_flood_sms_with_requests() {
     let mut other = binding("a");
     other.node_id = "n2".into();
     assert!(matches!(
-        book.request(other, big, Duration::ZERO),
+        book.request(other, big, Duration::ZERO).await,
         Err(ApprovalError::LargeArguments(_))
     ));
 }
@@ -147,17 +154,18 @@ async fn a_task_cannot_flood_sms_across_its_nodes() {
     for i in 0..MAX_PENDING_PER_TASK {
         let mut on = binding("a");
         on.node_id = format!("n{}", i / MAX_PENDING_PER_NODE);
-        book.request(on, "a".into(), Duration::ZERO).unwrap();
+        book.request(on, "a".into(), Duration::ZERO).await.unwrap();
     }
     let mut next = binding("a");
     next.node_id = "n-last".into();
     assert_eq!(
         book.request(next.clone(), "a".into(), Duration::ZERO)
+            .await
             .map(|_| ()),
         Err(ApprovalError::TooManyForTask("fs-agent".into()))
     );
     next.task_id = "other-task".into();
-    assert!(book.request(next, "a".into(), Duration::ZERO).is_ok());
+    assert!(book.request(next, "a".into(), Duration::ZERO).await.is_ok());
 }
 
 /// What an operator reads must be what the approval binds: arguments that
@@ -173,15 +181,18 @@ async fn shown_arguments_must_hash_to_the_bound_digest() {
             r#"{"path": "/tmp/ok"}"#.into(),
             Duration::ZERO
         )
+        .await
         .map(|_| ()),
         Err(ApprovalError::ShownNotBound)
     );
     // The same arguments, written differently, hash the same.
     assert!(book
         .request(bound, r#"{ "path":"/etc/shadow" }"#.into(), Duration::ZERO)
+        .await
         .is_ok());
     let secret = binding(r#"{"token": "s3cret"}"#);
     assert!(book
         .request(secret, r#"{"token": "<redacted>"}"#.into(), Duration::ZERO)
+        .await
         .is_ok());
 }

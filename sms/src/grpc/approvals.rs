@@ -27,6 +27,9 @@ pub struct ApprovalsService {
     audit: AdminAudit,
     /// Only nodes alive here may ask (`None`: anyone who may call).
     nodes: Option<Arc<crate::nodes::NodeTable>>,
+    /// With replicas: nodes alive at another replica may ask too (a node
+    /// back at a restarted replica before its first heartbeat there).
+    shared: Option<Arc<crate::nodes::SharedNodes>>,
 }
 
 impl ApprovalsService {
@@ -37,14 +40,37 @@ impl ApprovalsService {
             access,
             audit: AdminAudit::default(),
             nodes: None,
+            shared: None,
         }
     }
 
     /// Takes approval requests only from nodes that heartbeat to this SMS
     /// (no approvals for made-up or departed node ids).
-    pub fn for_live_nodes(mut self, nodes: Arc<crate::nodes::NodeTable>) -> Self {
+    pub fn for_live_nodes(
+        mut self,
+        nodes: Arc<crate::nodes::NodeTable>,
+        shared: Option<Arc<crate::nodes::SharedNodes>>,
+    ) -> Self {
         self.nodes = Some(nodes);
+        self.shared = shared;
         self
+    }
+
+    /// Whether `node_id` heartbeats here, or (with replicas) to another.
+    async fn alive(&self, node_id: &str) -> bool {
+        let Some(nodes) = &self.nodes else {
+            return true;
+        };
+        if nodes.is_alive(node_id) {
+            return true;
+        }
+        match &self.shared {
+            Some(shared) => shared
+                .invocable()
+                .await
+                .is_ok_and(|all| all.iter().any(|n| n.node_id == node_id)),
+            None => false,
+        }
     }
 
     /// Records this service's admin writes in the audit trail.
@@ -72,6 +98,8 @@ fn to_status(error: ApprovalError) -> Status {
         ApprovalError::Missing(_)
         | ApprovalError::LargeArguments(_)
         | ApprovalError::ShownNotBound => Status::invalid_argument(error.to_string()),
+        ApprovalError::Unavailable(_) => Status::unavailable(error.to_string()),
+        ApprovalError::Contended(_) => Status::aborted(error.to_string()),
     }
 }
 
@@ -83,9 +111,9 @@ impl Approvals for ApprovalsService {
     ) -> Result<Response<RequestApprovalResponse>, Status> {
         let node_id = bound_node(request.get_ref().binding.as_ref());
         self.access.node(&request, &node_id, "request_approval")?;
-        if self.nodes.as_ref().is_some_and(|n| !n.is_alive(&node_id)) {
+        if !self.alive(&node_id).await {
             return Err(Status::failed_precondition(format!(
-                "node '{node_id}' has not heartbeated to this SMS within {:?}; only live nodes ask approvals (the node asks again once it has)",
+                "node '{node_id}' has not heartbeated to SMS within {:?}; only live nodes ask approvals (the node asks again once it has)",
                 crate::nodes::NODE_TTL
             )));
         }
@@ -103,6 +131,7 @@ impl Approvals for ApprovalsService {
                 ask.arguments,
                 Duration::from_millis(ask.expires_in_ms),
             )
+            .await
             .map_err(to_status)?;
         info!(approval_id = %info.approval_id, %node_id, %task_id, %server_id, %tool, "a call waits for approval; `sms approvals list` shows it");
         self.events.publish(Event::Approval(info.clone()));
@@ -145,6 +174,7 @@ impl Approvals for ApprovalsService {
         let binding = ask.binding.unwrap_or_default();
         self.book
             .claim(&ask.approval_id, &binding)
+            .await
             .map_err(to_status)?;
         info!(approval_id = %ask.approval_id, %node_id, "approval used for its call");
         if let Ok(info) = self.book.show(&ask.approval_id) {
@@ -186,6 +216,7 @@ impl Approvals for ApprovalsService {
                 &ask.reason,
                 &caller.to_string(),
             )
+            .await
             .map_err(to_status);
         let action = if ask.approve { "approve" } else { "deny" };
         self.audit

@@ -189,3 +189,6 @@ pub fn counter_key(key: &QuotaKey, per_principal: bool) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -105,6 +105,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("cannot reach the OpenID Connect issuer: {0}")]
     Oidc(String),
+    #[error("cannot load the pending approvals: {0}")]
+    Approvals(crate::approvals::ApprovalError),
     #[error("SMS would listen on {0} without TLS; give --tls-ca, --tls-cert and --tls-key (see docs/security.md), listen on loopback, or pass --insecure on a network you trust")]
     Insecure(SocketAddr),
     #[error("SMS would serve plaintext beyond loopback on {0} without {1}: anyone who reaches the port could act as {2}; give {1} (see docs/security.md) or use TLS")]

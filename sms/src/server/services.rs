@@ -24,7 +24,6 @@ use tokio::net::TcpListener;
 
 use super::stores::{Keys, Stores};
 use crate::admin::Admin;
-use crate::approvals::ApprovalBook;
 use crate::audit::AdminAudit;
 use crate::events::TrustEvents;
 use crate::files::FileProblems;
@@ -133,11 +132,11 @@ impl Services {
             ),
             approvals: Arc::new(
                 ApprovalsService::new(
-                    Arc::new(ApprovalBook::default()),
+                    Arc::clone(&stores.approvals),
                     events.clone(),
                     access.clone(),
                 )
-                .for_live_nodes(Arc::clone(&nodes))
+                .for_live_nodes(Arc::clone(&nodes), stores.shared_nodes.clone())
                 .audited(admin_audit.clone()),
             ),
             audit: Arc::new(

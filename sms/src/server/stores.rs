@@ -6,6 +6,8 @@
 use std::sync::Arc;
 
 use super::{SmsConfig, StartError, StoreConfig};
+use crate::approvals::etcd::EtcdApprovals;
+use crate::approvals::ApprovalBook;
 use crate::audit::{AuditBook, AuditStore, EtcdAudit, Retention};
 use crate::nodes::SharedNodes;
 use crate::oauth::{EtcdVault, MemoryVault, PerPrincipal, SealingKey, Vault, WorkloadIssuer};
@@ -27,6 +29,8 @@ pub struct Stores {
     pub audit: Arc<AuditStore>,
     /// Fleet quotas' counters.
     pub quotas: Arc<dyn Counters>,
+    /// Approvals bound to one call (on etcd: shared by every replica).
+    pub approvals: Arc<ApprovalBook>,
 }
 
 impl Stores {
@@ -40,6 +44,7 @@ impl Stores {
                 revoked: Arc::new(MemoryRevocations::default()),
                 audit: Arc::new(AuditStore::Memory(AuditBook::new(retention))),
                 quotas: Arc::new(MemoryCounters::default()),
+                approvals: Arc::new(ApprovalBook::default()),
             },
             StoreConfig::Etcd(etcd) => {
                 let store = EtcdStore::connect(etcd.clone()).await?;
@@ -49,6 +54,12 @@ impl Stores {
                     shared_nodes: Some(SharedNodes::start(client.clone(), &etcd.prefix)),
                     vault: Arc::new(EtcdVault::new(client.clone(), &etcd.prefix)),
                     quotas: Arc::new(EtcdCounters::new(client.clone(), &etcd.prefix)),
+                    approvals: crate::approvals::etcd::book(EtcdApprovals::new(
+                        client.clone(),
+                        &etcd.prefix,
+                    ))
+                    .await
+                    .map_err(StartError::Approvals)?,
                     revoked: Arc::new(EtcdRevocations::new(client.clone(), &etcd.prefix)),
                     audit: Arc::new(AuditStore::Etcd(EtcdAudit::new(
                         client,

@@ -91,3 +91,64 @@ pub fn model_keys(task_id: &str, task: Option<&TaskQuota>, principal: &str) -> V
     }
     keys
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spear_proto::v1::Rate;
+
+    fn quota(json: &str) -> TaskQuota {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_call_counts_against_its_task_its_server_and_its_tool() {
+        let task = quota(r#"{"tool_calls": {"max": 3, "per": "1m"}}"#);
+        let rate = Rate {
+            max: 9,
+            per_ms: 60_000,
+        };
+        let server = ServerQuota {
+            calls: Some(rate),
+            tools: [("search".to_string(), rate)].into(),
+            allow_unreachable: true,
+        };
+        let keys = call_keys(
+            ("notes", Some(&task)),
+            "alice",
+            ("web", Some(&server)),
+            "search",
+        );
+        let meters: Vec<QuotaMeter> = keys.iter().map(|k| k.key.meter()).collect();
+        assert_eq!(
+            meters,
+            [
+                QuotaMeter::TaskToolCalls,
+                QuotaMeter::ServerCalls,
+                QuotaMeter::ServerToolCalls
+            ]
+        );
+        assert_eq!(keys[0].on_unreachable, OnUnreachable::Refuse);
+        assert_eq!(keys[1].on_unreachable, OnUnreachable::Allow);
+        assert!(
+            keys.iter().all(|k| k.key.principal.is_empty()),
+            "not per principal"
+        );
+        let other_tool = call_keys(("notes", None), "alice", ("web", Some(&server)), "fetch");
+        assert_eq!(other_tool.len(), 1, "only the server's calls");
+        assert!(call_keys(("notes", None), "alice", ("web", None), "fetch").is_empty());
+    }
+
+    #[test]
+    fn a_per_principal_quota_is_each_principal_s_own() {
+        let task = quota(
+            r#"{"model_tokens": {"max": 10, "per": "1h"}, "cost_usd": {"max": 1, "per": "1d"}, "per_principal": true}"#,
+        );
+        let alice = model_keys("notes", Some(&task), "https://idp#alice");
+        let bob = model_keys("notes", Some(&task), "https://idp#bob");
+        assert_eq!(alice.len(), 2);
+        assert_eq!(alice[0].key.principal, "https://idp#alice");
+        assert_ne!(alice[0].key, bob[0].key);
+        assert!(model_keys("notes", None, "x").is_empty());
+    }
+}

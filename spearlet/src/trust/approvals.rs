@@ -9,10 +9,25 @@ use spear_proto::v1::{
     RequestApprovalRequest,
 };
 
+use tracing::warn;
+
 use crate::sms_link::SmsLink;
 
 /// How long one wait asks SMS to hold the answer.
 const WAIT: Duration = Duration::from_secs(25);
+/// How soon, and at most how long after, a wait asks again while SMS is
+/// away.
+const AWAY_FIRST: Duration = Duration::from_millis(250);
+const AWAY_MAX: Duration = Duration::from_secs(5);
+
+/// Whether `status` says SMS could not be reached (or went away mid-call),
+/// rather than that it answered.
+fn away(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    )
+}
 
 /// Why SMS could not be asked, or refused.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -60,22 +75,34 @@ impl Approver {
         Ok(answer.into_inner().approval_id)
     }
 
-    /// Waits until approval `id` is decided or expires.
+    /// Waits until approval `id` is decided or expires. SMS may be away
+    /// meanwhile (a replica restarting, the node moving to another): the
+    /// wait asks again, as approvals outlive a replica on etcd; the run's
+    /// deadline bounds it.
     pub async fn wait(&self, node_id: &str, id: &str) -> Result<Decided, ApprovalFailed> {
+        let mut backoff = spear_common::backoff::Backoff::new(AWAY_FIRST, AWAY_MAX);
         loop {
-            let mut client = self
-                .sms
-                .approvals()
-                .map_err(|e| ApprovalFailed(e.to_string()))?;
-            let answer = client
-                .await_approval(AwaitApprovalRequest {
-                    node_id: node_id.to_string(),
-                    approval_id: id.to_string(),
-                    wait_ms: WAIT.as_millis() as u64,
-                })
-                .await
-                .map_err(|s| ApprovalFailed(s.message().to_string()))?
-                .into_inner();
+            let asked = match self.sms.approvals() {
+                Ok(mut client) => client
+                    .await_approval(AwaitApprovalRequest {
+                        node_id: node_id.to_string(),
+                        approval_id: id.to_string(),
+                        wait_ms: WAIT.as_millis() as u64,
+                    })
+                    .await
+                    .map(tonic::Response::into_inner),
+                Err(e) => Err(tonic::Status::unavailable(e.to_string())),
+            };
+            let answer = match asked {
+                Ok(answer) => answer,
+                Err(status) if away(&status) => {
+                    warn!(approval_id = %id, why = %status.message(), "SMS is away while a call waits for its approval; asking again");
+                    backoff.sleep().await;
+                    continue;
+                }
+                Err(status) => return Err(ApprovalFailed(status.message().to_string())),
+            };
+            backoff.reset();
             if answer.state() != ApprovalState::Pending {
                 return Ok(Decided {
                     state: answer.state(),

@@ -33,7 +33,10 @@ impl RunTrust {
             return Ok(());
         };
         let scope = &self.scope;
-        let principal = scope.principal.label();
+        if scope.quota.as_ref().is_none_or(|q| q.tool_calls.is_none()) && server_quota.is_none() {
+            return Ok(());
+        }
+        let principal = self.quota_principal();
         let task = (scope.task_id.as_str(), scope.quota.as_ref());
         for quota in call_keys(task, &principal, (server, server_quota), tool) {
             quotas.take(&quota.key, quota.on_unreachable, true).await?;
@@ -48,7 +51,7 @@ impl RunTrust {
             return Ok(());
         };
         let scope = &self.scope;
-        let principal = scope.principal.label();
+        let principal = self.quota_principal();
         for quota in model_keys(&scope.task_id, scope.quota.as_ref(), &principal) {
             if quota.key.meter() == QuotaMeter::TaskCost && !priced {
                 return Err(ModelQuotaRefused::Unpriced {
@@ -68,13 +71,22 @@ impl RunTrust {
             return;
         };
         let scope = &self.scope;
-        let principal = scope.principal.label();
+        let principal = self.quota_principal();
         for quota in model_keys(&scope.task_id, scope.quota.as_ref(), &principal) {
             let units = match quota.key.meter() {
                 QuotaMeter::TaskCost => cost_nano_usd.unwrap_or(0),
                 _ => tokens,
             };
             quotas.spend(&quota.key, units).await;
+        }
+    }
+
+    /// The run's principal as its task's quota counts it: only a quota
+    /// per principal needs it.
+    fn quota_principal(&self) -> String {
+        match &self.scope.quota {
+            Some(quota) if quota.per_principal => self.scope.principal.label(),
+            _ => String::new(),
         }
     }
 
