@@ -41,6 +41,8 @@ pub struct NodeView {
     pub sms: crate::sms_link::SmsLink,
     /// The node's fleet quotas (when it runs guests).
     pub quotas: Option<Arc<crate::quota::QuotaStats>>,
+    /// Model usage by task, principal and model (when it runs guests).
+    pub meters: Option<Arc<crate::trust::meters::UsageMeters>>,
 }
 
 impl NodeView {
@@ -98,7 +100,41 @@ impl NodeView {
         self.scrape_sync(m)?;
         self.scrape_guests(m)?;
         self.scrape_quotas(m)?;
+        self.scrape_usage(m)?;
         self.scrape_mcp(m)
+    }
+
+    /// Model requests, tokens and cost by task, principal and model.
+    fn scrape_usage(&self, m: &mut Scrape<'_>) -> std::fmt::Result {
+        let Some(meters) = &self.meters else {
+            return Ok(());
+        };
+        let all = meters.snapshot();
+        fn labels(l: &(String, String, String)) -> Vec<(&'static str, &str)> {
+            vec![("task", &l.0), ("principal", &l.1), ("model", &l.2)]
+        }
+        m.counters(
+            "spearlet_model_requests",
+            "Model requests of guest runs, by task, principal and model.",
+            all.iter().map(|(l, t)| (labels(l), t.requests)),
+        )?;
+        m.counters(
+            "spearlet_model_tokens",
+            "Model tokens as providers report them, by task, principal, model and direction.",
+            all.iter().flat_map(|(l, t)| {
+                let with = |direction| {
+                    let mut row = labels(l);
+                    row.push(("direction", direction));
+                    row
+                };
+                [(with("input"), t.input_tokens), (with("output"), t.output_tokens)]
+            }),
+        )?;
+        m.counters(
+            "spearlet_model_cost_nano_usd",
+            "Model cost at the node's [llm.prices], in nano-dollars, by task, principal and model.",
+            all.iter().map(|(l, t)| (labels(l), t.cost_nano_usd)),
+        )
     }
 
     /// Fleet quotas: round trips to SMS, refusals, calls let through.

@@ -311,6 +311,7 @@ async fn each_call_is_recorded_even_one_cut_short() {
             approvals: None,
             audit: Some(log.clone()),
             quotas: None,
+            meters: Default::default(),
         })
         .for_run(RunScope {
             task_id: "t".into(),

@@ -93,6 +93,24 @@ fn the_runs_costs_add_up_to_what_sms_usage_says() {
     assert_eq!(usage(&c, &["--principal", &caller])["runs"], 4);
     assert_eq!(usage(&c, &["--principal", "https://idp#nobody"])["runs"], 0);
 
+    // The node's metrics say the same, by task, principal and model.
+    let metrics = spear_tests::http::get(&c.node.http, "/metrics").unwrap();
+    let value = |name: &str| -> u64 {
+        let prefix = format!("{name}{{task=\"notes\",principal=\"{caller}\",model=\"recorded\"");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!(value("spearlet_model_cost_nano_usd_total"), expected.4, "{metrics}");
+    assert_eq!(value("spearlet_model_requests_total"), expected.0, "{metrics}");
+    assert_eq!(
+        value("spearlet_model_tokens_total"),
+        expected.1 + expected.2,
+        "{metrics}"
+    );
+
     // The table as people read it.
     let (code, out, _) = c.sms.client(&["usage", "--task", "notes"]);
     assert_eq!(code, 0);

@@ -41,6 +41,7 @@ pub async fn run() {
             approvals: None,
             audit: Some(log.clone()),
             quotas: None,
+            meters: Default::default(),
         })
         .for_run(RunScope {
             task_id: "bench".into(),

@@ -86,6 +86,7 @@ pub async fn run() {
             approvals: None,
             audit: None,
             quotas: Some(quotas.clone()),
+            meters: Default::default(),
         })
         .for_run(RunScope {
             task_id: "bench".into(),

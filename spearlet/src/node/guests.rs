@@ -53,6 +53,8 @@ pub struct Guests {
     pub server: JoinHandle<()>,
     /// How the node's fleet quotas fared, for its metrics.
     pub quotas: Arc<crate::quota::QuotaStats>,
+    /// Model usage by task, principal and model, for its metrics.
+    pub meters: Arc<crate::trust::meters::UsageMeters>,
 }
 
 /// Builds the runtime and invoker, binds the Invocation service and starts
@@ -72,7 +74,9 @@ pub async fn build(
     let guest_threads = runtime.guest_handle();
     let quotas = crate::quota::NodeQuotas::new(deps.node_id, Arc::new(deps.sms.clone()));
     let quota_stats = Arc::clone(&quotas.stats);
+    let meters = Arc::new(crate::trust::meters::UsageMeters::default());
     let trust = NodeTrust {
+        meters: Arc::clone(&meters),
         node_id: deps.node_id.to_string(),
         approvals: Some(Approver::new(deps.sms.clone())),
         audit: Some(deps.audit.clone()),
@@ -133,6 +137,7 @@ pub async fn build(
         advert,
         server,
         quotas: quota_stats,
+        meters,
     })
 }
 

@@ -222,6 +222,7 @@ impl Node {
             stale_after: config.stale_after,
             sms: sms.clone(),
             quotas: guests.as_ref().map(|g| Arc::clone(&g.quotas)),
+            meters: guests.as_ref().map(|g| Arc::clone(&g.meters)),
         };
         let (http_addr, http_task) = serve_http(view, &config, shutdown_rx.clone())
             .await?

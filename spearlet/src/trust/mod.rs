@@ -5,6 +5,7 @@
 
 pub mod approvals;
 pub mod audit;
+pub mod meters;
 mod quotas;
 
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct NodeTrust {
     pub audit: Option<AuditLog>,
     /// The node's slices of fleet quotas.
     pub quotas: Option<crate::quota::NodeQuotas>,
+    /// Model usage by task, principal and model, for the node's metrics.
+    pub meters: Arc<meters::UsageMeters>,
 }
 
 /// Who one run's calls are made for.
@@ -80,6 +83,7 @@ impl RunTrust {
         if record.actor.is_empty() {
             record.actor.clone_from(&self.scope.actor);
         }
+        self.node.meters.add(&record);
         log.append(record)
     }
 
