@@ -127,7 +127,10 @@ impl NodeView {
                     row.push(("direction", direction));
                     row
                 };
-                [(with("input"), t.input_tokens), (with("output"), t.output_tokens)]
+                [
+                    (with("input"), t.input_tokens),
+                    (with("output"), t.output_tokens),
+                ]
             }),
         )?;
         m.counters(

@@ -493,6 +493,23 @@ def connect(browser):
     result["other_run"] = invoke_page(other, os.environ["TASK"])
 
 
+def usage(browser):
+    """Issue 40: TASK's usage page, its totals and its chart."""
+    page = new_context(browser).new_page()
+    sign_in(page, ADMIN)
+    page.goto(URL + "/usage?task=" + os.environ["TASK"])
+    page.wait_for_selector("#usage-chart rect.bar", state="attached")
+    result["totals"] = {row.get_attribute("data-key"): row.get_attribute("data-value")
+                        for row in page.locator("#usage-totals tr").all()}
+    result["bars"] = [{"start": int(r.get_attribute("data-start")),
+                       "runs": int(r.get_attribute("data-runs")),
+                       "cost": int(r.get_attribute("data-cost-nano-usd")),
+                       "height": float(r.get_attribute("height"))}
+                      for r in page.locator("#usage-chart rect.bar").all()]
+    result["nav"] = page.locator("nav a[href='/usage']").count()
+    shot(page, "usage")
+
+
 def timings(browser):
     """Page timings: each PAGES path, ROUNDS times; SMS's own time
     (Server-Timing) and the browser's, in ms."""
@@ -534,7 +551,7 @@ def timings(browser):
 
 
 SCENARIOS = {f.__name__: f for f in (signin, registry, nodes, fs_agent, explain, trust, oauth, person, connect,
-                                     timings)}
+                                     usage, timings)}
 
 if __name__ == "__main__":
     scenario = SCENARIOS[sys.argv[1]]

@@ -103,8 +103,16 @@ fn the_runs_costs_add_up_to_what_sms_usage_says() {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
     };
-    assert_eq!(value("spearlet_model_cost_nano_usd_total"), expected.4, "{metrics}");
-    assert_eq!(value("spearlet_model_requests_total"), expected.0, "{metrics}");
+    assert_eq!(
+        value("spearlet_model_cost_nano_usd_total"),
+        expected.4,
+        "{metrics}"
+    );
+    assert_eq!(
+        value("spearlet_model_requests_total"),
+        expected.0,
+        "{metrics}"
+    );
     assert_eq!(
         value("spearlet_model_tokens_total"),
         expected.1 + expected.2,
@@ -118,6 +126,69 @@ fn the_runs_costs_add_up_to_what_sms_usage_says() {
     assert!(
         out.contains(&format!("cost            ${:.6}", expected.4 as f64 / 1e9)),
         "{out}"
+    );
+}
+
+#[test]
+fn the_console_charts_what_sms_usage_totals() {
+    let c = cluster_opts(
+        "the notes on a chart",
+        ClusterOptions {
+            node_toml: PRICES,
+            console: true,
+            ..Default::default()
+        },
+    );
+    let (code, _, err) = register(&c, "notes", &guest("fs-agent"), &fs_task(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let mut requests = 0;
+    for _ in 0..3 {
+        let (code, out, err) = c.sms.client(&["invoke", "--json", "notes"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let run: Value = serde_json::from_str(&out).unwrap();
+        requests += run["usage"]["model_requests"].as_u64().unwrap();
+    }
+    // Every record of the three runs has reached SMS.
+    let totals = eventually("the runs' records at SMS", Duration::from_secs(20), || {
+        let totals = usage(&c, &["--task", "notes"]);
+        (totals["runs"] == 3 && totals["model_requests"] == requests)
+            .then_some(totals.clone())
+            .ok_or(totals.to_string())
+    });
+    let seen = spear_tests::console::drive("usage", &c.sms, &[("TASK", "notes".into())]);
+    assert_eq!(seen["nav"], 1, "{seen}");
+    let shown = &seen["totals"];
+    for key in [
+        "runs",
+        "model_requests",
+        "input_tokens",
+        "output_tokens",
+        "tool_calls",
+        "cost_nano_usd",
+    ] {
+        assert_eq!(
+            shown[key],
+            totals[key].to_string(),
+            "{key}: {seen} against {totals}"
+        );
+    }
+    // The chart's bars add up to the total: the three runs' hour (or two,
+    // when an hour turned during the runs).
+    let bars = seen["bars"].as_array().unwrap();
+    assert!((1..=2).contains(&bars.len()), "{seen}");
+    let cost: u64 = bars.iter().map(|b| b["cost"].as_u64().unwrap()).sum();
+    let runs: u64 = bars.iter().map(|b| b["runs"].as_u64().unwrap()).sum();
+    assert_eq!(cost, totals["cost_nano_usd"].as_u64().unwrap(), "{seen}");
+    assert!(runs >= 3, "{seen}");
+    let now_hour = spear_common::clock::now_ms() / 3_600_000 * 3_600_000;
+    assert!(
+        bars.iter()
+            .any(|b| b["start"].as_u64().unwrap() + 3_600_000 >= now_hour),
+        "{seen}"
+    );
+    assert!(
+        bars.iter().all(|b| b["height"].as_f64().unwrap() >= 1.0),
+        "{seen}"
     );
 }
 

@@ -4,17 +4,38 @@
 //! source: a run's reply and `sms usage` add up the same records, so they
 //! agree to the nano-dollar. Entry point: [`Totals::add`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use spear_proto::audit::{Kind, Record};
 use spear_proto::usage::Used;
-use spear_proto::v1::{UsageRequest, UsageResponse};
+use spear_proto::v1::{UsageBucket, UsageRequest, UsageResponse};
 
-/// Totals over the records a filter matches.
+/// The shortest window a chart may ask for, and the most windows answered.
+pub const MIN_BUCKET_MS: u64 = 60_000;
+pub const MAX_BUCKETS: usize = 1_000;
+
+/// Runs and what they used.
 #[derive(Debug, Default)]
-pub struct Totals {
+struct Sum {
     runs: BTreeSet<(String, String)>,
     used: Used,
+}
+
+impl Sum {
+    fn add(&mut self, node: &str, record: &Record) {
+        if !record.invocation.is_empty() {
+            self.runs
+                .insert((node.to_string(), record.invocation.clone()));
+        }
+        self.used.add(record);
+    }
+}
+
+/// Totals over the records a filter matches, and per window when asked.
+#[derive(Debug, Default)]
+pub struct Totals {
+    all: Sum,
+    buckets: BTreeMap<u64, Sum>,
 }
 
 /// Whether `record` counts for `filter`. A server or tool filter looks at
@@ -36,17 +57,29 @@ impl Totals {
         if !matches(filter, record) {
             return;
         }
-        if !record.invocation.is_empty() {
-            self.runs
-                .insert((node.to_string(), record.invocation.clone()));
+        self.all.add(node, record);
+        if filter.bucket_ms >= MIN_BUCKET_MS {
+            let start = record.time_ms / filter.bucket_ms * filter.bucket_ms;
+            self.buckets.entry(start).or_default().add(node, record);
+            if self.buckets.len() > MAX_BUCKETS {
+                self.buckets.pop_first();
+            }
         }
-        self.used.add(record);
     }
 
     pub fn into_response(self) -> UsageResponse {
         UsageResponse {
-            runs: self.runs.len() as u64,
-            used: Some(self.used.to_proto()),
+            runs: self.all.runs.len() as u64,
+            used: Some(self.all.used.to_proto()),
+            buckets: self
+                .buckets
+                .into_iter()
+                .map(|(start_ms, sum)| UsageBucket {
+                    start_ms,
+                    runs: sum.runs.len() as u64,
+                    used: Some(sum.used.to_proto()),
+                })
+                .collect(),
         }
     }
 }
@@ -126,5 +159,49 @@ mod tests {
         }
         let t = totals.into_response();
         assert_eq!((t.runs, t.used.unwrap_or_default().model_requests), (0, 0));
+    }
+
+    #[test]
+    fn a_chart_gets_each_window_s_totals() {
+        let at = |ms: u64, cost: u64, invocation: &str| Record {
+            time_ms: ms,
+            cost_nano_usd: Some(cost),
+            ..record(Kind::ModelRequest, Outcome::Answered, "t", invocation)
+        };
+        let hour = 3_600_000;
+        let records = [
+            at(10, 1, "a"),
+            at(hour - 1, 2, "a"),
+            at(hour, 4, "b"),
+            at(3 * hour + 5, 8, "c"),
+        ];
+        let filter = UsageRequest {
+            bucket_ms: hour,
+            ..Default::default()
+        };
+        let mut totals = Totals::default();
+        for r in &records {
+            totals.add(&filter, "node-a", r);
+        }
+        let t = totals.into_response();
+        let windows: Vec<(u64, u64, u64)> = t
+            .buckets
+            .iter()
+            .map(|b| (b.start_ms, b.runs, b.used.unwrap_or_default().cost_nano_usd))
+            .collect();
+        assert_eq!(windows, [(0, 1, 3), (hour, 1, 4), (3 * hour, 1, 8)]);
+        assert_eq!(
+            t.used.unwrap_or_default().cost_nano_usd,
+            15,
+            "the total is every window's"
+        );
+        // A window under a minute is not charted.
+        let mut totals = Totals::default();
+        let fine = UsageRequest {
+            bucket_ms: 1_000,
+            ..Default::default()
+        };
+        totals.add(&fine, "node-a", &records[0]);
+        assert!(totals.into_response().buckets.is_empty());
     }
 }

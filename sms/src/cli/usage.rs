@@ -57,6 +57,7 @@ pub async fn run(args: UsageArgs) -> Result<i32> {
                 server_id: server,
                 tool,
                 since_ms,
+                bucket_ms: 0,
             },
         )?)
         .await

@@ -199,6 +199,14 @@ impl Api {
         Ok(self.audit.query_audit(call(query)).await?.into_inner())
     }
 
+    /// `sms usage`'s totals, with a window's totals each for a chart.
+    pub async fn usage(
+        &self,
+        request: spear_proto::v1::UsageRequest,
+    ) -> Result<spear_proto::v1::UsageResponse, Refused> {
+        Ok(self.audit.usage(call(request)).await?.into_inner())
+    }
+
     pub async fn verify_audit(&self) -> Result<Vec<ChainReport>, Refused> {
         Ok(self
             .audit

@@ -210,6 +210,7 @@ fn router(state: Shared) -> Router {
             get(views::trust::diff).post(views::trust::approve_pins),
         )
         .route("/audit", get(views::audit::page))
+        .route("/usage", get(views::usage::page))
         .route("/audit/verify", post(views::audit::verify))
         .route("/oauth", get(views::oauth::page))
         .route("/oauth/{server}/login", post(views::oauth::start))

@@ -23,6 +23,7 @@ const SECTIONS: &[(&str, &str)] = &[
     ("/explain", "Explain"),
     ("/trust", "Trust"),
     ("/audit", "Audit"),
+    ("/usage", "Usage"),
     ("/oauth", "OAuth"),
     ("/accounts", "Accounts"),
 ];

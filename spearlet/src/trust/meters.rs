@@ -110,7 +110,10 @@ mod tests {
                 cost_nano_usd: 14
             }
         );
-        assert_eq!(all[1].1.requests, 1, "a request a quota refused was not made");
+        assert_eq!(
+            all[1].1.requests, 1,
+            "a request a quota refused was not made"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod registry;
 pub mod signin;
 pub mod tasks;
 pub mod trust;
+pub mod usage;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
