@@ -13,6 +13,7 @@ pub mod history;
 pub mod http;
 pub mod netns;
 pub mod peers;
+pub mod plane;
 pub mod procs;
 pub mod tasks;
 pub mod trust;

@@ -8,7 +8,6 @@
 //! on a namespace's address), and every node's applied history checks out
 //! against both replicas.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -19,34 +18,15 @@ use spear_tests::certs::Certs;
 use spear_tests::etcd::EtcdCluster;
 use spear_tests::fixtures::{stdio_server, write_file};
 use spear_tests::history::converged;
-use spear_tests::netns::{self, Bridge, Netns, Place};
+use spear_tests::netns::{self, Bridge, Netns};
 use spear_tests::peers::npm_bin;
+use spear_tests::plane::{etcd_client_args, node_toml, places};
 use spear_tests::procs::{bin, SmsOptions, SmsProc, SpearletProc};
 use spear_tests::runtime;
 use spear_tests::tasks::{guest, register_at, replay_model_on, repo_file};
 use spear_tests::wait::eventually;
 
 const SOON: Duration = Duration::from_secs(60);
-
-fn places(namespaces: &[Netns]) -> Vec<Place> {
-    namespaces.iter().map(Netns::place).collect()
-}
-
-fn node_toml(work: &Path, model_url: &str, files: &Path) -> PathBuf {
-    let guests = guest("fs-agent");
-    let guests = guests.parent().unwrap_or(Path::new("/")).display();
-    let path = work.join("node.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{model_url}\"\nmodel = \"recorded\"\n\n\
-             [policy]\nmodules = [\"file://{guests}/\"]\n\n[[policy.dirs]]\npath = \"{}\"\n",
-            files.display()
-        ),
-    )
-    .unwrap();
-    path
-}
 
 /// Waits until every node heartbeats, with its invocation address, to one
 /// of the replicas (each tracks its own nodes; they share them for routing
@@ -121,14 +101,7 @@ fn a_tls_cluster_across_network_namespaces_converges_and_runs_tasks() {
 
     let sms_tls = certs.sms();
     let admin = certs.admin("ops");
-    let etcd_client = vec![
-        "--etcd-ca".to_string(),
-        sms_tls.ca.display().to_string(),
-        "--etcd-cert".into(),
-        sms_tls.cert.display().to_string(),
-        "--etcd-key".into(),
-        sms_tls.key.display().to_string(),
-    ];
+    let etcd_client = etcd_client_args(&sms_tls);
     let smses: Vec<SmsProc> = sms_ns
         .iter()
         .map(|ns| {

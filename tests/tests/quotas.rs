@@ -23,6 +23,22 @@ fn task(quota: Value) -> Value {
            "quota": quota})
 }
 
+/// A cluster whose `once` model calls the filesystem server's
+/// `list_allowed_directories` once, then answers; its model is priced.
+fn quota_cluster(notes: &str) -> (Cluster, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = calling_once(dir.path(), "fs", "list_allowed_directories");
+    let c = cluster_opts(
+        notes,
+        ClusterOptions {
+            node_toml: PRICES,
+            models: vec![("once", model)],
+            ..Default::default()
+        },
+    );
+    (c, dir)
+}
+
 fn invoke(c: &Cluster, task: &str, node: &str) -> Value {
     let (_, out, err) = c.sms.client(&["invoke", "--json", "--node", node, task]);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"))
@@ -40,18 +56,7 @@ fn minute() -> u64 {
 
 #[test]
 fn a_task_quota_holds_across_nodes_and_usage_counts_what_ran() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = cluster_opts(
-        "quota'd notes",
-        ClusterOptions {
-            node_toml: PRICES,
-            models: vec![(
-                "once",
-                calling_once(dir.path(), "fs", "list_allowed_directories"),
-            )],
-            ..Default::default()
-        },
-    );
+    let (c, _dir) = quota_cluster("quota'd notes");
     let _b = second_node(&c);
     let quota = json!({"tool_calls": {"max": 3, "per": "1m"}});
     for name in ["notes", "other"] {
@@ -129,18 +134,7 @@ fn a_task_quota_holds_across_nodes_and_usage_counts_what_ran() {
 
 #[test]
 fn a_token_quota_ends_the_run_with_stop_reason_quota() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = cluster_opts(
-        "token-bound notes",
-        ClusterOptions {
-            node_toml: PRICES,
-            models: vec![(
-                "once",
-                calling_once(dir.path(), "fs", "list_allowed_directories"),
-            )],
-            ..Default::default()
-        },
-    );
+    let (c, _dir) = quota_cluster("token-bound notes");
     // Each request is 15 tokens: the first run's two requests spend the
     // hour's 20, so the next run's first request is not made.
     let quota = json!({"model_tokens": {"max": 20, "per": "1h"}});
@@ -166,17 +160,7 @@ fn a_token_quota_ends_the_run_with_stop_reason_quota() {
 
 #[test]
 fn a_server_quota_on_one_tool_holds_for_every_task_and_bad_ones_are_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = cluster_opts(
-        "capped notes",
-        ClusterOptions {
-            models: vec![(
-                "once",
-                calling_once(dir.path(), "fs", "list_allowed_directories"),
-            )],
-            ..Default::default()
-        },
-    );
+    let (c, _dir) = quota_cluster("capped notes");
     let mcp_dir = c.work.path().join("mcp.d");
     // The operator adds a quota to the filesystem server's file.
     let fs = json!({"mcpServers": {"fs": {

@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::certs::Certs;
 use spear_tests::etcd::EtcdCluster;
-use spear_tests::netns::{self, Bridge, Netns, Place};
+use spear_tests::netns::{self, Bridge, Netns};
 use spear_tests::peers::npm_bin;
+use spear_tests::plane::{etcd_client_args, node_toml, places};
 use spear_tests::procs::{SmsOptions, SmsProc, SpearletProc};
 use spear_tests::tasks::{guest, register_at, replay_model_on};
 use spear_tests::wait::eventually;
@@ -25,10 +26,6 @@ const SOON: Duration = Duration::from_secs(60);
 const CALLS_PER_RUN: usize = 50;
 const RUNS_PER_NODE: usize = 14;
 const LIMIT: u64 = 100;
-
-fn places(namespaces: &[Netns]) -> Vec<Place> {
-    namespaces.iter().map(Netns::place).collect()
-}
 
 /// A model that asks for `CALLS_PER_RUN` calls at once, then answers.
 fn batch_recording(dir: &Path) -> PathBuf {
@@ -45,22 +42,6 @@ fn batch_recording(dir: &Path) -> PathBuf {
         {"role": "assistant", "content": "done: {{last_tool_result}}"},
     ]});
     std::fs::write(&path, turns.to_string()).unwrap();
-    path
-}
-
-fn node_toml(work: &Path, model_url: &str, files: &Path) -> PathBuf {
-    let guests = guest("fs-agent");
-    let guests = guests.parent().unwrap_or(Path::new("/")).display();
-    let path = work.join("node.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[llm]\ndefault = \"replay\"\n\n[llm.backends.replay]\nkind = \"openai\"\nbase_url = \"{model_url}\"\nmodel = \"recorded\"\n\n\
-             [policy]\nmodules = [\"file://{guests}/\"]\n\n[[policy.dirs]]\npath = \"{}\"\n",
-            files.display()
-        ),
-    )
-    .unwrap();
     path
 }
 
@@ -114,14 +95,7 @@ fn a_quota_holds_across_three_replicas_and_three_nodes_through_a_failover() {
 
     let sms_tls = certs.sms();
     let admin = certs.admin("ops");
-    let etcd_client = vec![
-        "--etcd-ca".to_string(),
-        sms_tls.ca.display().to_string(),
-        "--etcd-cert".into(),
-        sms_tls.cert.display().to_string(),
-        "--etcd-key".into(),
-        sms_tls.key.display().to_string(),
-    ];
+    let etcd_client = etcd_client_args(&sms_tls);
     let mut smses: Vec<SmsProc> = sms_ns
         .iter()
         .map(|ns| {

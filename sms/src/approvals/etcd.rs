@@ -32,7 +32,7 @@ pub enum Written {
     /// Stored at this revision.
     At(i64),
     /// Someone else changed it first: what is there now (`None`: gone).
-    Conflict(Option<(ApprovalInfo, i64)>),
+    Conflict(Option<Box<(ApprovalInfo, i64)>>),
 }
 
 fn unavailable(error: etcd_client::Error) -> ApprovalError {
@@ -103,7 +103,7 @@ impl EtcdApprovals {
             return Ok(Written::At(response.header().map_or(0, |h| h.revision())));
         }
         let current = response.op_responses().into_iter().find_map(|op| match op {
-            TxnOpResponse::Get(get) => get.kvs().first().and_then(Self::decode),
+            TxnOpResponse::Get(get) => get.kvs().first().and_then(Self::decode).map(Box::new),
             _ => None,
         });
         Ok(Written::Conflict(current))

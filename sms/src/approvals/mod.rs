@@ -348,7 +348,10 @@ impl ApprovalBook {
                     self.mirror(info.clone(), revision);
                     return Ok(info);
                 }
-                Written::Conflict(Some((current, revision))) => self.mirror(current, revision),
+                Written::Conflict(Some(current)) => {
+                    let (current, revision) = *current;
+                    self.mirror(current, revision);
+                }
                 Written::Conflict(None) => return Err(ApprovalError::Unknown(id.to_string())),
             }
         }

@@ -48,7 +48,7 @@ const TAKE_WITHIN: Duration = Duration::from_secs(3);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuotaRefused {
     #[error("{0}")]
-    Spent(Spent),
+    Spent(Box<Spent>),
     #[error("{whose}'s quota ({setting}) could not be counted: {why}; its on_unreachable is \"refuse\" (\"allow\" lets calls through uncounted while SMS is unreachable)")]
     Unreachable {
         whose: String,
@@ -239,7 +239,7 @@ impl NodeQuotas {
         }
         if let Some(spent) = &slice.spent {
             self.stats.refused_spent.fetch_add(1, Ordering::Relaxed);
-            return Err(QuotaRefused::Spent(spent.clone()));
+            return Err(QuotaRefused::Spent(Box::new(spent.clone())));
         }
         if consume {
             slice.left -= 1;
