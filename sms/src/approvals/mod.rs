@@ -24,7 +24,7 @@
 //! them all: any replica lists and decides any approval, a wait on one is
 //! released by a decision on another, and a restart loses none. Every
 //! change is a transition computed on the mirror and committed on the
-//! stored version it was computed from ([`ApprovalBook::transition`]); a
+//! stored version it was computed from (`ApprovalBook::transition`); a
 //! replica that lost the race takes the winner's version and tries again.
 
 pub mod etcd;

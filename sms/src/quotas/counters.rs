@@ -33,7 +33,7 @@ pub struct Taken {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {
     Units(u64),
-    /// As many as [`slice`] gives for the window as it is.
+    /// As many as [`slice()`] gives for the window as it is.
     Slice,
 }
 
@@ -42,7 +42,7 @@ const MAX_SLICE: u64 = 1_000;
 
 /// The slice a take grants when the node leaves it to SMS: a twentieth of
 /// the limit, and an eighth of what is left, so it shrinks to one unit
-/// as the window fills (at most [`MAX_SLICE`] calls, or a twentieth of a
+/// as the window fills (at most `MAX_SLICE` calls, or a twentieth of a
 /// larger limit: token and cost limits are large numbers).
 pub fn slice(max: u64, used: u64) -> u64 {
     let left = max.saturating_sub(used);

@@ -14,6 +14,8 @@ use super::counters::{apply, CounterError, Counters, Taken, Want};
 
 /// Tries of one take against other writers before the node is told.
 const MAX_TRIES: usize = 32;
+/// Counters whose last revision a replica remembers.
+const MAX_SEEN: usize = 100_000;
 
 pub struct EtcdCounters {
     client: Client,
@@ -118,7 +120,12 @@ impl Counters for EtcdCounters {
                 .map_err(unavailable)?;
             if response.succeeded() {
                 let revision = response.header().map_or(0, |h| h.revision());
-                self.seen.lock().insert(
+                let mut seen = self.seen.lock();
+                if seen.len() >= MAX_SEEN {
+                    // Forgetting only costs the next take a read.
+                    seen.clear();
+                }
+                seen.insert(
                     key.to_string(),
                     Seen {
                         revision,

@@ -89,9 +89,10 @@ impl QuotaBook {
         };
         let window_end = refill_at(now, rate.per_ms);
         let counter = counter_key(key, per_principal);
+        // A node asks for no more than a full slice at a time.
         let want = match want {
             0 => Want::Slice,
-            units => Want::Units(units.min(rate.max)),
+            units => Want::Units(units.min(slice(rate.max, 0))),
         };
         let taken = self
             .counters

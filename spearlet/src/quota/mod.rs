@@ -191,8 +191,12 @@ impl NodeQuotas {
         let (whose, setting) = describe(key);
         match on_unreachable {
             OnUnreachable::Allow => {
-                self.stats.allowed_uncounted.fetch_add(1, Ordering::Relaxed);
-                warn!(quota = %whose, setting, why = %failed, "a quota could not be counted; its on_unreachable is \"allow\", so the call goes through uncounted");
+                let uncounted = self.stats.allowed_uncounted.fetch_add(1, Ordering::Relaxed) + 1;
+                // The 1st, 2nd, 4th, 8th… such call: an outage does not
+                // flood the log.
+                if uncounted.is_power_of_two() {
+                    warn!(quota = %whose, setting, why = %failed, uncounted, "a quota could not be counted; its on_unreachable is \"allow\", so calls go through uncounted");
+                }
                 Ok(())
             }
             OnUnreachable::Refuse => {
