@@ -16,8 +16,10 @@ pub mod principal;
 pub mod quota;
 pub mod refs;
 pub mod scope;
+pub mod suggest;
 pub mod task;
 mod task_error;
+mod task_keys;
 pub mod usage;
 
 /// Version 1 of the Spear protocol.

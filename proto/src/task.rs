@@ -179,8 +179,14 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
         return Err(TaskError::LargeConfig { len: json.len() });
     }
     let json = if json.trim().is_empty() { "{}" } else { json };
-    let config: TaskConfig =
+    let value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| TaskError::Json(e.to_string()))?;
+    let unknown = crate::task_keys::unknown_keys(&value);
+    if !unknown.is_empty() {
+        return Err(TaskError::UnknownKeys(unknown.join(", ")));
+    }
+    let config: TaskConfig =
+        serde_json::from_value(value).map_err(|e| TaskError::Json(e.to_string()))?;
     let mcp = &config.mcp;
     for pattern in mcp
         .task_tool_allowlist
@@ -319,6 +325,29 @@ mod tests {
             !parse_task_config("").unwrap().mcp.enabled,
             "MCP is off unless turned on"
         );
+    }
+
+    #[test]
+    fn every_unknown_key_is_named_with_what_it_may_have_meant() {
+        let said = parse_task_config(
+            r#"{"mcp": {"enabeld": true, "alowed_server_ids": []}, "limit": {}, "limits": {"wal_ms": 5},
+                "quota": {"tool_call": {"max": 1, "per": "1m"}}, "zzzzzz": 1}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            said,
+            "task config has unknown keys: 'limit' (did you mean 'limits'?), 'zzzzzz', \
+             'mcp.enabeld' (did you mean 'enabled'?), 'mcp.alowed_server_ids' (did you mean 'allowed_server_ids'?), \
+             'limits.wal_ms' (did you mean 'wall_ms'?), 'quota.tool_call' (did you mean 'tool_calls'?); \
+             docs/tasks.md lists every key"
+        );
+        // Every key the docs' example uses is known.
+        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md")).unwrap();
+        let start = docs.find("## The task config\n\n```json\n").unwrap() + "## The task config\n\n```json\n".len();
+        let example = &docs[start..start + docs[start..].find("```").unwrap()];
+        let value: serde_json::Value = serde_json::from_str(example).unwrap();
+        assert!(crate::task_keys::unknown_keys(&value).is_empty());
     }
 
     #[test]

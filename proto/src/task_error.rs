@@ -24,6 +24,8 @@ pub enum TaskError {
     LargeConfig { len: usize },
     #[error("task config is invalid: {0}")]
     Json(String),
+    #[error("task config has unknown keys: {0}; docs/tasks.md lists every key")]
+    UnknownKeys(String),
     #[error("task config: {0}")]
     Quota(crate::quota::QuotaError),
     #[error("task config: invokers: {0}")]

@@ -118,7 +118,10 @@ fn bad_tasks_and_requests_get_one_clear_sentence_and_the_node_keeps_serving() {
     let bad = json!({"mcp": {"enabeld": true}});
     let (code, _, err) = register(&c, "typo", &guest("fs-agent"), &bad, &[]);
     assert_ne!(code, 0);
-    assert!(err.contains("enabeld"), "{err}");
+    assert!(
+        err.contains("'mcp.enabeld' (did you mean 'enabled'?)"),
+        "{err}"
+    );
     let wide = json!({"mcp": {"enabled": true, "default_server_ids": ["fs"]}});
     let (code, _, err) = register(&c, "wide", &guest("fs-agent"), &wide, &[]);
     assert_ne!(code, 0);

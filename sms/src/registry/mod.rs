@@ -13,7 +13,6 @@ mod problem;
 mod quota;
 mod sandbox;
 mod scan;
-mod suggest;
 mod values;
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::fields::MAX_PROBLEMS;
 use super::problem::Problem;
-use super::suggest::closest;
+use spear_proto::suggest::closest;
 use spear_proto::patterns::check_pattern;
 use spear_proto::refs::{check_references, is_env_name};
 

@@ -1,4 +1,5 @@
-//! "Did you mean ...?" for unknown keys.
+//! "Did you mean ...?" for unknown keys: of server files (SMS) and of
+//! task configs (both sides).
 
 /// The known key closest to `unknown`, when it is close enough to be a typo.
 pub fn closest<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
