@@ -343,8 +343,11 @@ mod tests {
              docs/tasks.md lists every key"
         );
         // Every key the docs' example uses is known.
-        let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md")).unwrap();
-        let start = docs.find("## The task config\n\n```json\n").unwrap() + "## The task config\n\n```json\n".len();
+        let docs =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/tasks.md"))
+                .unwrap();
+        let start = docs.find("## The task config\n\n```json\n").unwrap()
+            + "## The task config\n\n```json\n".len();
         let example = &docs[start..start + docs[start..].find("```").unwrap()];
         let value: serde_json::Value = serde_json::from_str(example).unwrap();
         assert!(crate::task_keys::unknown_keys(&value).is_empty());

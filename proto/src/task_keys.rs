@@ -20,7 +20,10 @@ const SECTIONS: &[(&str, &[&str])] = &[
             "task_tool_approval",
         ],
     ),
-    ("llm", &["backend", "model", "allowed_backends", "allowed_models"]),
+    (
+        "llm",
+        &["backend", "model", "allowed_backends", "allowed_models"],
+    ),
     (
         "limits",
         &[
@@ -40,7 +43,13 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("wasi", &["args", "env", "dirs"]),
     (
         "quota",
-        &["tool_calls", "model_tokens", "cost_usd", "per_principal", "on_unreachable"],
+        &[
+            "tool_calls",
+            "model_tokens",
+            "cost_usd",
+            "per_principal",
+            "on_unreachable",
+        ],
     ),
 ];
 
@@ -62,7 +71,11 @@ pub fn unknown_keys(config: &Value) -> Vec<String> {
             } else {
                 format!("{section}.{key}")
             };
-            let printable: String = path.chars().take(64).flat_map(char::escape_default).collect();
+            let printable: String = path
+                .chars()
+                .take(64)
+                .flat_map(char::escape_default)
+                .collect();
             unknown.push(match closest(key, keys) {
                 Some(meant) => format!("'{printable}' (did you mean '{meant}'?)"),
                 None => format!("'{printable}'"),

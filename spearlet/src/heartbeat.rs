@@ -167,13 +167,64 @@ fn all_problems(statuses: &BTreeMap<String, ServerStatus>) -> Vec<ServerProblem>
                 failed: false,
             });
         }
-        for why in status.held.values() {
+        if let Some(message) = held_problem(server_id, &status.held) {
             out.push(ServerProblem {
                 server_id: server_id.clone(),
-                message: why.clone(),
+                message,
                 failed: false,
             });
         }
     }
     out
+}
+
+/// Tools a server's pins hold, as one line for the server: the tool's own
+/// sentence when one is held, the count and names (and the commands that
+/// show and approve them) when more are: a server whose tools all wait for
+/// approval says so once, not once per tool.
+fn held_problem(
+    server_id: &str,
+    held: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    const NAMED: usize = 5;
+    match held.len() {
+        0 => None,
+        1 => held.values().next().cloned(),
+        n => {
+            let mut names: Vec<String> =
+                held.keys().take(NAMED).map(|t| format!("'{t}'")).collect();
+            if n > NAMED {
+                names.push(format!("and {} more", n - NAMED));
+            }
+            Some(format!(
+                "{n} tools of server '{server_id}' are held until an operator approves them ({}): see `sms pins diff {server_id}`, then `sms pins approve {server_id}`",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod held_tests {
+    use std::collections::BTreeMap;
+
+    use super::held_problem;
+
+    #[test]
+    fn a_server_with_many_held_tools_is_one_line() {
+        let one: BTreeMap<String, String> =
+            [("echo".to_string(), "tool 'echo' changed".to_string())].into();
+        assert_eq!(
+            held_problem("s", &one).as_deref(),
+            Some("tool 'echo' changed")
+        );
+        let many: BTreeMap<String, String> = (0..8)
+            .map(|i| (format!("t{i}"), format!("tool 't{i}' waits")))
+            .collect();
+        assert_eq!(
+            held_problem("s", &many).as_deref(),
+            Some("8 tools of server 's' are held until an operator approves them ('t0', 't1', 't2', 't3', 't4', and 3 more): see `sms pins diff s`, then `sms pins approve s`")
+        );
+        assert_eq!(held_problem("s", &BTreeMap::new()), None);
+    }
 }

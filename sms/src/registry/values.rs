@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 
 use super::fields::MAX_PROBLEMS;
 use super::problem::Problem;
-use spear_proto::suggest::closest;
 use spear_proto::patterns::check_pattern;
 use spear_proto::refs::{check_references, is_env_name};
+use spear_proto::suggest::closest;
 
 /// Collects problems for one file.
 pub struct Problems {
