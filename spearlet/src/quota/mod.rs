@@ -114,12 +114,12 @@ impl Slice {
         self.until_ms = answer.refill_at_ms;
         self.unlimited = answer.unlimited;
         self.left = answer.granted;
-        self.spent = match (&answer.rate, answer.granted) {
-            (Some(rate), 0) if !answer.unlimited => {
-                Some(Spent::new(key, rate, answer.refill_at_ms, now))
-            }
-            _ => None,
-        };
+        // Nothing granted is a spent window, whatever else the answer
+        // lacks: an empty slice is never spent from.
+        self.spent = (answer.granted == 0 && !answer.unlimited).then(|| {
+            let rate = answer.rate.unwrap_or_default();
+            Spent::new(key, &rate, answer.refill_at_ms, now)
+        });
     }
 }
 
@@ -268,7 +268,7 @@ impl NodeQuotas {
             slice.left -= units;
             return;
         }
-        let owed = slice.owed + units - slice.left;
+        let owed = slice.owed.saturating_add(units - slice.left);
         slice.left = 0;
         match self.ask(key, owed).await {
             Ok(answer) => {

@@ -202,3 +202,30 @@ async fn a_quota_sms_does_not_hold_is_not_counted() {
     }
     assert_eq!(sms.asked.lock().len(), 1);
 }
+
+/// An SMS answering nothing granted and no rate (a broken or hostile
+/// one): the call is refused, never spent from an empty slice.
+struct Stingy;
+
+#[async_trait]
+impl Taker for Stingy {
+    async fn take(&self, _: TakeQuotaRequest) -> Result<TakeQuotaResponse, TakeFailed> {
+        Ok(TakeQuotaResponse {
+            refill_at_ms: spear_common::clock::now_ms() + 60_000,
+            ..TakeQuotaResponse::default()
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_answer_without_units_or_rate_refuses_the_call() {
+    let quotas = NodeQuotas::new("node-a", Arc::new(Stingy));
+    let calls = key(QuotaMeter::TaskToolCalls);
+    for _ in 0..3 {
+        let refused = quotas.take(&calls, OnUnreachable::Refuse, true).await;
+        assert!(
+            matches!(refused, Err(QuotaRefused::Spent(_))),
+            "{refused:?}"
+        );
+    }
+}
