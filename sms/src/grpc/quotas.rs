@@ -7,7 +7,7 @@ use spear_identity::Access;
 use spear_proto::v1::quotas_server::Quotas;
 use spear_proto::v1::{TakeQuotaRequest, TakeQuotaResponse};
 use tonic::{Request, Response, Status};
-use tracing::warn;
+use tracing::debug;
 
 use crate::quotas::{CounterError, QuotaBook, QuotaError};
 
@@ -43,7 +43,11 @@ impl Quotas for QuotasService {
         match self.book.take(&key, take.spent, take.want).await {
             Ok(taken) => Ok(Response::new(taken)),
             Err(error) => {
-                warn!(%node_id, quota = %key.id, %error, "a quota could not be counted");
+                // Each call of a node asks again while this lasts: one line
+                // per call would flood the log during an etcd outage; the
+                // nodes count these refusals
+                // (spearlet_quota_refusals_total{reason="unreachable"}).
+                debug!(%node_id, quota = %key.id, %error, "a quota could not be counted");
                 Err(to_status(error))
             }
         }
