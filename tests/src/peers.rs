@@ -166,6 +166,12 @@ pub fn python2_http_server() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/python2_http_server.py")
 }
 
+/// Whether a peer that exited before accepting on `port` lost it to
+/// another process (see [`HttpPeer::start_on_a_free_port`]).
+fn port_was_taken(log: &str, port: u16) -> bool {
+    log.to_lowercase().contains("in use") || log.contains(&format!("port {port}"))
+}
+
 /// A peer server process listening on a loopback port, killed on drop.
 pub struct HttpPeer {
     pub proc: crate::procs::Proc,
@@ -180,9 +186,11 @@ impl HttpPeer {
     }
 
     /// Starts the peer `make` builds for a free port. A port `free_port`
-    /// picked can be taken by another process before the peer binds it
-    /// (seen in full runs: "Port … is already in use"); then it is started
-    /// again on another, up to three times. Any other exit fails.
+    /// picked can be taken by another process before the peer binds it;
+    /// then it is started again on another, up to three times. A peer says
+    /// so as "Port … is already in use", or (Express 5, which hands the
+    /// listen error to a callback that ignores it) announces the port and
+    /// exits. Any other exit fails.
     pub fn start_on_a_free_port(
         name: &str,
         make: impl Fn(u16) -> std::process::Command,
@@ -192,7 +200,7 @@ impl HttpPeer {
             let port = crate::wait::free_port();
             match Self::try_start(name, make(port), port) {
                 Ok(peer) => return peer,
-                Err(log) if log.to_lowercase().contains("in use") => last = log,
+                Err(log) if port_was_taken(&log, port) => last = log,
                 Err(log) => panic!("{name} exited:\n{log}"),
             }
         }

@@ -23,10 +23,29 @@ pub fn eventually<T>(
     }
 }
 
-/// A free loopback port (bound and released; good enough for tests).
+/// A free port for a test peer to listen on.
+///
+/// Picked at random below the kernel's ephemeral range (32768–60999 here),
+/// then checked free: a port the kernel handed out for `:0` is in that
+/// range, and so is the local port of every outgoing connection, so a port
+/// taken from it could be taken again by any other test's connection before
+/// the peer binds it (seen in full runs: a peer that printed "running on
+/// port …" and exited). Ports are not repeated within one test process.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("cannot find a free port: {e}"))
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        let port = rand::random_range(20000..32768);
+        if given.contains(&port) {
+            continue;
+        }
+        let free = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+            && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok();
+        if free {
+            given.push(port);
+            return port;
+        }
+    }
+    panic!("cannot find a free port between 20000 and 32767")
 }
