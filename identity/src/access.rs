@@ -26,7 +26,6 @@
 
 use tonic::{Request, Status};
 
-use crate::gate::Gate;
 use crate::incoming::Peer;
 use crate::node_token::NodeTokens;
 use crate::revoked::DenyList;
@@ -201,11 +200,6 @@ impl Access {
                 }
             }
         }
-    }
-
-    /// The layer that applies [`Access::admit`] before a body is read.
-    pub fn gate(&self) -> Gate {
-        Gate::new(self.clone())
     }
 
     /// The first look at a request, from its path, its connection and its

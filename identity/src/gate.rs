@@ -61,14 +61,19 @@ pub struct Gate {
     deadlines: Deadlines,
 }
 
-impl Gate {
-    pub(crate) fn new(access: Access) -> Self {
-        Self {
-            access,
+impl Access {
+    /// The layer that applies [`Access::admit`] before a body is read.
+    /// (Here rather than with `Access`, so the access rules need not know
+    /// the layer that applies them.)
+    pub fn gate(&self) -> Gate {
+        Gate {
+            access: self.clone(),
             deadlines: Deadlines::default(),
         }
     }
+}
 
+impl Gate {
     /// The calls' deadlines on this port.
     pub fn with_deadlines(mut self, deadlines: Deadlines) -> Self {
         self.deadlines = deadlines;

@@ -7,9 +7,10 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use rmcp::transport::auth::{ClientCredentialsConfig, JwtSigningAlgorithm, WWWAuthenticateParams};
+use rmcp::transport::auth::{ClientCredentialsConfig, JwtSigningAlgorithm};
 use rmcp::transport::AuthorizationManager;
 
+use crate::grant_request::parse_challenge;
 use crate::{Browser, ClientConfig, Grant, OAuthError, Redirect};
 
 /// Step-ups answered per login before giving up: a server that keeps
@@ -218,13 +219,6 @@ fn credentials_config(
         scopes,
         resource,
     })
-}
-
-pub(crate) fn parse_challenge(server_url: &str, header: &str) -> WWWAuthenticateParams {
-    match url::Url::parse(server_url) {
-        Ok(base) => WWWAuthenticateParams::parse(header, &base),
-        Err(_) => WWWAuthenticateParams::default(),
-    }
 }
 
 /// `held` plus the space-separated `more`, each once, in order.

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rmcp::transport::auth::AuthorizationMetadata;
+use rmcp::transport::auth::{AuthorizationMetadata, WWWAuthenticateParams};
 use rmcp::transport::AuthorizationManager;
 use serde::Deserialize;
 
@@ -14,6 +14,15 @@ use crate::{ClientConfig, OAuthError};
 
 /// How long the authorization server has to answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a `WWW-Authenticate` challenge of the server at `server_url` asks
+/// (nothing when the URL does not parse).
+pub(crate) fn parse_challenge(server_url: &str, header: &str) -> WWWAuthenticateParams {
+    match url::Url::parse(server_url) {
+        Ok(base) => WWWAuthenticateParams::parse(header, &base),
+        Err(_) => WWWAuthenticateParams::default(),
+    }
+}
 
 /// What the authorization server issued.
 pub struct Granted {
@@ -62,7 +71,7 @@ pub(crate) async fn discover(
         .metadata;
     manager.set_metadata(metadata.clone());
     let scopes = if scopes.is_empty() {
-        let asked = challenge.and_then(|c| crate::authorize::parse_challenge(server_url, c).scope);
+        let asked = challenge.and_then(|c| parse_challenge(server_url, c).scope);
         manager.select_scopes(asked.as_deref(), &[])
     } else {
         scopes.to_vec()

@@ -5,13 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::patterns::check_pattern;
-pub use crate::task_error::TaskError;
+pub use crate::task_error::{TaskError, MAX_CONFIG_BYTES, MAX_TASK_ID_LEN};
 use crate::v1::TaskSpec;
 
-/// Longest accepted task id.
-pub const MAX_TASK_ID_LEN: usize = 128;
-/// Largest accepted task config.
-pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
 /// Caps on limits a task may ask for.
 /// Guest linear memory: nodes reserve this much address space per pooled slot.
 pub const MAX_MEMORY_MB: u32 = 256;

@@ -4,7 +4,10 @@
 
 use thiserror::Error;
 
-use crate::task::{MAX_CONFIG_BYTES, MAX_TASK_ID_LEN};
+/// Longest accepted task id.
+pub const MAX_TASK_ID_LEN: usize = 128;
+/// Largest accepted task config.
+pub const MAX_CONFIG_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TaskError {

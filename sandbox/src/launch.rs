@@ -10,10 +10,11 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use crate::launcher::REPORT_FD;
 use crate::plan::Plan;
 use crate::report::Report;
 
+/// The descriptor the node's report socket arrives on in the launcher.
+pub const REPORT_FD: RawFd = 3;
 /// Most listeners one report carries (one per declared destination).
 pub const MAX_FORWARDS: usize = 32;
 /// Largest plan or report (a plan holds the server's arguments).

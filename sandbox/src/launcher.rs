@@ -24,13 +24,10 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
 use crate::cgroup::Cgroups;
-use crate::launch::{receive_orders, send_report, Orders};
+use crate::launch::{receive_orders, send_report, Orders, REPORT_FD};
 use crate::plan::HOME;
 use crate::report::Report;
 use crate::{limits, mounts, net, rules, seccomp};
-
-/// The descriptor the node's report socket arrives on.
-pub const REPORT_FD: RawFd = 3;
 
 /// The id the server has inside its user namespace: never root, so it
 /// holds no capability there once its program runs.

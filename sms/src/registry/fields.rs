@@ -71,8 +71,6 @@ pub const MAX_DESCRIPTION: usize = 1024;
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 pub const MAX_CONCURRENCY: u64 = 1024;
 pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
-/// Problems reported per file at most; the rest are counted.
-pub const MAX_PROBLEMS: usize = 50;
 
 /// Which shape the entry comes from.
 #[derive(Clone, Copy, PartialEq, Eq)]

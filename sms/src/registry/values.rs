@@ -6,11 +6,13 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::fields::MAX_PROBLEMS;
 use super::problem::Problem;
 use spear_proto::patterns::check_pattern;
 use spear_proto::refs::{check_references, is_env_name};
 use spear_proto::suggest::closest;
+
+/// Problems reported per file at most; the rest are counted.
+pub const MAX_PROBLEMS: usize = 50;
 
 /// Collects problems for one file.
 pub struct Problems {

@@ -1,4 +1,5 @@
-//! The follower: the one task that reads the store and feeds the hub.
+//! The follower: the one task that reads the store and feeds the hub (the
+//! writer of its state; streams only read it). Entry point: [`Hub::start`].
 //!
 //! It loads a snapshot, reloads recent history into the ring (so nodes that
 //! were in sync before an SMS restart resume with deltas), then applies every
@@ -13,15 +14,25 @@ use std::time::Duration;
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
-use super::hub::Hub;
-use crate::store::{CommittedStream, Revision, StoreError};
+use super::hub::{Hub, HubConfig};
+use crate::store::{CommittedStream, RegistryStore, Revision, StoreError};
 use spear_common::Backoff;
 
 /// How long the hub waits for history while prefilling before it starts
 /// serving anyway (nodes then get snapshots instead of deltas).
 const PREFILL_PATIENCE: Duration = Duration::from_secs(5);
 
-pub(super) async fn run(hub: Arc<Hub>) {
+impl Hub {
+    /// Creates the hub and starts following `store`. The hub serves no
+    /// stream until its first snapshot is loaded; see [`Hub::wait_loaded`].
+    pub fn start(store: Arc<dyn RegistryStore>, config: HubConfig) -> Arc<Hub> {
+        let hub = Hub::new(store, config);
+        tokio::spawn(run(Arc::clone(&hub)));
+        hub
+    }
+}
+
+async fn run(hub: Arc<Hub>) {
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
         let snapshot = match hub.store.load().await {

@@ -6,15 +6,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use spear_common::metrics::Histogram;
 use spear_proto::frame::EncodedEvent;
+use spear_proto::scope::in_scope;
 use spear_proto::v1::ServerRecord;
 use tokio::sync::watch;
 
 use super::encode;
-use super::scoped::{is_scoped, ScopedSnapshots};
+use super::frames::{is_scoped, DeltaFrame, Entry, ScopedSnapshots, SnapshotFrames};
 use crate::store::{Committed, Epoch, RegistryStore, Revision, Snapshot};
 
 /// Tuning of the hub.
@@ -41,34 +41,6 @@ impl Default for HubConfig {
             prefill_span: 100_000,
         }
     }
-}
-
-/// One registry revision, encoded once, shared by every stream.
-#[derive(Debug)]
-pub(super) struct DeltaFrame {
-    pub revision: Revision,
-    pub event: EncodedEvent,
-    /// The change itself when it upserts a server scoped to some nodes:
-    /// the others get it with that server as a stub, encoded once for
-    /// each combination of scopes they are outside of.
-    pub scoped: Option<Committed>,
-    pub masked: Mutex<HashMap<Vec<bool>, EncodedEvent>>,
-}
-
-/// The snapshot of one revision, encoded once, shared by every stream.
-#[derive(Debug)]
-pub(super) struct SnapshotFrames {
-    pub epoch: Epoch,
-    pub revision: Revision,
-    pub frames: Vec<EncodedEvent>,
-}
-
-#[derive(Debug)]
-pub(super) struct Entry {
-    pub record: ServerRecord,
-    pub encoded: Bytes,
-    /// For a server scoped to some nodes: its stub, encoded, for the rest.
-    pub stub: Option<Bytes>,
 }
 
 #[derive(Debug, Default)]
@@ -155,17 +127,21 @@ pub struct Hub {
     pub propagation: Histogram,
 }
 
+/// Combinations of scopes whose snapshots are kept for a revision: a fleet
+/// with more distinct ones gets the rest encoded per stream, not kept.
+const KEPT_SCOPE_SNAPSHOTS: usize = 16;
+
 /// Revisions whose apply time is kept: a node further behind than this
 /// is resyncing, not propagating.
 const KEPT_TIMES: usize = 4096;
 
 impl Hub {
-    /// Creates the hub and starts following `store`. The hub serves no stream
-    /// until its first snapshot is loaded; see [`Hub::wait_loaded`].
-    pub fn start(store: Arc<dyn RegistryStore>, config: HubConfig) -> Arc<Hub> {
+    /// The hub, empty and not yet following its store: `Hub::start` (in
+    /// `follow.rs`, the one writer of its state) is how SMS makes one.
+    pub(super) fn new(store: Arc<dyn RegistryStore>, config: HubConfig) -> Arc<Hub> {
         let (changed, _) = watch::channel((0, 0));
         let (closing, _) = watch::channel(false);
-        let hub = Arc::new(Hub {
+        Arc::new(Hub {
             config,
             state: RwLock::new(State::default()),
             snapshot_cache: Mutex::new(None),
@@ -176,9 +152,7 @@ impl Hub {
             store,
             applied_times: Mutex::new(VecDeque::new()),
             propagation: spear_common::metrics::seconds_histogram(),
-        });
-        tokio::spawn(super::follow::run(Arc::clone(&hub)));
-        hub
+        })
     }
 
     /// A node that had applied `before` now reports `now`: observes how
@@ -403,5 +377,53 @@ impl Hub {
             state.ring_bytes -= evicted.event.len();
             state.ring_base = evicted.revision;
         }
+    }
+}
+
+impl Hub {
+    /// The current snapshot as `node_id` receives it: the shared one,
+    /// unless some server is scoped away from it.
+    pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
+        let state = self.state.read();
+        if state.scoped == 0 {
+            drop(state);
+            return self.current_snapshot();
+        }
+        let scope: Vec<bool> = state
+            .servers
+            .values()
+            .filter_map(|e| e.stub.as_ref().and(e.record.spec.as_ref()))
+            .map(|spec| in_scope(spec, node_id))
+            .collect();
+        if scope.iter().all(|&for_it| for_it) {
+            drop(state);
+            return self.current_snapshot();
+        }
+        let at = (state.epoch, state.revision);
+        let mut kept = self.scoped_snapshots.lock();
+        if kept.at != at {
+            *kept = ScopedSnapshots {
+                at,
+                by_scope: HashMap::new(),
+            };
+        }
+        if let Some(snapshot) = kept.by_scope.get(&scope) {
+            return Arc::clone(snapshot);
+        }
+        let frames = encode::snapshot_frames(
+            state.epoch,
+            state.revision,
+            state.servers.values().map(|e| e.for_node(node_id)),
+        );
+        self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
+        let snapshot = Arc::new(SnapshotFrames {
+            epoch: at.0,
+            revision: at.1,
+            frames,
+        });
+        if kept.by_scope.len() < KEPT_SCOPE_SNAPSHOTS {
+            kept.by_scope.insert(scope, Arc::clone(&snapshot));
+        }
+        snapshot
     }
 }

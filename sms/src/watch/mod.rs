@@ -7,13 +7,13 @@
 //! (`stream.rs`) keeps only a cursor into that ring: a slow stream falls behind
 //! on its own and is sent a fresh snapshot when its cursor leaves the ring,
 //! and nothing a stream does can block the follower or the other streams.
-//! A server scoped to some nodes reaches the others as a stub
-//! (`scoped.rs`).
+//! What the hub keeps is encoded once (`frames.rs`); a server scoped to
+//! some nodes reaches the others as a stub.
 
 mod encode;
 mod follow;
+mod frames;
 mod hub;
-mod scoped;
 mod stream;
 
 pub use hub::{Hub, HubConfig, HubStats, ServersView};

@@ -19,8 +19,8 @@ use tracing::Instrument;
 use wasmtime::{Caller, Extern, TypedFunc};
 
 use super::guest_tools::{GuestCallbacks, GuestResult, GuestStopped, GuestTool, MAX_RESULT_BYTES};
-use super::host_api::ChatState;
 use super::limits::ChatStop;
+use super::state::ChatState;
 use crate::wasm::describe;
 
 type Alloc = TypedFunc<u32, u32>;

@@ -12,32 +12,12 @@ use wasmtime::{Caller, Linker};
 use spear_guest::errno::EINVAL;
 
 use super::dispatch::{dispatcher_exports, missing_exports, Dispatcher};
-use super::sessions::{CallError, SessionDeps, Sessions};
+use super::sessions::{CallError, Sessions};
+use super::state::ChatState;
 use crate::wasm::guest_memory::{read, read_str, write_out, MemoryError};
-use crate::wasm::GuestState;
 
 /// Longest sentence kept for `cchat_last_error`.
 const MAX_SENTENCE: usize = 1024;
-
-/// What a run's store holds for the cchat API: its sessions and the
-/// sentence of the last refused call.
-pub struct ChatHost {
-    pub sessions: Sessions,
-    /// The sentence of the last refused cchat call, for `cchat_last_error`.
-    last_error: Option<String>,
-}
-
-impl ChatHost {
-    pub fn new(deps: SessionDeps) -> Self {
-        ChatHost {
-            sessions: Sessions::new(deps),
-            last_error: None,
-        }
-    }
-}
-
-/// A guest's store, as the cchat functions see it.
-pub type ChatState = GuestState<ChatHost>;
 
 type C<'a> = Caller<'a, ChatState>;
 

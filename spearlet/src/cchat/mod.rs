@@ -8,6 +8,7 @@
 //! - `request_params.rs`: the session's request params (`model`,
 //!   `temperature`, `response_format`, the loop limits), checked;
 //!   `models.rs`: which backend and model a session may pick;
+//! - `state.rs`: what a guest's store holds for them;
 //! - `history.rs`: what a history must look like before it is sent;
 //! - `guest_tools.rs`: tools the guest implements, and `dispatch.rs`, which
 //!   calls them back through the guest's exported dispatcher;
@@ -28,17 +29,19 @@ mod models;
 pub mod request_params;
 mod send;
 mod sessions;
+mod state;
 mod tool_loop;
 
 pub use budget::{BudgetError, BudgetKind, BudgetLimits, RunBudget, Strike};
 pub use guest_tools::{
     GuestCallbacks, GuestResult, GuestStopped, GuestTool, GuestTools, NoCallbacks,
 };
-pub use host_api::{add_to_linker, ChatHost, ChatState};
+pub use host_api::add_to_linker;
 pub use limits::{ChatLimits, ChatStop};
 pub use models::{Chosen, ModelRefused, Models};
 pub use send::SendJob;
 pub use sessions::{CallError, SessionDeps, Sessions};
+pub use state::{ChatHost, ChatState};
 pub use tool_loop::{
     run_send, run_tool_loop, CallTrace, LoopError, LoopLimits, LoopOutcome, SendMode, SendSetup,
 };

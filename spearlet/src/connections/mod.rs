@@ -8,7 +8,9 @@
 //! is reconnected on the next use once its backoff allows. `names.rs` gives
 //! each listed tool the name a model sees for it.
 
+mod acting;
 mod catalog;
+mod listing;
 pub(crate) mod names;
 mod people;
 pub mod pins;

@@ -1,5 +1,6 @@
-//! One server's connection, limits and state, and its calls; what it
-//! lists is `catalog.rs`.
+//! One server's connection, limits and state, and its calls; when it is
+//! listed is `listing.rs`, what it lists `catalog.rs`, the sessions it
+//! holds for people `people.rs` and `acting.rs`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -214,7 +215,7 @@ impl Slot {
             let dead = live.take();
             self.failed("the server exited or closed its connection".into());
             if let Some(dead) = dead {
-                self.runtime.spawn(close_client(dead.client));
+                self.runtime.spawn(dead.client.close());
             }
         }
         if let Some(not_before) = self.retry.lock().not_before {
@@ -374,7 +375,7 @@ impl Slot {
                             .is_some_and(|l| Arc::ptr_eq(&l.client, &client))
                         {
                             if let Some(dead) = live.take() {
-                                self.runtime.spawn(close_client(dead.client));
+                                self.runtime.spawn(dead.client.close());
                             }
                         }
                     }
@@ -396,16 +397,8 @@ impl Slot {
     /// Closes the connection (registry change or shutdown).
     pub async fn close(&self) {
         if let Some(live) = self.live.lock().await.take() {
-            close_client(live.client).await;
+            live.client.close().await;
         }
         self.people.close().await;
-    }
-}
-
-pub(super) async fn close_client(client: Arc<McpClient>) {
-    match Arc::try_unwrap(client) {
-        Ok(client) => client.shutdown().await,
-        // Calls still hold it: killing the process group ends them at once.
-        Err(shared) => shared.kill(),
     }
 }

@@ -18,12 +18,11 @@ use serde_json::{json, Value};
 
 use spear_guest::request::{RequestParams, ResponseFormat, ToolChoice, ToolMode};
 
+use super::backend::LlmBackend;
 use super::request::{ChatRequest, Unsupported};
 use super::retry::{json as read_json, send};
 use super::stream::{read_stream, Dialect};
-use super::types::{
-    ChatMessage, LlmBackend, LlmError, ProviderSearch, Reply, Role, ToolCall, Usage,
-};
+use super::types::{ChatMessage, LlmError, ProviderSearch, Reply, Role, ToolCall, Usage};
 
 const API_VERSION: &str = "2023-06-01";
 /// The server-side tool search tool the node asks for, and its name.
@@ -208,50 +207,6 @@ fn map_params(body: &mut Value, request: &ChatRequest<'_>) {
     body["tool_choice"] = wire;
 }
 
-/// The server-side searches among an answer's content blocks: each
-/// `server_tool_use` with the tools its `tool_search_tool_result`
-/// referenced.
-pub(super) fn provider_searches(blocks: &[Value]) -> Vec<ProviderSearch> {
-    let text = |block: &Value, pointer: &str| {
-        block
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
-    let mut searches: Vec<ProviderSearch> = Vec::new();
-    for block in blocks {
-        match block.get("type").and_then(Value::as_str) {
-            Some("server_tool_use") => searches.push(ProviderSearch {
-                id: text(block, "/id"),
-                tool: text(block, "/name"),
-                query: block
-                    .pointer("/input/query")
-                    .or_else(|| block.pointer("/input/pattern"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                found: Vec::new(),
-            }),
-            Some("tool_search_tool_result") => {
-                let id = text(block, "/tool_use_id");
-                let found = block
-                    .pointer("/content/tool_references")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|r| r.get("tool_name").and_then(Value::as_str))
-                    .map(str::to_string);
-                if let Some(search) = searches.iter_mut().find(|s| s.id == id) {
-                    search.found.extend(found);
-                }
-            }
-            _ => {}
-        }
-    }
-    searches
-}
-
 /// Parses a messages API response.
 pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
     let blocks = body
@@ -295,7 +250,7 @@ pub fn parse_reply(body: &Value) -> Result<Reply, LlmError> {
         }
     }
     let mut message = ChatMessage::assistant(text, tool_calls);
-    let searches = provider_searches(blocks);
+    let searches = ProviderSearch::from_anthropic(blocks);
     if !searches.is_empty() {
         message.provider_content = Some(Value::Array(blocks.clone()).to_string());
     }

@@ -3,6 +3,7 @@
 //! Anthropic messages.
 
 mod anthropic;
+mod backend;
 mod config;
 mod openai;
 mod prices;
@@ -12,11 +13,11 @@ mod stream;
 mod types;
 
 pub use anthropic::{AnthropicBackend, AnthropicConfig};
+pub use backend::LlmBackend;
 pub use config::{BackendError, BackendKind, BackendSection, Backends, LlmSection};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use prices::{usd, BadPrice, PriceSection, Prices};
 pub use request::{ChatRequest, Unsupported};
 pub use types::{
-    ChatMessage, LlmBackend, LlmError, ProviderSearch, Reply, Role, StopReason, ToolCall, ToolSpec,
-    Usage,
+    ChatMessage, LlmError, ProviderSearch, Reply, Role, StopReason, ToolCall, ToolSpec, Usage,
 };

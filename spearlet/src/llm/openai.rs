@@ -7,10 +7,11 @@ use serde_json::{json, Value};
 
 use spear_guest::request::{ToolChoice, ToolMode};
 
+use super::backend::LlmBackend;
 use super::request::ChatRequest;
 use super::retry::{json as read_json, send};
 use super::stream::{read_stream, Dialect};
-use super::types::{ChatMessage, LlmBackend, LlmError, Reply, Role, ToolCall, Usage};
+use super::types::{ChatMessage, LlmError, Reply, Role, ToolCall, Usage};
 
 /// Where and how to reach the provider. The key is read from the node's
 /// environment by the caller; it never appears in errors or logs.

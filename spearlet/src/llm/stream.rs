@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use serde_json::Value;
 
-use super::types::{ChatMessage, LlmError, Reply, ToolCall, Usage};
+use super::types::{ChatMessage, LlmError, ProviderSearch, Reply, ToolCall, Usage};
 use spear_common::sse::Parser;
 
 /// Largest streamed answer accepted: the bound on every answer.
@@ -213,7 +213,7 @@ impl Assembler {
                 block
             })
             .collect();
-        let searches = super::anthropic::provider_searches(&blocks);
+        let searches = ProviderSearch::from_anthropic(&blocks);
         if !searches.is_empty() {
             message.provider_content = Some(Value::Array(blocks).to_string());
         }

@@ -1,10 +1,6 @@
 //! The provider-neutral chat shape the loop works with.
 
-use async_trait::async_trait;
 use serde_json::Value;
-use spear_guest::request::RequestParams;
-
-use super::request::{ChatRequest, Unsupported};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -200,6 +196,52 @@ pub struct ProviderSearch {
     pub found: Vec<String>,
 }
 
+impl ProviderSearch {
+    /// The server-side searches among an answer's content blocks: each
+    /// `server_tool_use` with the tools its `tool_search_tool_result`
+    /// referenced.
+    pub fn from_anthropic(blocks: &[Value]) -> Vec<ProviderSearch> {
+        let text = |block: &Value, pointer: &str| {
+            block
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mut searches: Vec<ProviderSearch> = Vec::new();
+        for block in blocks {
+            match block.get("type").and_then(Value::as_str) {
+                Some("server_tool_use") => searches.push(ProviderSearch {
+                    id: text(block, "/id"),
+                    tool: text(block, "/name"),
+                    query: block
+                        .pointer("/input/query")
+                        .or_else(|| block.pointer("/input/pattern"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    found: Vec::new(),
+                }),
+                Some("tool_search_tool_result") => {
+                    let id = text(block, "/tool_use_id");
+                    let found = block
+                        .pointer("/content/tool_references")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|r| r.get("tool_name").and_then(Value::as_str))
+                        .map(str::to_string);
+                    if let Some(search) = searches.iter_mut().find(|s| s.id == id) {
+                        search.found.extend(found);
+                    }
+                }
+                _ => {}
+            }
+        }
+        searches
+    }
+}
+
 /// Why a request to the model failed, in one sentence for the guest. Never
 /// carries the API key.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -219,33 +261,4 @@ pub enum LlmError {
     Unsupported(String),
     #[error("this node has no LLM backend; the operator configures one under [llm.backends] in the node's --config")]
     NotConfigured,
-}
-
-/// A chat completion backend.
-#[async_trait]
-pub trait LlmBackend: Send + Sync {
-    async fn complete(&self, request: ChatRequest<'_>) -> Result<Reply, LlmError>;
-
-    /// Refuses the params this backend's provider cannot honour, before
-    /// anything is sent (a session checks at `set_param` and at send).
-    fn check(&self, _params: &RequestParams) -> Result<(), Unsupported> {
-        Ok(())
-    }
-
-    /// True when this backend searches the session's tools on the
-    /// provider's side (`tool_search = "native"`): the loop then sends
-    /// them deferred instead of offering the node's search tool.
-    fn searches_natively(&self) -> bool {
-        false
-    }
-
-    /// The model it asks, for the guest's reply.
-    fn model(&self) -> &str {
-        ""
-    }
-
-    /// The provider's wire format (`gen_ai.provider.name` in traces).
-    fn provider(&self) -> &'static str {
-        ""
-    }
 }

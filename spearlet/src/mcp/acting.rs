@@ -10,8 +10,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::bearer::{Challenge, TokenError, TokenSource};
-
 /// The run's person and their sealed delegation. `Debug` shows neither
 /// the delegation nor its length.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -43,23 +41,3 @@ impl OnBehalf {
 /// The delegation a person's session presents: their latest run's, set
 /// before each of its calls.
 pub type Delegation = Arc<parking_lot::Mutex<Bytes>>;
-
-/// The token source of a process that cannot act for people (no SMS).
-pub(super) struct NoPerson;
-
-const NO_PERSON: &str = "this server acts for the person who invoked the run, and only SMS (on a cluster node) gets a person's token";
-
-#[async_trait::async_trait]
-impl TokenSource for NoPerson {
-    async fn token(&self) -> Result<Option<String>, TokenError> {
-        Err(TokenError(NO_PERSON.into()))
-    }
-
-    async fn challenged(
-        &self,
-        _sent: Option<&str>,
-        _challenge: &Challenge,
-    ) -> Result<Option<String>, TokenError> {
-        Err(TokenError(NO_PERSON.into()))
-    }
-}

@@ -76,7 +76,7 @@ pub trait Credentials: Send + Sync {
     /// principal), for the runs whose delegation `delegation` holds.
     fn tokens_for(&self, server_id: &str, delegation: super::Delegation) -> Arc<dyn TokenSource> {
         let _ = (server_id, delegation);
-        Arc::new(super::acting::NoPerson)
+        Arc::new(NoPerson)
     }
 
     /// `sealed`, the sealed values of `server_id`, opened, in order.
@@ -455,6 +455,26 @@ impl StreamableHttpClient for BearerClient {
         self.standalone
             .answered(session_id.as_deref(), last_event_id.as_deref());
         stream
+    }
+}
+
+/// The token source of a process that cannot act for people (no SMS).
+struct NoPerson;
+
+const NO_PERSON: &str = "this server acts for the person who invoked the run, and only SMS (on a cluster node) gets a person's token";
+
+#[async_trait::async_trait]
+impl TokenSource for NoPerson {
+    async fn token(&self) -> Result<Option<String>, TokenError> {
+        Err(TokenError(NO_PERSON.into()))
+    }
+
+    async fn challenged(
+        &self,
+        _sent: Option<&str>,
+        _challenge: &Challenge,
+    ) -> Result<Option<String>, TokenError> {
+        Err(TokenError(NO_PERSON.into()))
     }
 }
 

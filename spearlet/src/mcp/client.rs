@@ -20,15 +20,14 @@ use rmcp::{ClientHandler, RoleClient};
 use spear_proto::v1::{Elicitation, ServerSpec, Transport};
 use tokio::sync::watch;
 
-use super::bearer::{Credentials, TokenSource};
 use super::elicitation::ElicitationPolicy;
 use super::error::McpError;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
+use super::options::SessionOptions;
 use super::server_log::ServerLog;
 use super::stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
 use crate::env_refs::{ResolveError, Resolver};
-use crate::node_policy::Egress;
 use crate::sandbox::Decision;
 
 /// The node's side of one session: answers what the server asks (pings,
@@ -83,29 +82,6 @@ impl ClientHandler for ClientSide {
         self.log.message(&params);
         std::future::ready(())
     }
-}
-
-/// How a session is held beyond what the server file says: the
-/// elicitation policy `spearlet mcp call --elicitation` chooses, and where
-/// tokens for servers behind OAuth come from.
-#[derive(Clone, Default)]
-pub struct SessionOptions {
-    /// Replaces the server's own elicitation policy.
-    pub elicitation: Option<ElicitationPolicy>,
-    /// Tokens for servers whose file declares `auth`; without them such a
-    /// server is not connected.
-    pub credentials: Option<Arc<dyn Credentials>>,
-    /// The node's egress guard and the client that obeys it: HTTP servers
-    /// are reached only at addresses the node policy allows. `None`
-    /// (`spearlet mcp`): wherever the operator points it.
-    pub egress: Option<(Egress, reqwest::Client)>,
-    /// How stdio servers are confined (a node, `spearlet mcp`); `None`:
-    /// they run as this process's user, unconfined (library callers).
-    pub sandbox: Option<crate::sandbox::Sandboxing>,
-    /// The tokens of this session, in place of the server's shared ones
-    /// from `credentials`: one person's, on a server that acts per
-    /// principal.
-    pub tokens: Option<Arc<dyn TokenSource>>,
 }
 
 /// A server's tools as one `tools/list` found them.
@@ -473,6 +449,16 @@ impl McpClient {
     /// Notified (with a counter) on every `notifications/tools/list_changed`.
     pub fn tools_changed(&self) -> watch::Receiver<u64> {
         self.tools_changed.clone()
+    }
+
+    /// Closes a session others may still hold: shut down cleanly when
+    /// this is the last handle; otherwise calls still hold it, and killing
+    /// the server's process group ends them at once.
+    pub async fn close(self: Arc<Self>) {
+        match Arc::try_unwrap(self) {
+            Ok(client) => client.shutdown().await,
+            Err(shared) => shared.kill(),
+        }
     }
 
     /// True once the transport is closed (the server died or hung up).

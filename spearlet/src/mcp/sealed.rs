@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use spear_proto::v1::{SealedPlace, ServerSpec};
 
-use super::client::SessionOptions;
 use super::error::McpError;
+use super::options::SessionOptions;
 use crate::env_refs::{Redactor, Resolver};
 
 /// `spec` with its sealed values in place.

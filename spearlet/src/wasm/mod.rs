@@ -1,6 +1,6 @@
 //! WASM guests: the wasmtime `runtime.rs` (engine and linker once, a store
 //! per run; the entry point is [`GuestRuntime::run`]), what a store holds
-//! (`state.rs`), the compiled-module `cache.rs`, the guests' own `threads.rs`,
+//! (`state.rs`) and may use (`limits.rs`), the compiled-module `cache.rs`, the guests' own `threads.rs`,
 //! guest `cpu.rs` accounting, how a run ended (`outcome.rs`, `stop.rs`), and
 //! `guest_memory.rs`, the only way host calls reach a guest's memory.
 //!
@@ -13,6 +13,7 @@ mod cache;
 mod cpu;
 pub(crate) mod guest_memory;
 mod limiter;
+mod limits;
 mod outcome;
 mod resources;
 mod runtime;
@@ -20,11 +21,9 @@ mod state;
 mod stop;
 mod threads;
 
+pub use limits::{GuestLimits, MAX_GUEST_MEMORY};
 pub(crate) use outcome::describe;
 pub use outcome::GuestOutcome;
-pub use runtime::{
-    hex, GuestLimits, GuestRun, GuestRuntime, LinkHost, LoadError, StartCosts, MAX_GUEST_MEMORY,
-    POOL_SLOTS,
-};
+pub use runtime::{hex, GuestRun, GuestRuntime, LinkHost, LoadError, StartCosts, POOL_SLOTS};
 pub use state::{Granted, GuestState};
 pub use stop::StopReason;

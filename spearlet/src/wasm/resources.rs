@@ -6,7 +6,7 @@
 
 use wasmparser::{Parser, Payload};
 
-use super::runtime::{GuestLimits, MAX_GUEST_MEMORY};
+use super::limits::{GuestLimits, MAX_GUEST_MEMORY};
 
 /// A WebAssembly page.
 const PAGE: u64 = 64 * 1024;

@@ -20,6 +20,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::cache::{ArtifactDir, ModuleCache};
 use super::cpu::{CpuClock, Metered};
 use super::limiter::GuestLimiter;
+use super::limits::{GuestLimits, MAX_GUEST_MEMORY};
 use super::outcome::{describe, ran, GuestOutcome};
 use super::state::{Granted, GuestState};
 use super::stop::StopReason;
@@ -28,38 +29,10 @@ use super::threads::GuestThreads;
 /// Guests that can run at once with the pooling allocator (address space is
 /// reserved up front: this many times [`MAX_GUEST_MEMORY`], never committed).
 pub const POOL_SLOTS: u32 = 1024;
-/// The most linear memory one guest can have.
-pub const MAX_GUEST_MEMORY: usize = (spear_proto::task::MAX_MEMORY_MB as usize) << 20;
 
 /// Epochs tick this often: CPU and wall limits are checked, and a guest
 /// that held its thread this long yields, at this granularity.
 const TICK: Duration = Duration::from_millis(10);
-
-/// Limits of one guest run, as the runtime enforces them.
-#[derive(Debug, Clone, Copy)]
-pub struct GuestLimits {
-    pub memory_bytes: usize,
-    pub table_elements: usize,
-    /// Guest CPU over the whole run (guest code and the host's work for it;
-    /// not waiting on the model or tools), never refilled.
-    pub cpu: Duration,
-    /// The whole run, host calls (the model, tools) included.
-    pub wall: Duration,
-    /// Captured stdout, and stderr, each.
-    pub output_bytes: usize,
-}
-
-impl Default for GuestLimits {
-    fn default() -> Self {
-        Self {
-            memory_bytes: 64 * 1024 * 1024,
-            table_elements: 10_000,
-            cpu: Duration::from_secs(5),
-            wall: Duration::from_millis(spear_proto::defaults::DEFAULT_WALL_MS),
-            output_bytes: 1024 * 1024,
-        }
-    }
-}
 
 /// Why a module could not be loaded.
 #[derive(Debug, thiserror::Error)]

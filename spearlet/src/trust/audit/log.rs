@@ -54,6 +54,14 @@ pub struct Unwritable {
     cause: String,
 }
 
+/// Where a chain goes on from: the last seq and hash SMS holds (asked for
+/// by `resume.rs` when the node's own log is empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeFrom {
+    pub seq: u64,
+    pub hash: String,
+}
+
 /// The appending half, cloned into every run.
 #[derive(Clone)]
 pub struct AuditLog {
@@ -92,7 +100,7 @@ impl AuditLog {
         dir: &Path,
         node: &str,
         rotate_bytes: u64,
-        resume: Option<&super::resume::ResumeFrom>,
+        resume: Option<&ResumeFrom>,
     ) -> Result<AuditLog, OpenError> {
         let fail = |cause| OpenError {
             dir: dir.to_path_buf(),

@@ -16,18 +16,11 @@ use spear_proto::v1::{LastAuditRequest, LastAuditResponse};
 use tracing::{info, warn};
 
 use super::files;
-use super::log::{AuditLog, OpenError, ROTATE_BYTES};
+use super::log::{AuditLog, OpenError, ResumeFrom, ROTATE_BYTES};
 use crate::sms_link::SmsLink;
 
 /// How long a start waits for SMS's answer.
 pub const ASK_WITHIN: Duration = Duration::from_secs(3);
-
-/// Where a chain goes on from: the last seq and hash SMS holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResumeFrom {
-    pub seq: u64,
-    pub hash: String,
-}
 
 /// Opens the node's audit log in `dir`: going on from its own last
 /// record, or, when it has none, from SMS's, with a `reset` record first.

@@ -1,12 +1,16 @@
-//! Servers scoped to some nodes (`"nodes"`), as the watch sends them: a
-//! node they are not for receives each as a stub (its id and scope, nothing
-//! of how to run it). Frames stay encoded once for every node; a change
-//! that upserts a scoped server, and a snapshot while one exists, are
-//! encoded once more for each combination of scopes nodes are outside of
-//! (usually one: "not a GPU node"), and shared by the nodes in it.
+//! What the hub keeps, encoded once and shared by every stream: each
+//! server's record ([`Entry`]), each revision's change ([`DeltaFrame`]),
+//! a revision's snapshot ([`SnapshotFrames`]).
+//!
+//! Servers scoped to some nodes (`"nodes"`) reach a node they are not for
+//! as a stub (its id and scope, nothing of how to run it). Frames stay
+//! encoded once for every node; a change that upserts a scoped server, and
+//! a snapshot while one exists, are encoded once more for each combination
+//! of scopes nodes are outside of (usually one: "not a GPU node"), and
+//! shared by the nodes in it (`ScopedSnapshots`, kept by the hub).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,19 +19,42 @@ use spear_proto::scope::{in_scope, stub};
 use spear_proto::v1::ServerRecord;
 
 use super::encode;
-use super::hub::{DeltaFrame, Entry, Hub, SnapshotFrames};
 use crate::store::{Committed, Epoch, Revision};
 
-/// Combinations of scopes whose snapshots are kept for a revision: a fleet
-/// with more distinct ones gets the rest encoded per stream, not kept.
-const KEPT_SCOPE_SNAPSHOTS: usize = 16;
+/// One registry revision, encoded once, shared by every stream.
+#[derive(Debug)]
+pub(super) struct DeltaFrame {
+    pub revision: Revision,
+    pub event: EncodedEvent,
+    /// The change itself when it upserts a server scoped to some nodes:
+    /// the others get it with that server as a stub, encoded once for
+    /// each combination of scopes they are outside of.
+    pub scoped: Option<Committed>,
+    pub masked: Mutex<HashMap<Vec<bool>, EncodedEvent>>,
+}
+
+/// The snapshot of one revision, encoded once, shared by every stream.
+#[derive(Debug)]
+pub(super) struct SnapshotFrames {
+    pub epoch: Epoch,
+    pub revision: Revision,
+    pub frames: Vec<EncodedEvent>,
+}
+
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub record: ServerRecord,
+    pub encoded: Bytes,
+    /// For a server scoped to some nodes: its stub, encoded, for the rest.
+    pub stub: Option<Bytes>,
+}
 
 /// Snapshots of one revision for nodes outside some scopes, keyed by which
 /// of the scoped servers (in registry order) each node is for.
 #[derive(Default)]
 pub(super) struct ScopedSnapshots {
-    at: (Epoch, Revision),
-    by_scope: HashMap<Vec<bool>, Arc<SnapshotFrames>>,
+    pub at: (Epoch, Revision),
+    pub by_scope: HashMap<Vec<bool>, Arc<SnapshotFrames>>,
 }
 
 impl DeltaFrame {
@@ -59,54 +86,6 @@ impl DeltaFrame {
         let event = encode::delta_frame(epoch, &change);
         masked.insert(scope, event.clone());
         event
-    }
-}
-
-impl Hub {
-    /// The current snapshot as `node_id` receives it: the shared one,
-    /// unless some server is scoped away from it.
-    pub(super) fn snapshot_for(&self, node_id: &str) -> Arc<SnapshotFrames> {
-        let state = self.state.read();
-        if state.scoped == 0 {
-            drop(state);
-            return self.current_snapshot();
-        }
-        let scope: Vec<bool> = state
-            .servers
-            .values()
-            .filter_map(|e| e.stub.as_ref().and(e.record.spec.as_ref()))
-            .map(|spec| in_scope(spec, node_id))
-            .collect();
-        if scope.iter().all(|&for_it| for_it) {
-            drop(state);
-            return self.current_snapshot();
-        }
-        let at = (state.epoch, state.revision);
-        let mut kept = self.scoped_snapshots.lock();
-        if kept.at != at {
-            *kept = ScopedSnapshots {
-                at,
-                by_scope: HashMap::new(),
-            };
-        }
-        if let Some(snapshot) = kept.by_scope.get(&scope) {
-            return Arc::clone(snapshot);
-        }
-        let frames = encode::snapshot_frames(
-            state.epoch,
-            state.revision,
-            state.servers.values().map(|e| e.for_node(node_id)),
-        );
-        self.stats.snapshot_encodes.fetch_add(1, Ordering::Relaxed);
-        let snapshot = Arc::new(SnapshotFrames {
-            epoch: at.0,
-            revision: at.1,
-            frames,
-        });
-        if kept.by_scope.len() < KEPT_SCOPE_SNAPSHOTS {
-            kept.by_scope.insert(scope, Arc::clone(&snapshot));
-        }
-        snapshot
     }
 }
 
