@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
-scripts/setup.sh
+scripts/setup.sh --demo
 cargo build --quiet --bins
 cargo build --quiet --target wasm32-wasip1 -p spear-guest --examples
 BIN="$CARGO_TARGET_DIR/debug"
@@ -34,7 +34,7 @@ cat > "$work/mcp.d/filesystem.json" <<JSON
 {
   "mcpServers": {
     "fs": {
-      "command": "$HOME/.cache/spear/npm/node_modules/.bin/mcp-server-filesystem",
+      "command": "${SPEAR_NPM_DIR:-$HOME/.cache/spear/npm}/node_modules/.bin/mcp-server-filesystem",
       "args": ["$work/files"],
       "allowed_tools": ["read_*", "list_*"]
     }

@@ -1,10 +1,36 @@
 #!/usr/bin/env bash
 # Installs what Spear's demo and tests need on a fresh Debian machine (the
 # build needs cargo alone: protobuf is compiled by protox, see
-# .cargo/config.toml): etcd (for the etcd store tests), iproute2 (network
-# namespaces), systemd (to verify the units in deploy/systemd) and the wasm
-# target. Safe to run again: it installs only what is missing.
+# .cargo/config.toml). Safe to run again: it installs only what is missing.
+#
+#   scripts/setup.sh --demo   what scripts/demo.sh needs: the wasm target
+#                             and the filesystem MCP server (npm)
+#   scripts/setup.sh          all the tests need besides: etcd (the etcd
+#                             store tests), iproute2 (network namespaces),
+#                             systemd (to verify the units in
+#                             deploy/systemd), chromium, the other MCP peers,
+#                             the OAuth servers, Python SDKs, helm, checkov
 set -euo pipefail
+
+if command -v rustup >/dev/null 2>&1; then
+  rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1 >&2
+fi
+# The npm reference MCP servers (the demo's filesystem server, the tests'
+# everything server), pinned, in a cache outside the clone (SPEAR_NPM_DIR
+# overrides where).
+npm_dir="${SPEAR_NPM_DIR:-$HOME/.cache/spear/npm}"
+need_npm() {
+  command -v npm >/dev/null 2>&1 || { echo "setup: npm is needed for the MCP reference servers (apt-get install nodejs npm)" >&2; exit 1; }
+}
+if [ "${1:-}" = "--demo" ]; then
+  if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-filesystem" ]; then
+    need_npm
+    mkdir -p "$npm_dir"
+    echo "setup: installing @modelcontextprotocol/server-filesystem" >&2
+    npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/server-filesystem@2026.8.31" >&2
+  fi
+  exit 0
+fi
 
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
@@ -22,16 +48,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if command -v rustup >/dev/null 2>&1; then
-  rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1 >&2
-fi
 
-# The npm reference MCP servers the tests talk to, pinned, in a cache outside
-# the clone (SPEAR_NPM_DIR overrides where).
-npm_dir="${SPEAR_NPM_DIR:-$HOME/.cache/spear/npm}"
 peers=("@modelcontextprotocol/server-everything@2026.8.31" "@modelcontextprotocol/server-filesystem@2026.8.31")
 if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$npm_dir/node_modules/.bin/mcp-server-filesystem" ]; then
-  command -v npm >/dev/null 2>&1 || { echo "setup: npm is needed for the MCP reference servers (apt-get install nodejs npm)" >&2; exit 1; }
+  need_npm
   mkdir -p "$npm_dir"
   echo "setup: installing ${peers[*]}" >&2
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${peers[@]}" >&2
