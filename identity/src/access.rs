@@ -1,4 +1,4 @@
-//! Who may call what: the authorization matrix of DESIGN §4, one method
+//! Who may call what: the matrix of docs/security.md, one method
 //! per row, shared by SMS's services and the node's Invocation service.
 //!
 //! | call                                         | who                      |

@@ -1,4 +1,4 @@
-//! Who is calling, for SMS and for nodes (DESIGN §4).
+//! Who is calling, for SMS and for nodes (docs/security.md, "Who may call what").
 //!
 //! - [`spiffe`]: identities as SPIFFE IDs under one trust domain.
 //! - [`TlsFiles`] → [`TlsIdentity`]: a process's certificate, key and CA

@@ -72,7 +72,7 @@ pub struct DirGrant {
     pub writable: bool,
 }
 
-/// The task layer of MCP policy (DESIGN §3.3), read-only to the guest.
+/// The task layer of MCP policy (docs/mcp-on-nodes.md, "Policy"), read-only to the guest.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {

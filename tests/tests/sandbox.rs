@@ -1,5 +1,5 @@
 //! The sandbox against hostile guests and hostile tasks, on the real `sms`
-//! and `spearlet` binaries (DESIGN §3.6 "budgets that hold", §3.8).
+//! and `spearlet` binaries (docs/guest-api.md, "Limits of a run"; docs/tasks.md, "Node policy").
 //!
 //! Every hostile task is invoked at once on a node with six run slots, so
 //! every slot is held by a hostile guest at some point, while a normal

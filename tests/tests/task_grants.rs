@@ -90,7 +90,7 @@ fn a_guest_gets_args_env_and_directories_only_when_its_task_grants_them() {
     );
 }
 
-/// What a task may ask of a node is the node's decision (DESIGN §3.8):
+/// What a task may ask of a node is the node's decision (docs/tasks.md, "Node policy"):
 /// each of these is refused at invoke, naming the key and the policy
 /// setting, before it takes a run slot.
 #[test]

@@ -1,6 +1,6 @@
 //! The console's only way to SMS's state: SMS's own gRPC services, called
 //! in process. A view shows what the matching CLI command reads, through
-//! the same code, so the two always agree (DESIGN §6.2), and every write
+//! the same code, so the two always agree (docs/console.md), and every write
 //! goes through the same checks and lands in SMS's audit chain.
 //!
 //! Calls are made as `admin/console`: the console has already checked

@@ -1,5 +1,5 @@
 //! What one guest run may cost the node, summed over every session and
-//! every `cchat_send` of the run (DESIGN §3.6, "budgets that hold").
+//! every `cchat_send` of the run (docs/guest-api.md, "Limits of a run").
 //!
 //! [`RunBudget`] is owned by the run's host state and lent (`&mut`) to the
 //! tool loop, so one counter sees everything: host memory kept for the guest

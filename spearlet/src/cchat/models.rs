@@ -1,4 +1,4 @@
-//! Which backend and model a session talks to (DESIGN §3.8): the task's
+//! Which backend and model a session talks to (docs/tasks.md, "Node policy"): the task's
 //! choice by default; a guest may pick another with its `backend` and
 //! `model` params, but only among what the task allows
 //! (`llm.allowed_backends`, `llm.allowed_models`) *and* the node offers

@@ -113,7 +113,7 @@ impl Catalog {
 /// A tool as the model sees it.
 #[derive(Debug, Clone)]
 pub struct Offer {
-    /// The offered name (DESIGN §3.4).
+    /// The offered name (docs/mcp-on-nodes.md, "Tool names").
     pub name: String,
     pub description: String,
     /// Its words, for tool search: computed here, once per listing.

@@ -1,6 +1,6 @@
-//! Running tasks on this node (DESIGN §3.7): take the task (sent along by
+//! Running tasks on this node (docs/tasks.md): take the task (sent along by
 //! SMS, or asked of SMS), check what it asks for against the node policy
-//! (DESIGN §3.8) and limits, take a run slot, fetch and check its module,
+//! (docs/tasks.md, "Node policy") and limits, take a run slot, fetch and check its module,
 //! run it with the task's policy, backend and limits, and return its
 //! output, exit status and tool-call trace. [`service`] is the gRPC face.
 //!

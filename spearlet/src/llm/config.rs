@@ -342,7 +342,7 @@ mod tests {
             backends.get(None, None).is_ok(),
             "a single backend is the default"
         );
-        // Only the models the node offers (DESIGN §3.8).
+        // Only the models the node offers (docs/tasks.md, "Node policy").
         let refused = backends
             .get(Some("openai"), Some("other-model"))
             .err()

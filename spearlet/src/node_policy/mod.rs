@@ -1,4 +1,4 @@
-//! What a task or a server file may ask of this node (DESIGN §3.8): the
+//! What a task or a server file may ask of this node (docs/tasks.md, "Node policy"): the
 //! node's decision, in its own config (`[policy]` in the node TOML).
 //!
 //! ```toml

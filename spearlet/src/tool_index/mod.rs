@@ -1,4 +1,4 @@
-//! A ranked lexical index over tools, for tool search (DESIGN §6.3):
+//! A ranked lexical index over tools, for tool search (docs/decisions/0006-tool-search.md):
 //! entry points [`Terms::of_tool`] (a tool's words, computed once when a
 //! server's catalog is listed) and [`SearchIndex::build`] (the index over
 //! the tools one session may see, built from those terms).

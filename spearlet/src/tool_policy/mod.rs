@@ -1,4 +1,4 @@
-//! Which servers and tools a session sees (DESIGN §3.3): three layers (server, task, session), each can
+//! Which servers and tools a session sees (docs/mcp-on-nodes.md, "Policy"): three layers (server, task, session), each can
 //! only narrow the one above, deny always wins. The verdicts (`decide.rs`)
 //! are pure functions, so the same predicate serves the tool list of a
 //! request, the re-check before each call and `tools::explain`, which

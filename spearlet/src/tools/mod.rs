@@ -3,7 +3,7 @@
 //! calls the model makes against it, on the right server; [`explain`] shows
 //! an operator why a session sees each server and tool; [`search`] offers
 //! a session with many tools a search over them instead. The name a model
-//! sees for each MCP tool (DESIGN §3.4) is given when a connection lists
+//! sees for each MCP tool (docs/mcp-on-nodes.md, "Tool names") is given when a connection lists
 //! its tools (`connections::names`).
 
 mod approval;

@@ -22,7 +22,7 @@ use crate::trust::{NodeTrust, RunScope, RunTrust};
 /// One tool as offered to the model.
 #[derive(Debug, Clone)]
 pub struct OfferedTool {
-    /// The name the model sees (DESIGN §3.4).
+    /// The name the model sees (docs/mcp-on-nodes.md, "Tool names").
     pub name: String,
     /// Names the server and the original tool, so the model can tell tools apart.
     pub description: String,

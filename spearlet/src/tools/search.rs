@@ -1,4 +1,4 @@
-//! Tool search in a send (`mcp.tool_search`, DESIGN §6.3): entry point
+//! Tool search in a send (`mcp.tool_search`, docs/decisions/0006-tool-search.md): entry point
 //! [`Search::begin`].
 //!
 //! When a session would show the model many tools, a send offers one tool

@@ -1,4 +1,4 @@
-//! Tool trust on the node (DESIGN §6.1, docs/trust.md), beyond pins
+//! Tool trust on the node (docs/trust.md), beyond pins
 //! (which live with the connections): approvals bound to one call, and
 //! the audit trail. [`NodeTrust`] is built once per node; each run gets a
 //! [`RunTrust`] with who its calls are made for.

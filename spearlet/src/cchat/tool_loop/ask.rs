@@ -40,7 +40,7 @@ impl ToolLoop<'_, '_> {
         };
         self.outcome.iterations += 1;
         // No result reaches the model before its audit record is on disk
-        // (DESIGN §6.1): one wait per request, for every call before it.
+        // (docs/decisions/0005-audit-chain.md): one wait per request, for every call before it.
         let trust = self.setup.router.trust();
         match tokio::time::timeout_at(deadline, trust.durable()).await {
             Ok(Ok(())) => {}

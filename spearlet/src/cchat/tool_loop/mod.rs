@@ -1,4 +1,4 @@
-//! One `cchat_send` against the model (DESIGN §3.5); entry point
+//! One `cchat_send` against the model (docs/guest-api.md); entry point
 //! [`run_send`] ([`run_tool_loop`] is the automatic loop with no guest
 //! tools and the provider's defaults).
 //!

@@ -8,7 +8,7 @@
 //! loop calls once before its next model request), when the queue is
 //! long, or every [`FLUSH_EVERY`]; it seals the records in order (each
 //! names the hash of the one before), writes them as one batch, syncs the
-//! file once, and then publishes the last seq on disk (DESIGN §6.1). A
+//! file once, and then publishes the last seq on disk (docs/decisions/0005-audit-chain.md). A
 //! batch the disk refuses is kept and written again, so the chain never
 //! skips. A file past its size is closed and the next one starts (see
 //! `files.rs`).

@@ -1,4 +1,4 @@
-//! The node's audit trail (DESIGN §6.1, docs/trust.md): `log.rs` writes
+//! The node's audit trail (docs/trust.md, docs/decisions/0005-audit-chain.md): `log.rs` writes
 //! the hash-chained records, durable before the result they record
 //! reaches the model; `ship.rs` sends them to SMS at least once;
 //! `files.rs` is where they live in the state dir; [`verify_dir`] is
