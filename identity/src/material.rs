@@ -54,6 +54,10 @@ pub enum TlsError {
     },
     #[error("CA bundle {path}: {cause}")]
     Ca { path: PathBuf, cause: String },
+    #[error("certificate {path} expired at {at}; issue a new one (`sms certs issue`) and put it in place (it is read again without a restart)")]
+    Expired { path: PathBuf, at: String },
+    #[error("certificate {path} is not valid until {at}; check this machine's clock, or wait")]
+    NotYetValid { path: PathBuf, at: String },
 }
 
 /// One consistent set of material, read from [`TlsFiles`].
@@ -91,6 +95,7 @@ impl TlsFiles {
                 cause,
             },
         })?;
+        check_validity(&self.cert, &chain[0])?;
         // The key must sign for the certificate: building a config checks it.
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         rustls::ServerConfig::builder_with_provider(provider)
@@ -112,6 +117,31 @@ impl TlsFiles {
             identity,
         })
     }
+}
+
+/// Refuses a leaf outside its validity period: a peer would refuse it in
+/// the handshake, and say no more than that the handshake failed.
+fn check_validity(path: &Path, leaf: &CertificateDer<'_>) -> Result<(), TlsError> {
+    let (_, parsed) =
+        x509_parser::parse_x509_certificate(leaf.as_ref()).map_err(|e| TlsError::Parse {
+            path: path.to_path_buf(),
+            cause: e.to_string(),
+        })?;
+    let validity = parsed.validity();
+    let now = x509_parser::time::ASN1Time::now();
+    if now > validity.not_after {
+        return Err(TlsError::Expired {
+            path: path.to_path_buf(),
+            at: validity.not_after.to_string(),
+        });
+    }
+    if now < validity.not_before {
+        return Err(TlsError::NotYetValid {
+            path: path.to_path_buf(),
+            at: validity.not_before.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// A private key, in PEM.
@@ -173,14 +203,14 @@ pub(crate) enum PeerIdentityError {
     Bad(IdentityError),
 }
 
-/// The trust domain and identity in a certificate's one `spiffe://` URI
-/// SAN. Two such URIs are ambiguous and refused.
 /// A certificate's serial number as the deny list writes it.
 pub(crate) fn serial_of(cert: &CertificateDer<'_>) -> Option<String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
     Some(crate::revoked::serial_hex(parsed.raw_serial()))
 }
 
+/// The trust domain and identity in a certificate's one `spiffe://` URI
+/// SAN. Two such URIs are ambiguous and refused.
 pub(crate) fn identity_of(
     cert: &CertificateDer<'_>,
 ) -> Result<(TrustDomain, Identity), PeerIdentityError> {
@@ -201,4 +231,54 @@ pub(crate) fn identity_of(
         return Err(PeerIdentityError::None);
     };
     parse_uri(uri).map_err(PeerIdentityError::Bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node certificate (its own CA) valid from `from` to `to` days from
+    /// now, written as a set in `dir`.
+    fn set(dir: &Path, from: i64, to: i64) -> TlsFiles {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.subject_alt_names = vec![rcgen::SanType::URI(
+            "spiffe://test.example/node/n1".try_into().unwrap(),
+        )];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now + time::Duration::days(from);
+        params.not_after = now + time::Duration::days(to);
+        let cert = params.self_signed(&key).unwrap();
+        let files = TlsFiles {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("cert.key"),
+        };
+        std::fs::write(&files.ca, cert.pem()).unwrap();
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[test]
+    fn a_certificate_outside_its_validity_is_refused_with_the_date_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let expired = set(dir.path(), -30, -1);
+        let error = expired.load().unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!(
+                "certificate {} expired at ",
+                expired.cert.display()
+            )),
+            "{error}"
+        );
+        assert!(error.contains("sms certs issue"), "{error}");
+
+        let early = set(dir.path(), 2, 30);
+        let error = early.load().unwrap_err().to_string();
+        assert!(error.contains("is not valid until"), "{error}");
+        assert!(error.contains("clock"), "{error}");
+
+        assert!(set(dir.path(), -1, 30).load().is_ok());
+    }
 }

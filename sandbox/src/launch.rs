@@ -11,6 +11,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use crate::plan::Plan;
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 /// The descriptor the node's report socket arrives on in the launcher.
@@ -201,15 +202,17 @@ pub struct Orders {
 }
 
 /// Reads the node's orders (the launcher's side).
-pub fn receive_orders(fd: BorrowedFd<'_>) -> Result<Orders, String> {
+pub fn receive_orders(fd: BorrowedFd<'_>) -> Result<Orders, Refusal> {
     match receive_message(fd.as_raw_fd()) {
         Ok(Some((body, _))) => {
-            serde_json::from_slice(&body).map_err(|e| format!("the node's plan is unreadable: {e}"))
+            serde_json::from_slice(&body).map_err(Refusal::failed("the node's plan is unreadable"))
         }
-        Ok(None) => Err("the node sent no plan (the launcher is started by the node)".into()),
-        Err(e) => Err(format!(
-            "cannot read the node's plan ({e}); the launcher is started by the node"
+        Ok(None) => Err(Refusal::Cannot(
+            "the node sent no plan (the launcher is started by the node)".into(),
         )),
+        Err(e) => Err(Refusal::Cannot(format!(
+            "cannot read the node's plan ({e}); the launcher is started by the node"
+        ))),
     }
 }
 

@@ -26,6 +26,7 @@ use std::os::unix::ffi::OsStrExt;
 use crate::cgroup::Cgroups;
 use crate::launch::{receive_orders, send_report, Orders, REPORT_FD};
 use crate::plan::HOME;
+use crate::refusal::Refusal;
 use crate::report::Report;
 use crate::{limits, mounts, net, rules, seccomp};
 
@@ -73,7 +74,8 @@ fn report_fd() -> BorrowedFd<'static> {
     }
 }
 
-fn refuse(report: BorrowedFd<'_>, why: &str) {
+fn refuse(report: BorrowedFd<'_>, why: &dyn std::fmt::Display) {
+    let why = why.to_string();
     eprintln!("spear sandbox: {why}");
     let _ = send_report(report, &Report::refused(why), &[]);
 }
@@ -82,13 +84,13 @@ fn errno() -> std::io::Error {
     std::io::Error::last_os_error()
 }
 
-fn fork() -> Result<libc::pid_t, String> {
+fn fork() -> Result<libc::pid_t, Refusal> {
     // SAFETY: the launcher is single-threaded; the child only runs this
     // crate's code and then exec or exit.
     #[allow(unsafe_code)]
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        Err(format!("cannot start a process: {}", errno()))
+        Err(Refusal::cannot("start a process")(errno()))
     } else {
         Ok(pid)
     }
@@ -229,7 +231,7 @@ fn server(orders: &Orders, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32
         true,
         format!("runs as uid {INSIDE_ID} with no capability outside its namespaces"),
     );
-    let confined = (|| -> Result<Vec<std::net::TcpListener>, String> {
+    let confined = (|| -> Result<Vec<std::net::TcpListener>, Refusal> {
         mounts::setup(plan, &mut report)?;
         let listeners = net::setup(plan, &mut report)?;
         limits::apply(plan, cgroups, &mut report)?;
@@ -297,9 +299,9 @@ fn server(orders: &Orders, cgroups: &[String], report_fd: BorrowedFd<'_>) -> i32
 
 type ExecArgs = (CString, Vec<CString>, Vec<CString>);
 
-fn exec_args(orders: &Orders) -> Result<ExecArgs, String> {
+fn exec_args(orders: &Orders) -> Result<ExecArgs, Refusal> {
     let plan = &orders.plan;
-    let nul = |what: &str| format!("{what} holds a NUL byte");
+    let nul = |what: &str| Refusal::Cannot(format!("{what} holds a NUL byte"));
     let program =
         CString::new(plan.program.as_os_str().as_bytes()).map_err(|_| nul("the program"))?;
     let mut argv = vec![program.clone()];
@@ -309,7 +311,7 @@ fn exec_args(orders: &Orders) -> Result<ExecArgs, String> {
     let mut envp = Vec::with_capacity(orders.env.len());
     for (name, value) in &orders.env {
         let pair = format!("{name}={value}");
-        envp.push(CString::new(pair).map_err(|_| format!("variable {name} holds a NUL byte"))?);
+        envp.push(CString::new(pair).map_err(|_| nul(&format!("variable {name}")))?);
     }
     Ok((program, argv, envp))
 }

@@ -29,6 +29,7 @@ mod limits;
 mod mounts;
 mod net;
 mod plan;
+pub mod refusal;
 mod report;
 mod rules;
 mod seccomp;

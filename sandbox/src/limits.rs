@@ -4,6 +4,7 @@
 //! the report says so.
 
 use crate::plan::Plan;
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 fn set(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
@@ -24,13 +25,17 @@ fn set(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
 /// Sets the server's process, memory and core-dump bounds. Processes are
 /// counted per user in its own user namespace (Linux ≥ 5.14), so the
 /// bound is the server's own tree, not the node user's.
-pub fn apply(plan: &Plan, cgroups: &[String], report: &mut Report) -> Result<(), String> {
-    set(libc::RLIMIT_NPROC, plan.processes)
-        .map_err(|e| format!("cannot bound processes to {}: {e}", plan.processes))?;
+pub fn apply(plan: &Plan, cgroups: &[String], report: &mut Report) -> Result<(), Refusal> {
+    set(libc::RLIMIT_NPROC, plan.processes).map_err(Refusal::cannot(format!(
+        "bound processes to {}",
+        plan.processes
+    )))?;
     let bytes = plan.memory_mb.saturating_mul(1024 * 1024);
-    set(libc::RLIMIT_DATA, bytes)
-        .map_err(|e| format!("cannot bound memory to {} MiB: {e}", plan.memory_mb))?;
-    set(libc::RLIMIT_CORE, 0).map_err(|e| format!("cannot turn core dumps off: {e}"))?;
+    set(libc::RLIMIT_DATA, bytes).map_err(Refusal::cannot(format!(
+        "bound memory to {} MiB",
+        plan.memory_mb
+    )))?;
+    set(libc::RLIMIT_CORE, 0).map_err(Refusal::cannot("turn core dumps off"))?;
     let rlimits = format!(
         "rlimits: {} processes, {} MiB data per process, no core dumps",
         plan.processes, plan.memory_mb

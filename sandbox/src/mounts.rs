@@ -11,11 +11,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::plan::{Plan, HOME, HOST_SECRETS, SCRATCH};
+use crate::refusal::Refusal;
 use crate::report::Report;
 
-fn c(path: &Path) -> Result<CString, String> {
+fn c(path: &Path) -> std::io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| format!("{} holds a NUL byte", path.display()))
+        .map_err(|_| std::io::Error::other(format!("{} holds a NUL byte", path.display())))
 }
 
 fn mount(
@@ -26,7 +27,7 @@ fn mount(
     data: Option<&str>,
 ) -> std::io::Result<()> {
     let source = CString::new(source).map_err(std::io::Error::other)?;
-    let target = c(target).map_err(std::io::Error::other)?;
+    let target = c(target)?;
     let fstype = CString::new(fstype).map_err(std::io::Error::other)?;
     let data = data
         .map(CString::new)
@@ -61,23 +62,23 @@ fn mount(
 const MASKED_FILE: &str = "/run/spear-masked-file";
 const MASKED_DIR: &str = "/run/spear-masked-dir";
 
-fn make_mask_sources() -> Result<(), String> {
+fn make_mask_sources() -> Result<(), Refusal> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o000)
         .open(MASKED_FILE)
-        .map_err(|e| format!("cannot make {MASKED_FILE}: {e}"))?;
+        .map_err(Refusal::cannot(format!("make {MASKED_FILE}")))?;
     std::fs::DirBuilder::new()
         .mode(0o000)
         .create(MASKED_DIR)
-        .map_err(|e| format!("cannot make {MASKED_DIR}: {e}"))
+        .map_err(Refusal::cannot(format!("make {MASKED_DIR}")))
 }
 
 /// Hides `path` under the mode-0 file or directory. A path that does not
 /// exist needs no mask.
-fn mask(path: &Path) -> Result<(), String> {
+fn mask(path: &Path) -> Result<(), Refusal> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Ok(());
     };
@@ -87,7 +88,7 @@ fn mask(path: &Path) -> Result<(), String> {
         MASKED_FILE
     };
     mount(source, path, "", libc::MS_BIND, None)
-        .map_err(|e| format!("cannot hide {}: {e}", path.display()))
+        .map_err(Refusal::cannot(format!("hide {}", path.display())))
 }
 
 /// Granted paths the private `/tmp` and `/run` would hide: opened before
@@ -119,7 +120,7 @@ fn hidden_grants(plan: &Plan) -> Vec<(std::path::PathBuf, std::fs::File)> {
 }
 
 /// Binds `kept` back over the new mounts, at their own paths.
-fn rebind(kept: Vec<(std::path::PathBuf, std::fs::File)>) -> Result<(), String> {
+fn rebind(kept: Vec<(std::path::PathBuf, std::fs::File)>) -> Result<(), Refusal> {
     use std::os::fd::AsRawFd;
     for (path, file) in kept {
         let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(false);
@@ -130,21 +131,25 @@ fn rebind(kept: Vec<(std::path::PathBuf, std::fs::File)>) -> Result<(), String> 
                 .map_or(Ok(()), std::fs::create_dir_all)
                 .and_then(|()| std::fs::write(&path, b""))
         };
-        made.map_err(|e| format!("cannot make {} inside the sandbox: {e}", path.display()))?;
+        made.map_err(Refusal::cannot(format!(
+            "make {} inside the sandbox",
+            path.display()
+        )))?;
         let source = format!("/proc/self/fd/{}", file.as_raw_fd());
-        mount(&source, &path, "", libc::MS_BIND | libc::MS_REC, None)
-            .map_err(|e| format!("cannot give the server {}: {e}", path.display()))?;
+        mount(&source, &path, "", libc::MS_BIND | libc::MS_REC, None).map_err(Refusal::cannot(
+            format!("give the server {}", path.display()),
+        ))?;
     }
     Ok(())
 }
 
 /// Lays out the server's file system. Runs in the new mount namespace,
 /// as the second process of the new PID namespace.
-pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
+pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), Refusal> {
     let root = Path::new("/");
     let kept = hidden_grants(plan);
     mount("", root, "", libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|e| format!("cannot make the mount namespace private: {e}"))?;
+        .map_err(Refusal::cannot("make the mount namespace private"))?;
     let nosuid = libc::MS_NOSUID | libc::MS_NODEV;
     match mount(
         "proc",
@@ -164,7 +169,7 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
                 nosuid | libc::MS_NOEXEC | libc::MS_RDONLY,
                 Some("size=0,mode=0555"),
             )
-            .map_err(|e| format!("cannot hide /proc: {e}"))?;
+            .map_err(Refusal::cannot("hide /proc"))?;
             report.push(
                 "pid namespace",
                 true,
@@ -174,8 +179,8 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
     }
     let scratch = format!("size={}m,mode=0700", plan.scratch_mb.max(1));
     mount("tmpfs", Path::new(SCRATCH), "tmpfs", nosuid, Some(&scratch))
-        .map_err(|e| format!("cannot mount the scratch directory: {e}"))?;
-    std::fs::create_dir_all(HOME).map_err(|e| format!("cannot make {HOME}: {e}"))?;
+        .map_err(Refusal::cannot("mount the scratch directory"))?;
+    std::fs::create_dir_all(HOME).map_err(Refusal::cannot(format!("make {HOME}")))?;
     // /run: no host sockets (docker's, systemd's); it keeps the hosts file.
     let run = Path::new("/run");
     mount(
@@ -185,10 +190,10 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         nosuid | libc::MS_NOEXEC,
         Some("size=64k,mode=0755"),
     )
-    .map_err(|e| format!("cannot mount an empty /run: {e}"))?;
+    .map_err(Refusal::cannot("mount an empty /run"))?;
     let hosts = run.join("spear-hosts");
     std::fs::write(&hosts, plan.hosts_file())
-        .map_err(|e| format!("cannot write the sandbox's hosts file: {e}"))?;
+        .map_err(Refusal::cannot("write the sandbox's hosts file"))?;
     mount(
         &hosts.to_string_lossy(),
         Path::new("/etc/hosts"),
@@ -196,7 +201,7 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         libc::MS_BIND,
         None,
     )
-    .map_err(|e| format!("cannot give the sandbox its /etc/hosts: {e}"))?;
+    .map_err(Refusal::cannot("give the sandbox its /etc/hosts"))?;
     make_mask_sources()?;
     rebind(kept)?;
     mount(
@@ -206,7 +211,7 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<(), String> {
         libc::MS_REMOUNT | libc::MS_RDONLY | nosuid | libc::MS_NOEXEC,
         None,
     )
-    .map_err(|e| format!("cannot make /run read-only: {e}"))?;
+    .map_err(Refusal::cannot("make /run read-only"))?;
     let mut hidden = 0;
     for path in plan
         .mask

@@ -7,16 +7,19 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::plan::Plan;
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 /// `ioctl(SIOCSIFFLAGS)`/`SIOCSIFADDR` on the loopback interface (or an
 /// alias of it, `lo:N`).
-fn ifreq(name: &str) -> Result<libc::ifreq, String> {
+fn ifreq(name: &str) -> Result<libc::ifreq, Refusal> {
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     #[allow(unsafe_code)]
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     if name.len() >= req.ifr_name.len() {
-        return Err(format!("interface name {name} is too long"));
+        return Err(Refusal::Cannot(format!(
+            "interface name {name} is too long"
+        )));
     }
     for (slot, byte) in req.ifr_name.iter_mut().zip(name.bytes()) {
         *slot = byte as libc::c_char;
@@ -48,22 +51,22 @@ fn control_socket() -> std::io::Result<OwnedFd> {
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
-fn loopback_up(socket: &OwnedFd) -> Result<(), String> {
+fn loopback_up(socket: &OwnedFd) -> Result<(), Refusal> {
     let mut req = ifreq("lo")?;
     ioctl(socket, libc::SIOCGIFFLAGS as libc::Ioctl, &mut req)
-        .map_err(|e| format!("cannot read the loopback interface: {e}"))?;
+        .map_err(Refusal::cannot("read the loopback interface"))?;
     // SAFETY: the flags member is the one SIOCGIFFLAGS filled in.
     #[allow(unsafe_code)]
     unsafe {
         req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
     }
     ioctl(socket, libc::SIOCSIFFLAGS as libc::Ioctl, &mut req)
-        .map_err(|e| format!("cannot bring the loopback interface up: {e}"))
+        .map_err(Refusal::cannot("bring the loopback interface up"))
 }
 
 /// Puts a non-loopback IPv4 destination on an alias of `lo`, so the
 /// server's connection to it stays inside and meets its listener.
-fn add_alias(socket: &OwnedFd, index: usize, ip: Ipv4Addr) -> Result<(), String> {
+fn add_alias(socket: &OwnedFd, index: usize, ip: Ipv4Addr) -> Result<(), Refusal> {
     let mut req = ifreq(&format!("lo:{index}"))?;
     let addr = libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
@@ -81,14 +84,15 @@ fn add_alias(socket: &OwnedFd, index: usize, ip: Ipv4Addr) -> Result<(), String>
             addr,
         );
     }
-    ioctl(socket, libc::SIOCSIFADDR as libc::Ioctl, &mut req)
-        .map_err(|e| format!("cannot give the sandbox the address {ip}: {e}"))
+    ioctl(socket, libc::SIOCSIFADDR as libc::Ioctl, &mut req).map_err(Refusal::cannot(format!(
+        "give the sandbox the address {ip}"
+    )))
 }
 
 /// Brings loopback up and binds the destinations' listeners, in plan
 /// order.
-pub fn setup(plan: &Plan, report: &mut Report) -> Result<Vec<TcpListener>, String> {
-    let socket = control_socket().map_err(|e| format!("cannot open a control socket: {e}"))?;
+pub fn setup(plan: &Plan, report: &mut Report) -> Result<Vec<TcpListener>, Refusal> {
+    let socket = control_socket().map_err(Refusal::cannot("open a control socket"))?;
     loopback_up(&socket)?;
     let mut listeners = Vec::with_capacity(plan.forwards.len());
     let mut aliases = 0;
@@ -97,13 +101,12 @@ pub fn setup(plan: &Plan, report: &mut Report) -> Result<Vec<TcpListener>, Strin
             aliases += 1;
             add_alias(&socket, aliases, forward.listen)?;
         }
-        let listener =
-            TcpListener::bind(SocketAddrV4::new(forward.listen, forward.port)).map_err(|e| {
-                format!(
-                    "cannot listen for {}:{} inside the sandbox: {e}",
-                    forward.host, forward.port
-                )
-            })?;
+        let listener = TcpListener::bind(SocketAddrV4::new(forward.listen, forward.port)).map_err(
+            Refusal::cannot(format!(
+                "listen for {}:{} inside the sandbox",
+                forward.host, forward.port
+            )),
+        )?;
         listeners.push(listener);
     }
     let detail = if plan.forwards.is_empty() {

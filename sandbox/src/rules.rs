@@ -11,6 +11,7 @@ use landlock::{
 };
 
 use crate::plan::{Plan, DEVICES, SCRATCH, SYSTEM_READ};
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 /// The newest ABI this code asks for; older kernels get what they have
@@ -18,8 +19,8 @@ use crate::report::Report;
 const ABI_WANTED: ABI = ABI::V10;
 
 /// Restricts the calling process (and every process it starts).
-pub fn apply(plan: &Plan, report: &mut Report) -> Result<(), String> {
-    let fail = |e: landlock::RulesetError| format!("cannot build the Landlock rules: {e}");
+pub fn apply(plan: &Plan, report: &mut Report) -> Result<(), Refusal> {
+    let fail = |e: landlock::RulesetError| Refusal::cannot("build the Landlock rules")(e);
     let read = AccessFs::from_read(ABI_WANTED);
     let all = AccessFs::from_all(ABI_WANTED);
     let mut ruleset = Ruleset::default()
@@ -52,16 +53,16 @@ pub fn apply(plan: &Plan, report: &mut Report) -> Result<(), String> {
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| format!("cannot grant {}: {e}", path.display()))?;
+            .map_err(Refusal::cannot(format!("grant {}", path.display())))?;
     }
     for forward in &plan.forwards {
         ruleset = ruleset
             .add_rule(NetPort::new(forward.port, AccessNet::ConnectTcp))
-            .map_err(|e| format!("cannot allow port {}: {e}", forward.port))?;
+            .map_err(Refusal::cannot(format!("allow port {}", forward.port)))?;
     }
     let status = ruleset
         .restrict_self()
-        .map_err(|e| format!("cannot enforce the Landlock rules: {e}"))?;
+        .map_err(Refusal::cannot("enforce the Landlock rules"))?;
     let abi = match status.landlock {
         LandlockStatus::Available { effective_abi, .. } => format!("{effective_abi:?}"),
         LandlockStatus::NotEnabled => "not enabled in this kernel".into(),
@@ -84,9 +85,9 @@ pub fn apply(plan: &Plan, report: &mut Report) -> Result<(), String> {
         },
     );
     if !enforced && plan.required.landlock {
-        return Err(format!(
+        return Err(Refusal::Cannot(format!(
             "Landlock is required and the kernel does not enforce it (Landlock {abi}); allow servers without it with [sandbox] accept_less = [\"landlock\"] in the node policy, or use a kernel with Landlock"
-        ));
+        )));
     }
     Ok(())
 }

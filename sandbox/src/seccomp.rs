@@ -12,6 +12,7 @@ use seccompiler::{
     SeccompRule,
 };
 
+use crate::refusal::Refusal;
 use crate::report::Report;
 
 /// Refused whatever their arguments.
@@ -77,16 +78,16 @@ const NAMESPACE_FLAGS: &[u64] = &[
 fn filter(
     action: SeccompAction,
     rules: BTreeMap<i64, Vec<SeccompRule>>,
-) -> Result<BpfProgram, String> {
+) -> Result<BpfProgram, Refusal> {
     let arch = std::env::consts::ARCH
         .try_into()
-        .map_err(|e| format!("seccomp does not know this architecture: {e}"))?;
+        .map_err(Refusal::failed("seccomp does not know this architecture"))?;
     SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
         .and_then(BpfProgram::try_from)
-        .map_err(|e| format!("cannot build the seccomp filter: {e}"))
+        .map_err(Refusal::cannot("build the seccomp filter"))
 }
 
-fn programs() -> Result<[BpfProgram; 2], String> {
+fn programs() -> Result<[BpfProgram; 2], Refusal> {
     let mut denied: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|(nr, _)| (*nr, Vec::new())).collect();
     let mut clone_rules = Vec::new();
@@ -97,10 +98,10 @@ fn programs() -> Result<[BpfProgram; 2], String> {
             SeccompCmpOp::MaskedEq(*flag),
             *flag,
         )
-        .map_err(|e| format!("cannot build the seccomp filter: {e}"))?;
+        .map_err(Refusal::cannot("build the seccomp filter"))?;
         clone_rules.push(
             SeccompRule::new(vec![condition])
-                .map_err(|e| format!("cannot build the seccomp filter: {e}"))?,
+                .map_err(Refusal::cannot("build the seccomp filter"))?,
         );
     }
     denied.insert(libc::SYS_clone, clone_rules);
@@ -114,11 +115,11 @@ fn programs() -> Result<[BpfProgram; 2], String> {
 
 /// Installs the filters on the calling process (inherited by every
 /// process it starts). `no_new_privs` must already be set.
-pub fn apply(required: bool, report: &mut Report) -> Result<(), String> {
+pub fn apply(required: bool, report: &mut Report) -> Result<(), Refusal> {
     let installed = programs().and_then(|programs| {
         programs.iter().try_for_each(|program| {
             seccompiler::apply_filter(program)
-                .map_err(|e| format!("the kernel refused the seccomp filter: {e}"))
+                .map_err(Refusal::failed("the kernel refused the seccomp filter"))
         })
     });
     match installed {
@@ -133,11 +134,11 @@ pub fn apply(required: bool, report: &mut Report) -> Result<(), String> {
             );
             Ok(())
         }
-        Err(why) if required => Err(format!(
+        Err(why) if required => Err(Refusal::Cannot(format!(
             "{why}; seccomp is required (allow servers without it with [sandbox] accept_less = [\"seccomp\"] in the node policy)"
-        )),
+        ))),
         Err(why) => {
-            report.push("seccomp", false, why);
+            report.push("seccomp", false, why.to_string());
             Ok(())
         }
     }

@@ -1,5 +1,6 @@
 //! Tells SMS what this node has applied, so `sms status` shows convergence
-//! per node: every few seconds, and right after each applied change.
+//! per node: every few seconds, right after each applied change, and
+//! soon again after one SMS did not hear ([`next_wait`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::invoke::RunStats;
 use crate::registry::{RegistryHandle, RegistryView};
 use crate::sms_link::SmsLink;
 use crate::sync::SyncStatusCell;
+use spear_common::Backoff;
 
 use spear_proto::defaults::{
     HEARTBEAT_EVERY as EVERY, MAX_HEARTBEAT_PROBLEMS, MAX_HEARTBEAT_SERVERS, MAX_HEARTBEAT_TEXT,
@@ -45,7 +47,9 @@ pub async fn run(
 ) {
     let mut changes = registry.subscribe();
     let mut draining = advert.runs.draining.subscribe();
+    let mut retry = Backoff::new(FIRST_RETRY, EVERY);
     loop {
+        let mut heard = false;
         if let Ok(mut nodes) = link.nodes() {
             let view = registry.current();
             let state = status.status.lock().state;
@@ -68,12 +72,14 @@ pub async fn run(
                 audit_head_seq: advert.audit_head.as_ref().map_or(0, |h| *h.borrow()),
             };
             let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
-            if let Ok(Err(status)) = sent {
-                debug!(message = %status.message(), "heartbeat refused");
+            match sent {
+                Ok(Ok(_)) => heard = true,
+                Ok(Err(status)) => debug!(message = %status.message(), "heartbeat refused"),
+                Err(_) => debug!("heartbeat not answered in time"),
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(EVERY) => {}
+            _ = tokio::time::sleep(next_wait(heard, &mut retry)) => {}
             changed = changes.changed() => {
                 if changed.is_err() {
                     return;
@@ -85,6 +91,25 @@ pub async fn run(
             Ok(()) = draining.changed() => {}
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// The first retry of a heartbeat SMS did not hear; retries double up to
+/// [`EVERY`].
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+
+/// How long to wait before the next heartbeat: [`EVERY`] after one SMS
+/// heard; after one it did not (the link not connected yet, SMS away or
+/// refusing), soon, then less and less often. A node that starts, or
+/// comes back, before its link is up is thus heard as soon as the link
+/// is, instead of a whole period later (until then SMS shows the node as
+/// it last heard of it: a restarted node read "not alive", "draining").
+fn next_wait(heard: bool, retry: &mut Backoff) -> Duration {
+    if heard {
+        retry.reset();
+        EVERY
+    } else {
+        retry.next_delay()
     }
 }
 
@@ -226,5 +251,26 @@ mod held_tests {
             Some("8 tools of server 's' are held until an operator approves them ('t0', 't1', 't2', 't3', 't4', and 3 more): see `sms pins diff s`, then `sms pins approve s`")
         );
         assert_eq!(held_problem("s", &BTreeMap::new()), None);
+    }
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::*;
+
+    /// A node whose first heartbeats are not heard (its link not up yet)
+    /// tries again within a fraction of a period, backing off to the
+    /// period; once heard, it waits the period, and a later miss starts
+    /// again from the first retry.
+    #[test]
+    fn unheard_heartbeats_are_retried_soon_and_heard_ones_wait_the_period() {
+        let mut retry = Backoff::new(FIRST_RETRY, EVERY);
+        let first = next_wait(false, &mut retry);
+        assert!(first <= FIRST_RETRY, "{first:?}");
+        let waits: Vec<Duration> = (0..12).map(|_| next_wait(false, &mut retry)).collect();
+        assert!(waits.iter().all(|w| *w <= EVERY), "{waits:?}");
+        assert!(waits[11] >= EVERY / 2, "backs off to the period: {waits:?}");
+        assert_eq!(next_wait(true, &mut retry), EVERY);
+        assert!(next_wait(false, &mut retry) <= FIRST_RETRY);
     }
 }

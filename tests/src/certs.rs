@@ -120,4 +120,34 @@ impl Certs {
     pub fn ca(&self) -> PathBuf {
         self.dir.join("ca.pem")
     }
+
+    /// A certificate for `uri` from this CA that expired yesterday (`sms
+    /// certs` issues none: it refuses a validity in the past), as a clock
+    /// gone by would leave one.
+    pub fn expired(&self, uri: &str, stem: &str) -> TlsSet {
+        let read = |name: &str| {
+            std::fs::read_to_string(self.dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let ca_key = rcgen::KeyPair::from_pem(&read("ca.key")).unwrap_or_else(|e| panic!("{e}"));
+        let issuer = rcgen::Issuer::from_ca_cert_pem(&read("ca.pem"), ca_key)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let key = rcgen::KeyPair::generate().unwrap_or_else(|e| panic!("{e}"));
+        let mut params = rcgen::CertificateParams::default();
+        let uri = uri.try_into().unwrap_or_else(|e| panic!("{uri}: {e}"));
+        params.subject_alt_names = vec![rcgen::SanType::URI(uri)];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(30);
+        params.not_after = now - time::Duration::days(1);
+        let cert = params
+            .signed_by(&key, &issuer)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let set = TlsSet {
+            ca: self.ca(),
+            cert: self.dir.join(format!("{stem}.pem")),
+            key: self.dir.join(format!("{stem}.key")),
+        };
+        std::fs::write(&set.cert, cert.pem()).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&set.key, key.serialize_pem()).unwrap_or_else(|e| panic!("{e}"));
+        set
+    }
 }

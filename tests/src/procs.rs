@@ -31,6 +31,32 @@ pub fn require_bins(names: &[&str]) {
     }
 }
 
+/// Runs `command` to its end and returns what it printed; kills it and
+/// panics when it is still running after `within` (a command that should
+/// refuse at once and instead waits).
+pub fn output_within(mut command: Command, within: Duration) -> std::process::Output {
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let deadline = std::time::Instant::now() + within;
+    while matches!(child.try_wait(), Ok(None)) {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().ok();
+            let err = out.map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+            panic!("{command:?} still ran after {within:?}; stderr: {err:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
+}
+
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
     let mut dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();

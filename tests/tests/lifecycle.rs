@@ -1,7 +1,8 @@
 //! A node's signals on the real binaries (issue 13). SIGTERM: with a long
 //! run in flight, the node stops taking runs (its `/readyz` says why, SMS
 //! marks it draining and routes nothing to it), lets the run finish and
-//! answer, then exits 0 with none of its MCP server processes left behind.
+//! answer, then exits 0 with none of its MCP server processes left behind;
+//! started again, SMS shows it alive and not draining, and routes to it.
 //! SIGHUP: a changed node policy is in force for the next run, a file that
 //! no longer parses changes nothing, and the node never restarts.
 
@@ -128,6 +129,29 @@ fn sigterm_drains_a_node_finishing_its_run_and_leaving_no_mcp_child() {
         assert!(log.contains("draining: taking no more runs"), "{log}");
         assert!(log.contains("drained: no run in progress"), "{log}");
     });
+
+    // Started again (on a new Invocation port), the node is alive and
+    // takes runs as soon as SMS hears it: its row is the new life's, no
+    // longer the drain of its last.
+    let before = sms.status()["nodes"][0]["invoke_addr"].clone();
+    c.node.start_in_place();
+    let row = eventually(
+        "SMS to hear the node again",
+        Duration::from_secs(30),
+        || {
+            let status = sms.status();
+            let node = &status["nodes"][0];
+            (node["invoke_addr"] != before && node["alive"] == true)
+                .then(|| node.clone())
+                .ok_or(status.to_string())
+        },
+    );
+    assert_eq!(row["draining"], false, "{row}");
+    let (code, out, err) = c.sms.client(&["status"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("(draining)"), "{out}");
+    let (code, out, err) = c.sms.client(&["invoke", "slow"]);
+    assert_eq!(code, 0, "{out}{err}");
 }
 
 #[test]

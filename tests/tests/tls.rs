@@ -367,3 +367,46 @@ fn a_plaintext_node_pointed_at_a_tls_sms_says_what_to_give_it() {
     );
     assert_eq!(log.matches(hint).count(), 1, "said once: {log}");
 }
+
+/// An expired certificate is named where the user looks: a node given one
+/// does not start and says when it expired and how to replace it, and so
+/// does a CLI (it used to start, log nothing and show "transport error").
+#[test]
+fn an_expired_certificate_is_named_with_its_date_and_the_fix() {
+    let certs = Certs::new("spear.test");
+    let (c, _) = tls_cluster_with_task("expired certificates", &certs);
+    let node = certs.expired("spiffe://spear.test/node/node-x", "node-x-expired");
+    let state = tempfile::tempdir().unwrap();
+    let mut run = std::process::Command::new(spear_tests::procs::bin("spearlet"));
+    run.args([
+        "run",
+        "--sms",
+        &c.sms.grpc,
+        "--node-id",
+        "node-x",
+        "--listen",
+        "127.0.0.1:0",
+    ])
+    .arg("--state-dir")
+    .arg(state.path())
+    .args(node.args());
+    let out = spear_tests::procs::output_within(run, std::time::Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the node started: {err}");
+    let named = format!("certificate {} expired at ", node.cert.display());
+    assert!(err.contains(&named), "{err}");
+    assert!(err.contains("sms certs issue"), "{err}");
+
+    let admin = certs.expired("spiffe://spear.test/admin/ops", "admin-ops-expired");
+    let mut status = std::process::Command::new(spear_tests::procs::bin("sms"));
+    status
+        .args(["status", "--addr", &c.sms.grpc])
+        .args(admin.args());
+    let out = spear_tests::procs::output_within(status, std::time::Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("certificate {} expired at ", admin.cert.display())),
+        "{err}"
+    );
+}
