@@ -410,3 +410,62 @@ fn an_expired_certificate_is_named_with_its_date_and_the_fix() {
         "{err}"
     );
 }
+
+/// docs/security.md's "Names for HTTPS clients", followed as written: a
+/// node certificate issued with the names it is reached at lets curl verify
+/// the node's HTTPS endpoint with the CA alone; one without (the test
+/// cluster's, as a join token's would be) does not.
+#[test]
+fn curl_verifies_a_node_issued_with_the_docs_names_and_not_one_without() {
+    let docs = std::fs::read_to_string(spear_tests::tasks::repo_file("docs/security.md")).unwrap();
+    let issue = docs
+        .lines()
+        .find(|l| l.starts_with("sms certs issue /etc/spear/ca --node node-17 --dns"))
+        .expect("docs/security.md shows how to issue a node certificate with names");
+    let certs = Certs::new("spear.test");
+    let ca_dir = certs.dir.display().to_string();
+    let args: Vec<&str> = issue
+        .split_whitespace()
+        .skip(2)
+        .map(|a| {
+            if a == "/etc/spear/ca" {
+                ca_dir.as_str()
+            } else {
+                a
+            }
+        })
+        .collect();
+    spear_tests::certs::sms_certs(&args);
+    let named = spear_tests::certs::TlsSet {
+        ca: certs.ca(),
+        cert: certs.dir.join("node-node-17.pem"),
+        key: certs.dir.join("node-node-17.key"),
+    };
+    let (c, _) = tls_cluster_with_task("names for https clients", &certs);
+    let state = tempfile::tempdir().unwrap();
+    let node = spear_tests::procs::SpearletProc::start_with(
+        "node-17",
+        &c.sms.grpc,
+        state.path(),
+        &named.args(),
+    );
+    let curl = |http: &str| {
+        let port = http.rsplit(':').next().unwrap().to_string();
+        let out = std::process::Command::new("curl")
+            .args(["--silent", "--show-error", "--cacert"])
+            .arg(certs.ca())
+            .args(["--resolve", &format!("node-17.internal:{port}:127.0.0.1")])
+            .arg(format!("https://node-17.internal:{port}/livez"))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = curl(&node.http);
+    assert_eq!(code, Some(0), "{err}");
+    // node-a's certificate names only its SPIFFE identity.
+    let (code, err) = curl(&c.node.http);
+    assert_eq!(code, Some(60), "curl cannot verify it: {err}");
+}
