@@ -87,19 +87,27 @@ pub struct ClientConfig {
     pub dpop: Option<std::sync::Arc<crate::dpop::DpopKey>>,
 }
 
+/// Why a resolver could not give a field's value: whatever error its
+/// lookup has (a reference not set, a literal where a reference belongs).
+pub type Unresolved = Box<dyn std::error::Error + Send + Sync>;
+
 impl ClientConfig {
     /// `auth` with `client_secret` and `private_key` resolved by `resolve`
-    /// (given the field's name and its text; errors name the field only).
+    /// (given the field's name and its text; its error is the resolver's
+    /// own, and names the field only).
     pub fn from_spec(
         auth: &OAuth,
-        resolve: &dyn Fn(&'static str, &str) -> Result<String, String>,
+        resolve: &dyn Fn(&'static str, &str) -> Result<String, Unresolved>,
     ) -> Result<ClientConfig, OAuthError> {
         check_spec(auth)?;
         let secret = |field: &'static str, text: &str| -> Result<Option<Secret>, OAuthError> {
             if text.is_empty() {
                 return Ok(None);
             }
-            let value = resolve(field, text).map_err(|why| OAuthError::Config { field, why })?;
+            let value = resolve(field, text).map_err(|why| OAuthError::Config {
+                field,
+                why: why.to_string(),
+            })?;
             Ok(Some(Secret::new(value)))
         };
         let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
@@ -148,7 +156,8 @@ impl ClientConfig {
         place: &str,
     ) -> Result<ClientConfig, OAuthError> {
         ClientConfig::from_spec(auth, &|_, text| {
-            spear_proto::refs::substitute(text, lookup).map_err(|e| format!("{e} in {place}"))
+            spear_proto::refs::substitute(text, lookup)
+                .map_err(|e| Unresolved::from(format!("{e} in {place}")))
         })
     }
 }

@@ -44,7 +44,7 @@ mod web_login;
 
 pub use authorize::{client_credentials, Authorizer, MAX_STEP_UPS};
 pub use browser::Browser;
-pub use client::{check_spec, ClientConfig, Grant, IdpConfig, Secret};
+pub use client::{check_spec, ClientConfig, Grant, IdpConfig, Secret, Unresolved};
 pub use enterprise::enterprise_managed;
 pub use error::{describe, OAuthError};
 pub use grant_request::Granted;

@@ -26,8 +26,13 @@ pub enum NodesCommand {
     },
 }
 
+/// A duration the CLI could not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a duration; write e.g. 90s, 30m or 1h")]
+pub(super) struct NotADuration(String);
+
 /// `90s`, `30m`, `1h`, or a number of seconds (also `sms audit --since`).
-pub(super) fn seconds(text: &str) -> Result<u64, String> {
+pub(super) fn seconds(text: &str) -> Result<u64, NotADuration> {
     let (number, unit) = match text.char_indices().last() {
         Some((i, 's')) => (&text[..i], 1),
         Some((i, 'm')) => (&text[..i], 60),
@@ -39,7 +44,7 @@ pub(super) fn seconds(text: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(unit))
         .filter(|s| *s > 0)
-        .ok_or_else(|| format!("'{text}' is not a duration; write e.g. 90s, 30m or 1h"))
+        .ok_or_else(|| NotADuration(text.to_string()))
 }
 
 pub async fn run(command: NodesCommand) -> Result<i32> {

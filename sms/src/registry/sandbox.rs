@@ -50,7 +50,7 @@ pub fn sandbox(
     let connect = string_list(problems, &at, object, "connect", false).unwrap_or_default();
     for (i, destination) in connect.iter().enumerate() {
         if let Err(why) = check_destination(destination) {
-            problems.push(&format!("{at}.connect[{i}]"), why);
+            problems.push(&format!("{at}.connect[{i}]"), why.to_string());
         }
     }
     let memory_mb = object.get("memory_mb").map_or(0, |v| {
@@ -114,22 +114,32 @@ fn paths(problems: &mut Problems, at: &str, object: &Map<String, Value>, key: &s
     list
 }
 
+/// Why a declared destination is refused; `shown` is the destination as
+/// written, escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadDestination {
+    #[error("'{shown}' is not host:port (e.g. \"api.github.com:443\")")]
+    NotHostPort { shown: String },
+    #[error("'{shown}' has no port from 1 to 65535")]
+    Port { shown: String },
+    #[error("'{shown}': IPv6 destinations are not supported; name the host")]
+    Ipv6 { shown: String },
+    #[error("'{shown}': '{host}' is not a host name or an IPv4 address")]
+    Host { shown: String, host: String },
+}
+
 /// A destination is `host:port`: a DNS name or an IPv4 address, and a
 /// port from 1 to 65535.
-pub fn check_destination(destination: &str) -> Result<(), String> {
-    let shown = destination.escape_default();
+pub fn check_destination(destination: &str) -> Result<(), BadDestination> {
+    let shown = destination.escape_default().to_string();
     let Some((host, port)) = destination.rsplit_once(':') else {
-        return Err(format!(
-            "'{shown}' is not host:port (e.g. \"api.github.com:443\")"
-        ));
+        return Err(BadDestination::NotHostPort { shown });
     };
     if !port.parse::<u16>().is_ok_and(|p| p != 0) {
-        return Err(format!("'{shown}' has no port from 1 to 65535"));
+        return Err(BadDestination::Port { shown });
     }
     if host.contains(':') || host.starts_with('[') {
-        return Err(format!(
-            "'{shown}': IPv6 destinations are not supported; name the host"
-        ));
+        return Err(BadDestination::Ipv6 { shown });
     }
     let name_ok = !host.is_empty()
         && host.len() <= 253
@@ -142,10 +152,10 @@ pub fn check_destination(destination: &str) -> Result<(), String> {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         });
     if !name_ok {
-        return Err(format!(
-            "'{shown}': '{}' is not a host name or an IPv4 address",
-            host.escape_default()
-        ));
+        return Err(BadDestination::Host {
+            shown,
+            host: host.escape_default().to_string(),
+        });
     }
     Ok(())
 }

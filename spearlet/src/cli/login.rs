@@ -143,7 +143,7 @@ impl OAuthFlags {
             }
             resolver
                 .resolve(&format!("auth.{field}"), text, &lookup)
-                .map_err(|e| e.to_string())
+                .map_err(spear_oauth::Unresolved::from)
         })?;
         let mut client = client;
         // A key of this command's own: an authorization server that takes

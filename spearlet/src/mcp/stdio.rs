@@ -175,7 +175,7 @@ impl StdioChild {
             Ok(f) => child._forwarders = Some(f),
             Err(why) => {
                 child.kill();
-                return Err(super::McpError::Sandbox(why));
+                return Err(super::McpError::Sandbox(why.to_string()));
             }
         }
         Ok((child, stdout, stdin))

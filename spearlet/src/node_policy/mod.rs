@@ -107,7 +107,7 @@ impl NodePolicy {
         }
         section.sandbox.check().map_err(|why| PolicyError {
             setting: "sandbox".into(),
-            why,
+            why: why.to_string(),
         })?;
         Ok(NodePolicy {
             sandbox: section.sandbox.clone(),

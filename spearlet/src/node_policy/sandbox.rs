@@ -55,18 +55,28 @@ impl Default for SandboxSection {
 /// Features `accept_less` may name.
 pub const OPTIONAL_FEATURES: &[&str] = &["landlock", "seccomp"];
 
+/// Why `[policy.sandbox]` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSandboxSection {
+    #[error("accept_less: '{0}' is not a feature a server can start without; use {features}", features = OPTIONAL_FEATURES.join(" or "))]
+    Feature(String),
+    #[error("{name}: {value} is below {min}")]
+    Below {
+        name: &'static str,
+        value: u64,
+        min: u64,
+    },
+}
+
 impl SandboxSection {
     /// Checks the section once, at start and reload.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), BadSandboxSection> {
         if let Some(bad) = self
             .accept_less
             .iter()
             .find(|f| !OPTIONAL_FEATURES.contains(&f.as_str()))
         {
-            return Err(format!(
-                "accept_less: '{bad}' is not a feature a server can start without; use {}",
-                OPTIONAL_FEATURES.join(" or ")
-            ));
+            return Err(BadSandboxSection::Feature(bad.clone()));
         }
         for (name, value, min) in [
             ("memory_mb", self.memory_mb, 16),
@@ -74,7 +84,7 @@ impl SandboxSection {
             ("scratch_mb", self.scratch_mb, 1),
         ] {
             if value < min {
-                return Err(format!("{name}: {value} is below {min}"));
+                return Err(BadSandboxSection::Below { name, value, min });
             }
         }
         Ok(())

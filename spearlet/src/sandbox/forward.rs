@@ -4,6 +4,7 @@
 //! resolved once, when the server starts, and each address passes the
 //! node's egress guard; the server can reach nothing else.
 
+use spear_sandbox::refusal::Refusal;
 use std::net::SocketAddr;
 
 use spear_sandbox::Forward;
@@ -39,15 +40,13 @@ impl Forwarders {
         forwards: &[Forward],
         listeners: Vec<std::net::TcpListener>,
         egress: Option<&Egress>,
-    ) -> Result<Forwarders, String> {
+    ) -> Result<Forwarders, Refusal> {
         let mut started = Forwarders::default();
         for (forward, listener) in forwards.iter().zip(listeners) {
             let target = resolve(forward, egress).await?;
-            listener
-                .set_nonblocking(true)
-                .map_err(|e| format!("cannot forward {}:{}: {e}", forward.host, forward.port))?;
-            let listener = TcpListener::from_std(listener)
-                .map_err(|e| format!("cannot forward {}:{}: {e}", forward.host, forward.port))?;
+            let cannot = || Refusal::cannot(format!("forward {}:{}", forward.host, forward.port));
+            listener.set_nonblocking(true).map_err(cannot())?;
+            let listener = TcpListener::from_std(listener).map_err(cannot())?;
             info!(server_id = server, destination = %format!("{}:{}", forward.host, forward.port), %target, "sandbox: forwarding a declared destination");
             started.tasks.push(tokio::spawn(accept_loop(
                 server.to_string(),
@@ -59,11 +58,13 @@ impl Forwarders {
     }
 }
 
-async fn resolve(forward: &Forward, egress: Option<&Egress>) -> Result<SocketAddr, String> {
+async fn resolve(forward: &Forward, egress: Option<&Egress>) -> Result<SocketAddr, Refusal> {
     let shown = format!("{}:{}", forward.host, forward.port);
     let found: Vec<SocketAddr> = tokio::net::lookup_host((forward.host.as_str(), forward.port))
         .await
-        .map_err(|e| format!("its destination {shown} does not resolve on this node: {e}"))?
+        .map_err(Refusal::failed(format!(
+            "its destination {shown} does not resolve on this node"
+        )))?
         .collect();
     let mut refused = None;
     for addr in &found {
@@ -73,8 +74,8 @@ async fn resolve(forward: &Forward, egress: Option<&Egress>) -> Result<SocketAdd
         }
     }
     Err(match refused {
-        Some(why) => format!("its destination {shown}: {why}"),
-        None => format!("its destination {shown} resolves to no address"),
+        Some(why) => Refusal::failed(format!("its destination {shown}"))(why),
+        None => Refusal::Cannot(format!("its destination {shown} resolves to no address")),
     })
 }
 

@@ -11,6 +11,7 @@
 //!
 //! `/` itself is never granted.
 
+use spear_sandbox::refusal::Refusal;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ pub fn own_paths(
 }
 
 /// Finds `program` on the `PATH` the server gets (or the node's).
-pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
+pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, Refusal> {
     let program = Path::new(&command.program);
     if program.components().count() > 1 || program.is_absolute() {
         let base = command.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
@@ -57,10 +58,10 @@ pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
         return if path.is_file() {
             Ok(path)
         } else {
-            Err(format!(
+            Err(Refusal::Cannot(format!(
                 "its command {} is not a file on this node",
                 path.display()
-            ))
+            )))
         };
     }
     let path_var = command
@@ -74,10 +75,10 @@ pub fn resolve_program(command: &StdioCommand) -> Result<PathBuf, String> {
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            format!(
+            Refusal::Cannot(format!(
                 "its command '{}' is not on this node's PATH",
                 command.program
-            )
+            ))
         })
 }
 
@@ -163,7 +164,7 @@ pub fn plan(
     declared: &Sandbox,
     section: &SandboxSection,
     own: &[PathBuf],
-) -> Result<Plan, String> {
+) -> Result<Plan, Refusal> {
     let program = resolve_program(command)?;
     let mut read = code_trees(&program, command);
     let (mut write, arg_read) = argument_paths(command);
@@ -180,15 +181,17 @@ pub fn plan(
         let (host, port) = entry
             .rsplit_once(':')
             .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
-            .ok_or_else(|| format!("sandbox.connect '{entry}' is not host:port"))?;
+            .ok_or_else(|| {
+                Refusal::Cannot(format!("sandbox.connect '{entry}' is not host:port"))
+            })?;
         destinations.push((host, port));
     }
     if destinations.len() > spear_sandbox::launch::MAX_FORWARDS {
-        return Err(format!(
+        return Err(Refusal::Cannot(format!(
             "it declares {} destinations; a server may have at most {}",
             destinations.len(),
             spear_sandbox::launch::MAX_FORWARDS
-        ));
+        )));
     }
     let pick = |declared: u32, default: u64| {
         if declared == 0 {

@@ -30,7 +30,7 @@ pub use grants::own_paths;
 pub struct Sandboxing {
     /// The binary that is the launcher: `spear-sandbox` beside this one,
     /// else this one (`spearlet sandbox-exec`), or why neither is found.
-    pub launcher: Result<PathBuf, String>,
+    pub launcher: Result<PathBuf, NoLauncher>,
     /// The node's state, config and keys: hidden in every sandbox.
     pub own_paths: Arc<Vec<PathBuf>>,
     /// The section in force (it follows policy reloads).
@@ -47,6 +47,11 @@ impl std::fmt::Debug for Sandboxing {
             .finish_non_exhaustive()
     }
 }
+
+/// Why this process has no launcher to start servers with.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("this process cannot find its own binary to launch the sandbox ({0})")]
+pub struct NoLauncher(Arc<std::io::Error>);
 
 /// What a server gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,9 +73,7 @@ impl Sandboxing {
     ) -> Sandboxing {
         let launcher = std::env::current_exe()
             .map(|exe| spear_sandbox::launcher_beside(&exe))
-            .map_err(|e| {
-                format!("this process cannot find its own binary to launch the sandbox ({e})")
-            });
+            .map_err(|e| NoLauncher(Arc::new(e)));
         Sandboxing {
             launcher,
             own_paths: Arc::new(own_paths),
@@ -112,7 +115,7 @@ impl Sandboxing {
                 }
                 (fetched.command, decision)
             }
-            Err(why) => (command, Decision::Refused(why)),
+            Err(why) => (command, Decision::Refused(why.to_string())),
         }
     }
 
@@ -131,14 +134,14 @@ impl Sandboxing {
         }
         let launcher = match &self.launcher {
             Ok(launcher) => launcher.clone(),
-            Err(why) => return Decision::Refused(why.clone()),
+            Err(why) => return Decision::Refused(why.to_string()),
         };
         match grants::plan(spec, command, &declared, &section, &self.own_paths) {
             Ok(plan) => Decision::Confine {
                 launcher,
                 plan: Box::new(plan),
             },
-            Err(why) => Decision::Refused(why),
+            Err(why) => Decision::Refused(why.to_string()),
         }
     }
 }

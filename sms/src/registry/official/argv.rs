@@ -5,6 +5,8 @@
 //! "What a server.json may pass"). Also the shapes identifiers and
 //! environment names must have.
 
+use super::unusable::Unusable;
+
 /// The runtimes a package runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Runtime {
@@ -63,7 +65,7 @@ pub(super) fn runtime_args(
     runtime: Runtime,
     argv: Vec<String>,
     image: &str,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, Unusable> {
     let allowed = runtime.allowed();
     let list = || {
         allowed
@@ -85,24 +87,22 @@ pub(super) fn runtime_args(
             if repeated {
                 continue;
             }
-            return Err(format!(
-                "its runtime argument '{}' is not an option {} takes from a registry file (a positional runtime argument would be read as another package or image)",
-                token.escape_default(),
-                runtime.name()
-            ));
+            return Err(Unusable::Positional {
+                arg: token.escape_default().to_string(),
+                runtime: runtime.name(),
+            });
         }
         let Some((_, takes_value)) = allowed.iter().find(|(f, _)| *f == flag) else {
-            return Err(format!(
-                "its runtime argument '{}' changes what {} does; a registry file may pass only {} (declare the server in Spear's own file format if you mean it)",
-                flag.escape_default(),
-                runtime.name(),
-                list()
-            ));
+            return Err(Unusable::Flag {
+                flag: flag.escape_default().to_string(),
+                runtime: runtime.name(),
+                allowed: list(),
+            });
         };
         if *takes_value {
             let value = inline
                 .or_else(|| tokens.next())
-                .ok_or_else(|| format!("its runtime argument '{flag}' has no value"))?;
+                .ok_or_else(|| Unusable::NoValue(flag.clone()))?;
             out.push(flag);
             out.push(value);
         } else {
@@ -137,9 +137,13 @@ fn same_image(token: &str, image: &str) -> bool {
 /// Why `identifier` is not an identifier of `registry`, if it is not:
 /// never an option, a path, a URL or a spec its runtime would read as
 /// something else.
-pub(super) fn check_identifier(registry: &str, identifier: &str) -> Result<(), String> {
-    let shown = identifier.escape_default();
-    let refuse = |why: &str| Err(format!("its identifier '{shown}' {why}"));
+pub(super) fn check_identifier(registry: &str, identifier: &str) -> Result<(), Unusable> {
+    let refuse = |why: &str| {
+        Err(Unusable::Identifier {
+            identifier: identifier.escape_default().to_string(),
+            why: why.to_string(),
+        })
+    };
     if identifier.starts_with('-') {
         return refuse("starts with '-', which its runtime would read as an option");
     }
@@ -243,7 +247,7 @@ mod tests {
             (Runtime::Uvx, "--python"),
         ] {
             for form in [args(&[bad, "x"]), args(&[&format!("{bad}=x")])] {
-                let refused = runtime_args(runtime, form, "img").unwrap_err();
+                let refused = runtime_args(runtime, form, "img").unwrap_err().to_string();
                 assert!(refused.contains(&format!("'{bad}'")), "{refused}");
             }
         }

@@ -22,6 +22,7 @@ mod argv;
 mod packages;
 mod remotes;
 mod schema;
+mod unusable;
 mod values;
 
 use serde_json::{json, Map, Value};
@@ -30,6 +31,7 @@ use spear_proto::v1::{RegistryOrigin, ServerSpec};
 use super::fields::{parse_entry, Problems, Shape, NATIVE_KEYS};
 use packages::package_entry;
 use remotes::remote_entry;
+use unusable::Unusable;
 use values::{text, Companion};
 
 /// What a `$schema` of the official registry contains.
@@ -116,7 +118,7 @@ type Entry = fn(
     &str,
     &Map<String, Value>,
     &Companion<'_>,
-) -> Result<(Map<String, Value>, String), String>;
+) -> Result<(Map<String, Value>, String), Unusable>;
 
 /// The package or remote a node runs: the companion's pick, else the
 /// first that can run (packages first; a companion's pick of one kind
@@ -201,7 +203,7 @@ pub fn parse_registry(
         super::values::unknown_keys(problems, "$companion", settings, &companion_keys());
     }
     if let Err(why) = schema::declared(root) {
-        problems.push("$.$schema", why);
+        problems.push("$.$schema", why.to_string());
         return None;
     }
     let Some(name) = text(root, "name", "name") else {

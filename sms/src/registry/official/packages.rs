@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::super::values::{kind, Problems};
 use super::argv::{check_identifier, interpreted, runtime_args, Runtime};
+use super::unusable::Unusable;
 use super::values::{field, fill, flag, inexact, literal, placeholder, text, Companion, Filled};
 
 /// A package's or runtime's arguments, as argv.
@@ -173,31 +174,47 @@ fn launch(
     version: Option<&str>,
     env: &Map<String, Value>,
     companion: &Companion<'_>,
-) -> Result<Launch, String> {
-    let exact = |version: Option<&str>| -> Result<String, String> {
+) -> Result<Launch, Unusable> {
+    let exact = |version: Option<&str>| -> Result<String, Unusable> {
         let version = version.unwrap_or("");
         match inexact(version) {
-            Some(why) => Err(format!(
-                "its version {why}; pin one exact version (the same bytes on every node)"
-            )),
+            Some(why) => Err(Unusable::Version(why)),
             None => Ok(version.to_string()),
         }
     };
     let launch = match kind_name {
         "npm" => {
             let spec = format!("{identifier}@{}", exact(version)?);
-            Launch { runtime: Runtime::Npx, command: "npx", args: vec!["-y".into(), literal(&spec)], name: spec }
+            Launch {
+                runtime: Runtime::Npx,
+                command: "npx",
+                args: vec!["-y".into(), literal(&spec)],
+                name: spec,
+            }
         }
         "pypi" => {
             let spec = format!("{identifier}=={}", exact(version)?);
-            Launch { runtime: Runtime::Uvx, command: "uvx", args: vec![literal(&spec)], name: spec }
+            Launch {
+                runtime: Runtime::Uvx,
+                command: "uvx",
+                args: vec![literal(&spec)],
+                name: spec,
+            }
         }
         "oci" | "docker" => {
-            let tagged = identifier.contains('@') || identifier.rsplit('/').next().is_some_and(|last| last.contains(':'));
+            let tagged = identifier.contains('@')
+                || identifier
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|last| last.contains(':'));
             let image = if tagged {
-                if let Some(tag) = identifier.rsplit(':').next().filter(|_| !identifier.contains('@')) {
+                if let Some(tag) = identifier
+                    .rsplit(':')
+                    .next()
+                    .filter(|_| !identifier.contains('@'))
+                {
                     if let Some(why) = inexact(tag) {
-                        return Err(format!("its image tag {why}; pin a tag or a digest"));
+                        return Err(Unusable::ImageTag(why));
                     }
                 }
                 identifier.to_string()
@@ -212,12 +229,17 @@ fn launch(
                 args.push("-e".into());
                 args.push(literal(name));
             }
-            Launch { runtime: Runtime::Docker, command: "docker", args, name: image }
+            Launch {
+                runtime: Runtime::Docker,
+                command: "docker",
+                args,
+                name: image,
+            }
         }
-        "mcpb" => return Err("it is an MCP bundle (mcpb): nodes do not download and unpack bundles; use another package or a remote".into()),
-        "nuget" => return Err("it is a NuGet package: nodes run npm, PyPI and OCI packages".into()),
-        "" => return Err("it names no registryType".into()),
-        other => return Err(format!("its registryType '{other}' is not one nodes run (npm, pypi, oci)")),
+        "mcpb" => return Err(Unusable::Bundle),
+        "nuget" => return Err(Unusable::NuGet),
+        "" => return Err(Unusable::Unnamed("registryType")),
+        other => return Err(Unusable::Registry(other.to_string())),
     };
     check_identifier(kind_name, identifier)?;
     Ok(launch)
@@ -230,7 +252,7 @@ pub(super) fn package_entry(
     path: &str,
     package: &Map<String, Value>,
     companion: &Companion<'_>,
-) -> Result<(Map<String, Value>, String), String> {
+) -> Result<(Map<String, Value>, String), Unusable> {
     let kind_name = text(package, "registryType", "registry_type")
         .or_else(|| text(package, "registry_name", "registry_name"))
         .unwrap_or("");
@@ -238,19 +260,20 @@ pub(super) fn package_entry(
         .or_else(|| text(package, "name", "name"))
         .unwrap_or("");
     if identifier.is_empty() {
-        return Err("it names no identifier".into());
+        return Err(Unusable::Unnamed("identifier"));
     }
     if let Some(what) = placeholder(identifier) {
-        return Err(format!(
-            "its identifier '{identifier}' is {what} the release did not fill in"
-        ));
+        return Err(Unusable::Placeholder {
+            identifier: identifier.to_string(),
+            what,
+        });
     }
     let transport = field(package, "transport", "transport")
         .and_then(Value::as_object)
         .and_then(|t| text(t, "type", "type"))
         .unwrap_or("stdio");
     if transport != "stdio" {
-        return Err(format!("its transport is {transport}: a node runs packages over stdio; use the file's remote, or a stdio package"));
+        return Err(Unusable::NotStdio(transport.to_string()));
     }
     let runtime = arguments(
         problems,

@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use super::super::values::{kind, Problems};
+use super::unusable::Unusable;
 use super::values::{field, fill, flag, literal, text, Companion, Filled};
 
 /// A remote as native entry fields, or why not.
@@ -12,27 +13,20 @@ pub(super) fn remote_entry(
     path: &str,
     remote: &Map<String, Value>,
     companion: &Companion<'_>,
-) -> Result<(Map<String, Value>, String), String> {
+) -> Result<(Map<String, Value>, String), Unusable> {
     let transport = match text(remote, "type", "transport_type") {
         Some("streamable-http") | Some("streamable") | Some("http") => "streamable_http",
         Some("sse") => "sse",
-        Some(other) => {
-            return Err(format!(
-                "its type '{other}' is neither streamable-http nor sse"
-            ))
-        }
-        None => return Err("it names no type".into()),
+        Some(other) => return Err(Unusable::RemoteType(other.to_string())),
+        None => return Err(Unusable::Unnamed("type")),
     };
     let Some(url) = text(remote, "url", "url") else {
-        return Err("it has no url".into());
+        return Err(Unusable::NoUrl);
     };
     let variables = field(remote, "variables", "variables").and_then(Value::as_object);
     let Filled::Value(url) = fill(problems, &format!("{path}.url"), url, variables, companion)
     else {
-        return Err(
-            "its url has a variable without a value; give it in the companion file's \"variables\""
-                .into(),
-        );
+        return Err(Unusable::UrlVariable);
     };
     let mut headers = Map::new();
     if let Some(list) = field(remote, "headers", "headers").and_then(Value::as_array) {

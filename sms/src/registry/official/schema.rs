@@ -58,18 +58,41 @@ const MAX_ERRORS: usize = 3;
 /// Each kept schema, compiled once. A schema that does not compile is a
 /// build defect (they are fixed bytes), reported as a refusal rather than
 /// a panic.
-fn validators() -> &'static HashMap<&'static str, Result<Validator, String>> {
-    static COMPILED: OnceLock<HashMap<&'static str, Result<Validator, String>>> = OnceLock::new();
+fn validators() -> &'static HashMap<&'static str, Result<Validator, Uncompiled>> {
+    static COMPILED: OnceLock<HashMap<&'static str, Result<Validator, Uncompiled>>> =
+        OnceLock::new();
     COMPILED.get_or_init(|| {
         KEPT.iter()
             .map(|(date, text)| {
                 let compiled = serde_json::from_str::<Value>(text)
-                    .map_err(|e| e.to_string())
-                    .and_then(|schema| jsonschema::draft7::new(&schema).map_err(|e| e.to_string()));
+                    .map_err(Uncompiled::Json)
+                    .and_then(|schema| {
+                        jsonschema::draft7::new(&schema)
+                            .map_err(|e| Uncompiled::Schema(e.to_string()))
+                    });
                 (*date, compiled)
             })
             .collect()
     })
+}
+
+/// Why a kept schema does not compile (a defect of the build).
+#[derive(Debug, thiserror::Error)]
+enum Uncompiled {
+    #[error("it is not JSON: {0}")]
+    Json(serde_json::Error),
+    /// jsonschema's error borrows the schema; its sentence is kept.
+    #[error("{0}")]
+    Schema(String),
+}
+
+/// Why a file's `$schema` cannot be held to a schema this SMS keeps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Undeclared {
+    #[error("it declares no \"$schema\" (the registry's pre-release draft shape); publish it against a published schema ({kept})")]
+    Missing { kept: String },
+    #[error("its \"$schema\" is not a published server.json schema this SMS keeps (https://static.modelcontextprotocol.io/schemas/DATE/server.schema.json, DATE one of {kept}); a draft or newer schema needs a newer SMS")]
+    Unknown { kept: String },
 }
 
 /// The dates of the kept schemas, for sentences.
@@ -82,13 +105,9 @@ fn kept_dates() -> String {
 
 /// The date of the published schema `root` declares, or why it declares
 /// none SMS can hold it to.
-pub fn declared(root: &Map<String, Value>) -> Result<&'static str, String> {
+pub fn declared(root: &Map<String, Value>) -> Result<&'static str, Undeclared> {
     let Some(url) = root.get("$schema").and_then(Value::as_str) else {
-        return Err(format!(
-            "it declares no \"$schema\" (the registry's pre-release draft shape); \
-             publish it against a published schema ({})",
-            kept_dates()
-        ));
+        return Err(Undeclared::Missing { kept: kept_dates() });
     };
     let date = HOSTS
         .iter()
@@ -97,12 +116,7 @@ pub fn declared(root: &Map<String, Value>) -> Result<&'static str, String> {
     let known = date.and_then(|d| KEPT.iter().find(|(kept, _)| *kept == d));
     match known {
         Some((date, _)) => Ok(date),
-        None => Err(format!(
-            "its \"$schema\" is not a published server.json schema this SMS keeps \
-             (https://static.modelcontextprotocol.io/schemas/DATE/server.schema.json, \
-             DATE one of {}); a draft or newer schema needs a newer SMS",
-            kept_dates()
-        )),
+        None => Err(Undeclared::Unknown { kept: kept_dates() }),
     }
 }
 
@@ -128,7 +142,7 @@ pub fn check(problems: &mut Problems, root: &Map<String, Value>) -> bool {
     let date = match declared(root) {
         Ok(date) => date,
         Err(why) => {
-            problems.push("$.$schema", why);
+            problems.push("$.$schema", why.to_string());
             return false;
         }
     };
@@ -208,6 +222,7 @@ mod tests {
         }
         assert!(declared(&Map::new())
             .unwrap_err()
+            .to_string()
             .contains("no \"$schema\""));
     }
 

@@ -17,6 +17,7 @@
 mod npm;
 mod pypi;
 
+use spear_sandbox::refusal::Refusal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub struct Fetched {
 
 /// The command to run for `command`: unchanged, or the server's copy of
 /// the installed package's executable.
-pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, String> {
+pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, Refusal> {
     let (package, rest, is_npm) = match (npm::npx_package(&command), pypi::uvx_package(&command)) {
         (Some((package, rest)), _) => (package, rest, true),
         (None, Some((package, rest))) => (package, rest, false),
@@ -114,10 +115,10 @@ async fn install<F, Fut>(
     dir: &Path,
     done: fn(&Path) -> bool,
     install_into: F,
-) -> Result<(), String>
+) -> Result<(), Refusal>
 where
     F: FnOnce(PathBuf) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: std::future::Future<Output = Result<(), Refusal>>,
 {
     let staging = dir.with_extension(format!(
         "partial-{}-{}",
@@ -126,16 +127,18 @@ where
     ));
     let installed = match std::fs::create_dir_all(&staging) {
         Ok(()) => install_into(staging.clone()).await,
-        Err(e) => Err(format!(
-            "cannot make the package cache {}: {e}",
+        Err(e) => Err(Refusal::cannot(format!(
+            "make the package cache {}",
             staging.display()
-        )),
+        ))(e)),
     };
     let moved = installed.and_then(|()| match std::fs::rename(&staging, dir) {
         Ok(()) => Ok(()),
         // Another install of the same package finished first.
         Err(_) if done(dir) => Ok(()),
-        Err(e) => Err(format!("cannot move {package} into the package cache: {e}")),
+        Err(e) => Err(Refusal::cannot(format!(
+            "move {package} into the package cache"
+        ))(e)),
     });
     let _ = std::fs::remove_dir_all(&staging);
     moved
@@ -147,15 +150,19 @@ async fn run(
     what: &str,
     package: &str,
     command: &mut tokio::process::Command,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     let run = command
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(INSTALL_TIMEOUT, run)
         .await
-        .map_err(|_| format!("installing {package} took longer than {INSTALL_TIMEOUT:?}"))?
-        .map_err(|e| format!("cannot run {what} to install {package}: {e}"))?;
+        .map_err(|_| {
+            Refusal::Cannot(format!(
+                "installing {package} took longer than {INSTALL_TIMEOUT:?}"
+            ))
+        })?
+        .map_err(Refusal::cannot(format!("run {what} to install {package}")))?;
     if output.status.success() {
         return Ok(());
     }
@@ -164,8 +171,8 @@ async fn run(
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("no message");
-    Err(format!(
+    Err(Refusal::Cannot(format!(
         "{what} could not install {package}: {}",
         spear_common::text::prefix(first, 300)
-    ))
+    )))
 }

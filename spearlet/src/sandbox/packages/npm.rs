@@ -1,6 +1,7 @@
 //! npm packages: `npx -y NAME@VERSION …`, installed with `npm install
 //! --ignore-scripts` and run from the copy's `node_modules/.bin`.
 
+use spear_sandbox::refusal::Refusal;
 use std::path::{Path, PathBuf};
 
 use super::super::StdioCommand;
@@ -52,7 +53,7 @@ pub async fn fetch(
     package: &str,
     dir: &Path,
     rest: Vec<String>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(String, Vec<String>), Refusal> {
     let (name, _) = package.rsplit_once('@').unwrap_or((package, ""));
     if !manifest(dir, name).is_file() {
         tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's npm package (install scripts off)");
@@ -80,26 +81,29 @@ pub async fn fetch(
 
 /// The executable of the package, as npx picks it: its only one, or the
 /// one named after it.
-fn executable(package: &str, name: &str, manifest: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(manifest).map_err(|e| {
-        format!("{package} was installed, but its package.json cannot be read: {e}")
-    })?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{package}'s package.json is not JSON: {e}"))?;
+fn executable(package: &str, name: &str, manifest: &Path) -> Result<String, Refusal> {
+    let text = std::fs::read_to_string(manifest).map_err(Refusal::failed(format!(
+        "{package} was installed, but its package.json cannot be read"
+    )))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(Refusal::failed(format!(
+        "{package}'s package.json is not JSON"
+    )))?;
     let short = name.rsplit('/').next().unwrap_or(name);
     match &json["bin"] {
         serde_json::Value::String(_) => Ok(short.to_string()),
         serde_json::Value::Object(bins) if bins.len() == 1 => {
             Ok(bins.keys().next().cloned().unwrap_or_default())
         }
-        serde_json::Value::Object(bins) => bins
-            .keys()
-            .find(|k| *k == short)
-            .cloned()
-            .ok_or_else(|| format!("{package} has several executables and none named {short}")),
-        _ => Err(format!(
+        serde_json::Value::Object(bins) => {
+            bins.keys().find(|k| *k == short).cloned().ok_or_else(|| {
+                Refusal::Cannot(format!(
+                    "{package} has several executables and none named {short}"
+                ))
+            })
+        }
+        _ => Err(Refusal::Cannot(format!(
             "{package} has no executable (no \"bin\" in its package.json)"
-        )),
+        ))),
     }
 }
 

@@ -8,6 +8,7 @@
 //! environment's own `python` with the script as its argument, which
 //! ignores that line and finds the environment beside itself.
 
+use spear_sandbox::refusal::Refusal;
 use std::path::Path;
 
 use super::super::StdioCommand;
@@ -51,7 +52,7 @@ pub async fn fetch(
     package: &str,
     dir: &Path,
     rest: Vec<String>,
-) -> Result<(String, Vec<String>), String> {
+) -> Result<(String, Vec<String>), Refusal> {
     let (name, _) = package.split_once("==").unwrap_or((package, ""));
     if !installed(dir) {
         tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's PyPI package (wheels only)");
@@ -76,9 +77,9 @@ pub async fn fetch(
     }
     let script = dir.join("bin").join(name);
     if !script.is_file() {
-        return Err(format!(
+        return Err(Refusal::Cannot(format!(
             "{package} was installed, but it has no executable named {name} (uvx runs the one named after the package)"
-        ));
+        )));
     }
     let python = dir.join("bin/python");
     let args = std::iter::once(script.display().to_string())

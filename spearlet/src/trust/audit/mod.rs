@@ -8,6 +8,7 @@ mod files;
 mod log;
 pub mod resume;
 mod ship;
+mod unreached;
 
 use std::path::Path;
 

@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use super::files;
 use super::log::{AuditLog, OpenError, ResumeFrom, ROTATE_BYTES};
+use super::unreached::Unreached;
 use crate::sms_link::SmsLink;
 
 /// How long a start waits for SMS's answer.
@@ -52,13 +53,13 @@ async fn from_sms(sms: &SmsLink, node: &str, dir: &Path) -> Option<ResumeFrom> {
     }
 }
 
-async fn ask(sms: &SmsLink, node: &str) -> Result<Option<ResumeFrom>, String> {
-    let mut last_error = String::from("no SMS address");
+async fn ask(sms: &SmsLink, node: &str) -> Result<Option<ResumeFrom>, Unreached> {
+    let mut last_error = Unreached::NoAddress;
     for addr in sms.candidates() {
         let channel = match sms.connect(&addr).await {
             Ok(channel) => channel,
             Err(e) => {
-                last_error = e.to_string();
+                last_error = e.into();
                 continue;
             }
         };
@@ -77,7 +78,7 @@ async fn ask(sms: &SmsLink, node: &str) -> Result<Option<ResumeFrom>, String> {
                 );
                 return Ok(Some(ResumeFrom { seq, hash }));
             }
-            Err(status) => last_error = status.message().to_string(),
+            Err(status) => last_error = status.into(),
         }
     }
     Err(last_error)

@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 
 use super::files;
 use super::log::AuditLog;
+use super::unreached::Unreached;
 use crate::sms_link::SmsLink;
 
 /// Records one shipment carries at most.
@@ -97,11 +98,11 @@ impl Shipper {
 
     /// Sends one batch from `place` (records up to `on_disk`); the place
     /// after it.
-    async fn ship_from(&self, place: Place, on_disk: u64) -> Result<Place, String> {
+    async fn ship_from(&self, place: Place, on_disk: u64) -> Result<Place, Unreached> {
         let dir = self.log.dir();
-        let files = files::list(dir).map_err(|e| e.to_string())?;
+        let files = files::list(dir)?;
         let path = files::path_of(dir, place.file);
-        let lines = files::lines_from(&path, place.offset).map_err(|e| e.to_string())?;
+        let lines = files::lines_from(&path, place.offset)?;
         let mut records = Vec::new();
         let mut moved = place;
         for (json, end) in lines.into_iter().take(BATCH) {
@@ -123,18 +124,17 @@ impl Shipper {
                     offset: 0,
                     next: place.next,
                 }),
-                None => Err("no complete record past the last shipped".into()),
+                None => Err(Unreached::NothingPast),
             };
         }
-        let mut client = self.sms.audit().map_err(|e| e.to_string())?;
+        let mut client = self.sms.audit()?;
         let sent = records.len();
         client
             .ship_audit(ShipAuditRequest {
                 node_id: self.node_id.clone(),
                 records,
             })
-            .await
-            .map_err(|status| status.message().to_string())?;
+            .await?;
         debug!(sent, through = moved.next - 1, "audit records shipped");
         let cursor = (moved.next - 1).to_string();
         if let Err(cause) = crate::persist::write_atomic(&self.cursor_path(), cursor.as_bytes()) {
