@@ -91,16 +91,9 @@ impl Slot {
             ))?;
         let mut options = self.options.clone();
         options.tokens = Some(credentials.tokens_for(&self.spec.id, Arc::clone(delegation)));
-        let lookup = Arc::clone(&self.lookup);
-        let spec = self.spec.clone();
-        let connect = self.runtime.spawn(async move {
-            McpClient::connect(&spec, &move |name| lookup(name), options).await
-        });
-        let connected = connect.await.unwrap_or_else(|e| {
-            Err(McpError::Initialize(format!(
-                "the connecting task failed: {e}"
-            )))
-        });
-        connected.map(Arc::new).map_err(|error| self.clean(error))
+        self.connect_with(options)
+            .await
+            .map(Arc::new)
+            .map_err(|error| self.clean(error))
     }
 }

@@ -165,6 +165,24 @@ impl Slot {
         }
     }
 
+    /// Connects the server with `options`, on the node's runtime: the
+    /// connection's tasks live there, whichever task asked.
+    pub(super) async fn connect_with(
+        &self,
+        options: SessionOptions,
+    ) -> Result<McpClient, McpError> {
+        let lookup = Arc::clone(&self.lookup);
+        let spec = self.spec.clone();
+        let connect = self.runtime.spawn(async move {
+            McpClient::connect(&spec, &move |name| lookup(name), options).await
+        });
+        connect.await.unwrap_or_else(|e| {
+            Err(McpError::Initialize(format!(
+                "the connecting task failed: {e}"
+            )))
+        })
+    }
+
     pub(super) fn pin_mode(&self) -> PinMode {
         PinMode::of(&self.spec.pin)
     }
@@ -229,19 +247,7 @@ impl Slot {
             }
         }
         self.status.lock().state = ServerState::Starting;
-        let lookup = Arc::clone(&self.lookup);
-        let spec = self.spec.clone();
-        let options = self.options.clone();
-        // On the node's runtime: the connection's tasks live there.
-        let connect = self.runtime.spawn(async move {
-            McpClient::connect(&spec, &move |name| lookup(name), options).await
-        });
-        let connected = connect.await.unwrap_or_else(|e| {
-            Err(McpError::Initialize(format!(
-                "the connecting task failed: {e}"
-            )))
-        });
-        match connected {
+        match self.connect_with(self.options.clone()).await {
             Ok(client) => {
                 let client = Arc::new(client);
                 let mut retry = self.retry.lock();
