@@ -1,6 +1,6 @@
 //! Tells SMS what this node has applied, so `sms status` shows convergence
 //! per node: every few seconds, right after each applied change, and
-//! soon again after one SMS did not hear ([`next_wait`]).
+//! soon again after one SMS did not hear (`next_wait`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
