@@ -9,11 +9,11 @@
 //! of scopes nodes are outside of (usually one: "not a GPU node"), and
 //! shared by the nodes in it (`ScopedSnapshots`, kept by the hub).
 
-use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use spear_proto::frame::EncodedEvent;
 use spear_proto::scope::{in_scope, stub};
 use spear_proto::v1::ServerRecord;
