@@ -207,10 +207,7 @@ fn all_problems(statuses: &BTreeMap<String, ServerStatus>) -> Vec<ServerProblem>
 /// sentence when one is held, the count and names (and the commands that
 /// show and approve them) when more are: a server whose tools all wait for
 /// approval says so once, not once per tool.
-fn held_problem(
-    server_id: &str,
-    held: &std::collections::BTreeMap<String, String>,
-) -> Option<String> {
+fn held_problem(server_id: &str, held: &BTreeMap<String, String>) -> Option<String> {
     const NAMED: usize = 5;
     match held.len() {
         0 => None,

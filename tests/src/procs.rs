@@ -33,28 +33,35 @@ pub fn require_bins(names: &[&str]) {
 
 /// Runs `command` to its end and returns what it printed; kills it and
 /// panics when it is still running after `within` (a command that should
-/// refuse at once and instead waits).
+/// refuse at once and instead waits). Waits on the process's end, not on
+/// a clock: a thread collects it and reports on a channel.
 pub fn output_within(mut command: Command, within: Duration) -> std::process::Output {
     command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let mut child = command
+    let child = command
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
-    let deadline = std::time::Instant::now() + within;
-    while matches!(child.try_wait(), Ok(None)) {
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().ok();
-            let err = out.map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+    let pid = child.id().to_string();
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match ended.recv_timeout(within) {
+        Ok(output) => output.unwrap_or_else(|e| panic!("{command:?}: {e}")),
+        Err(_) => {
+            // The child is not reaped until the thread's wait returns,
+            // so the pid is still its own.
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            let err = ended
+                .recv()
+                .ok()
+                .and_then(Result::ok)
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
             panic!("{command:?} still ran after {within:?}; stderr: {err:?}");
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"))
 }
 
 pub fn bin(name: &str) -> PathBuf {

@@ -33,6 +33,8 @@ pub enum BootstrapError {
     Tls(#[from] spear_identity::TlsError),
     #[error(transparent)]
     Token(#[from] spear_identity::TokenError),
+    #[error("the certificate this node was given when it joined ({path}) expired at {at}; make a new join token (`sms nodes join-token ID`), put it in --join-token-file, remove {path} and start the node again: it joins anew")]
+    JoinedExpired { path: PathBuf, at: String },
 }
 
 /// The node's TLS identity: the certificate kept from an earlier join, or
@@ -51,7 +53,14 @@ pub async fn certificate(
         key: dir.join("node.key"),
     };
     if files.cert.exists() && files.key.exists() {
-        return Ok(TlsIdentity::load(files)?);
+        // A joined certificate is renewed by joining again, not by `sms
+        // certs issue`: say so rather than the general sentence.
+        return TlsIdentity::load(files).map_err(|error| match error {
+            spear_identity::TlsError::Expired { path, at } => {
+                BootstrapError::JoinedExpired { path, at }
+            }
+            other => other.into(),
+        });
     }
     let node_id = node_id.ok_or(BootstrapError::NoNodeId)?;
     let token = JoinToken::from_file(join_file)?
@@ -74,4 +83,40 @@ pub async fn certificate(
     write_private(&files.cert, &pem)?;
     tracing::info!(node_id, path = %files.cert.display(), "joined SMS: kept the node's certificate from SMS's CA");
     Ok(TlsIdentity::load(files)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kept certificate past its validity is refused with the fix that
+    /// applies to a joined node (a new join token), before any network.
+    #[tokio::test]
+    async fn an_expired_joined_certificate_says_to_join_again() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join(TLS_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.subject_alt_names = vec![rcgen::SanType::URI(
+            "spiffe://test.example/node/n1".try_into().unwrap(),
+        )];
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::days(400);
+        params.not_after = now - time::Duration::days(35);
+        let cert = params.self_signed(&key).unwrap();
+        let ca = state.path().join("ca.pem");
+        std::fs::write(&ca, cert.pem()).unwrap();
+        std::fs::write(dir.join("node.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.join("node.key"), key.serialize_pem()).unwrap();
+        let join = state.path().join("join");
+        let error = certificate(ca, join, state.path(), Some("n1"), &[])
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(error.contains("tls/node.pem) expired at"), "{error}");
+        assert!(error.contains("sms nodes join-token"), "{error}");
+        assert!(!error.contains("sms certs issue"), "{error}");
+    }
 }
