@@ -1,5 +1,5 @@
 //! Generates the tonic/prost code for Spear's contracts, plus one hand-described
-//! service: the server side of `Registry` whose `Watch` stream sends frames that
+//! service: the server side of `Registry` whose `Watch` and `Follow` streams sends frames that
 //! SMS encoded once and shares between every stream (see `src/frame.rs`).
 //!
 //! The `.proto` files are parsed by `protox`, a protobuf compiler in Rust,
@@ -8,6 +8,7 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "proto/spear/v1/registry.proto",
+        "proto/spear/v1/report.proto",
         "proto/spear/v1/admin.proto",
         "proto/spear/v1/tasks.proto",
         "proto/spear/v1/credentials.proto",
@@ -44,7 +45,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .route_name("Watch")
                 .input_type("crate::v1::WatchRequest")
                 .output_type("crate::frame::EncodedEvent")
-                .codec_path("crate::frame::EncodedCodec")
+                .codec_path("crate::frame::WatchCodec")
+                .server_streaming()
+                .build(),
+        )
+        .method(
+            tonic_build::manual::Method::builder()
+                .name("follow")
+                .route_name("Follow")
+                .input_type("crate::v1::FollowRequest")
+                .output_type("crate::frame::EncodedEvent")
+                .codec_path("crate::frame::FollowCodec")
+                .client_streaming()
                 .server_streaming()
                 .build(),
         )

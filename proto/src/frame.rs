@@ -5,12 +5,14 @@
 //! independent of the number of streams, and a 10,000-server snapshot is
 //! encoded once per revision however many nodes ask for it.
 
+use std::marker::PhantomData;
+
 use bytes::{BufMut, Bytes};
 use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 
-use crate::v1::{WatchEvent, WatchRequest};
+use crate::v1::{FollowRequest, WatchEvent, WatchRequest};
 
 /// A complete, already encoded `spear.v1.WatchEvent`.
 #[derive(Clone, Debug)]
@@ -44,23 +46,34 @@ impl EncodedEvent {
     }
 }
 
-/// The codec of the shared `Watch` method: requests are decoded with prost,
-/// responses are copied out of their pre-encoded bytes.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct EncodedCodec;
+/// The codec of the shared streaming methods: requests (`Q`) are decoded
+/// with prost, responses are copied out of their pre-encoded bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct EncodedCodec<Q>(PhantomData<Q>);
 
-impl Codec for EncodedCodec {
+impl<Q> Default for EncodedCodec<Q> {
+    fn default() -> Self {
+        Self(PhantomData)
+    }
+}
+
+/// `Watch`'s codec: a [`WatchRequest`] in, frames out.
+pub type WatchCodec = EncodedCodec<WatchRequest>;
+/// `Follow`'s codec: the node's [`FollowRequest`]s in, frames out.
+pub type FollowCodec = EncodedCodec<FollowRequest>;
+
+impl<Q: Message + Default + Send + 'static> Codec for EncodedCodec<Q> {
     type Encode = EncodedEvent;
-    type Decode = WatchRequest;
+    type Decode = Q;
     type Encoder = FrameEncoder;
-    type Decoder = RequestDecoder;
+    type Decoder = RequestDecoder<Q>;
 
     fn encoder(&mut self) -> Self::Encoder {
         FrameEncoder
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        RequestDecoder
+        RequestDecoder(PhantomData)
     }
 }
 
@@ -84,18 +97,19 @@ impl Encoder for FrameEncoder {
     }
 }
 
-/// Decodes a `WatchRequest`.
-#[derive(Debug, Default)]
-pub struct RequestDecoder;
+/// Decodes a request with prost.
+#[derive(Debug)]
+pub struct RequestDecoder<Q>(PhantomData<Q>);
 
-impl Decoder for RequestDecoder {
-    type Item = WatchRequest;
+impl<Q: Message + Default> Decoder for RequestDecoder<Q> {
+    type Item = Q;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        WatchRequest::decode(src)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(format!("malformed WatchRequest: {e}")))
+        Q::decode(src).map(Some).map_err(|e| {
+            let name = std::any::type_name::<Q>().rsplit("::").next().unwrap_or("request");
+            Status::invalid_argument(format!("malformed {name}: {e}"))
+        })
     }
 
     fn buffer_settings(&self) -> tonic::codec::BufferSettings {

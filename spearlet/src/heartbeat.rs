@@ -1,6 +1,9 @@
 //! Tells SMS what this node has applied, so `sms status` shows convergence
-//! per node: every few seconds, right after each applied change, and
-//! soon again after one SMS did not hear (`next_wait`).
+//! per node. The report is made every few seconds, right after each
+//! applied change and at once when the node drains; the follow stream
+//! (`sync`) carries it to SMS only when it changed. An SMS from before the
+//! follow stream gets it as a heartbeat call instead, every time, and
+//! soon again after one it did not hear (`next_wait`).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,7 +38,8 @@ pub struct Advert {
     pub audit_head: Option<watch::Receiver<u64>>,
 }
 
-/// Sends heartbeats to the SMS the node follows.
+/// Makes the node's reports, and sends them as heartbeats to an SMS that
+/// takes no reports on the follow stream.
 pub async fn run(
     node_id: String,
     link: SmsLink,
@@ -49,35 +53,8 @@ pub async fn run(
     let mut draining = advert.runs.draining.subscribe();
     let mut retry = Backoff::new(FIRST_RETRY, EVERY);
     loop {
-        let mut heard = false;
-        if let Ok(mut nodes) = link.nodes() {
-            let view = registry.current();
-            let state = status.status.lock().state;
-            // One look at the connections serves both reports.
-            let statuses = connections.status();
-            let problems = problems(&statuses);
-            let (servers, server_total) = servers(&view, statuses);
-            let request = HeartbeatRequest {
-                node_id: node_id.clone(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                applied_epoch: view.epoch,
-                applied_revision: view.revision,
-                sync_state: state as i32,
-                problems,
-                invoke_addr: advert.invoke_addr.clone(),
-                running: advert.runs.running.load(Ordering::Relaxed),
-                draining: advert.runs.is_draining(),
-                servers,
-                server_total,
-                audit_head_seq: advert.audit_head.as_ref().map_or(0, |h| *h.borrow()),
-            };
-            let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
-            match sent {
-                Ok(Ok(_)) => heard = true,
-                Ok(Err(status)) => debug!(message = %status.message(), "heartbeat refused"),
-                Err(_) => debug!("heartbeat not answered in time"),
-            }
-        }
+        let request = report(&node_id, &advert, &registry, &status, &connections);
+        let heard = link.report(request.clone()) || heartbeat(&link, request).await;
         tokio::select! {
             _ = tokio::time::sleep(next_wait(heard, &mut retry)) => {}
             changed = changes.changed() => {
@@ -90,6 +67,55 @@ pub async fn run(
             // A drain is told to SMS at once, so it stops routing here.
             Ok(()) = draining.changed() => {}
             _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The node's report now.
+fn report(
+    node_id: &str,
+    advert: &Advert,
+    registry: &RegistryHandle,
+    status: &SyncStatusCell,
+    connections: &Connections,
+) -> HeartbeatRequest {
+    let view = registry.current();
+    let state = status.status.lock().state;
+    // One look at the connections serves both parts.
+    let statuses = connections.status();
+    let problems = problems(&statuses);
+    let (servers, server_total) = servers(&view, statuses);
+    HeartbeatRequest {
+        node_id: node_id.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        applied_epoch: view.epoch,
+        applied_revision: view.revision,
+        sync_state: state as i32,
+        problems,
+        invoke_addr: advert.invoke_addr.clone(),
+        running: advert.runs.running.load(Ordering::Relaxed),
+        draining: advert.runs.is_draining(),
+        servers,
+        server_total,
+        audit_head_seq: advert.audit_head.as_ref().map_or(0, |h| *h.borrow()),
+    }
+}
+
+/// Sends `request` as a heartbeat call; whether SMS heard it.
+async fn heartbeat(link: &SmsLink, request: HeartbeatRequest) -> bool {
+    let Ok(mut nodes) = link.nodes() else {
+        return false;
+    };
+    let sent = tokio::time::timeout(Duration::from_secs(5), nodes.heartbeat(request)).await;
+    match sent {
+        Ok(Ok(_)) => true,
+        Ok(Err(status)) => {
+            debug!(message = %status.message(), "heartbeat refused");
+            false
+        }
+        Err(_) => {
+            debug!("heartbeat not answered in time");
+            false
         }
     }
 }

@@ -8,7 +8,12 @@
 //!
 //! Channels are lazy: a broken connection is dialled again on the next
 //! request, and a move to another SMS replaces the shared channel at once.
+//!
+//! The link also holds the node's latest report ([`SmsLink::report`]):
+//! the sync loop's follow stream carries it to SMS whenever it changed,
+//! so a node that follows SMS makes no heartbeat calls.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +28,21 @@ use spear_proto::v1::quotas_client::QuotasClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::revocations_client::RevocationsClient;
 use spear_proto::v1::tasks_client::TasksClient;
+use spear_proto::v1::HeartbeatRequest;
+use tokio::sync::watch;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// How long a connection to SMS may take to open, TLS included.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The node pings SMS after reading nothing from it for this long, and
+/// calls the connection dead when the answer takes longer than
+/// [`PING_ANSWER_WITHIN`]. SMS's progress frames (every 15 s by default)
+/// come sooner, so a healthy SMS is never pinged; one whose host went
+/// away is found within about 30 s.
+const PING_AFTER: Duration = Duration::from_secs(20);
+const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 /// A channel that presents the node's join token on every request.
 pub type Joined = InterceptedService<Channel, JoinToken>;
@@ -55,6 +70,11 @@ struct Inner {
     join: JoinToken,
     /// The SMS followed now, and the channel every client shares to it.
     current: Mutex<Option<(String, Channel)>>,
+    /// The node's latest report, for the follow stream.
+    report: watch::Sender<Option<HeartbeatRequest>>,
+    /// The SMS followed now takes reports on the follow stream (one from
+    /// before it takes heartbeat calls instead).
+    carried: AtomicBool,
 }
 
 impl SmsLink {
@@ -76,6 +96,8 @@ impl SmsLink {
                 tls,
                 join,
                 current: Mutex::new(None),
+                report: watch::channel(None).0,
+                carried: AtomicBool::new(false),
             }),
         }
     }
@@ -105,8 +127,12 @@ impl SmsLink {
     /// Connects to `addr` now (the sync loop, which must know at once).
     pub async fn connect(&self, addr: &str) -> Result<Channel, LinkError> {
         let (endpoint, dialer) = dial(addr, self.inner.tls.as_ref(), Identity::Sms)?;
+        let endpoint = endpoint
+            .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(PING_AFTER)
+            .keep_alive_timeout(PING_ANSWER_WITHIN);
         dialer
-            .connect(endpoint.connect_timeout(CONNECT_TIMEOUT))
+            .connect(endpoint)
             .await
             .map_err(|e| LinkError::Connect {
                 addr: addr.to_string(),
@@ -118,6 +144,30 @@ impl SmsLink {
     /// client shares it.
     pub fn follow(&self, addr: &str, channel: Channel) {
         *self.inner.current.lock() = Some((addr.to_string(), channel));
+    }
+
+    /// Makes `report` the node's latest; the follow stream sends it if it
+    /// differs from the last. `true`: the SMS followed now takes reports
+    /// that way, so no heartbeat call is needed.
+    pub fn report(&self, report: HeartbeatRequest) -> bool {
+        self.inner.report.send_if_modified(|latest| {
+            let changed = latest.as_ref() != Some(&report);
+            if changed {
+                *latest = Some(report);
+            }
+            changed
+        });
+        self.inner.carried.load(Ordering::Relaxed)
+    }
+
+    /// The node's latest report and its changes (the follow stream's).
+    pub fn reports(&self) -> watch::Receiver<Option<HeartbeatRequest>> {
+        self.inner.report.subscribe()
+    }
+
+    /// Whether the SMS followed now takes reports on the follow stream.
+    pub fn set_carried(&self, carried: bool) {
+        self.inner.carried.store(carried, Ordering::Relaxed);
     }
 
     /// The shared channel to the SMS followed now.

@@ -1,7 +1,8 @@
 //! A node's signals on the real binaries (issue 13). SIGTERM: with a long
 //! run in flight, the node stops taking runs (its `/readyz` says why, SMS
 //! marks it draining and routes nothing to it), lets the run finish and
-//! answer, then exits 0 with none of its MCP server processes left behind;
+//! answer, then exits 0 with none of its MCP server processes left behind
+//! (SMS shows it left at once);
 //! started again, SMS shows it alive and not draining, and routes to it.
 //! SIGHUP: a changed node policy is in force for the next run, a file that
 //! no longer parses changes nothing, and the node never restarts.
@@ -128,6 +129,11 @@ fn sigterm_drains_a_node_finishing_its_run_and_leaving_no_mcp_child() {
         let log = c.node.proc.log();
         assert!(log.contains("draining: taking no more runs"), "{log}");
         assert!(log.contains("drained: no run in progress"), "{log}");
+        // It ended its follow stream on the way out: SMS shows it left,
+        // not alive, rather than alive until its report grows old.
+        let node = sms.status()["nodes"][0].clone();
+        assert_eq!(node["left"], true, "{node}");
+        assert_eq!(node["alive"], false, "{node}");
     });
 
     // Started again (on a new Invocation port), the node is alive and

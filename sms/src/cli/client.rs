@@ -132,7 +132,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             "file_problems": status.file_problems.iter().map(|p| serde_json::json!({"file": p.file, "path": p.path, "message": p.message})).collect::<Vec<_>>(),
             "nodes": status.nodes.iter().map(|n| serde_json::json!({
                 "node_id": n.node_id, "applied_epoch": n.applied_epoch, "applied_revision": n.applied_revision,
-                "lag": n.lag, "sync_state": SyncState::label_of(n.sync_state), "alive": n.alive, "last_seen_ms": n.last_seen_ms,
+                "lag": n.lag, "sync_state": SyncState::label_of(n.sync_state), "alive": n.alive, "left": n.left, "last_seen_ms": n.last_seen_ms,
                 "invoke_addr": n.invoke_addr, "running": n.running, "draining": n.draining,
                 "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message, "failed": p.failed})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
@@ -171,7 +171,11 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
             n.applied_revision,
             n.lag,
             SyncState::label_of(n.sync_state),
-            n.alive,
+            match (n.alive, n.left) {
+                (true, _) => "true",
+                (false, true) => "left",
+                (false, false) => "false",
+            },
             n.running,
             match (n.invoke_addr.is_empty(), n.draining) {
                 (true, _) => "-".to_string(),

@@ -7,10 +7,12 @@ use parking_lot::Mutex;
 use spear_identity::{Access, Caller};
 use spear_proto::refs::redact_literals;
 use spear_proto::shared_registry::registry_server::Registry;
-use spear_proto::v1::{ListServersRequest, ListServersResponse, WatchRequest};
-use tonic::{Request, Response, Status};
+use spear_proto::v1::{FollowRequest, ListServersRequest, ListServersResponse, WatchRequest};
+use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
 
+use super::follow;
+use super::reports::Reports;
 use crate::watch::{Hub, WatchStream};
 
 /// Watch streams one node identity may hold at once by default: one, and
@@ -18,10 +20,12 @@ use crate::watch::{Hub, WatchStream};
 /// ports there are no identities and no bound.
 pub const MAX_WATCHES_PER_NODE: usize = 4;
 
-/// `spear.v1.Registry`: list and watch, served from the hub, to nodes and
-/// admins. Literal `env`/`headers` values reach nodes only.
+/// `spear.v1.Registry`: list, watch and follow, served from the hub, to
+/// nodes and admins. Literal `env`/`headers` values reach nodes only.
 pub struct RegistryService {
     hub: Arc<Hub>,
+    /// Where the reports on follow streams land.
+    reports: Arc<Reports>,
     access: Access,
     watches: Arc<Mutex<HashMap<String, usize>>>,
     max_per_node: usize,
@@ -46,12 +50,22 @@ impl Drop for WatchPermit {
 }
 
 impl RegistryService {
-    pub fn new(hub: Arc<Hub>, access: Access, max_per_node: usize) -> Self {
+    pub fn new(hub: Arc<Hub>, reports: Arc<Reports>, access: Access, max_per_node: usize) -> Self {
         Self {
             hub,
+            reports,
             access,
             watches: Arc::default(),
             max_per_node,
+        }
+    }
+
+    /// A permit for one more watch by `node_id`, if it has room (none
+    /// needed on a plaintext port, where there are no identities).
+    fn permit_if_secure(&self, node_id: &str) -> Result<Option<WatchPermit>, Status> {
+        match self.access.is_secure() {
+            true => self.permit(node_id).map(Some),
+            false => Ok(None),
         }
     }
 
@@ -106,21 +120,30 @@ impl Registry for RegistryService {
         // admins see redacted through list_servers instead.
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "watch")?;
-        let permit = match self.access.is_secure() {
-            true => Some(self.permit(&node_id)?),
-            false => None,
-        };
+        let permit = self.permit_if_secure(&node_id)?;
         let revoked = self.access.until_revoked(&request);
         let request = request.into_inner();
         debug!(node_id = %request.node_id, epoch = request.epoch, revision = request.revision, "watch opened");
-        let stream = self
-            .hub
-            .watch(request)
-            .map(move |frame| {
-                let _held = &permit;
-                frame
-            })
-            .take_until(revoked);
-        Ok(Response::new(Box::pin(stream)))
+        let frames = self.hub.watch(request).take_until(revoked);
+        Ok(Response::new(follow::holding(frames, permit)))
+    }
+
+    type FollowStream = WatchStream;
+
+    async fn follow(
+        &self,
+        mut request: Request<Streaming<FollowRequest>>,
+    ) -> Result<Response<Self::FollowStream>, Status> {
+        let watch = follow::first_watch(request.get_mut()).await?;
+        // Only a node, as itself, as for a watch.
+        let node_id = watch.node_id.clone();
+        self.access.node(&request, &node_id, "follow")?;
+        let permit = self.permit_if_secure(&node_id)?;
+        let revoked = self.access.until_revoked(&request);
+        debug!(%node_id, epoch = watch.epoch, revision = watch.revision, "follow stream opened");
+        let frames = follow::holding(self.hub.watch(watch).take_until(revoked), permit);
+        let inbound = request.into_inner();
+        let reports = Arc::clone(&self.reports);
+        Ok(Response::new(follow::serve(frames, reports, node_id, inbound)))
     }
 }

@@ -2,8 +2,16 @@
 //! its sync state and its per-server problems, so an operator can see
 //! convergence per node.
 //!
-//! Nodes are held by the SMS they heartbeat to. With several SMS replicas an
-//! operator asks each replica (or the one the node is connected to).
+//! Nodes are held by the SMS they report to. A node that follows SMS
+//! (`Registry.Follow`) is alive while its stream is open: its reports
+//! come on that stream only when something in them changed, and
+//! HTTP/2 and TCP keepalives find a stream whose node went away. A node
+//! that ends its side of the stream has left, and is not alive from then
+//! on; one whose stream broke stays alive for [`NODE_TTL`], as it may be
+//! on its way back. A node that only heartbeats (`Nodes.Heartbeat`,
+//! nodes from before the follow stream) is alive for [`NODE_TTL`] after
+//! each heartbeat. With several SMS replicas an operator asks each
+//! replica (or the one the node is connected to).
 
 mod joins;
 mod shared;
@@ -39,7 +47,48 @@ pub const MIN_HEARTBEAT_GAP: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone)]
 struct NodeEntry {
     report: HeartbeatRequest,
+    /// The last report, or the end of the node's last follow stream.
     last_seen: Instant,
+    /// Follow streams of this node open now (a reconnect may overlap the
+    /// old stream's end).
+    streams: u32,
+    /// The node ended its last follow stream itself: it left.
+    left: bool,
+}
+
+impl NodeEntry {
+    /// Alive: a follow stream open, or heard within [`NODE_TTL`] and not
+    /// left.
+    fn alive(&self, now: Instant) -> bool {
+        self.streams > 0 || (!self.left && now.duration_since(self.last_seen) < NODE_TTL)
+    }
+
+    /// How long since SMS last heard of the node: nothing while its
+    /// stream is open (the stream is the news).
+    fn age(&self, now: Instant) -> Duration {
+        match self.streams {
+            0 => now.duration_since(self.last_seen),
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// How a report reached SMS: a node's own follow stream paces its reports
+/// (one at a time, at most one per [`MIN_HEARTBEAT_GAP`]), so none is
+/// dropped; separate heartbeat calls closer than the gap are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Heartbeat,
+    Stream,
+}
+
+/// How a follow stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The node ended its side: it left.
+    Left,
+    /// Broken, refused or ended by SMS: the node may be on its way back.
+    Broken,
 }
 
 /// Why a heartbeat was refused.
@@ -96,8 +145,43 @@ impl NodeTable {
         self.heartbeat_at(report, Instant::now())
     }
 
+    /// Records a report, registering the node on its first one.
+    pub fn report(&self, report: HeartbeatRequest, via: Via) -> Result<(), NodeError> {
+        self.report_at(report, Instant::now(), via)
+    }
+
     /// [`NodeTable::heartbeat`] as of `now`.
-    fn heartbeat_at(&self, mut report: HeartbeatRequest, now: Instant) -> Result<(), NodeError> {
+    fn heartbeat_at(&self, report: HeartbeatRequest, now: Instant) -> Result<(), NodeError> {
+        self.report_at(report, now, Via::Heartbeat)
+    }
+
+    /// A follow stream of `node_id` (which has reported on it) is open.
+    pub fn stream_opened(&self, node_id: &str) {
+        if let Some(entry) = self.nodes.write().by_id.get_mut(node_id) {
+            entry.streams += 1;
+            entry.left = false;
+        }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A follow stream of `node_id` that [`NodeTable::stream_opened`]
+    /// counted ended.
+    pub fn stream_ended(&self, node_id: &str, how: StreamEnd) {
+        if let Some(entry) = self.nodes.write().by_id.get_mut(node_id) {
+            entry.streams = entry.streams.saturating_sub(1);
+            entry.last_seen = Instant::now();
+            entry.left = how == StreamEnd::Left && entry.streams == 0;
+        }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// [`NodeTable::report`] as of `now`.
+    fn report_at(
+        &self,
+        mut report: HeartbeatRequest,
+        now: Instant,
+        via: Via,
+    ) -> Result<(), NodeError> {
         if report.node_id.is_empty() {
             return Err(NodeError::EmptyId);
         }
@@ -118,18 +202,24 @@ impl NodeTable {
         }
         let mut guard = self.nodes.write();
         let table = &mut *guard;
-        if let Some(entry) = table.by_id.get(&report.node_id) {
-            if now.duration_since(entry.last_seen) < MIN_HEARTBEAT_GAP {
-                return Err(NodeError::TooFrequent(report.node_id));
+        // A report says the node is here: it has not left (any more).
+        let streams = match table.by_id.get(&report.node_id) {
+            Some(entry) => {
+                if via == Via::Heartbeat && now.duration_since(entry.last_seen) < MIN_HEARTBEAT_GAP
+                {
+                    return Err(NodeError::TooFrequent(report.node_id));
+                }
+                entry.streams
             }
-        }
+            None => 0,
+        };
         if table
             .last_sweep
             .is_none_or(|at| now.duration_since(at) >= SWEEP_EVERY)
         {
             table
                 .by_id
-                .retain(|_, n| now.duration_since(n.last_seen) < FORGET_AFTER);
+                .retain(|_, n| n.streams > 0 || now.duration_since(n.last_seen) < FORGET_AFTER);
             table.last_sweep = Some(now);
         }
         let nodes = &mut table.by_id;
@@ -137,7 +227,7 @@ impl NodeTable {
             // Room for a newcomer comes from the longest-dead node only.
             let oldest = nodes
                 .iter()
-                .filter(|(_, n)| now.duration_since(n.last_seen) >= NODE_TTL)
+                .filter(|(_, n)| !n.alive(now))
                 .min_by_key(|(_, n)| n.last_seen)
                 .map(|(id, _)| id.clone());
             match oldest {
@@ -152,6 +242,8 @@ impl NodeTable {
             NodeEntry {
                 report,
                 last_seen: now,
+                streams,
+                left: false,
             },
         );
         drop(guard);
@@ -177,7 +269,7 @@ impl NodeTable {
         nodes
             .by_id
             .values()
-            .filter(|n| now.duration_since(n.last_seen) < NODE_TTL)
+            .filter(|n| n.alive(now))
             .count()
     }
 
@@ -205,7 +297,7 @@ impl NodeTable {
                 } else {
                     revision.max(1)
                 };
-                let age = now.duration_since(n.last_seen);
+                let age = n.age(now);
                 NodeStatus {
                     node_id: r.node_id.clone(),
                     version: r.version.clone(),
@@ -215,7 +307,8 @@ impl NodeTable {
                     sync_state: r.sync_state,
                     problems: r.problems.clone(),
                     last_seen_ms: age.as_millis() as u64,
-                    alive: age < NODE_TTL,
+                    alive: n.alive(now),
+                    left: n.left,
                     invoke_addr: r.invoke_addr.clone(),
                     running: r.running,
                     draining: r.draining,
@@ -253,7 +346,7 @@ impl NodeTable {
             .by_id
             .values()
             .filter(|n| {
-                now.duration_since(n.last_seen) < NODE_TTL
+                n.alive(now)
                     && !n.report.invoke_addr.is_empty()
                     && !n.report.draining
             })
@@ -287,13 +380,14 @@ impl NodeTable {
         self.nodes.read().by_id.contains_key(node_id)
     }
 
-    /// Whether `node_id` heartbeated to this SMS within [`NODE_TTL`].
+    /// Whether `node_id` follows this SMS now, or heartbeated to it
+    /// within [`NODE_TTL`].
     pub fn is_alive(&self, node_id: &str) -> bool {
         self.nodes
             .read()
             .by_id
             .get(node_id)
-            .is_some_and(|n| Instant::now().duration_since(n.last_seen) < NODE_TTL)
+            .is_some_and(|n| n.alive(Instant::now()))
     }
 }
 
@@ -366,6 +460,59 @@ mod tests {
                 Err(NodeError::BadId(_))
             ));
         }
+    }
+
+    /// A node on its follow stream is alive however long it says
+    /// nothing; one that ended its stream itself has left (not alive at
+    /// once); one whose stream broke is alive for the TTL, and a report
+    /// on a new stream brings either back.
+    #[test]
+    fn a_following_node_is_alive_while_its_stream_is_open_and_leaves_when_it_ends_it() {
+        let table = NodeTable::default();
+        let start = Instant::now();
+        table.report_at(hb("n", 1, 1), start, Via::Stream).unwrap();
+        table.stream_opened("n");
+        let entry = |t: &NodeTable| t.nodes.read().by_id["n"].clone();
+        let much_later = start + NODE_TTL * 10;
+        assert!(entry(&table).alive(much_later), "open stream: alive");
+        assert_eq!(entry(&table).age(much_later), Duration::ZERO);
+        // Reports on a stream are paced by the stream, never refused.
+        table
+            .report_at(hb("n", 1, 2), start + Duration::from_millis(1), Via::Stream)
+            .unwrap();
+
+        table.stream_ended("n", StreamEnd::Left);
+        let now = Instant::now();
+        assert!(!entry(&table).alive(now), "left: not alive at once");
+        let status = table.node_status("n", 1, 2).unwrap();
+        assert!(!status.alive && status.left, "{status:?}");
+        assert!(!table.invocable().iter().any(|n| n.node_id == "n"));
+
+        // Back on a new stream: alive again, no longer left.
+        table.report(hb("n", 1, 2), Via::Stream).unwrap();
+        table.stream_opened("n");
+        assert!(table.is_alive("n"));
+        assert!(!table.node_status("n", 1, 2).unwrap().left);
+
+        // A broken stream: alive for the TTL after the break, then lost.
+        table.stream_ended("n", StreamEnd::Broken);
+        let ended = Instant::now();
+        assert!(entry(&table).alive(ended + NODE_TTL / 2));
+        assert!(!entry(&table).alive(ended + NODE_TTL));
+        assert!(!table.node_status("n", 1, 2).unwrap().left);
+    }
+
+    #[test]
+    fn a_node_with_two_streams_stays_while_one_is_open() {
+        let table = NodeTable::default();
+        table.report(hb("n", 1, 1), Via::Stream).unwrap();
+        table.stream_opened("n");
+        table.stream_opened("n");
+        table.stream_ended("n", StreamEnd::Left);
+        let later = Instant::now() + NODE_TTL * 2;
+        assert!(table.nodes.read().by_id["n"].alive(later));
+        table.stream_ended("n", StreamEnd::Left);
+        assert!(!table.is_alive("n"));
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //! the replica itself goes away, its lease expires and every record it
 //! wrote goes with it; no clock is compared across machines.
 //!
+//! A node that follows this replica (its stream open) is heard for as
+//! long as the stream is; the time starts when the stream ends, or the
+//! record goes at the next sweep when the node left.
+//!
 //! One lease per node, kept alive on every heartbeat, cost each heartbeat
 //! an etcd keep-alive stream of its own: at 10,000 nodes, 2,000 a second.
 
@@ -75,6 +79,8 @@ struct State {
     /// What this replica wrote for each node, under which lease, and when
     /// it last heard from the node.
     written: HashMap<String, Written>,
+    /// Nodes whose follow streams to this replica are open, and how many.
+    following: HashMap<String, u32>,
 }
 
 struct Written {
@@ -165,6 +171,41 @@ impl SharedNodes {
         Ok(())
     }
 
+    /// A follow stream of `node_id` opened: the node is heard until it
+    /// ends.
+    pub fn stream_opened(&self, node_id: &str) {
+        *self
+            .state
+            .lock()
+            .following
+            .entry(node_id.to_string())
+            .or_default() += 1;
+    }
+
+    /// A follow stream of `node_id` ended; `left`: the node ended it, and
+    /// its record goes at the next sweep.
+    pub fn stream_ended(&self, node_id: &str, left: bool) {
+        let mut state = self.state.lock();
+        let open = match state.following.get_mut(node_id) {
+            Some(open) => {
+                *open = open.saturating_sub(1);
+                *open
+            }
+            None => 0,
+        };
+        if open > 0 {
+            return;
+        }
+        state.following.remove(node_id);
+        let now = Instant::now();
+        if let Some(written) = state.written.get_mut(node_id) {
+            written.heard = match left {
+                true => now.checked_sub(NODE_TTL).unwrap_or(now),
+                false => now,
+            };
+        }
+    }
+
     async fn put(&self, key: &str, value: &[u8], lease: i64) -> Result<(), etcd_client::Error> {
         let options = PutOptions::new().with_lease(lease);
         self.client.clone().put(key, value, Some(options)).await?;
@@ -208,10 +249,13 @@ impl SharedNodes {
         let now = Instant::now();
         let silent: Vec<(String, i64)> = {
             let mut state = self.state.lock();
+            let following = &state.following;
             let silent = state
                 .written
                 .iter()
-                .filter(|(_, w)| now.duration_since(w.heard) >= NODE_TTL)
+                .filter(|(id, w)| {
+                    !following.contains_key(*id) && now.duration_since(w.heard) >= NODE_TTL
+                })
                 .map(|(id, w)| (id.clone(), w.lease))
                 .collect::<Vec<_>>();
             for (id, _) in &silent {

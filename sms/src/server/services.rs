@@ -29,7 +29,7 @@ use crate::events::TrustEvents;
 use crate::files::FileProblems;
 use crate::grpc::{
     AdminService, ApprovalsService, AuditService, CredentialsService, NodesService, PinsService,
-    QuotasService, RegistryService, RevocationsService, StatusService, TasksService,
+    QuotasService, RegistryService, Reports, RevocationsService, StatusService, TasksService,
 };
 use crate::nodes::NodeTable;
 use crate::oauth::Broker;
@@ -107,6 +107,12 @@ impl Services {
         );
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());
+        let reports = Arc::new(Reports::new(
+            Arc::clone(&nodes),
+            stores.shared_nodes.clone(),
+            Arc::clone(&heads),
+            Arc::clone(&hub),
+        ));
         let admin_audit = AdminAudit::new(Arc::clone(&stores.audit), events.clone());
         let quotas = crate::quotas::QuotaBook::new(
             stores.quotas,
@@ -117,6 +123,7 @@ impl Services {
             quotas: Arc::new(QuotasService::new(Arc::new(quotas), access.clone())),
             registry: Arc::new(RegistryService::new(
                 Arc::clone(&hub),
+                Arc::clone(&reports),
                 access.clone(),
                 max_watches_per_node,
             )),
@@ -156,13 +163,7 @@ impl Services {
                     .with_oidc(oidc),
             ),
             nodes: Arc::new(
-                NodesService::new(
-                    Arc::clone(&nodes),
-                    stores.shared_nodes,
-                    Arc::clone(&hub),
-                    access.clone(),
-                )
-                .with_heads(heads)
+                NodesService::new(reports, stores.shared_nodes, access.clone())
                 .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir)
                 .audited(admin_audit.clone()),
             ),
@@ -230,7 +231,9 @@ impl Services {
             .layer(access.gate().with_deadlines(deadlines))
             .add_service(health)
             .add_service(
-                RegistryServer::from_arc(self.registry).max_decoding_message_size(64 * KIB),
+                RegistryServer::from_arc(self.registry)
+                    // A follow stream carries the node's reports.
+                    .max_decoding_message_size(defaults::MAX_HEARTBEAT_BYTES),
             )
             .add_service(AdminServer::from_arc(self.admin).max_decoding_message_size(2 * MIB))
             .add_service(

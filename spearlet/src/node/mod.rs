@@ -356,7 +356,7 @@ impl Background<'_> {
             SyncConfig {
                 link: self.sms.clone(),
                 node_id: self.node_id.to_string(),
-                silence_timeout: Duration::from_secs(20),
+                silence_timeout: crate::sync::SILENCE_TIMEOUT,
             },
             registry.clone(),
             Arc::clone(self.status),

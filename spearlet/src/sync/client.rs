@@ -2,13 +2,23 @@
 //! applied position, apply what arrives, and reconnect with backoff when the
 //! stream breaks, goes silent or cannot be trusted. The last good registry
 //! keeps being served throughout.
+//!
+//! The stream is `Registry.Follow`: the node's side carries its report
+//! (from [`SmsLink::reports`]) whenever it changed, and the open stream is
+//! how SMS knows the node is there. At shutdown the node ends its side, so
+//! SMS knows it left. An SMS from before the follow stream answers
+//! `Unimplemented`; the node then watches (`Registry.Watch`) and reports
+//! with heartbeat calls.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use spear_proto::v1::{SyncState, WatchRequest};
-use tokio::sync::watch;
+use futures::StreamExt;
+use spear_proto::v1::follow_request::Message;
+use spear_proto::v1::{FollowRequest, SyncState, WatchEvent, WatchRequest};
+use tokio::sync::{oneshot, watch};
+use tonic::Streaming;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::apply::{Applier, Step};
@@ -20,6 +30,15 @@ use spear_common::Backoff;
 
 /// Largest watch message accepted (snapshot frames are about 1 MiB).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A stream silent this long is dead: three of SMS's progress frames
+/// (every 15 s by default) missed. A connection to an SMS whose host went
+/// away is found sooner, by HTTP/2 pings (`sms_link`).
+pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(45);
+
+/// How long a leaving node waits for SMS to close the stream after it
+/// ended its side.
+const LEAVE_WITHIN: Duration = Duration::from_secs(2);
 
 /// How the node follows SMS.
 #[derive(Clone)]
@@ -164,8 +183,9 @@ impl Syncer {
             epoch,
             revision,
         };
-        let mut stream = match client.watch(request).await {
-            Ok(response) => response.into_inner(),
+        let (leave, leaving) = oneshot::channel();
+        let mut stream = match open(&mut client, request, link, leaving).await {
+            Ok(stream) => stream,
             Err(status) => return StreamEnd::Broken(watch_refused(addr, &status, link)),
         };
         info!(sms = %addr, epoch, revision, "watching the registry");
@@ -176,7 +196,7 @@ impl Syncer {
         loop {
             let message = tokio::select! {
                 m = tokio::time::timeout(self.config.silence_timeout, stream.message()) => m,
-                _ = shutdown.changed() => return StreamEnd::Shutdown,
+                _ = shutdown.changed() => return leave_stream(leave, stream).await,
             };
             let event = match message {
                 Err(_) => {
@@ -234,10 +254,56 @@ impl Syncer {
     }
 }
 
-/// Servers scoped to other nodes (their `nodes`) are kept disabled and
-/// without their environment or headers: this node never connects or
-/// offers them. They stay in the view, so revisions and snapshot counts
-/// are SMS's.
+/// Opens the node's stream from SMS: a follow stream whose node side
+/// carries the node's reports until `leaving` fires, or, from an SMS that
+/// has none, a watch (the node then reports with heartbeat calls).
+async fn open(
+    client: &mut spear_proto::v1::registry_client::RegistryClient<crate::sms_link::Joined>,
+    request: WatchRequest,
+    link: &SmsLink,
+    leaving: oneshot::Receiver<()>,
+) -> Result<Streaming<WatchEvent>, tonic::Status> {
+    let first = FollowRequest {
+        message: Some(Message::Watch(request.clone())),
+    };
+    let reports = tokio_stream::wrappers::WatchStream::new(link.reports()).filter_map(|latest| {
+        futures::future::ready(latest.map(|report| FollowRequest {
+            message: Some(Message::Report(report)),
+        }))
+    });
+    // Only a leave ends the node's side; a stream dropped for any other
+    // reason (a gap, silence) is reset, so SMS does not think it left.
+    let left = async move {
+        if leaving.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let outbound = futures::stream::once(futures::future::ready(first))
+        .chain(reports)
+        .take_until(left);
+    match client.follow(outbound).await {
+        Ok(response) => {
+            link.set_carried(true);
+            Ok(response.into_inner())
+        }
+        Err(status) if status.code() == tonic::Code::Unimplemented => {
+            debug!("SMS has no follow stream: watching, and reporting with heartbeat calls");
+            link.set_carried(false);
+            Ok(client.watch(request).await?.into_inner())
+        }
+        Err(status) => Err(status),
+    }
+}
+
+/// Ends the node's side of its stream and waits (briefly) for SMS's side
+/// to end: SMS then knows the node left, rather than lost it.
+async fn leave_stream(leave: oneshot::Sender<()>, mut stream: Streaming<WatchEvent>) -> StreamEnd {
+    let _ = leave.send(());
+    let drained = async { while let Ok(Some(_)) = stream.message().await {} };
+    let _ = tokio::time::timeout(LEAVE_WITHIN, drained).await;
+    StreamEnd::Shutdown
+}
+
 /// Why a watch was not opened: SMS's refusal, or a connection that broke
 /// before any answer (it carries a source), with what to check.
 fn watch_refused(addr: &str, status: &tonic::Status, link: &crate::sms_link::SmsLink) -> String {
@@ -252,6 +318,10 @@ fn watch_refused(addr: &str, status: &tonic::Status, link: &crate::sms_link::Sms
     }
 }
 
+/// Servers scoped to other nodes (their `nodes`) are kept disabled and
+/// without their environment or headers: this node never connects or
+/// offers them. They stay in the view, so revisions and snapshot counts
+/// are SMS's.
 fn set_aside_others(
     mut event: spear_proto::v1::WatchEvent,
     node_id: &str,
@@ -269,4 +339,84 @@ fn set_aside_others(
         }
     }
     event
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+
+    use futures::Stream;
+    use spear_proto::v1::registry_server::{Registry, RegistryServer};
+    use spear_proto::v1::{watch_event, ListServersRequest, ListServersResponse, Progress};
+    use tonic::{Request, Response, Status};
+
+    use super::*;
+
+    /// An SMS from before the follow stream: `Follow` is unknown to it.
+    struct OldSms;
+
+    type Events = Pin<Box<dyn Stream<Item = Result<WatchEvent, Status>> + Send>>;
+
+    #[tonic::async_trait]
+    impl Registry for OldSms {
+        async fn list_servers(
+            &self,
+            _: Request<ListServersRequest>,
+        ) -> Result<Response<ListServersResponse>, Status> {
+            Err(Status::unimplemented("not in this test"))
+        }
+
+        type WatchStream = Events;
+
+        async fn watch(
+            &self,
+            request: Request<WatchRequest>,
+        ) -> Result<Response<Events>, Status> {
+            let revision = request.into_inner().revision;
+            let progress = WatchEvent {
+                event: Some(watch_event::Event::Progress(Progress { epoch: 1, revision })),
+            };
+            Ok(Response::new(Box::pin(futures::stream::iter([Ok(progress)]))))
+        }
+
+        type FollowStream = Events;
+
+        async fn follow(
+            &self,
+            _: Request<Streaming<FollowRequest>>,
+        ) -> Result<Response<Events>, Status> {
+            // What tonic answers for a method a server does not have.
+            Err(Status::unimplemented(""))
+        }
+    }
+
+    /// Against an SMS without `Follow`, the node watches instead and
+    /// reports with heartbeat calls (its reports are not carried).
+    #[tokio::test]
+    async fn an_sms_without_follow_is_watched_and_sent_heartbeats() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(RegistryServer::new(OldSms))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let link = SmsLink::new(vec![addr.clone()], None, Default::default());
+        link.set_carried(true);
+        let channel = link.connect(&addr).await.unwrap();
+        let mut client = link.registry(channel);
+        let request = WatchRequest {
+            node_id: "n".into(),
+            epoch: 1,
+            revision: 7,
+        };
+        let (_leave, leaving) = oneshot::channel();
+        let mut stream = open(&mut client, request, &link, leaving).await.unwrap();
+        let event = stream.message().await.unwrap().unwrap();
+        assert!(
+            matches!(event.event, Some(watch_event::Event::Progress(Progress { revision: 7, .. }))),
+            "{event:?}"
+        );
+        assert!(!link.report(Default::default()), "reports go as heartbeat calls");
+    }
 }

@@ -7,19 +7,23 @@
 //!
 //! Each bench node is what a node is to SMS: its own certificate
 //! (`bench-K`), its own loopback address (127.1.x.y, so SMS's per-source
-//! admission sees 10,000 sources, as it would see 10,000 hosts), and one
-//! HTTP/2 connection that carries both its watch stream and its
-//! heartbeats, as a node's one `SmsLink` does. What the bench shares that
-//! real nodes do not: one process and one core (CPU 1) for all of them,
-//! so client-side decryption and scheduling add to every latency measured
-//! here; SMS has CPU 0 to itself.
+//! admission sees 10,000 sources, as it would see 10,000 hosts), one
+//! HTTP/2 connection with a node's keepalive settings, and on it one
+//! follow stream (`Registry.Follow`) that carries its report when it
+//! opens and again after every change it applies, as a node's does.
+//! What the bench shares that real nodes do not: one process and one core
+//! (CPU 1) for all of them, so client-side decryption and scheduling add
+//! to every latency measured here; SMS has CPU 0 to itself.
 //!
 //! In order, each against a baseline from the same run:
-//! 1. one change reaching every stream (baseline: one stream open);
+//! 1. one change reaching every stream (baseline: one stream open), and
+//!    SMS's CPU for it, the 10,000 reports that follow it included;
 //! 2. SMS's resident memory per idle stream (baseline: SMS before the
 //!    streams opened);
-//! 3. SMS's CPU for heartbeats at the default interval (baseline: the
-//!    same streams, idle, for as long);
+//! 3. SMS's CPU for the nodes' liveness: every stream open while nothing
+//!    changes (progress frames, keepalives), against SMS with no node
+//!    for as long; and, for comparison, the heartbeat calls nodes made
+//!    before the follow stream, every 5 s on the same connections;
 //! 4. the time until every node has its stream back after SMS (replica 0)
 //!    restarts (full TLS handshakes; the history is in etcd, so they
 //!    resume).
@@ -35,7 +39,8 @@ use spear_proto::defaults::HEARTBEAT_EVERY;
 use spear_proto::v1::admin_client::AdminClient;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::registry_client::RegistryClient;
-use spear_proto::v1::{HeartbeatRequest, UpsertServerRequest, WatchRequest};
+use spear_proto::v1::follow_request::Message;
+use spear_proto::v1::{FollowRequest, HeartbeatRequest, UpsertServerRequest, WatchRequest};
 use spear_tests::etcd::{EtcdServer, LocalEtcdCluster};
 use spear_tests::history::sms_registry_async_as;
 use spear_tests::procs::{SmsOptions, SmsProc};
@@ -50,8 +55,9 @@ use super::tls::BenchCerts;
 const NODES: usize = 10_000;
 const SERVERS: usize = 10_000;
 const CHANGES: usize = 20;
-/// How long each CPU window of the heartbeat measure lasts.
-const CPU_WINDOW: Duration = Duration::from_secs(20);
+/// How long each CPU window of the liveness measure lasts: two of SMS's
+/// progress intervals (15 s by default).
+const CPU_WINDOW: Duration = Duration::from_secs(30);
 
 /// What every bench node shares with the measuring task.
 struct Fleet {
@@ -72,15 +78,35 @@ fn address_of(k: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 1, (k / 250) as u8, (k % 250 + 1) as u8))
 }
 
+/// A connection as a node's `SmsLink` makes it (the same keepalive).
 async fn connect(sms: &str, tls: &TlsIdentity, from: IpAddr) -> Option<Channel> {
     let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).ok()?;
-    let endpoint = endpoint.connect_timeout(Duration::from_secs(10));
+    let endpoint = endpoint
+        .connect_timeout(Duration::from_secs(10))
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10));
     dialer.from_address(from).connect(endpoint).await.ok()
 }
 
-/// One bench node: connect, watch from where it is, apply; heartbeat on
-/// the same connection while the fleet beats; after any end, the node's
-/// own backoff, then again.
+/// Node `k`'s report at `position`, as a real node's carries it.
+fn report_of(k: usize, position: &Position) -> HeartbeatRequest {
+    HeartbeatRequest {
+        node_id: format!("bench-{k}"),
+        version: "bench".into(),
+        // As a real node's: an invocable node is shared with the other
+        // replicas through etcd.
+        invoke_addr: format!("{}:7000", address_of(k)),
+        applied_epoch: position.epoch,
+        applied_revision: position.revision,
+        sync_state: spear_proto::v1::SyncState::Synced as i32,
+        ..Default::default()
+    }
+}
+
+/// One bench node: connect, follow from where it is, apply and report
+/// what it applied; heartbeat calls on the same connection while the
+/// fleet beats (the comparison); after any end, the node's own backoff,
+/// then again.
 async fn node(fleet: Arc<Fleet>, k: usize) {
     let mut backoff = spearlet::sync::reconnect_backoff();
     let mut position = Position::default();
@@ -97,13 +123,21 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
         .await
         {
             let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
-            let request = WatchRequest {
-                node_id: format!("bench-{k}"),
-                epoch: position.epoch,
-                revision: position.revision,
+            let (report, reports) = tokio::sync::watch::channel(report_of(k, &position));
+            let first = FollowRequest {
+                message: Some(Message::Watch(WatchRequest {
+                    node_id: format!("bench-{k}"),
+                    epoch: position.epoch,
+                    revision: position.revision,
+                })),
             };
+            let outbound = futures::stream::once(async { first }).chain(
+                tokio_stream::wrappers::WatchStream::new(reports).map(|r| FollowRequest {
+                    message: Some(Message::Report(r)),
+                }),
+            );
             let mut registry = RegistryClient::new(channel).max_decoding_message_size(64 << 20);
-            if let Ok(response) = registry.watch(request).await {
+            if let Ok(response) = registry.follow(outbound).await {
                 fleet.watches[k].fetch_add(1, Ordering::Relaxed);
                 backoff.reset();
                 let mut stream = response.into_inner();
@@ -116,6 +150,7 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
                         fleet.positions[k]
                             .1
                             .store(position.revision, Ordering::Relaxed);
+                        report.send_replace(report_of(k, &position));
                     }
                 }
             }
@@ -125,8 +160,8 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
     }
 }
 
-/// A node's heartbeats, every HEARTBEAT_EVERY from a random start, while
-/// the fleet beats.
+/// A node's heartbeat calls, every HEARTBEAT_EVERY from a random start,
+/// while the fleet beats: how nodes reported before the follow stream.
 async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
     let mut nodes = NodesClient::new(channel);
     let offset = HEARTBEAT_EVERY.mul_f64(rand::random::<f64>());
@@ -260,8 +295,11 @@ pub async fn run(replicas: usize) {
     one.abort();
     fleet.watches[0].store(0, Ordering::Relaxed);
 
-    // 2. Memory: every node's stream open, idle.
+    // 3, baseline: SMS's CPU with no node.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let nobody = plane.cpu_share(CPU_WINDOW).await;
+
+    // 2. Memory: every node's stream open, idle.
     let before = plane.rss_kib();
     let opened = Instant::now();
     let mut nodes: Vec<_> = (1..NODES)
@@ -281,8 +319,14 @@ pub async fn run(replicas: usize) {
     );
     while arrivals.try_recv().is_ok() {}
 
-    // 3, baseline: SMS's CPU with every stream open and idle.
+    // 3. Liveness: SMS's CPU with every stream open and nothing changing.
     let idle = plane.cpu_share(CPU_WINDOW).await;
+    println!(
+        "SMS CPU with no node (baseline): {:.2}% of one core; with {NODES} nodes following, nothing changing: {:.2}% (their liveness: {:.2}%)",
+        nobody * 100.0,
+        idle * 100.0,
+        (idle - nobody) * 100.0
+    );
 
     // 1, continued: one change to every node, and what it cost SMS beyond
     // its idle work.
@@ -292,18 +336,17 @@ pub async fn run(replicas: usize) {
     let for_changes = spent - idle * started.elapsed().as_secs_f64();
     println!("one change, {NODES} streams:       {many}");
     println!(
-        "SMS CPU per change to {NODES} streams, beyond its idle work: {:.1} ms",
+        "SMS CPU per change to {NODES} streams, beyond its idle work (the {NODES} reports that follow it included): {:.1} ms",
         for_changes * 1000.0 / CHANGES as f64
     );
 
-    // 3. Heartbeats: SMS's CPU with every node beating.
+    // 3, for comparison: heartbeat calls, as nodes made before.
     fleet.beating.store(true, Ordering::Relaxed);
     tokio::time::sleep(HEARTBEAT_EVERY).await;
     let beating = plane.cpu_share(CPU_WINDOW).await;
     fleet.beating.store(false, Ordering::Relaxed);
     println!(
-        "SMS CPU, streams idle (baseline): {:.2}% of one core; with {NODES} heartbeats every {HEARTBEAT_EVERY:?}: {:.2}% (heartbeats: {:.2}%)",
-        idle * 100.0,
+        "for comparison, the heartbeat calls nodes made before the follow stream, every {HEARTBEAT_EVERY:?} on the same connections: {:.2}% of one core (the calls: {:.2}%)",
         beating * 100.0,
         (beating - idle) * 100.0
     );

@@ -79,7 +79,7 @@ pub async fn list(
                     @for node in &rows {
                         tr data-node=(node.node_id) {
                             td { a href={"/nodes/" (enc(&node.node_id))} { (node.node_id) } }
-                            td class="alive" { @if node.alive { (badge("alive")) } @else { (badge("not alive")) } }
+                            td class="alive" { (badge(liveness(node))) }
                             td class="num applied" { (node.applied_revision) }
                             td class="num lag" { (node.lag) }
                             td { (seconds_ago(node.last_seen_ms)) }
@@ -120,7 +120,7 @@ pub async fn node(
     let body = html! {
         (page::live("node", "nodes registry", html! {
             table class="facts" {
-                tr { th { "Alive" } td { @if node.alive { (badge("alive")) } @else { (badge("not alive")) } } }
+                tr { th { "Alive" } td { (badge(liveness(node))) } }
                 tr { th { "Applied revision" } td { (node.applied_revision) " (SMS: " (status.revision) ", lag " (node.lag) ")" } }
                 tr { th { "Last heartbeat" } td { (seconds_ago(node.last_seen_ms)) } }
                 tr { th { "Registry" } td { (badge(sync_name(node))) } }
@@ -163,4 +163,14 @@ pub async fn node(
         &signed.session,
         body,
     ))
+}
+
+/// A node's liveness as the views say it: alive, left (it stopped), or
+/// not alive (lost).
+fn liveness(node: &spear_proto::v1::NodeStatus) -> &'static str {
+    match (node.alive, node.left) {
+        (true, _) => "alive",
+        (false, true) => "left",
+        (false, false) => "not alive",
+    }
 }
