@@ -19,7 +19,6 @@ pub mod scope;
 pub mod suggest;
 pub mod task;
 mod task_error;
-mod task_keys;
 pub mod usage;
 
 /// Version 1 of the Spear protocol.

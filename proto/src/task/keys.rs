@@ -5,9 +5,9 @@
 use serde::de::{DeserializeOwned, Deserializer, Visitor};
 use serde_json::Value;
 
+use super::{LlmChoice, McpConfig, TaskConfig, TaskLimits, WasiGrants};
 use crate::quota::TaskQuota;
 use crate::suggest::closest;
-use crate::task::{LlmChoice, McpConfig, TaskConfig, TaskLimits, WasiGrants};
 
 /// (section, its keys); "" is the top level. The keys are the ones serde
 /// reads for each section's type, so this list cannot drift from them.

@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::patterns::check_pattern;
 pub use crate::task_error::{TaskError, MAX_CONFIG_BYTES, MAX_TASK_ID_LEN};
+
+mod keys;
 use crate::v1::TaskSpec;
 
 /// Caps on limits a task may ask for.
@@ -177,7 +179,7 @@ pub fn parse_task_config(json: &str) -> Result<TaskConfig, TaskError> {
     let json = if json.trim().is_empty() { "{}" } else { json };
     let value: serde_json::Value =
         serde_json::from_str(json).map_err(|e| TaskError::Json(e.to_string()))?;
-    let unknown = crate::task_keys::unknown_keys(&value);
+    let unknown = keys::unknown_keys(&value);
     if !unknown.is_empty() {
         return Err(TaskError::UnknownKeys(unknown.join(", ")));
     }
@@ -346,7 +348,7 @@ mod tests {
             + "## The task config\n\n```json\n".len();
         let example = &docs[start..start + docs[start..].find("```").unwrap()];
         let value: serde_json::Value = serde_json::from_str(example).unwrap();
-        assert!(crate::task_keys::unknown_keys(&value).is_empty());
+        assert!(keys::unknown_keys(&value).is_empty());
     }
 
     #[test]
