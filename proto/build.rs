@@ -1,5 +1,5 @@
 //! Generates the tonic/prost code for Spear's contracts, plus one hand-described
-//! service: the server side of `Registry` whose `Watch` and `Follow` streams sends frames that
+//! service: the server side of `Registry` whose `Watch` and `Follow` streams send frames that
 //! SMS encoded once and shares between every stream (see `src/frame.rs`).
 //!
 //! The `.proto` files are parsed by `protox`, a protobuf compiler in Rust,

@@ -107,7 +107,10 @@ impl<Q: Message + Default> Decoder for RequestDecoder<Q> {
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
         Q::decode(src).map(Some).map_err(|e| {
-            let name = std::any::type_name::<Q>().rsplit("::").next().unwrap_or("request");
+            let name = std::any::type_name::<Q>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("request");
             Status::invalid_argument(format!("malformed {name}: {e}"))
         })
     }

@@ -399,6 +399,18 @@ impl SmsProc {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("status JSON: {e}: {out}"))
     }
 
+    /// `node_id`'s row of [`SmsProc::status`] (`Null` when SMS does not
+    /// know it).
+    pub fn node(&self, node_id: &str) -> serde_json::Value {
+        self.status()["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["node_id"] == node_id)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null)
+    }
+
     pub fn workdir(&self) -> &Path {
         self.workdir.path()
     }

@@ -74,16 +74,6 @@ async fn end_of(stream: &mut Streaming<WatchEvent>) -> Option<tonic::Status> {
     }
 }
 
-fn node_entry(sms: &SmsProc, id: &str) -> Value {
-    sms.status()["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|n| n["node_id"] == id)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 fn tls_sms() -> (Certs, SmsProc) {
     let certs = Certs::new("spear.test");
     let sms = SmsProc::start(SmsOptions {
@@ -102,7 +92,10 @@ fn a_follow_stream_carries_its_own_nodes_reports_and_nothing_else() {
 
     // node-a's certificate opening node-b's stream.
     let opened = rt.block_on(follow(&sms.grpc, &node_a, watch("node-b")));
-    let refused = opened.answer.err().expect("another node's stream is refused");
+    let refused = opened
+        .answer
+        .err()
+        .expect("another node's stream is refused");
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
 
     // A stream that starts with a report instead of where the node stands.
@@ -119,27 +112,37 @@ fn a_follow_stream_carries_its_own_nodes_reports_and_nothing_else() {
     let own = rt.block_on(follow(&sms.grpc, &node_a, watch("node-a")));
     let mut frames = own.answer.expect("its own stream opens");
     rt.block_on(own.outbound.send(report("node-a"))).unwrap();
-    eventually("SMS to take node-a's report", Duration::from_secs(10), || {
-        let entry = node_entry(&sms, "node-a");
-        (entry["alive"] == true).then_some(()).ok_or(entry.to_string())
-    });
+    eventually(
+        "SMS to take node-a's report",
+        Duration::from_secs(10),
+        || {
+            let entry = sms.node("node-a");
+            (entry["alive"] == true)
+                .then_some(())
+                .ok_or(entry.to_string())
+        },
+    );
     rt.block_on(own.outbound.send(report("node-b"))).unwrap();
-    let end = rt.block_on(end_of(&mut frames)).expect("ended with a refusal");
+    let end = rt
+        .block_on(end_of(&mut frames))
+        .expect("ended with a refusal");
     assert_eq!(end.code(), tonic::Code::PermissionDenied, "{end:?}");
     assert!(
         end.message().contains("carries no report of 'node-b'"),
         "{end:?}"
     );
-    assert_eq!(node_entry(&sms, "node-b"), Value::Null);
+    assert_eq!(sms.node("node-b"), Value::Null);
     // Refused, not left: node-a may be on its way back.
-    let entry = node_entry(&sms, "node-a");
+    let entry = sms.node("node-a");
     assert_eq!(entry["left"], false, "{entry}");
 
     // A second watch on a stream.
     let twice = rt.block_on(follow(&sms.grpc, &node_a, watch("node-a")));
     let mut frames = twice.answer.expect("opens");
     rt.block_on(twice.outbound.send(watch("node-a"))).unwrap();
-    let end = rt.block_on(end_of(&mut frames)).expect("ended with a refusal");
+    let end = rt
+        .block_on(end_of(&mut frames))
+        .expect("ended with a refusal");
     assert_eq!(end.code(), tonic::Code::InvalidArgument, "{end:?}");
     drop(twice.outbound);
     drop(own.outbound);
@@ -155,8 +158,10 @@ fn a_following_node_is_alive_while_silent_and_left_the_moment_it_ends_its_stream
     let mut frames = opened.answer.expect("opens");
     rt.block_on(opened.outbound.send(report("node-a"))).unwrap();
     let entry = eventually("SMS to take the report", Duration::from_secs(10), || {
-        let entry = node_entry(&sms, "node-a");
-        (entry["alive"] == true).then_some(entry.clone()).ok_or(entry.to_string())
+        let entry = sms.node("node-a");
+        (entry["alive"] == true)
+            .then_some(entry.clone())
+            .ok_or(entry.to_string())
     });
     // While the stream is open, SMS has heard of the node just now.
     assert_eq!(entry["last_seen_ms"], 0, "{entry}");
@@ -165,7 +170,7 @@ fn a_following_node_is_alive_while_silent_and_left_the_moment_it_ends_its_stream
     // side cleanly and shows the node left, not alive, at once.
     drop(opened.outbound);
     assert!(rt.block_on(end_of(&mut frames)).is_none(), "a clean end");
-    let entry = node_entry(&sms, "node-a");
+    let entry = sms.node("node-a");
     assert_eq!(entry["alive"], false, "{entry}");
     assert_eq!(entry["left"], true, "{entry}");
     let (code, out, err) = sms.client(&["status"]);
@@ -179,7 +184,7 @@ fn a_following_node_is_alive_while_silent_and_left_the_moment_it_ends_its_stream
     let frames = back.answer.expect("opens");
     rt.block_on(back.outbound.send(report("node-a"))).unwrap();
     eventually("SMS to see the node back", Duration::from_secs(10), || {
-        let entry = node_entry(&sms, "node-a");
+        let entry = sms.node("node-a");
         (entry["alive"] == true && entry["left"] == false)
             .then_some(())
             .ok_or(entry.to_string())
@@ -191,7 +196,7 @@ fn a_following_node_is_alive_while_silent_and_left_the_moment_it_ends_its_stream
     drop(rt);
     drop(back.outbound);
     let entry = eventually("SMS to see the stream end", Duration::from_secs(30), || {
-        let entry = node_entry(&sms, "node-a");
+        let entry = sms.node("node-a");
         (entry["last_seen_ms"].as_u64() > Some(0))
             .then_some(entry.clone())
             .ok_or(entry.to_string())

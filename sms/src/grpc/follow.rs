@@ -12,7 +12,6 @@
 //! or SMS ending the frames (shutting down, the node's certificate
 //! revoked).
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -182,9 +181,8 @@ pub(super) fn holding<T: Send + 'static>(
     frames: impl Stream<Item = Item> + Send + 'static,
     held: T,
 ) -> WatchStream {
-    let frames: Pin<Box<dyn Stream<Item = Item> + Send>> = Box::pin(frames.map(move |frame| {
+    Box::pin(frames.map(move |frame| {
         let _held = &held;
         frame
-    }));
-    frames
+    }))
 }

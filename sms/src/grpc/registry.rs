@@ -144,6 +144,8 @@ impl Registry for RegistryService {
         let frames = follow::holding(self.hub.watch(watch).take_until(revoked), permit);
         let inbound = request.into_inner();
         let reports = Arc::clone(&self.reports);
-        Ok(Response::new(follow::serve(frames, reports, node_id, inbound)))
+        Ok(Response::new(follow::serve(
+            frames, reports, node_id, inbound,
+        )))
     }
 }

@@ -140,7 +140,9 @@ impl NodeTable {
         self.changes.subscribe()
     }
 
-    /// Records a heartbeat, registering the node on its first one.
+    /// Records a heartbeat call, registering the node on its first one
+    /// (the tests' shorthand for [`NodeTable::report`]).
+    #[cfg(test)]
     pub fn heartbeat(&self, report: HeartbeatRequest) -> Result<(), NodeError> {
         self.heartbeat_at(report, Instant::now())
     }
@@ -150,7 +152,8 @@ impl NodeTable {
         self.report_at(report, Instant::now(), via)
     }
 
-    /// [`NodeTable::heartbeat`] as of `now`.
+    /// A heartbeat call as of `now`.
+    #[cfg(test)]
     fn heartbeat_at(&self, report: HeartbeatRequest, now: Instant) -> Result<(), NodeError> {
         self.report_at(report, now, Via::Heartbeat)
     }
@@ -266,11 +269,7 @@ impl NodeTable {
     pub fn alive_count(&self) -> usize {
         let now = Instant::now();
         let nodes = self.nodes.read();
-        nodes
-            .by_id
-            .values()
-            .filter(|n| n.alive(now))
-            .count()
+        nodes.by_id.values().filter(|n| n.alive(now)).count()
     }
 
     /// One node's status with each of its servers' states.
@@ -345,11 +344,7 @@ impl NodeTable {
             .read()
             .by_id
             .values()
-            .filter(|n| {
-                n.alive(now)
-                    && !n.report.invoke_addr.is_empty()
-                    && !n.report.draining
-            })
+            .filter(|n| n.alive(now) && !n.report.invoke_addr.is_empty() && !n.report.draining)
             .map(|n| Invocable {
                 node_id: n.report.node_id.clone(),
                 addr: n.report.invoke_addr.clone(),

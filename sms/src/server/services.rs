@@ -164,8 +164,8 @@ impl Services {
             ),
             nodes: Arc::new(
                 NodesService::new(reports, stores.shared_nodes, access.clone())
-                .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir)
-                .audited(admin_audit.clone()),
+                    .with_tokens(spear_identity::NodeTokens::new(join_token.clone()), ca_dir)
+                    .audited(admin_audit.clone()),
             ),
             credentials: Arc::new(
                 CredentialsService::new(Arc::clone(&broker), keys.sealer, access.clone())

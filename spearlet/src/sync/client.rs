@@ -368,15 +368,17 @@ mod tests {
 
         type WatchStream = Events;
 
-        async fn watch(
-            &self,
-            request: Request<WatchRequest>,
-        ) -> Result<Response<Events>, Status> {
+        async fn watch(&self, request: Request<WatchRequest>) -> Result<Response<Events>, Status> {
             let revision = request.into_inner().revision;
             let progress = WatchEvent {
-                event: Some(watch_event::Event::Progress(Progress { epoch: 1, revision })),
+                event: Some(watch_event::Event::Progress(Progress {
+                    epoch: 1,
+                    revision,
+                })),
             };
-            Ok(Response::new(Box::pin(futures::stream::iter([Ok(progress)]))))
+            Ok(Response::new(Box::pin(futures::stream::iter([Ok(
+                progress,
+            )]))))
         }
 
         type FollowStream = Events;
@@ -414,9 +416,15 @@ mod tests {
         let mut stream = open(&mut client, request, &link, leaving).await.unwrap();
         let event = stream.message().await.unwrap().unwrap();
         assert!(
-            matches!(event.event, Some(watch_event::Event::Progress(Progress { revision: 7, .. }))),
+            matches!(
+                event.event,
+                Some(watch_event::Event::Progress(Progress { revision: 7, .. }))
+            ),
             "{event:?}"
         );
-        assert!(!link.report(Default::default()), "reports go as heartbeat calls");
+        assert!(
+            !link.report(Default::default()),
+            "reports go as heartbeat calls"
+        );
     }
 }
