@@ -125,4 +125,27 @@ async fn unchanged_heartbeats_cost_etcd_nothing_and_a_replica_removes_only_its_o
     left.sort();
     assert_eq!(left, ["node-0", "node-1"]);
     beating.abort();
+
+    // A thousand nodes open their streams at once (an SMS restart): their
+    // reports are queued (publish_soon does not wait for etcd) and written
+    // by the writer, every one of them.
+    for node in 1000..2000 {
+        a.publish_soon(&beat(node));
+    }
+    tokio::task::block_in_place(|| {
+        eventually(
+            "the writer to write every queued record",
+            Duration::from_secs(60),
+            || {
+                let keys = etcd
+                    .etcdctl(&["get", "/t/nodes/node-1", "--prefix", "--keys-only"])
+                    .unwrap_or_else(|e| panic!("etcdctl: {e}"));
+                // node-1 itself, and node-1000 ..= node-1999.
+                match keys.split_whitespace().count() {
+                    1001 => Ok(()),
+                    n => Err(format!("{n} records")),
+                }
+            },
+        )
+    });
 }

@@ -26,12 +26,20 @@ use tracing::{debug, warn};
 
 use super::nodes::refused_report;
 use super::reports::{Presence, Reports};
-use crate::nodes::{Via, MIN_HEARTBEAT_GAP};
+use crate::nodes::Via;
 use crate::watch::WatchStream;
 
 /// A follow stream that has not said where its node stands within this
 /// long is closed.
 const FIRST_WITHIN: Duration = Duration::from_secs(10);
+
+/// Reports on one stream are taken at most this often: a node identity's
+/// four streams (`MAX_WATCHES_PER_NODE`) together carry at most one report
+/// per [`crate::nodes::MIN_HEARTBEAT_GAP`], as its heartbeat calls may (a compromised
+/// node flipping a field on every report rewrites its etcd record no
+/// faster than that). A node reports when something changed, settling
+/// bursts for 50 ms, so this delays a real node's report at most a little.
+const REPORT_EVERY: Duration = Duration::from_millis(80);
 
 /// The stream's first message: where the node stands.
 pub(super) async fn first_watch(
@@ -115,9 +123,8 @@ enum End {
 }
 
 /// Takes `node_id`'s reports from its side of the stream, one at a time
-/// and at most one per [`MIN_HEARTBEAT_GAP`] (a node sends one when
-/// something changed, so this only slows a flood, through HTTP/2's flow
-/// control); the node counts as present from its first report until the
+/// and at most one per [`REPORT_EVERY`] (a flood is slowed through
+/// HTTP/2's flow control, and nothing is dropped); the node counts as present from its first report until the
 /// stream ends.
 async fn take_reports(
     reports: Arc<Reports>,
@@ -153,7 +160,7 @@ async fn take_reports(
             )));
         }
         tokio::time::sleep_until(next).await;
-        next = Instant::now() + MIN_HEARTBEAT_GAP;
+        next = Instant::now() + REPORT_EVERY;
         if let Err(e) = reports.take(report, Via::Stream).await {
             warn!(%node_id, error = %e, "a node's report was refused; its follow stream is closed");
             break End::Refused(refused_report(e));
@@ -185,4 +192,18 @@ pub(super) fn holding<T: Send + 'static>(
         let _held = &held;
         frame
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grpc::MAX_WATCHES_PER_NODE;
+    use crate::nodes::MIN_HEARTBEAT_GAP;
+
+    /// The streams one identity may hold carry no more reports together
+    /// than its heartbeat calls may.
+    #[test]
+    fn an_identitys_streams_together_report_no_faster_than_its_calls() {
+        assert!(REPORT_EVERY >= MIN_HEARTBEAT_GAP * MAX_WATCHES_PER_NODE as u32);
+    }
 }

@@ -7,18 +7,12 @@
 //! directory while the stream is open.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use spear_proto::v1::HeartbeatRequest;
-use tracing::warn;
 
 use crate::audit::heads::Heads;
 use crate::nodes::{NodeError, NodeTable, SharedNodes, StreamEnd, Via};
 use crate::watch::Hub;
-
-/// A slow etcd must not hold a node's report (the node's own SMS already
-/// has it).
-const PUBLISH_WITHIN: Duration = Duration::from_secs(2);
 
 /// Where node reports land; shared by the Nodes and Registry services.
 pub struct Reports {
@@ -62,17 +56,9 @@ impl Reports {
             }
         }
         if let (Some(shared), Some(report)) = (&self.shared, published) {
-            // Other replicas route to this node only while this succeeds;
-            // the node's own SMS keeps serving it either way.
-            match tokio::time::timeout(PUBLISH_WITHIN, shared.publish(&report)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => {
-                    warn!(%node_id, %error, "cannot publish the node to the other SMS replicas")
-                }
-                Err(_) => {
-                    warn!(%node_id, "etcd did not take the node's record within {PUBLISH_WITHIN:?}")
-                }
-            }
+            // Other replicas route to this node once it is written; the
+            // node's own SMS serves it either way.
+            shared.publish_soon(&report);
         }
         Ok(())
     }

@@ -15,6 +15,14 @@
 //! long as the stream is; the time starts when the stream ends, or the
 //! record goes at the next sweep when the node left.
 //!
+//! Reports on follow streams are written by one writer task
+//! ([`SharedNodes::publish_soon`]): the latest record per node waits in a
+//! queue and at most [`WRITERS`] puts are in flight, so 10,000 nodes
+//! opening their streams at once (an SMS restart) are written as fast as
+//! etcd takes them, in order per node, instead of 10,000 puts at once
+//! that etcd refuses ("too many requests"); a report never waits for
+//! etcd, and a write that fails is tried again.
+//!
 //! One lease per node, kept alive on every heartbeat, cost each heartbeat
 //! an etcd keep-alive stream of its own: at 10,000 nodes, 2,000 a second.
 
@@ -23,6 +31,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use spear_proto::v1::{HeartbeatRequest, SyncState};
@@ -69,6 +78,15 @@ pub struct SharedNodes {
     /// One grant at a time: heartbeats arriving before the lease exists
     /// wait for it rather than each granting their own.
     granting: tokio::sync::Mutex<()>,
+    /// Wakes the writer when a record is queued (or the directory is
+    /// dropped).
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for SharedNodes {
+    fn drop(&mut self) {
+        self.wake.notify_one();
+    }
 }
 
 #[derive(Default)]
@@ -81,6 +99,8 @@ struct State {
     written: HashMap<String, Written>,
     /// Nodes whose follow streams to this replica are open, and how many.
     following: HashMap<String, u32>,
+    /// Records waiting for the writer: the latest per node.
+    queued: HashMap<String, Vec<u8>>,
 }
 
 struct Written {
@@ -88,6 +108,11 @@ struct Written {
     lease: i64,
     heard: Instant,
 }
+
+/// Puts the writer has in flight at most.
+const WRITERS: usize = 32;
+/// How long the writer waits before trying failed writes again.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How often the lease is kept alive and silent nodes' records removed:
 /// three times within the lease's life.
@@ -103,8 +128,13 @@ impl SharedNodes {
             prefix: format!("{}/nodes/", prefix.trim_end_matches('/')),
             state: Mutex::default(),
             granting: tokio::sync::Mutex::new(()),
+            wake: Arc::default(),
         });
         tokio::spawn(keep(Arc::downgrade(&shared)));
+        tokio::spawn(write_queued(
+            Arc::downgrade(&shared),
+            Arc::clone(&shared.wake),
+        ));
         shared
     }
 
@@ -128,23 +158,54 @@ impl SharedNodes {
     /// Publishes a heartbeat of a node that accepts invocations: written
     /// to etcd only when the node's record changed (or this replica's
     /// lease did).
+    /// The report's own record replaces any queued one.
     pub async fn publish(&self, report: &HeartbeatRequest) -> Result<(), etcd_client::Error> {
+        match self.changed(report) {
+            Some(value) => {
+                self.state.lock().queued.remove(&report.node_id);
+                self.write(&report.node_id, value).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// [`SharedNodes::publish`] by the writer task: queued when changed,
+    /// written soon, without waiting.
+    pub fn publish_soon(&self, report: &HeartbeatRequest) {
+        if let Some(value) = self.changed(report) {
+            self.state
+                .lock()
+                .queued
+                .insert(report.node_id.clone(), value);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The node's record when it must be written: it differs from what
+    /// this replica wrote (or queued), or its lease changed. Notes that
+    /// the node was heard.
+    fn changed(&self, report: &HeartbeatRequest) -> Option<Vec<u8>> {
         if report.invoke_addr.is_empty() {
-            return Ok(());
+            return None;
         }
         let value = serde_json::to_vec(&Record::of(report)).unwrap_or_default();
-        let now = Instant::now();
-        {
-            let mut state = self.state.lock();
-            let lease = state.lease;
-            if let Some(written) = state.written.get_mut(&report.node_id) {
-                written.heard = now;
-                if written.record == value && Some(written.lease) == lease {
-                    return Ok(());
-                }
+        let mut state = self.state.lock();
+        let lease = state.lease;
+        if let Some(queued) = state.queued.get(&report.node_id) {
+            return (*queued != value).then_some(value);
+        }
+        if let Some(written) = state.written.get_mut(&report.node_id) {
+            written.heard = Instant::now();
+            if written.record == value && Some(written.lease) == lease {
+                return None;
             }
         }
-        let key = format!("{}{}", self.prefix, report.node_id);
+        Some(value)
+    }
+
+    /// Writes `node_id`'s record under this replica's lease.
+    async fn write(&self, node_id: &str, value: Vec<u8>) -> Result<(), etcd_client::Error> {
+        let key = format!("{}{}", self.prefix, node_id);
         let lease = self.lease().await?;
         let lease = match self.put(&key, &value, lease).await {
             Err(etcd_client::Error::GRpcStatus(status))
@@ -161,14 +222,42 @@ impl SharedNodes {
             Ok(()) => lease,
         };
         self.state.lock().written.insert(
-            report.node_id.clone(),
+            node_id.to_string(),
             Written {
                 record: value,
                 lease,
-                heard: now,
+                heard: Instant::now(),
             },
         );
         Ok(())
+    }
+
+    /// Writes what is queued, [`WRITERS`] at a time; failed writes go
+    /// back in the queue (unless a newer record took their place), and
+    /// `true` says some failed.
+    async fn write_queued_once(&self) -> bool {
+        let batch: Vec<(String, Vec<u8>)> = self.state.lock().queued.drain().collect();
+        let failed = parking_lot::Mutex::new(Vec::new());
+        futures::stream::iter(batch)
+            .for_each_concurrent(WRITERS, |(node_id, value)| {
+                let failed = &failed;
+                async move {
+                    if let Err(error) = self.write(&node_id, value.clone()).await {
+                        failed.lock().push((node_id, value, error));
+                    }
+                }
+            })
+            .await;
+        let failed = failed.into_inner();
+        let Some((_, _, error)) = failed.first() else {
+            return false;
+        };
+        warn!(nodes = failed.len(), %error, "cannot publish nodes to the other SMS replicas; trying again");
+        let mut state = self.state.lock();
+        for (node_id, value, _) in failed {
+            state.queued.entry(node_id).or_insert(value);
+        }
+        true
     }
 
     /// A follow stream of `node_id` opened: the node is heard until it
@@ -295,6 +384,21 @@ impl SharedNodes {
                 failed_servers: r.failed_servers,
             })
             .collect())
+    }
+}
+
+/// The writer: writes what [`SharedNodes::publish_soon`] queued until the
+/// directory is dropped.
+async fn write_queued(shared: Weak<SharedNodes>, wake: Arc<tokio::sync::Notify>) {
+    loop {
+        wake.notified().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if shared.write_queued_once().await {
+            tokio::time::sleep(RETRY_AFTER).await;
+            shared.wake.notify_one();
+        }
     }
 }
 
