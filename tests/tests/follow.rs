@@ -98,6 +98,12 @@ fn a_follow_stream_carries_its_own_nodes_reports_and_nothing_else() {
         .expect("another node's stream is refused");
     assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
 
+    // A watch request far over its bound (the stream decodes messages up
+    // to a report's size).
+    let opened = rt.block_on(follow(&sms.grpc, &node_a, watch(&"x".repeat(100 * 1024))));
+    let refused = opened.answer.err().expect("an oversized watch is refused");
+    assert_eq!(refused.code(), tonic::Code::OutOfRange, "{refused:?}");
+
     // A stream that starts with a report instead of where the node stands.
     let opened = rt.block_on(follow(&sms.grpc, &node_a, report("node-a")));
     let refused = opened.answer.err().expect("a report first is refused");

@@ -20,6 +20,23 @@ use crate::watch::{Hub, WatchStream};
 /// ports there are no identities and no bound.
 pub const MAX_WATCHES_PER_NODE: usize = 4;
 
+/// The largest watch request SMS takes. The service decodes messages up
+/// to a node's report (a follow stream carries both), so the watch
+/// request's own bound is checked here: a node id is at most 128 bytes.
+const MAX_WATCH_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Refuses a watch request larger than [`MAX_WATCH_REQUEST_BYTES`], as the
+/// service's decoding limit did before it carried reports.
+fn bounded(watch: &WatchRequest) -> Result<(), Status> {
+    let len = prost::Message::encoded_len(watch);
+    if len > MAX_WATCH_REQUEST_BYTES {
+        return Err(Status::out_of_range(format!(
+            "the watch request is {len} bytes; the limit is {MAX_WATCH_REQUEST_BYTES}"
+        )));
+    }
+    Ok(())
+}
+
 /// `spear.v1.Registry`: list, watch and follow, served from the hub, to
 /// nodes and admins. Literal `env`/`headers` values reach nodes only.
 pub struct RegistryService {
@@ -118,6 +135,7 @@ impl Registry for RegistryService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         // Only a node, as itself: the stream carries literal secrets, which
         // admins see redacted through list_servers instead.
+        bounded(request.get_ref())?;
         let node_id = request.get_ref().node_id.clone();
         self.access.node(&request, &node_id, "watch")?;
         let permit = self.permit_if_secure(&node_id)?;
@@ -135,6 +153,7 @@ impl Registry for RegistryService {
         mut request: Request<Streaming<FollowRequest>>,
     ) -> Result<Response<Self::FollowStream>, Status> {
         let watch = follow::first_watch(request.get_mut()).await?;
+        bounded(&watch)?;
         // Only a node, as itself, as for a watch.
         let node_id = watch.node_id.clone();
         self.access.node(&request, &node_id, "follow")?;
