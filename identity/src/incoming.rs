@@ -77,8 +77,10 @@ pub fn server() -> tonic::transport::Server {
 const H2_PING_AFTER: Duration = Duration::from_secs(120);
 
 /// A connection that has carried nothing either way for this long is
-/// probed by the kernel ...
-const PROBE_IDLE_AFTER: Duration = Duration::from_secs(20);
+/// probed by the kernel (longer than SMS's 30 s between progress frames,
+/// whose acknowledgements keep a following node's connection from ever
+/// being probed) ...
+const PROBE_IDLE_AFTER: Duration = Duration::from_secs(45);
 /// ... every this long ...
 const PROBE_EVERY: Duration = Duration::from_secs(5);
 /// ... and closed after this many probes go unanswered.

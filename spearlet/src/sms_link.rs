@@ -38,11 +38,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The node pings SMS after reading nothing from it for this long, and
 /// calls the connection dead when the answer takes longer than
-/// [`PING_ANSWER_WITHIN`]. SMS's progress frames (every 15 s by default)
-/// come sooner, so a healthy SMS is never pinged; one whose host went
-/// away is found within about 30 s.
-const PING_AFTER: Duration = Duration::from_secs(20);
-const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
+/// [`PING_ANSWER_WITHIN`]. SMS's progress frames (every 30 s by default)
+/// come sooner, so a healthy SMS is never pinged (each ping would cost
+/// SMS as much as a frame); one whose host went away is found within a
+/// minute of its last frame.
+pub const PING_AFTER: Duration = Duration::from_secs(40);
+pub const PING_ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 /// A channel that presents the node's join token on every request.
 pub type Joined = InterceptedService<Channel, JoinToken>;

@@ -5,22 +5,29 @@
 //! seconds, and an idle node costs SMS nothing but the keepalives of its
 //! connection.
 //!
-//! [`first_watch`] reads where the node stands; [`serve`] answers with the
-//! watch frames while [`take_reports`] takes the node's reports. The two
-//! halves end together: the node ending its side (it left), a report SMS
-//! refuses (the frames end with the refusal), the connection breaking,
-//! or SMS ending the frames (shutting down, the node's certificate
-//! revoked).
+//! [`first_watch`] reads where the node stands; [`serve`] returns SMS's
+//! side, a [`Follow`] that takes the node's reports whenever it is
+//! polled for frames: one task per stream, the one HTTP/2 already runs
+//! for the response. The two sides end together: the node ending its
+//! side (it left), a report SMS refuses (the frames end with the
+//! refusal), the connection breaking, or SMS ending the frames (shutting
+//! down, the node's certificate revoked).
+//!
+//! The node's side is read in states: open, taking a report at a time;
+//! paced for [`REPORT_EVERY`] after each report taken; ended (left,
+//! broken or refused), after which SMS's side ends too.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use spear_proto::frame::EncodedEvent;
 use spear_proto::v1::follow_request::Message;
-use spear_proto::v1::{FollowRequest, WatchRequest};
-use tokio::sync::oneshot;
-use tokio::time::Instant;
+use spear_proto::v1::{FollowRequest, HeartbeatRequest, WatchRequest};
+use tokio::time::Sleep;
 use tonic::{Status, Streaming};
 use tracing::{debug, warn};
 
@@ -69,118 +76,127 @@ pub(super) fn serve(
     node_id: String,
     inbound: Streaming<FollowRequest>,
 ) -> WatchStream {
-    let (end_tx, end) = oneshot::channel();
-    let (stop, stop_rx) = oneshot::channel();
-    tokio::spawn(take_reports(reports, node_id, inbound, stop_rx, end_tx));
-    let halves = Halves {
+    Box::pin(Follow {
         frames,
-        end,
-        _stop: stop,
-        done: false,
-    };
-    Box::pin(futures::stream::unfold(halves, Halves::next))
-}
-
-/// SMS's side of the stream, and its link to the node's side.
-struct Halves {
-    frames: WatchStream,
-    /// The node's side ended: with a refusal to send, or without.
-    end: oneshot::Receiver<Option<Status>>,
-    /// Dropped with this side, which ends the node's.
-    _stop: oneshot::Sender<()>,
-    done: bool,
+        inbound,
+        reports,
+        node_id,
+        presence: None,
+        paced: None,
+        ended: false,
+    })
 }
 
 type Item = Result<EncodedEvent, Status>;
 
-impl Halves {
-    async fn next(mut self) -> Option<(Item, Halves)> {
-        if self.done {
-            return None;
-        }
-        tokio::select! {
-            biased;
-            end = &mut self.end => {
-                self.done = true;
-                match end {
-                    Ok(Some(refusal)) => Some((Err(refusal), self)),
-                    _ => None,
-                }
-            }
-            frame = self.frames.next() => frame.map(|frame| (frame, self)),
-        }
-    }
+/// SMS's side of a follow stream, which reads the node's side as it is
+/// polled. Nothing else holds the node's side: a report waits in HTTP/2's
+/// flow-control window until this side is polled, which is whenever a
+/// frame, a report or the end of either arrives.
+struct Follow {
+    frames: WatchStream,
+    inbound: Streaming<FollowRequest>,
+    reports: Arc<Reports>,
+    node_id: String,
+    /// The node's place in the node table, from its first report taken.
+    presence: Option<Presence>,
+    /// No report is read before this fires (a report was just taken).
+    paced: Option<Pin<Box<Sleep>>>,
+    ended: bool,
 }
 
 /// How the node's side of a follow stream ended.
 enum End {
     /// The node ended it: it left.
     Left,
-    /// Broken, or SMS's side ended first.
+    /// Broken.
     Broken,
     /// SMS refused what the node sent.
     Refused(Status),
 }
 
-/// Takes `node_id`'s reports from its side of the stream, one at a time
-/// and at most one per [`REPORT_EVERY`] (a flood is slowed through
-/// HTTP/2's flow control, and nothing is dropped); the node counts as present from its first report until the
-/// stream ends.
-async fn take_reports(
-    reports: Arc<Reports>,
-    node_id: String,
-    mut inbound: Streaming<FollowRequest>,
-    mut stop: oneshot::Receiver<()>,
-    end_tx: oneshot::Sender<Option<Status>>,
-) {
-    let mut presence: Option<Presence> = None;
-    let mut next = Instant::now();
-    let end = loop {
-        let message = tokio::select! {
-            message = inbound.message() => message,
-            _ = &mut stop => break End::Broken,
-        };
-        let report = match message {
-            Ok(Some(FollowRequest {
-                message: Some(Message::Report(report)),
-            })) => report,
-            Ok(Some(_)) => {
-                break End::Refused(Status::invalid_argument(
-                    "a follow stream carries one watch request, first, then reports only",
-                ))
+impl Stream for Follow {
+    type Item = Item;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Item>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if let Poll::Ready(end) = this.poll_node(cx) {
+            this.ended = true;
+            return Poll::Ready(this.finish(end).map(Err));
+        }
+        let frame = ready!(this.frames.poll_next_unpin(cx));
+        this.ended = frame.is_none();
+        Poll::Ready(frame)
+    }
+}
+
+impl Follow {
+    /// Takes the node's reports, one at a time and at most one per
+    /// [`REPORT_EVERY`] (a flood is slowed through HTTP/2's flow control,
+    /// and nothing is dropped); ready once the node's side ended.
+    fn poll_node(&mut self, cx: &mut Context<'_>) -> Poll<End> {
+        loop {
+            if let Some(paced) = &mut self.paced {
+                ready!(paced.as_mut().poll(cx));
+                self.paced = None;
             }
-            Ok(None) => break End::Left,
-            Err(_) => break End::Broken,
-        };
-        if report.node_id != node_id {
+            let report = match ready!(self.inbound.poll_next_unpin(cx)) {
+                Some(Ok(FollowRequest {
+                    message: Some(Message::Report(report)),
+                })) => report,
+                Some(Ok(_)) => {
+                    return Poll::Ready(End::Refused(Status::invalid_argument(
+                        "a follow stream carries one watch request, first, then reports only",
+                    )))
+                }
+                Some(Err(_)) => return Poll::Ready(End::Broken),
+                None => return Poll::Ready(End::Left),
+            };
+            if let Err(end) = self.take(report) {
+                return Poll::Ready(end);
+            }
+            self.paced = Some(Box::pin(tokio::time::sleep(REPORT_EVERY)));
+        }
+    }
+
+    /// Takes one report of this stream's node; the node counts as
+    /// present from its first report until the stream ends.
+    fn take(&mut self, report: HeartbeatRequest) -> Result<(), End> {
+        let node_id = &self.node_id;
+        if &report.node_id != node_id {
             warn!(%node_id, other = %report.node_id, "a follow stream carried another node's report; closed");
-            break End::Refused(Status::permission_denied(format!(
+            return Err(End::Refused(Status::permission_denied(format!(
                 "this follow stream is node '{node_id}''s: it carries no report of '{}'",
                 report.node_id
-            )));
+            ))));
         }
-        tokio::time::sleep_until(next).await;
-        next = Instant::now() + REPORT_EVERY;
-        if let Err(e) = reports.take(report, Via::Stream).await {
+        if let Err(e) = self.reports.take(report, Via::Stream) {
             warn!(%node_id, error = %e, "a node's report was refused; its follow stream is closed");
-            break End::Refused(refused_report(e));
+            return Err(End::Refused(refused_report(e)));
         }
-        if presence.is_none() {
-            presence = Some(reports.present(&node_id));
+        if self.presence.is_none() {
+            self.presence = Some(self.reports.present(node_id));
         }
-    };
-    debug!(%node_id, left = matches!(end, End::Left), "follow stream ended");
-    let refusal = match end {
-        End::Left => {
-            if let Some(presence) = presence {
-                presence.left();
+        Ok(())
+    }
+
+    /// Records how the node's side ended; the refusal to send, if any.
+    fn finish(&mut self, end: End) -> Option<Status> {
+        debug!(node_id = %self.node_id, left = matches!(end, End::Left), "follow stream ended");
+        match end {
+            End::Left => {
+                if let Some(presence) = self.presence.take() {
+                    presence.left();
+                }
+                None
             }
-            None
+            End::Broken => None,
+            End::Refused(status) => Some(status),
         }
-        End::Broken => None,
-        End::Refused(status) => Some(status),
-    };
-    let _ = end_tx.send(refusal);
+    }
 }
 
 /// The frames of a stream, holding `held` for as long as they flow.

@@ -162,7 +162,6 @@ impl Nodes for NodesService {
         self.access.node(&request, &node_id, "heartbeat")?;
         self.reports
             .take(request.into_inner(), Via::Heartbeat)
-            .await
             .map_err(refused_report)?;
         Ok(Response::new(HeartbeatResponse {
             ttl_ms: NODE_TTL.as_millis() as u32,

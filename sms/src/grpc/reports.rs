@@ -41,7 +41,7 @@ impl Reports {
     }
 
     /// Takes one report of a node whose identity the caller checked.
-    pub async fn take(&self, report: HeartbeatRequest, via: Via) -> Result<(), NodeError> {
+    pub fn take(&self, report: HeartbeatRequest, via: Via) -> Result<(), NodeError> {
         let node_id = report.node_id.clone();
         self.heads.note(&node_id, report.audit_head_seq);
         let before = self.nodes.applied(&node_id);

@@ -26,7 +26,7 @@
 //! One lease per node, kept alive on every heartbeat, cost each heartbeat
 //! an etcd keep-alive stream of its own: at 10,000 nodes, 2,000 a second.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -99,8 +99,24 @@ struct State {
     written: HashMap<String, Written>,
     /// Nodes whose follow streams to this replica are open, and how many.
     following: HashMap<String, u32>,
+    /// Nodes written and not following: the only ones a sweep looks at.
+    /// At 10,000 following nodes a sweep of every record cost 3.5 µs a
+    /// record in cold hash lookups, a few % of a core for nothing.
+    quiet: HashSet<String>,
     /// Records waiting for the writer: the latest per node.
     queued: HashMap<String, Vec<u8>>,
+}
+
+impl State {
+    /// Puts `node_id` among the nodes a sweep looks at when it has a
+    /// record and no open stream, and takes it out otherwise.
+    fn settle(&mut self, node_id: &str) {
+        if self.written.contains_key(node_id) && !self.following.contains_key(node_id) {
+            self.quiet.insert(node_id.to_string());
+        } else {
+            self.quiet.remove(node_id);
+        }
+    }
 }
 
 struct Written {
@@ -221,7 +237,8 @@ impl SharedNodes {
             Err(error) => return Err(error),
             Ok(()) => lease,
         };
-        self.state.lock().written.insert(
+        let mut state = self.state.lock();
+        state.written.insert(
             node_id.to_string(),
             Written {
                 record: value,
@@ -229,6 +246,7 @@ impl SharedNodes {
                 heard: Instant::now(),
             },
         );
+        state.settle(node_id);
         Ok(())
     }
 
@@ -263,12 +281,9 @@ impl SharedNodes {
     /// A follow stream of `node_id` opened: the node is heard until it
     /// ends.
     pub fn stream_opened(&self, node_id: &str) {
-        *self
-            .state
-            .lock()
-            .following
-            .entry(node_id.to_string())
-            .or_default() += 1;
+        let mut state = self.state.lock();
+        *state.following.entry(node_id.to_string()).or_default() += 1;
+        state.settle(node_id);
     }
 
     /// A follow stream of `node_id` ended; `left`: the node ended it, and
@@ -286,6 +301,7 @@ impl SharedNodes {
             return;
         }
         state.following.remove(node_id);
+        state.settle(node_id);
         let now = Instant::now();
         if let Some(written) = state.written.get_mut(node_id) {
             written.heard = match left {
@@ -338,17 +354,16 @@ impl SharedNodes {
         let now = Instant::now();
         let silent: Vec<(String, i64)> = {
             let mut state = self.state.lock();
-            let following = &state.following;
             let silent = state
-                .written
+                .quiet
                 .iter()
-                .filter(|(id, w)| {
-                    !following.contains_key(*id) && now.duration_since(w.heard) >= NODE_TTL
-                })
+                .filter_map(|id| state.written.get(id).map(|w| (id, w)))
+                .filter(|(_, w)| now.duration_since(w.heard) >= NODE_TTL)
                 .map(|(id, w)| (id.clone(), w.lease))
                 .collect::<Vec<_>>();
             for (id, _) in &silent {
                 state.written.remove(id);
+                state.quiet.remove(id);
             }
             silent
         };

@@ -53,6 +53,27 @@ use super::stats::{rss_kib, Summary};
 use super::tls::BenchCerts;
 
 const NODES: usize = 10_000;
+
+/// [`NODES`], or `SPEAR_FLEET_NODES` for a quick look on a small fleet
+/// (recorded figures are at 10,000).
+fn fleet_size() -> usize {
+    std::env::var("SPEAR_FLEET_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(NODES)
+}
+
+/// How busy this process (the bench nodes, on CPU 1) was since `since`,
+/// when it had `ticks`: near 100 % of its core means the bench's side
+/// bounded the time measured.
+fn busy(ticks: u64, since: Instant) -> String {
+    let used = (cpu_ticks(std::process::id()) - ticks) as f64 / clock_ticks_per_second();
+    let took = since.elapsed().as_secs_f64();
+    format!(
+        "{used:.1} s of CPU in {took:.1} s ({:.0} % of a core)",
+        used / took * 100.0
+    )
+}
 const SERVERS: usize = 10_000;
 const CHANGES: usize = 20;
 /// How long each CPU window of the liveness measure lasts: two of SMS's
@@ -83,8 +104,8 @@ async fn connect(sms: &str, tls: &TlsIdentity, from: IpAddr) -> Option<Channel> 
     let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).ok()?;
     let endpoint = endpoint
         .connect_timeout(Duration::from_secs(10))
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(10));
+        .http2_keep_alive_interval(spearlet::sms_link::PING_AFTER)
+        .keep_alive_timeout(spearlet::sms_link::PING_ANSWER_WITHIN);
     dialer.from_address(from).connect(endpoint).await.ok()
 }
 
@@ -258,14 +279,15 @@ impl Plane {
 /// Runs the fleet against one SMS (`replicas` 1) or several on a
 /// three-member etcd, the nodes spread over them evenly.
 pub async fn run(replicas: usize) {
+    let n = fleet_size();
     let plane_name = match replicas {
         1 => "one sms binary on a one-member etcd".to_string(),
         n => format!("{n} sms replicas on a three-member etcd, all on CPU 0"),
     };
     println!(
-        "\n## ten times the fleet: {NODES} nodes over mutual TLS, {SERVERS} servers, {plane_name}"
+        "\n## ten times the fleet: {n} nodes over mutual TLS, {SERVERS} servers, {plane_name}"
     );
-    let certs = tokio::task::block_in_place(|| BenchCerts::new(NODES));
+    let certs = tokio::task::block_in_place(|| BenchCerts::new(n));
     let admin = certs.admin.clone();
     let plane = tokio::task::block_in_place(|| Plane::start(replicas, &certs));
     let mut position = (0, 0);
@@ -277,15 +299,15 @@ pub async fn run(replicas: usize) {
     let fleet = Arc::new(Fleet {
         sms: plane.replicas.iter().map(|sms| sms.grpc.clone()).collect(),
         certs,
-        positions: (0..NODES)
+        positions: (0..n)
             .map(|_| (AtomicU64::new(epoch), AtomicU64::new(revision)))
             .collect(),
-        watches: (0..NODES).map(|_| AtomicU64::new(0)).collect(),
+        watches: (0..n).map(|_| AtomicU64::new(0)).collect(),
         beating: AtomicBool::new(false),
         arrivals: tx,
     });
     let mut admin_client = admin_client(&plane.replicas[0].grpc, &admin).await;
-    let everyone: Vec<usize> = (0..NODES).collect();
+    let everyone: Vec<usize> = (0..n).collect();
 
     // 1. Propagation, baseline: one node.
     let one = tokio::spawn(node(Arc::clone(&fleet), 0));
@@ -301,28 +323,29 @@ pub async fn run(replicas: usize) {
 
     // 2. Memory: every node's stream open, idle.
     let before = plane.rss_kib();
-    let opened = Instant::now();
-    let mut nodes: Vec<_> = (1..NODES)
+    let (opened, client) = (Instant::now(), cpu_ticks(std::process::id()));
+    let mut nodes: Vec<_> = (1..n)
         .map(|k| tokio::spawn(node(Arc::clone(&fleet), k)))
         .collect();
     nodes.push(tokio::spawn(node(Arc::clone(&fleet), 0)));
     wait_watches(&fleet, &everyone, 1).await;
     println!(
-        "{NODES} streams opened in {:.1} s (a TLS handshake each)",
-        opened.elapsed().as_secs_f64()
+        "{n} streams opened in {:.1} s (a TLS handshake each); the bench nodes' process meanwhile: {}",
+        opened.elapsed().as_secs_f64(),
+        busy(client, opened)
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = plane.rss_kib();
     println!(
-        "SMS RSS {before} KiB with no stream -> {after} KiB with {NODES}: {:.1} KB per idle stream",
-        (after.saturating_sub(before)) as f64 * 1024.0 / NODES as f64 / 1000.0
+        "SMS RSS {before} KiB with no stream -> {after} KiB with {n}: {:.1} KB per idle stream",
+        (after.saturating_sub(before)) as f64 * 1024.0 / n as f64 / 1000.0
     );
     while arrivals.try_recv().is_ok() {}
 
     // 3. Liveness: SMS's CPU with every stream open and nothing changing.
     let idle = plane.cpu_share(CPU_WINDOW).await;
     println!(
-        "SMS CPU with no node (baseline): {:.2}% of one core; with {NODES} nodes following, nothing changing: {:.2}% (their liveness: {:.2}%)",
+        "SMS CPU with no node (baseline): {:.2}% of one core; with {n} nodes following, nothing changing: {:.2}% (their liveness: {:.2}%)",
         nobody * 100.0,
         idle * 100.0,
         (idle - nobody) * 100.0
@@ -331,12 +354,12 @@ pub async fn run(replicas: usize) {
     // 1, continued: one change to every node, and what it cost SMS beyond
     // its idle work.
     let (ticks, started) = (plane.cpu_ticks(), Instant::now());
-    let many = propagate(&mut admin_client, &mut arrivals, NODES).await;
+    let many = propagate(&mut admin_client, &mut arrivals, n).await;
     let spent = (plane.cpu_ticks() - ticks) as f64 / clock_ticks_per_second();
     let for_changes = spent - idle * started.elapsed().as_secs_f64();
-    println!("one change, {NODES} streams:       {many}");
+    println!("one change, {n} streams:       {many}");
     println!(
-        "SMS CPU per change to {NODES} streams, beyond its idle work (the {NODES} reports that follow it included): {:.1} ms",
+        "SMS CPU per change to {n} streams, beyond its idle work (the {n} reports that follow it included): {:.1} ms",
         for_changes * 1000.0 / CHANGES as f64
     );
 
@@ -355,15 +378,16 @@ pub async fn run(replicas: usize) {
     let mut plane = plane;
     let mut sms = plane.replicas.remove(0);
     tokio::task::block_in_place(|| sms.proc.stop());
-    let started = Instant::now();
+    let (started, client) = (Instant::now(), cpu_ticks(std::process::id()));
     let restarted = tokio::task::block_in_place(|| sms.restart());
     pin_process(restarted.proc.pid().unwrap_or(0), 0);
-    let its_nodes: Vec<usize> = (0..NODES).filter(|k| k % replicas == 0).collect();
+    let its_nodes: Vec<usize> = (0..n).filter(|k| k % replicas == 0).collect();
     let reconnected = wait_watches(&fleet, &its_nodes, 2).await;
     println!(
-        "SMS restarted: {reconnected}/{} nodes had their stream back {:.2} s after the restart began (process start, their TLS handshakes, resumed from etcd's history)",
+        "SMS restarted: {reconnected}/{} nodes had their stream back {:.2} s after the restart began (process start, their TLS handshakes, resumed from etcd's history); the bench nodes' process meanwhile: {}",
         its_nodes.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        busy(client, started)
     );
     for task in nodes {
         task.abort();
