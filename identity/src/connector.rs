@@ -113,6 +113,7 @@ impl tower_service::Service<Uri> for Dialer {
                 Some(local) => connect_from(local, &host, port).await?,
             };
             tcp.set_nodelay(true)?;
+            crate::keepalive::set(&tcp, &crate::keepalive::DIALING);
             let Some(tls) = &this.tls else {
                 return Ok(TokioIo::new(MaybeTls::Plain(tcp)));
             };

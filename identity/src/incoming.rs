@@ -64,7 +64,7 @@ pub fn server() -> tonic::transport::Server {
         .http2_max_header_list_size(MAX_HEADER_BYTES)
         .http2_max_pending_accept_reset_streams(Some(64))
         // A peer that went away is found by the kernel
-        // (`watch_for_departure`); this ping finds one whose connection is
+        // (`crate::keepalive`); this ping finds one whose connection is
         // there but that answers nothing, and is rare: it goes only after
         // this long without a frame from the peer.
         .http2_keepalive_interval(Some(H2_PING_AFTER))
@@ -75,39 +75,6 @@ pub fn server() -> tonic::transport::Server {
 /// A following node sends nothing while nothing changes, so at 10,000
 /// nodes this is 83 pings a second.
 const H2_PING_AFTER: Duration = Duration::from_secs(120);
-
-/// A connection that has carried nothing either way for this long is
-/// probed by the kernel (longer than SMS's 30 s between progress frames,
-/// whose acknowledgements keep a following node's connection from ever
-/// being probed) ...
-const PROBE_IDLE_AFTER: Duration = Duration::from_secs(45);
-/// ... every this long ...
-const PROBE_EVERY: Duration = Duration::from_secs(5);
-/// ... and closed after this many probes go unanswered.
-const PROBES: u32 = 3;
-/// A connection whose data stays unacknowledged this long is closed.
-const UNACKED_FOR: Duration = Duration::from_secs(30);
-
-/// Lets the kernel find a peer that went away without closing (its host
-/// gone, a partition): TCP keepalive probes an idle connection, and data
-/// left unacknowledged (a watch stream's progress frame to a node that is
-/// not there) ends it. Kernel work only, so a peer that is there costs
-/// no wakeup and no TLS record: SMS learns a node left from its stream
-/// ending, within about [`UNACKED_FOR`] or [`PROBE_IDLE_AFTER`] plus the
-/// probes, instead of from heartbeats that stop.
-fn watch_for_departure(tcp: &TcpStream) {
-    let socket = socket2::SockRef::from(tcp);
-    let keepalive = socket2::TcpKeepalive::new()
-        .with_time(PROBE_IDLE_AFTER)
-        .with_interval(PROBE_EVERY)
-        .with_retries(PROBES);
-    let set = socket
-        .set_tcp_keepalive(&keepalive)
-        .and_then(|()| socket.set_tcp_user_timeout(Some(UNACKED_FOR)));
-    if let Err(error) = set {
-        debug!(%error, "cannot set TCP keepalive on a connection");
-    }
-}
 
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone, Default)]
@@ -195,7 +162,7 @@ pub fn incoming_within(
                 }
             };
             let _ = tcp.set_nodelay(true);
-            watch_for_departure(&tcp);
+            crate::keepalive::set(&tcp, &crate::keepalive::SERVING);
             let tx = tx.clone();
             let Some(tls) = tls.clone() else {
                 // Plaintext (loopback or --insecure): nothing to wait for,

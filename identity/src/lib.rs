@@ -23,6 +23,7 @@ mod connector;
 mod gate;
 mod https;
 mod incoming;
+mod keepalive;
 mod material;
 mod node_token;
 pub mod oidc;

@@ -38,11 +38,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The node pings SMS after reading nothing from it for this long, and
 /// calls the connection dead when the answer takes longer than
-/// [`PING_ANSWER_WITHIN`]. SMS's progress frames (every 30 s by default)
+/// [`PING_ANSWER_WITHIN`]. SMS's progress frames (every 60 s by default)
 /// come sooner, so a healthy SMS is never pinged (each ping would cost
-/// SMS as much as a frame); one whose host went away is found within a
-/// minute of its last frame.
-pub const PING_AFTER: Duration = Duration::from_secs(40);
+/// SMS as much as a frame). The ping finds an SMS whose process stopped
+/// answering; one whose host went away is found sooner, by the
+/// connection's TCP keepalive (`spear_identity`'s dialler).
+pub const PING_AFTER: Duration = Duration::from_secs(80);
 pub const PING_ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 /// A channel that presents the node's join token on every request.

@@ -6,7 +6,8 @@
 //! sentence, and the other node is never in SMS's table. And what a node
 //! that follows is to SMS: alive while its stream is open and silent,
 //! "left" the moment it ends its side, still alive (on its way back) when
-//! its connection is cut.
+//! its connection is cut. And a node flooding its stream with reports:
+//! slowed to SMS's pace, nothing dropped, nothing refused.
 
 use serde_json::Value;
 use spear_identity::{dial, Identity};
@@ -17,7 +18,7 @@ use spear_tests::certs::{Certs, TlsSet};
 use spear_tests::procs::{SmsOptions, SmsProc};
 use spear_tests::runtime;
 use spear_tests::wait::eventually;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
@@ -40,6 +41,15 @@ fn report(node_id: &str) -> FollowRequest {
             ..Default::default()
         })),
     }
+}
+
+/// `node_id`'s report that it applied `revision`.
+fn report_at(node_id: &str, revision: u64) -> FollowRequest {
+    let mut request = report(node_id);
+    if let Some(Message::Report(report)) = &mut request.message {
+        report.applied_revision = revision;
+    }
+    request
 }
 
 /// One follow stream, opened with `as_cert`'s certificate: the sender of
@@ -209,4 +219,42 @@ fn a_following_node_is_alive_while_silent_and_left_the_moment_it_ends_its_stream
     });
     assert_eq!(entry["left"], false, "{entry}");
     assert_eq!(entry["alive"], true, "{entry}");
+}
+
+/// A node (or someone holding its certificate) sending reports as fast as
+/// it can, each rewriting its record: SMS takes them in order, the last
+/// one included, no faster than one per 80 ms (an identity's four streams
+/// together no faster than its heartbeat calls could), and keeps the
+/// stream open: the flood is slowed through HTTP/2's flow control, not
+/// refused and not dropped.
+#[test]
+fn a_flood_of_reports_is_taken_in_order_at_sms_pace_and_none_is_lost() {
+    const FLOOD: u64 = 30;
+    let (certs, sms) = tls_sms();
+    let node_a = certs.node("node-a");
+    let rt = runtime();
+    let opened = rt.block_on(follow(&sms.grpc, &node_a, watch("node-a")));
+    let _frames = opened.answer.expect("opens");
+    let started = Instant::now();
+    for revision in 1..=FLOOD {
+        rt.block_on(opened.outbound.send(report_at("node-a", revision)))
+            .unwrap();
+    }
+    let entry = eventually(
+        "SMS to take the flood's last report",
+        Duration::from_secs(60),
+        || {
+            let entry = sms.node("node-a");
+            (entry["applied_revision"] == FLOOD)
+                .then_some(entry.clone())
+                .ok_or(entry.to_string())
+        },
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(80) * (FLOOD as u32 - 1),
+        "{FLOOD} reports taken in {took:?}: faster than one per 80 ms"
+    );
+    assert_eq!(entry["alive"], true, "{entry}");
+    assert_eq!(entry["left"], false, "{entry}");
 }

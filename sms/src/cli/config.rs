@@ -82,7 +82,7 @@ pub struct ServeArgs {
     /// Serve plaintext on a non-loopback address (a network you trust).
     #[arg(long, env = "SMS_INSECURE")]
     pub insecure: bool,
-    /// Milliseconds between progress messages on idle watch streams [default: 30000].
+    /// Milliseconds between progress messages on idle watch streams [default: 60000].
     #[arg(long, env = "SMS_PROGRESS_INTERVAL_MS")]
     pub progress_interval_ms: Option<u64>,
     /// Registry changes kept for resuming nodes [default: 10000].

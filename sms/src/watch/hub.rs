@@ -40,7 +40,7 @@ impl Default for HubConfig {
         Self {
             history_len: 10_000,
             history_bytes: 64 * 1024 * 1024,
-            progress_interval: Duration::from_secs(30),
+            progress_interval: Duration::from_secs(60),
             prefill_span: 100_000,
         }
     }

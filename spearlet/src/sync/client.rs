@@ -32,9 +32,9 @@ use spear_common::Backoff;
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// A stream silent this long is dead: three of SMS's progress frames
-/// (every 30 s by default) missed. A connection to an SMS whose host went
-/// away is found sooner, by HTTP/2 pings (`sms_link`).
-pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(90);
+/// (every 60 s by default) missed. A connection to an SMS whose host went
+/// away is found sooner, by TCP keepalive and HTTP/2 pings (`sms_link`).
+pub const SILENCE_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// How long a leaving node waits for SMS to close the stream after it
 /// ended its side.
