@@ -40,7 +40,7 @@ pub use connector::{dial, BadAddress, Dialer};
 pub use gate::{Deadlines, Gate, Gated};
 pub use https::{reads_reports, HttpListener};
 pub use incoming::{
-    incoming, incoming_within, server, Conn, Peer, Protocol, MAX_HEADER_BYTES,
+    incoming, incoming_within, listen, server, Conn, Peer, Protocol, MAX_HEADER_BYTES,
     MAX_STREAMS_PER_CONNECTION,
 };
 pub use material::{Material, TlsError, TlsFiles};

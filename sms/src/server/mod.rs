@@ -159,7 +159,7 @@ impl Sms {
             addr: config.listen,
             cause,
         };
-        let listener = TcpListener::bind(config.listen)
+        let listener = spear_identity::listen(config.listen)
             .await
             .map_err(listen_error)?;
         let grpc_addr = listener.local_addr().map_err(listen_error)?;
