@@ -78,9 +78,9 @@ const H2_PING_AFTER: Duration = Duration::from_secs(120);
 
 /// Connections the kernel holds for SMS to accept (capped by
 /// `net.core.somaxconn`, 4096 on current kernels). Tokio's default of 1,024
-/// overflowed when 10,000 nodes came back after a restart: each dropped
-/// connection's node waited out TCP's retransmit (1 s, then 3 s, 7 s),
-/// which made up most of the 30 s they took to return.
+/// overflowed when 10,000 nodes came back at once after a restart (the
+/// fleet bench): the kernel drops what does not fit, and each node so
+/// dropped waits out TCP's retransmit before it is even accepted.
 const ACCEPT_BACKLOG: u32 = 4096;
 
 /// Binds the gRPC port at `addr` with room for a reconnecting fleet in
