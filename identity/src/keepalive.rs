@@ -4,7 +4,7 @@
 //! nothing for a while and closes it when the probes go unanswered, and
 //! closes one whose data stays unacknowledged; the peer's kernel answers
 //! a probe, so a peer that is there spends no wakeup and no TLS record on
-//! it. SMS's progress frames (every 30 s by default, `--progress-interval-ms`)
+//! it. SMS's progress frames (every 60 s by default, `--progress-interval-ms`)
 //! are the only messages an idle follow stream carries, so each end's
 //! settings are set against them.
 
@@ -37,8 +37,9 @@ pub(crate) const SERVING: Probes = Probes {
 };
 
 /// A dialler's side (a node following SMS): probed after 30 s without a
-/// frame, so an SMS whose host went away is found within about 45 s of
-/// its last frame, by the node's kernel alone. SMS's HTTP/2 layer never
+/// frame, so an SMS whose host went away is found within 45 s of its
+/// last frame (the user timeout closes it at the first unanswered probe
+/// past 30 s), by the node's kernel alone. SMS's HTTP/2 layer never
 /// sees these probes; at 10,000 nodes its kernel answers about 170 a
 /// second.
 pub(crate) const DIALING: Probes = Probes {

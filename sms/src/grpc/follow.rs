@@ -2,8 +2,8 @@
 //! first where it stands (a `WatchRequest`), then carries its report
 //! whenever something in it changed; SMS's side is the watch stream.
 //! The open stream is the node's liveness: no heartbeat call every few
-//! seconds, and an idle node costs SMS nothing but the keepalives of its
-//! connection.
+//! seconds: an idle node costs SMS a progress frame a minute and an
+//! HTTP/2 ping every two.
 //!
 //! [`first_watch`] reads where the node stands; [`serve`] returns SMS's
 //! side, a [`Follow`] that takes the node's reports whenever it is

@@ -26,8 +26,9 @@ pub struct HubConfig {
     pub history_bytes: usize,
     /// How often an idle stream is sent a progress message: how a node
     /// knows its SMS is there, and a write whose missing acknowledgement
-    /// tells SMS's kernel a node is gone (see `spear_identity::incoming`).
-    /// At 10,000 nodes, 15 s is 667 small frames a second.
+    /// tells SMS's kernel a node is gone (see `spear_identity`'s
+    /// keepalive). At 10,000 nodes, the default 60 s is 167 small frames
+    /// a second, most of what an idle fleet costs SMS (docs/benchmarks.md).
     pub progress_interval: Duration,
     /// How far back (in store revisions) to reload history when the hub
     /// starts, so nodes that were in sync before an SMS restart resume with
