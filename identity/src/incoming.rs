@@ -1,8 +1,9 @@
-//! The server side of a gRPC port: [`incoming`] accepts every TCP
-//! connection at once, completes each TLS handshake on its own task (with a
-//! deadline, and within the [`Admission`] bounds, which drop the oldest
-//! silent handshake of the flooding source rather than refuse a newcomer,
-//! so silent clients cannot lock anyone out), and hands tonic a [`Conn`]
+//! The server side of a gRPC port: [`incoming`] accepts TCP connections,
+//! completes each TLS handshake on its own task (with a deadline, and
+//! within the [`Admission`] bounds, which drop a flooding source's oldest
+//! connection rather than refuse a newcomer, so a flood cannot lock anyone
+//! out, and make a fleet coming back at once wait its turn rather than
+//! drop its handshakes half done), and hands tonic a [`Conn`]
 //! whose connect info is the
 //! [`Peer`]: its address and, when it showed a certificate of ours, its
 //! identity. Services read the peer with [`crate::Caller`]; the
@@ -203,23 +204,38 @@ pub fn incoming_within(
                 }
                 continue;
             };
-            let (mut slot, mut evicted) = admission.handshake(addr.ip());
+            // While the port is full of sources holding one connection
+            // each, this waits: the rest stay in the kernel's accept queue.
+            let (mut slot, mut evicted) = tokio::select! {
+                admitted = admission.handshake(addr.ip()) => admitted,
+                _ = tx.closed() => return,
+            };
             let admission = admission.clone();
             tokio::spawn(async move {
                 let conn = tokio::select! {
                     conn = async {
                         // Silent until its first byte is here (peeked, not
-                        // read: `readable` alone wakes spuriously).
+                        // read: `readable` alone wakes spuriously), then
+                        // waiting for a handshake slot if all are taken;
+                        // both within its silent deadline.
                         let mut first = [0u8; 1];
                         let wait = silent_for(slot.id());
-                        match tokio::time::timeout(wait, tcp.peek(&mut first)).await {
-                            Ok(Ok(n)) if n > 0 => slot.speaking(),
-                            _ => return None,
+                        let spoke = async {
+                            match tcp.peek(&mut first).await {
+                                Ok(n) if n > 0 => {
+                                    slot.speaking().await;
+                                    true
+                                }
+                                _ => false,
+                            }
+                        };
+                        if !matches!(tokio::time::timeout(wait, spoke).await, Ok(true)) {
+                            return None;
                         }
                         handshake(tcp, addr, &tls, protocol).await
                     } => conn,
                     _ = &mut evicted => {
-                        debug!(peer = %addr, "handshake dropped to make room for newer connections");
+                        debug!(peer = %addr, stage = ?slot.stage(), "handshake dropped to make room for newer connections");
                         return;
                     }
                 };

@@ -35,7 +35,7 @@ mod tls;
 mod token;
 
 pub use access::{Access, Caller, PRINCIPAL_TOKEN_HEADER};
-pub use admission::Bounds;
+pub use admission::{dropped_for_newer, Bounds};
 pub use connector::{dial, BadAddress, Dialer};
 pub use gate::{Deadlines, Gate, Gated};
 pub use https::{reads_reports, HttpListener};

@@ -177,6 +177,15 @@ impl Metrics {
             "Files in the MCP directory currently rejected.",
             self.problems.rejected_files() as i64,
         )?;
+        let (silent, speaking) = spear_identity::dropped_for_newer();
+        m.counters(
+            "sms_connections_dropped_for_newer",
+            "Connections dropped before their handshake ended to make room for newer ones (a flood from few addresses, or bounds too small for the fleet), by stage: silent (had sent nothing) or speaking (handshake in progress).",
+            [
+                (vec![("stage", "silent")], silent),
+                (vec![("stage", "speaking")], speaking),
+            ],
+        )?;
         let nodes = self.nodes.status(epoch, revision);
         m.gauges(
             "sms_node_lag",
