@@ -9,7 +9,8 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use futures::Stream;
 use spear_proto::frame::EncodedEvent;
@@ -22,6 +23,28 @@ use tracing::debug;
 use super::encode;
 use super::hub::Hub;
 use crate::store::{Epoch, Revision};
+
+/// When an idle stream's next progress frame is due: `interval` from now,
+/// rounded up to a tick shared by every stream (a 32nd of the interval, at
+/// most 2 s). Streams' frames then go out together, a few hundred per
+/// wake-up at 10,000 nodes, instead of each waking SMS's one worker on its
+/// own: coalesced timers, as the kernel's timer slack does.
+fn progress_due(interval: Duration) -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    let due = Instant::now() + interval;
+    let tick = (interval / 32).min(Duration::from_secs(2));
+    let tick_nanos = tick.as_nanos();
+    if tick_nanos == 0 {
+        return due;
+    }
+    let past = due.saturating_duration_since(epoch).as_nanos() % tick_nanos;
+    if past == 0 {
+        return due;
+    }
+    // `tick_nanos - past` is below `tick`, which fits a u64 of nanoseconds.
+    due + Duration::from_nanos((tick_nanos - past) as u64)
+}
 
 /// The stream of frames sent to one watching node.
 pub type WatchStream = Pin<Box<dyn Stream<Item = Result<EncodedEvent, Status>> + Send>>;
@@ -93,7 +116,7 @@ impl Cursor {
                 _ = self.closing.changed() => {}
                 _ = tokio::time::sleep_until(self.next_progress) => {
                     let (epoch, revision) = self.hub.position();
-                    self.next_progress = Instant::now() + self.hub.config.progress_interval;
+                    self.next_progress = progress_due(self.hub.config.progress_interval);
                     return Some(encode::progress_frame(epoch, revision));
                 }
             }
@@ -121,7 +144,7 @@ impl Cursor {
                     let node_id = &self.node_id;
                     self.pending
                         .extend(deltas.iter().map(|d| d.for_node(epoch, node_id)));
-                    self.next_progress = Instant::now() + self.hub.config.progress_interval;
+                    self.next_progress = progress_due(self.hub.config.progress_interval);
                     return;
                 }
             }
@@ -141,6 +164,38 @@ impl Cursor {
             .fetch_add(1, Ordering::Relaxed);
         self.position = Some((snapshot.epoch, snapshot.revision));
         self.pending.extend(snapshot.frames.iter().cloned());
-        self.next_progress = Instant::now() + self.hub.config.progress_interval;
+        self.next_progress = progress_due(self.hub.config.progress_interval);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Streams whose frames fall due within one tick of each other get
+    /// the same due time, never sooner than the interval.
+    #[tokio::test(start_paused = true)]
+    async fn progress_falls_due_on_a_shared_tick_never_before_the_interval() {
+        let interval = Duration::from_secs(60);
+        let tick = interval / 32;
+        let mut dues = Vec::new();
+        for step_ms in [0u64, 7, 130, 401, 999, 1_500, 2_999, 50_000] {
+            tokio::time::advance(Duration::from_millis(step_ms)).await;
+            let now = Instant::now();
+            let due = progress_due(interval);
+            assert!(due >= now + interval, "due before the interval");
+            assert!(due < now + interval + tick, "due later than one tick");
+            dues.push(due);
+        }
+        let distinct: std::collections::BTreeSet<_> = dues.iter().collect();
+        assert!(
+            distinct.len() < dues.len() - 2,
+            "no frames shared a tick: {dues:?}"
+        );
+        // Each due time is a whole number of ticks from every other.
+        for due in &dues {
+            let apart = due.saturating_duration_since(dues[0]).as_nanos();
+            assert_eq!(apart % tick.as_nanos(), 0);
+        }
     }
 }
