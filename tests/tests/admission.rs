@@ -72,15 +72,25 @@ async fn first_call(addr: SocketAddr, node: TlsIdentity, from: IpAddr) -> Result
     Ok(())
 }
 
-#[test]
-fn a_fleet_coming_back_at_once_gets_in_on_its_first_connections() {
+/// Runs `test` against a port with `bounds` and a node's identity, one
+/// test at a time.
+fn on_a_port<F: std::future::Future<Output = ()>>(
+    bounds: Bounds,
+    test: impl FnOnce(SocketAddr, TlsIdentity) -> F,
+) {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let certs = Certs::new("spear.test");
-    let rt = runtime();
-    rt.block_on(async {
+    runtime().block_on(async {
         let sms = certs.sms().identity().expect("sms identity");
         let node = certs.node("n1").identity().expect("node identity");
-        let addr = port(sms, small()).await;
+        let addr = port(sms, bounds).await;
+        test(addr, node).await;
+    });
+}
+
+#[test]
+fn a_fleet_coming_back_at_once_gets_in_on_its_first_connections() {
+    on_a_port(small(), |addr, node| async move {
         let before = dropped_for_newer();
         let calls: Vec<_> = (0..HOSTS)
             .map(|k| tokio::spawn(first_call(addr, node.clone(), host(k))))
@@ -109,18 +119,12 @@ fn a_fleet_coming_back_at_once_gets_in_on_its_first_connections() {
 /// comes after it is admitted and served at once.
 #[test]
 fn a_flood_from_one_address_makes_room_for_a_newcomer() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let certs = Certs::new("spear.test");
-    let rt = runtime();
-    rt.block_on(async {
-        let sms = certs.sms().identity().expect("sms identity");
-        let node = certs.node("n1").identity().expect("node identity");
-        let bounds = Bounds {
-            silent: 16,
-            silent_per_source: 64,
-            ..small()
-        };
-        let addr = port(sms, bounds).await;
+    let bounds = Bounds {
+        silent: 16,
+        silent_per_source: 64,
+        ..small()
+    };
+    on_a_port(bounds, |addr, node| async move {
         // Sixteen silent connections from one address: every slot of the
         // table is the flooder's.
         let flooder = host(200);
