@@ -82,6 +82,11 @@ impl Slots {
         if self.total < total {
             return true;
         }
+        if self.by_source.len() == self.total {
+            // Every source holds one (a fleet reconnecting, not a flood):
+            // nobody to drop, known without going through them all.
+            return false;
+        }
         let heaviest = self
             .by_source
             .iter()
