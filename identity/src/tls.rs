@@ -21,6 +21,20 @@ struct Loaded {
     to_sms: Arc<ClientConfig>,
 }
 
+impl Loaded {
+    fn from_files(files: &TlsFiles) -> Result<Loaded, TlsError> {
+        let material = files.load()?;
+        let server = server_config(&material)?;
+        let to_sms = client_config(&material, Identity::Sms)?;
+        Ok(Loaded {
+            roots: Arc::clone(&material.roots),
+            material: Some(material),
+            server: Some(server),
+            to_sms,
+        })
+    }
+}
+
 /// This process's TLS identity (or, for a CLI holding only the CA bundle,
 /// just whom it trusts), reloaded when the files change.
 #[derive(Clone)]
@@ -42,18 +56,17 @@ impl TlsIdentity {
     /// Loads `files` and keeps them current. Must run inside Tokio.
     pub fn load(files: TlsFiles) -> Result<Self, TlsError> {
         let paths = files.paths().map(PathBuf::from).to_vec();
-        let loaded = Watched::start("TLS material", paths, move || {
-            let material = files.load()?;
-            let server = server_config(&material)?;
-            let to_sms = client_config(&material, Identity::Sms)?;
-            Ok::<_, TlsError>(Loaded {
-                roots: Arc::clone(&material.roots),
-                material: Some(material),
-                server: Some(server),
-                to_sms,
-            })
-        })?;
+        let loaded = Watched::start("TLS material", paths, move || Loaded::from_files(&files))?;
         Ok(Self { loaded })
+    }
+
+    /// Loads `files` once and never looks at them again: for a process
+    /// that holds thousands of identities (the fleet bench), where checking
+    /// every file each second would cost more than what it measures.
+    pub fn load_once(files: &TlsFiles) -> Result<Self, TlsError> {
+        Ok(Self {
+            loaded: Watched::fixed(Loaded::from_files(files)?),
+        })
     }
 
     /// A client with only a CA bundle: it checks that it reaches SMS but

@@ -57,7 +57,13 @@ pub enum LinkError {
     #[error(transparent)]
     Address(#[from] BadAddress),
     #[error("cannot connect to SMS at {addr}: {why}")]
-    Connect { addr: String, why: String },
+    Connect {
+        addr: String,
+        why: String,
+        /// Refused: nothing listens there (SMS not running, or
+        /// restarting); see [`crate::sync::Retry`].
+        nobody_listening: bool,
+    },
 }
 
 /// The node's link to SMS; see the module docs.
@@ -139,6 +145,7 @@ impl SmsLink {
             .map_err(|e| LinkError::Connect {
                 addr: addr.to_string(),
                 why: spear_common::text::causes(&e),
+                nobody_listening: crate::sync::nobody_listening(&e),
             })
     }
 

@@ -22,11 +22,11 @@ use tonic::Streaming;
 use tracing::{debug, info, info_span, warn, Instrument};
 
 use super::apply::{Applier, Step};
+use super::retry::Retry;
 use super::status::SyncStatusCell;
 use crate::persist::{Applied, AppliedLog};
 use crate::registry::RegistryHandle;
-use crate::sms_link::SmsLink;
-use spear_common::Backoff;
+use crate::sms_link::{LinkError, SmsLink};
 
 /// Largest watch message accepted (snapshot frames are about 1 MiB).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -62,16 +62,12 @@ pub struct Syncer {
 enum StreamEnd {
     /// Reconnect, resuming from the applied position.
     Broken(String),
+    /// Nothing listens at the address (refused): reconnect as
+    /// [`Broken`](StreamEnd::Broken), at [`Retry`]'s quicker pace.
+    Refused(String),
     /// Reconnect asking for a snapshot.
     Resync(String),
     Shutdown,
-}
-
-/// How a node waits between attempts to reach SMS: 100 ms doubling to
-/// 5 s, jittered, reset once the stream applies an event. The reconnect
-/// benchmark's clients use it too, so they storm as nodes would.
-pub fn reconnect_backoff() -> Backoff {
-    Backoff::new(Duration::from_millis(100), Duration::from_secs(5))
 }
 
 impl Syncer {
@@ -90,12 +86,12 @@ impl Syncer {
     }
 
     /// Runs until `shutdown` turns true: connect, stream, and after the
-    /// stream ends wait [`reconnect_backoff`] (reset once an event
+    /// stream ends wait as [`Retry`] says (reset once an event
     /// applies) before the next attempt, on the next SMS address.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let span = info_span!("sync", node_id = %self.config.node_id);
         async move {
-            let mut backoff = reconnect_backoff();
+            let mut retry = Retry::default();
             let mut next_addr = 0usize;
             let mut want_snapshot = false;
             // Said once per distinct reason, so a node that cannot follow
@@ -110,10 +106,11 @@ impl Syncer {
                     warn!("no SMS address configured");
                     return;
                 };
-                match self
-                    .stream(&addr, want_snapshot, &mut backoff, &mut shutdown)
-                    .await
-                {
+                let end = self
+                    .stream(&addr, want_snapshot, &mut retry, &mut shutdown)
+                    .await;
+                let refused = matches!(end, StreamEnd::Refused(_));
+                match end {
                     StreamEnd::Shutdown => return,
                     StreamEnd::Resync(reason) => {
                         warn!(sms = %addr, %reason, "resynchronising from a snapshot");
@@ -121,7 +118,7 @@ impl Syncer {
                         want_snapshot = true;
                         self.degrade(&reason);
                     }
-                    StreamEnd::Broken(reason) => {
+                    StreamEnd::Broken(reason) | StreamEnd::Refused(reason) => {
                         if last_said.as_deref() == Some(reason.as_str()) {
                             debug!(sms = %addr, %reason, "watch stream ended");
                         } else {
@@ -136,7 +133,7 @@ impl Syncer {
                     .counters
                     .reconnects
                     .fetch_add(1, Ordering::Relaxed);
-                let delay = backoff.next_delay();
+                let delay = retry.next_delay(refused);
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => {}
                     _ = shutdown.changed() => return,
@@ -162,12 +159,18 @@ impl Syncer {
         &mut self,
         addr: &str,
         want_snapshot: bool,
-        backoff: &mut Backoff,
+        retry: &mut Retry,
         shutdown: &mut watch::Receiver<bool>,
     ) -> StreamEnd {
         let link = &self.config.link;
         let channel = match link.connect(addr).await {
             Ok(channel) => channel,
+            Err(
+                e @ LinkError::Connect {
+                    nobody_listening: true,
+                    ..
+                },
+            ) => return StreamEnd::Refused(e.to_string()),
             Err(e) => return StreamEnd::Broken(e.to_string()),
         };
         let mut client = link
@@ -227,7 +230,7 @@ impl Syncer {
                     if epoch == current.epoch && revision <= current.revision {
                         status.set_state(SyncState::Synced);
                         status.last_error = None;
-                        backoff.reset();
+                        retry.reset();
                     }
                 }
                 Step::Apply(update) => {
@@ -247,7 +250,7 @@ impl Syncer {
                     let mut status = self.status.status.lock();
                     status.set_state(SyncState::Synced);
                     status.last_error = None;
-                    backoff.reset();
+                    retry.reset();
                 }
             }
         }

@@ -2,8 +2,10 @@
 
 mod apply;
 mod client;
+mod retry;
 mod status;
 
 pub use apply::{Applier, Step, Update};
-pub use client::{reconnect_backoff, SyncConfig, Syncer, SILENCE_TIMEOUT};
+pub use client::{SyncConfig, Syncer, SILENCE_TIMEOUT};
+pub use retry::{nobody_listening, Retry};
 pub use status::{Readiness, SyncCounters, SyncStatus, SyncStatusCell};

@@ -1,7 +1,5 @@
 //! Bench watch clients: real tonic clients reading real streams.
 
-use std::time::Duration;
-
 use spear_identity::{dial, Identity, TlsIdentity};
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{watch_event, WatchEvent, WatchRequest};
@@ -21,14 +19,14 @@ pub async fn connect_as(addr: &str, tls: Option<&TlsIdentity>) -> Channel {
         .unwrap_or_else(|e| panic!("connect {addr}: {e}"))
 }
 
-/// One connection attempt, as a node makes it.
+/// One connection attempt, as a node makes it (its connect timeout).
 pub async fn try_connect_as(
     addr: &str,
     tls: Option<&TlsIdentity>,
 ) -> Result<Channel, tonic::transport::Error> {
     let (endpoint, dialer) = dial(addr, tls, Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
     dialer
-        .connect(endpoint.connect_timeout(Duration::from_secs(10)))
+        .connect(endpoint.connect_timeout(spearlet::sms_link::CONNECT_TIMEOUT))
         .await
 }
 

@@ -115,6 +115,10 @@ struct Fleet {
     /// How many times each node's watch was accepted.
     watches: Vec<AtomicU64>,
     beating: AtomicBool,
+    /// Connection attempts that failed (refused, timed out, or a
+    /// handshake SMS dropped) and follow calls refused on a connection.
+    failed_connects: AtomicU64,
+    failed_follows: AtomicU64,
     /// Each applied delta's revision and when it arrived.
     arrivals: mpsc::UnboundedSender<(u64, Instant)>,
 }
@@ -124,14 +128,19 @@ fn address_of(k: usize) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, 1, (k / 250) as u8, (k % 250 + 1) as u8))
 }
 
-/// A connection as a node's `SmsLink` makes it (the same keepalive).
-async fn connect(sms: &str, tls: &TlsIdentity, from: IpAddr) -> Option<Channel> {
-    let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).ok()?;
+/// A connection as a node's `SmsLink` makes it (the same timeout and
+/// keepalive).
+async fn connect(
+    sms: &str,
+    tls: &TlsIdentity,
+    from: IpAddr,
+) -> Result<Channel, tonic::transport::Error> {
+    let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
     let endpoint = endpoint
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(spearlet::sms_link::CONNECT_TIMEOUT)
         .http2_keep_alive_interval(spearlet::sms_link::PING_AFTER)
         .keep_alive_timeout(spearlet::sms_link::PING_ANSWER_WITHIN);
-    dialer.from_address(from).connect(endpoint).await.ok()
+    dialer.from_address(from).connect(endpoint).await
 }
 
 /// Node `k`'s report at `position`, as a real node's carries it.
@@ -151,58 +160,67 @@ fn report_of(k: usize, position: &Position) -> HeartbeatRequest {
 
 /// One bench node: connect, follow from where it is, apply and report
 /// what it applied; heartbeat calls on the same connection while the
-/// fleet beats (the comparison); after any end, the node's own backoff,
-/// then again.
+/// fleet beats (the comparison); after any end, the node's own wait
+/// (`Retry`), then again.
 async fn node(fleet: Arc<Fleet>, k: usize) {
-    let mut backoff = spearlet::sync::reconnect_backoff();
+    let mut retry = spearlet::sync::Retry::default();
     let mut position = Position::default();
     (position.epoch, position.revision) = (
         fleet.positions[k].0.load(Ordering::Relaxed),
         fleet.positions[k].1.load(Ordering::Relaxed),
     );
     loop {
-        if let Some(channel) = connect(
+        let mut refused = false;
+        match connect(
             &fleet.sms[k % fleet.sms.len()],
             fleet.certs.node(k),
             address_of(k),
         )
         .await
         {
-            let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
-            let (report, reports) = tokio::sync::watch::channel(report_of(k, &position));
-            let first = FollowRequest {
-                message: Some(Message::Watch(WatchRequest {
-                    node_id: format!("bench-{k}"),
-                    epoch: position.epoch,
-                    revision: position.revision,
-                })),
-            };
-            let outbound = futures::stream::once(async { first }).chain(
-                tokio_stream::wrappers::WatchStream::new(reports).map(|r| FollowRequest {
-                    message: Some(Message::Report(r)),
-                }),
-            );
-            let mut registry = RegistryClient::new(channel).max_decoding_message_size(64 << 20);
-            if let Ok(response) = registry.follow(outbound).await {
-                fleet.watches[k].fetch_add(1, Ordering::Relaxed);
-                backoff.reset();
-                let mut stream = response.into_inner();
-                while let Some(Ok(event)) = stream.next().await {
-                    if let Some(revision) = position.apply(event) {
-                        let _ = fleet.arrivals.send((revision, Instant::now()));
-                        fleet.positions[k]
-                            .0
-                            .store(position.epoch, Ordering::Relaxed);
-                        fleet.positions[k]
-                            .1
-                            .store(position.revision, Ordering::Relaxed);
-                        report.send_replace(report_of(k, &position));
-                    }
-                }
+            Err(e) => {
+                refused = spearlet::sync::nobody_listening(&e);
+                fleet.failed_connects.fetch_add(1, Ordering::Relaxed);
             }
-            beats.abort();
+            Ok(channel) => {
+                let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
+                let (report, reports) = tokio::sync::watch::channel(report_of(k, &position));
+                let first = FollowRequest {
+                    message: Some(Message::Watch(WatchRequest {
+                        node_id: format!("bench-{k}"),
+                        epoch: position.epoch,
+                        revision: position.revision,
+                    })),
+                };
+                let outbound = futures::stream::once(async { first }).chain(
+                    tokio_stream::wrappers::WatchStream::new(reports).map(|r| FollowRequest {
+                        message: Some(Message::Report(r)),
+                    }),
+                );
+                let mut registry = RegistryClient::new(channel).max_decoding_message_size(64 << 20);
+                if let Ok(response) = registry.follow(outbound).await {
+                    fleet.watches[k].fetch_add(1, Ordering::Relaxed);
+                    retry.reset();
+                    let mut stream = response.into_inner();
+                    while let Some(Ok(event)) = stream.next().await {
+                        if let Some(revision) = position.apply(event) {
+                            let _ = fleet.arrivals.send((revision, Instant::now()));
+                            fleet.positions[k]
+                                .0
+                                .store(position.epoch, Ordering::Relaxed);
+                            fleet.positions[k]
+                                .1
+                                .store(position.revision, Ordering::Relaxed);
+                            report.send_replace(report_of(k, &position));
+                        }
+                    }
+                } else {
+                    fleet.failed_follows.fetch_add(1, Ordering::Relaxed);
+                }
+                beats.abort();
+            }
         }
-        backoff.sleep().await;
+        tokio::time::sleep(retry.next_delay(refused)).await;
     }
 }
 
@@ -339,22 +357,33 @@ pub async fn run(replicas: usize) {
             .collect(),
         watches: (0..n).map(|_| AtomicU64::new(0)).collect(),
         beating: AtomicBool::new(false),
+        failed_connects: AtomicU64::new(0),
+        failed_follows: AtomicU64::new(0),
         arrivals: tx,
     });
     let mut admin_client = admin_client(&plane.replicas[0].grpc, &admin).await;
     let everyone: Vec<usize> = (0..n).collect();
 
-    // 1. Propagation, baseline: one node.
-    let one = tokio::spawn(node(Arc::clone(&fleet), 0));
-    wait_watches(&fleet, &[0], 1).await;
-    let baseline = propagate(&mut admin_client, &mut arrivals, 1).await;
-    println!("one change, 1 stream (baseline):  {baseline}");
-    one.abort();
-    fleet.watches[0].store(0, Ordering::Relaxed);
+    // `SPEAR_FLEET_QUICK`: only the opening and the restart (a diagnosis;
+    // recorded figures run everything).
+    let quick = std::env::var_os("SPEAR_FLEET_QUICK").is_some();
 
-    // 3, baseline: SMS's CPU with no node.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let nobody = plane.cpu_share(CPU_WINDOW).await;
+    // 1. Propagation, baseline: one node.
+    let (mut baseline, mut nobody) = (None, 0.0);
+    if !quick {
+        let one = tokio::spawn(node(Arc::clone(&fleet), 0));
+        wait_watches(&fleet, &[0], 1).await;
+        baseline = Some(propagate(&mut admin_client, &mut arrivals, 1).await);
+        one.abort();
+        fleet.watches[0].store(0, Ordering::Relaxed);
+
+        // 3, baseline: SMS's CPU with no node.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        nobody = plane.cpu_share(CPU_WINDOW).await;
+    }
+    if let Some(baseline) = baseline {
+        println!("one change, 1 stream (baseline):  {baseline}");
+    }
 
     // 2. Memory: every node's stream open, idle.
     let before = plane.rss_kib();
@@ -378,6 +407,55 @@ pub async fn run(replicas: usize) {
     );
     while arrivals.try_recv().is_ok() {}
 
+    if !quick {
+        liveness_and_changes(&plane, &fleet, &mut admin_client, &mut arrivals, nobody).await;
+    }
+
+    // 4. Reconnect after a restart (of replica 0, with its share of nodes).
+    let mut plane = plane;
+    let mut sms = plane.replicas.remove(0);
+    tokio::task::block_in_place(|| sms.proc.stop());
+    let (started, client) = (Instant::now(), own_ticks());
+    let failed = (
+        fleet.failed_connects.load(Ordering::Relaxed),
+        fleet.failed_follows.load(Ordering::Relaxed),
+    );
+    let restarted = tokio::task::block_in_place(|| sms.restart());
+    pin_process(restarted.proc.pid().unwrap_or(0), 0);
+    let ready = started.elapsed();
+    let its_nodes: Vec<usize> = (0..n).filter(|k| k % replicas == 0).collect();
+    let (reconnected, milestones) = wait_watches_timed(&fleet, &its_nodes, 2, started).await;
+    println!(
+        "SMS restarted: {reconnected}/{} nodes had their stream back {:.2} s after the restart began (process start, their TLS handshakes, resumed from etcd's history); meanwhile the bench nodes' process: {}; SMS (since its start): {}",
+        its_nodes.len(),
+        started.elapsed().as_secs_f64(),
+        busy(own_ticks() - client, started),
+        busy(cpu_ticks(restarted.proc.pid().unwrap_or(0)), started)
+    );
+    println!(
+        "  how it went: SMS ready {:.2} s after the restart began; half the nodes back at {}; failed connection attempts {}, refused follow calls {}",
+        ready.as_secs_f64(),
+        milestones,
+        fleet.failed_connects.load(Ordering::Relaxed) - failed.0,
+        fleet.failed_follows.load(Ordering::Relaxed) - failed.1,
+    );
+    for task in nodes {
+        task.abort();
+    }
+    drop(restarted);
+}
+
+/// Steps 3 and 1 (continued) of the module's list: SMS's CPU for the
+/// fleet's liveness, one change to every stream, and the heartbeat calls
+/// for comparison.
+async fn liveness_and_changes(
+    plane: &Plane,
+    fleet: &Fleet,
+    admin_client: &mut AdminClient<Channel>,
+    arrivals: &mut mpsc::UnboundedReceiver<(u64, Instant)>,
+    nobody: f64,
+) {
+    let n = fleet.watches.len();
     // 3. Liveness: SMS's CPU with every stream open and nothing changing,
     // once the opening's tail (the nodes' first reports, their records
     // written to etcd) is over; both shown by 10 s slice.
@@ -401,7 +479,7 @@ pub async fn run(replicas: usize) {
     // 1, continued: one change to every node, and what it cost SMS beyond
     // its idle work.
     let (ticks, started) = (plane.cpu_ticks(), Instant::now());
-    let many = propagate(&mut admin_client, &mut arrivals, n).await;
+    let many = propagate(admin_client, arrivals, n).await;
     let spent = (plane.cpu_ticks() - ticks) as f64 / clock_ticks_per_second();
     let for_changes = spent - idle * started.elapsed().as_secs_f64();
     println!("one change, {n} streams:       {many}");
@@ -420,27 +498,6 @@ pub async fn run(replicas: usize) {
         beating * 100.0,
         (beating - idle) * 100.0
     );
-
-    // 4. Reconnect after a restart (of replica 0, with its share of nodes).
-    let mut plane = plane;
-    let mut sms = plane.replicas.remove(0);
-    tokio::task::block_in_place(|| sms.proc.stop());
-    let (started, client) = (Instant::now(), own_ticks());
-    let restarted = tokio::task::block_in_place(|| sms.restart());
-    pin_process(restarted.proc.pid().unwrap_or(0), 0);
-    let its_nodes: Vec<usize> = (0..n).filter(|k| k % replicas == 0).collect();
-    let reconnected = wait_watches(&fleet, &its_nodes, 2).await;
-    println!(
-        "SMS restarted: {reconnected}/{} nodes had their stream back {:.2} s after the restart began (process start, their TLS handshakes, resumed from etcd's history); meanwhile the bench nodes' process: {}; SMS (since its start): {}",
-        its_nodes.len(),
-        started.elapsed().as_secs_f64(),
-        busy(own_ticks() - client, started),
-        busy(cpu_ticks(restarted.proc.pid().unwrap_or(0)), started)
-    );
-    for task in nodes {
-        task.abort();
-    }
-    drop(restarted);
 }
 
 /// Commits CHANGES changes, one at a time, and returns the commit-to-
@@ -499,6 +556,39 @@ async fn wait_watches(fleet: &Fleet, which: &[usize], times: u64) -> usize {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     done()
+}
+
+/// [`wait_watches`], noting when half, 90 %, 99 % and all of `which`
+/// got there, in seconds since `since`: "5.1 s, 90 % at 7.9 s, …".
+async fn wait_watches_timed(
+    fleet: &Fleet,
+    which: &[usize],
+    times: u64,
+    since: Instant,
+) -> (usize, String) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let marks = [0.5, 0.9, 0.99, 1.0];
+    let mut reached = Vec::new();
+    loop {
+        let done = which
+            .iter()
+            .filter(|&&k| fleet.watches[k].load(Ordering::Relaxed) >= times)
+            .count();
+        while reached.len() < marks.len()
+            && done as f64 >= marks[reached.len()] * which.len() as f64
+        {
+            reached.push(since.elapsed().as_secs_f64());
+        }
+        if done == which.len() || Instant::now() >= deadline {
+            let shown: Vec<String> = reached
+                .iter()
+                .zip(["", "90 % at ", "99 % at ", "all at "])
+                .map(|(t, label)| format!("{label}{t:.2} s"))
+                .collect();
+            return (done, shown.join(", "));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 fn clock_ticks_per_second() -> f64 {

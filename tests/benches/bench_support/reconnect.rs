@@ -70,16 +70,20 @@ async fn storm(with_etcd: bool, certs: Option<&BenchCerts>) {
         let node = if tls.is_some() { i / 4 } else { i };
         tasks.push(tokio::spawn(async move {
             // As a node does (spearlet/src/sync/client.rs): after any failure
-            // or end of stream, wait the node's backoff; reset it once an
-            // event applies.
+            // or end of stream, wait as the node's `Retry` says; reset it
+            // once an event applies.
             let mut position = Position::default();
-            let mut backoff = spearlet::sync::reconnect_backoff();
+            let mut retry = spearlet::sync::Retry::default();
             loop {
+                let mut refused = false;
                 let stream = match try_connect_as(&addr, tls.as_ref()).await {
                     Ok(channel) => watch(channel, node, position.epoch, position.revision)
                         .await
                         .ok(),
-                    Err(_) => None,
+                    Err(e) => {
+                        refused = spearlet::sync::nobody_listening(&e);
+                        None
+                    }
                 };
                 if let Some(mut stream) = stream {
                     while let Some(Ok(event)) = stream.next().await {
@@ -87,7 +91,7 @@ async fn storm(with_etcd: bool, certs: Option<&BenchCerts>) {
                         if position.apply(event).is_none() {
                             continue;
                         }
-                        backoff.reset();
+                        retry.reset();
                         if position.snapshots > snapshots_before {
                             snapshots.fetch_add(1, Ordering::Relaxed);
                         } else {
@@ -97,7 +101,7 @@ async fn storm(with_etcd: bool, certs: Option<&BenchCerts>) {
                         positions[i].1.store(position.revision, Ordering::Relaxed);
                     }
                 }
-                backoff.sleep().await;
+                tokio::time::sleep(retry.next_delay(refused)).await;
             }
         }));
     }

@@ -43,7 +43,11 @@ impl BenchCerts {
         let nodes = (0..nodes)
             .map(|k| {
                 let set = issue_set(&ca, Identity::Node(format!("bench-{k}")));
-                TlsIdentity::load(TlsFiles {
+                // Loaded once: 10,000 identities each re-checking three
+                // files a second would be 30,000 stat calls a second in
+                // the bench nodes' process, which a real node (one
+                // identity, its own machine) never pays.
+                TlsIdentity::load_once(&TlsFiles {
                     ca: set.ca,
                     cert: set.cert,
                     key: set.key,
