@@ -61,7 +61,7 @@ pub enum LinkError {
         addr: String,
         why: String,
         /// Refused: nothing listens there (SMS not running, or
-        /// restarting); see [`crate::sync::Retry`].
+        /// restarting); the sync loop retries those sooner.
         nobody_listening: bool,
     },
 }
@@ -145,7 +145,7 @@ impl SmsLink {
             .map_err(|e| LinkError::Connect {
                 addr: addr.to_string(),
                 why: spear_common::text::causes(&e),
-                nobody_listening: crate::sync::nobody_listening(&e),
+                nobody_listening: nobody_listening(&e),
             })
     }
 
@@ -250,6 +250,21 @@ impl SmsLink {
         };
         Ok(TasksClient::new(self.joined(channel)))
     }
+}
+
+/// Whether `error`, or anything that caused it, is a refused connection:
+/// nothing listens at the address.
+pub fn nobody_listening(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        cause = match e.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => return true,
+            // An io::Error wrapping another hides it from `source`.
+            Some(io) => io.get_ref().map(|inner| inner as _).or_else(|| e.source()),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 #[cfg(test)]

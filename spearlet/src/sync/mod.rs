@@ -7,5 +7,5 @@ mod status;
 
 pub use apply::{Applier, Step, Update};
 pub use client::{SyncConfig, Syncer, SILENCE_TIMEOUT};
-pub use retry::{nobody_listening, Retry};
+pub use retry::Retry;
 pub use status::{Readiness, SyncCounters, SyncStatus, SyncStatusCell};

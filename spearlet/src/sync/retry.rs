@@ -52,24 +52,10 @@ impl Retry {
     }
 }
 
-/// Whether `error`, or anything that caused it, is a refused connection:
-/// nothing listens at the address.
-pub fn nobody_listening(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        cause = match e.downcast_ref::<std::io::Error>() {
-            Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => return true,
-            // An io::Error wrapping another hides it from `source`.
-            Some(io) => io.get_ref().map(|inner| inner as _).or_else(|| e.source()),
-            None => e.source(),
-        };
-    }
-    false
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sms_link::nobody_listening;
 
     #[test]
     fn refused_attempts_are_retried_within_a_second_and_seen_ones_back_off_to_five() {

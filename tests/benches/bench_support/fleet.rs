@@ -179,7 +179,7 @@ async fn node(fleet: Arc<Fleet>, k: usize) {
         .await
         {
             Err(e) => {
-                refused = spearlet::sync::nobody_listening(&e);
+                refused = spearlet::sms_link::nobody_listening(&e);
                 fleet.failed_connects.fetch_add(1, Ordering::Relaxed);
             }
             Ok(channel) => {

@@ -81,7 +81,7 @@ async fn storm(with_etcd: bool, certs: Option<&BenchCerts>) {
                         .await
                         .ok(),
                     Err(e) => {
-                        refused = spearlet::sync::nobody_listening(&e);
+                        refused = spearlet::sms_link::nobody_listening(&e);
                         None
                     }
                 };
