@@ -41,15 +41,15 @@ use spear_proto::v1::follow_request::Message;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::registry_client::RegistryClient;
 use spear_proto::v1::{FollowRequest, HeartbeatRequest, UpsertServerRequest, WatchRequest};
-use spear_tests::etcd::{EtcdServer, LocalEtcdCluster};
 use spear_tests::history::sms_registry_async_as;
-use spear_tests::procs::{SmsOptions, SmsProc};
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
 use super::clients::Position;
 use super::cpu::pin_process;
-use super::stats::{rss_kib, Summary};
+use super::cpu_time::{busy, clock_ticks_per_second, cpu_ticks, own_ticks};
+use super::fleet_plane::{Plane, SERVERS};
+use super::stats::Summary;
 use super::tls::BenchCerts;
 
 const NODES: usize = 10_000;
@@ -63,24 +63,6 @@ fn fleet_size() -> usize {
         .unwrap_or(NODES)
 }
 
-/// `ticks` of CPU used since `since`, as a share of one core: near 100 %
-/// says that side (the bench nodes on CPU 1, or SMS on CPU 0) bounded the
-/// time measured.
-fn busy(ticks: u64, since: Instant) -> String {
-    let used = ticks as f64 / clock_ticks_per_second();
-    let took = since.elapsed().as_secs_f64();
-    format!(
-        "{used:.1} s of CPU in {took:.1} s ({:.0} % of a core)",
-        used / took * 100.0
-    )
-}
-
-/// This process's CPU so far, in clock ticks.
-fn own_ticks() -> u64 {
-    cpu_ticks(std::process::id())
-}
-
-const SERVERS: usize = 10_000;
 const CHANGES: usize = 20;
 /// How long the CPU windows with nothing periodic in them last.
 const CPU_WINDOW: Duration = Duration::from_secs(30);
@@ -96,8 +78,6 @@ const LIVENESS_WINDOW: Duration = Duration::from_secs(120);
 /// and a half in, nodes whose connections their own kernel had closed
 /// (`spear_identity`'s keepalive, since fixed).
 const SETTLE_WINDOW: Duration = Duration::from_secs(60);
-/// The slices the CPU windows above are shown in.
-const SLICE: Duration = Duration::from_secs(10);
 
 /// Shares of a core as "[1.2, 0.9, …]" percent.
 fn percents(shares: &[f64]) -> String {
@@ -245,87 +225,6 @@ async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
             let _ = nodes.heartbeat(request).await;
         }
         tokio::time::sleep(HEARTBEAT_EVERY).await;
-    }
-}
-
-/// The SMS side: one SMS on a one-member etcd, or `replicas` SMS on a
-/// three-member etcd, each pinned to CPU 0. Replica 0 reads the MCP dir;
-/// the others serve the registry they follow in etcd.
-struct Plane {
-    replicas: Vec<SmsProc>,
-    _etcd_one: Option<EtcdServer>,
-    _etcd_three: Option<LocalEtcdCluster>,
-    _mcp: tempfile::TempDir,
-}
-
-impl Plane {
-    fn start(replicas: usize, certs: &BenchCerts) -> Plane {
-        let (one, three, endpoints) = match replicas {
-            1 => {
-                let etcd = EtcdServer::start();
-                let endpoint = etcd.endpoint();
-                (Some(etcd), None, endpoint)
-            }
-            _ => {
-                let etcd = LocalEtcdCluster::start(3);
-                let endpoints = etcd.endpoints.join(",");
-                (None, Some(etcd), endpoints)
-            }
-        };
-        let mcp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        write_servers(mcp.path());
-        let replicas = (0..replicas)
-            .map(|i| {
-                let sms = SmsProc::start(SmsOptions {
-                    mcp_dir: (i == 0).then(|| mcp.path().to_path_buf()),
-                    etcd: Some(endpoints.clone()),
-                    tls: Some(certs.sms.clone()),
-                    client_tls: Some(certs.admin.clone()),
-                    ..Default::default()
-                });
-                pin_process(sms.proc.pid().unwrap_or(0), 0);
-                sms
-            })
-            .collect();
-        Plane {
-            replicas,
-            _etcd_one: one,
-            _etcd_three: three,
-            _mcp: mcp,
-        }
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.replicas
-            .iter()
-            .map(|sms| sms.proc.pid().unwrap_or(0))
-            .collect()
-    }
-
-    fn rss_kib(&self) -> u64 {
-        self.pids().into_iter().map(rss_kib).sum()
-    }
-
-    fn cpu_ticks(&self) -> u64 {
-        self.pids().into_iter().map(cpu_ticks).sum()
-    }
-
-    /// SMS's share of one core in each 10 s of `window`.
-    async fn cpu_slices(&self, window: Duration) -> Vec<f64> {
-        let slices = (window.as_secs() / SLICE.as_secs()).max(1);
-        let mut shares = Vec::new();
-        for _ in 0..slices {
-            shares.push(self.cpu_share(SLICE).await);
-        }
-        shares
-    }
-
-    /// SMS's share of one core over `window`, all replicas together.
-    async fn cpu_share(&self, window: Duration) -> f64 {
-        let start = self.cpu_ticks();
-        tokio::time::sleep(window).await;
-        let ticks = self.cpu_ticks() - start;
-        ticks as f64 / clock_ticks_per_second() / window.as_secs_f64()
     }
 }
 
@@ -545,17 +444,9 @@ async fn propagate(
 /// Waits until every node in `which` had its watch accepted `times`
 /// times; how many had.
 async fn wait_watches(fleet: &Fleet, which: &[usize], times: u64) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let done = || {
-        which
-            .iter()
-            .filter(|&&k| fleet.watches[k].load(Ordering::Relaxed) >= times)
-            .count()
-    };
-    while done() < which.len() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    done()
+    wait_watches_timed(fleet, which, times, Instant::now())
+        .await
+        .0
 }
 
 /// [`wait_watches`], noting when half, 90 %, 99 % and all of `which`
@@ -591,29 +482,6 @@ async fn wait_watches_timed(
     }
 }
 
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
-}
-
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The fields after the command name, which ends at the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
-    field(11) + field(12)
-}
-
 async fn admin_client(sms: &str, admin: &spear_tests::certs::TlsSet) -> AdminClient<Channel> {
     let tls = admin.identity().unwrap_or_else(|e| panic!("{e}"));
     let (endpoint, dialer) = dial(sms, Some(&tls), Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
@@ -622,25 +490,6 @@ async fn admin_client(sms: &str, admin: &spear_tests::certs::TlsSet) -> AdminCli
         .await
         .unwrap_or_else(|e| panic!("admin connect: {e}"));
     AdminClient::new(channel)
-}
-
-/// SERVERS servers in files of 1,000 (a file may be 1 MiB).
-fn write_servers(dir: &std::path::Path) {
-    for file in 0..SERVERS / 1000 {
-        let servers: serde_json::Map<String, serde_json::Value> = (file * 1000..(file + 1) * 1000)
-            .map(|i| {
-                let server = serde_json::json!({
-                    "command": "npx",
-                    "args": ["-y", "@modelcontextprotocol/server-everything"],
-                    "description": format!("server {i} of the fleet benchmark"),
-                });
-                (format!("s{i:05}"), server)
-            })
-            .collect();
-        let body = serde_json::json!({ "mcpServers": servers }).to_string();
-        let path = dir.join(format!("servers-{file:02}.json"));
-        std::fs::write(path, body).unwrap_or_else(|e| panic!("{e}"));
-    }
 }
 
 /// Waits until SMS holds every server; its position then.

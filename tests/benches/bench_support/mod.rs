@@ -2,7 +2,9 @@
 
 pub mod clients;
 pub mod cpu;
+pub mod cpu_time;
 pub mod fleet;
+pub mod fleet_plane;
 pub mod memory;
 pub mod propagation;
 pub mod reconnect;
