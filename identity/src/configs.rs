@@ -16,6 +16,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, S
 
 use crate::material::{identity_of, Material, TlsError};
 use crate::spiffe::{Identity, TrustDomain};
+use crate::tickets::Tickets;
 
 /// gRPC runs over HTTP/2 only.
 const ALPN_H2: &[u8] = b"h2";
@@ -54,13 +55,20 @@ pub(crate) fn server_config(material: &Material) -> Result<Arc<ServerConfig>, Tl
         .with_single_cert(material.chain.clone(), material.key.clone_key())
         .map_err(|e| mismatch(e.to_string()))?;
     config.alpn_protocols = vec![ALPN_H2.to_vec()];
-    // No session resumption: every connection proves its certificate again
-    // (a resumed one would skip the chain and its dates). rustls' default,
-    // 256 cached sessions, resumed nothing for a fleet of thousands (and a
-    // restart empties it), yet made every handshake issue and store two
-    // tickets.
-    config.send_tls13_tickets = 0;
+    // One ticket per handshake, sealed with a key this process derives
+    // again after a restart (`crate::tickets`): a fleet reconnecting to a
+    // restarted SMS resumes rather than repeats its certificates. Nothing
+    // is kept server-side (rustls' default cache of 256 sessions resumed
+    // nothing for a fleet of thousands). One, not rustls' two: a node
+    // reconnects with one and gets the next in that handshake.
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    match Tickets::for_material(material) {
+        Some(tickets) => {
+            config.ticketer = tickets;
+            config.send_tls13_tickets = 1;
+        }
+        None => config.send_tls13_tickets = 0,
+    }
     Ok(Arc::new(config))
 }
 
@@ -194,19 +202,50 @@ impl ServerCertVerifier for SpiffeServerVerifier {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rustls::pki_types::PrivatePkcs8KeyDer;
     use rustls::{ClientConnection, ServerConnection};
 
+    /// A new CA: its issuer and its certificate.
+    pub(crate) fn a_ca() -> (
+        rcgen::Issuer<'static, rcgen::KeyPair>,
+        CertificateDer<'static>,
+    ) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::default();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_der = ca_params
+            .clone()
+            .self_signed(&ca_key)
+            .unwrap()
+            .der()
+            .clone();
+        (rcgen::Issuer::new(ca_params, ca_key), ca_der)
+    }
+
     /// A CA and one leaf it signs for `uri`, as [`Material`].
-    fn material(
+    pub(crate) fn material(
         ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
         ca_der: &CertificateDer<'static>,
         uri: &str,
     ) -> Material {
+        material_dated(ca, ca_der, uri, -365, 365)
+    }
+
+    /// [`material`] valid from `from` to `to` days from now.
+    pub(crate) fn material_dated(
+        ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
+        ca_der: &CertificateDer<'static>,
+        uri: &str,
+        from: i64,
+        to: i64,
+    ) -> Material {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::default();
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now + time::Duration::days(from);
+        params.not_after = now + time::Duration::days(to);
         params.subject_alt_names = vec![rcgen::SanType::URI(uri.try_into().unwrap())];
         let leaf = params.signed_by(&key, ca).unwrap();
         let mut roots = RootCertStore::empty();
@@ -221,12 +260,23 @@ mod tests {
         }
     }
 
-    /// Runs a handshake between `client` and `server` in memory and
-    /// returns the suite both ended up with.
-    fn handshake(client: Arc<ClientConfig>, server: Arc<ServerConfig>) -> rustls::CipherSuite {
+    /// What one in-memory handshake ended with.
+    pub(crate) struct Shook {
+        /// The server's side, after the handshake.
+        pub(crate) server: ServerConnection,
+        suite: rustls::CipherSuite,
+        pub(crate) kind: rustls::HandshakeKind,
+        /// Tickets the client was given.
+        tickets: usize,
+        /// The client's leaf as the server holds it.
+        client_leaf: Option<CertificateDer<'static>>,
+    }
+
+    /// Runs a handshake between `client` and `server` in memory.
+    pub(crate) fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> Shook {
         let name = ServerName::try_from("sms.test").unwrap();
-        let mut client = ClientConnection::new(client, name).unwrap();
-        let mut server = ServerConnection::new(server).unwrap();
+        let mut client = ClientConnection::new(Arc::clone(client), name).unwrap();
+        let mut server = ServerConnection::new(Arc::clone(server)).unwrap();
         while client.is_handshaking() || server.is_handshaking() {
             let mut bytes = Vec::new();
             client.write_tls(&mut bytes).unwrap();
@@ -237,45 +287,44 @@ mod tests {
             client.read_tls(&mut bytes.as_slice()).unwrap();
             client.process_new_packets().unwrap();
         }
-        // One more flight, in case tickets follow the server's Finished.
+        // One more flight: the tickets follow the server's Finished.
         let mut bytes = Vec::new();
         server.write_tls(&mut bytes).unwrap();
         client.read_tls(&mut bytes.as_slice()).unwrap();
         client.process_new_packets().unwrap();
+        let suite = client.negotiated_cipher_suite().unwrap().suite();
         assert_eq!(
-            client.tls13_tickets_received(),
-            0,
-            "no session tickets (see `server_config`)"
-        );
-        let ours = client.negotiated_cipher_suite().unwrap().suite();
-        assert_eq!(
-            Some(ours),
+            Some(suite),
             server.negotiated_cipher_suite().map(|s| s.suite())
         );
-        ours
+        let kind = client.handshake_kind().unwrap();
+        assert_eq!(Some(kind), server.handshake_kind());
+        Shook {
+            suite,
+            kind,
+            tickets: client.tls13_tickets_received() as usize,
+            client_leaf: server
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|leaf| leaf.clone().into_owned()),
+            server,
+        }
     }
 
     #[test]
-    fn our_peers_agree_on_aes_128_without_tickets_and_a_peer_offering_only_aes_256_still_connects()
+    fn our_peers_agree_on_aes_128_with_one_ticket_and_a_peer_offering_only_aes_256_still_connects()
     {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::default();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_der = ca_params
-            .clone()
-            .self_signed(&ca_key)
-            .unwrap()
-            .der()
-            .clone();
-        let ca = rcgen::Issuer::new(ca_params, ca_key);
+        let (ca, ca_der) = a_ca();
         let sms = material(&ca, &ca_der, "spiffe://test.example/sms");
         let node = material(&ca, &ca_der, "spiffe://test.example/node/n1");
         let server = server_config(&sms).unwrap();
 
         let ours = client_config(&node, Identity::Sms).unwrap();
+        let shook = handshake(&ours, &server);
+        assert_eq!(shook.suite, rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
         assert_eq!(
-            handshake(ours, Arc::clone(&server)),
-            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+            shook.tickets, 1,
+            "one ticket per handshake (`server_config`)"
         );
 
         // A client whose library prefers, or only has, AES-256.
@@ -296,8 +345,42 @@ mod tests {
             .with_client_auth_cert(node.chain.clone(), node.key.clone_key())
             .unwrap();
         assert_eq!(
-            handshake(Arc::new(only_256), server),
+            handshake(&Arc::new(only_256), &server).suite,
             rustls::CipherSuite::TLS13_AES_256_GCM_SHA384
         );
+    }
+
+    #[test]
+    fn a_node_resumes_with_a_restarted_sms_and_keeps_its_certificate_but_not_with_another() {
+        let (ca, ca_der) = a_ca();
+        let sms = material(&ca, &ca_der, "spiffe://test.example/sms");
+        let node = material(&ca, &ca_der, "spiffe://test.example/node/n1");
+        // The node's configuration lives as long as the node: its tickets
+        // with it.
+        let to_sms = client_config(&node, Identity::Sms).unwrap();
+
+        let first = handshake(&to_sms, &server_config(&sms).unwrap());
+        assert_eq!(first.kind, rustls::HandshakeKind::Full);
+
+        // SMS restarts: a new configuration from the same files.
+        let restarted = server_config(&sms).unwrap();
+        let resumed = handshake(&to_sms, &restarted);
+        assert_eq!(resumed.kind, rustls::HandshakeKind::Resumed);
+        // The server still knows who the node is (its identity and serial
+        // come from this leaf, and revocation with them).
+        assert_eq!(resumed.client_leaf.as_ref(), Some(&node.chain[0]));
+        assert_eq!(resumed.tickets, 1, "and the node has its next ticket");
+        assert_eq!(
+            handshake(&to_sms, &restarted).kind,
+            rustls::HandshakeKind::Resumed
+        );
+
+        // Another SMS key (a replica, a re-keyed SMS): the ticket opens
+        // nothing there, and the node proves its certificate again.
+        let mut rekeyed = material(&ca, &ca_der, "spiffe://test.example/sms");
+        rekeyed.roots = Arc::clone(&sms.roots);
+        let other = handshake(&to_sms, &server_config(&rekeyed).unwrap());
+        assert_eq!(other.kind, rustls::HandshakeKind::Full);
+        assert_eq!(other.client_leaf.as_ref(), Some(&node.chain[0]));
     }
 }

@@ -76,6 +76,43 @@ impl Dialer {
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
     }
+
+    /// Opens a TLS connection to `endpoint` only to be given a new session
+    /// ticket, and closes it. A node holds the connection it follows SMS
+    /// on for days, while a ticket resumes a session for at most a week
+    /// (`crate::tickets`): this keeps a fresh one for the reconnect after
+    /// SMS restarts. `None` in plaintext, where there is nothing to renew.
+    pub async fn renew_ticket(mut self, endpoint: &Endpoint) -> io::Result<Option<Renewed>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let stream = tower_service::Service::call(&mut self, endpoint.uri().clone()).await?;
+        let MaybeTls::Tls(mut tls) = stream.into_inner() else {
+            return Ok(None);
+        };
+        // The ticket follows the handshake; the server's first bytes
+        // (HTTP/2 settings) follow the ticket. Once one byte is read, so
+        // is the ticket; a server that sends nothing is left after a while.
+        let mut first = [0u8; 1];
+        let _ = tokio::time::timeout(TICKET_WITHIN, tls.read(&mut first)).await;
+        let session = tls.get_ref().1;
+        let renewed = Renewed {
+            resumed: session.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            tickets: session.tls13_tickets_received(),
+        };
+        let _ = tls.shutdown().await;
+        Ok(Some(renewed))
+    }
+}
+
+/// How long [`Dialer::renew_ticket`] waits for the server's first bytes.
+const TICKET_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What [`Dialer::renew_ticket`]'s connection did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renewed {
+    /// It resumed with the ticket held before.
+    pub resumed: bool,
+    /// Tickets it was given (the server sends one).
+    pub tickets: u32,
 }
 
 /// The stream a [`Dialer`] connects.
@@ -184,5 +221,100 @@ impl tokio::io::AsyncWrite for MaybeTls {
             MaybeTls::Plain(s) => Pin::new(s).poll_shutdown(cx),
             MaybeTls::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::Bounds;
+    use crate::incoming::{incoming_within, listen, Protocol};
+    use crate::material::TlsFiles;
+    use futures::StreamExt;
+    use tokio::io::AsyncWriteExt;
+
+    /// Writes a CA and one leaf it signs for each of `uris` under `dir`.
+    fn issue(dir: &std::path::Path, uris: &[&str]) -> Vec<TlsFiles> {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::default();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.clone().self_signed(&ca_key).unwrap();
+        let ca = rcgen::Issuer::new(ca_params, ca_key);
+        std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+        uris.iter()
+            .enumerate()
+            .map(|(i, uri)| {
+                let key = rcgen::KeyPair::generate().unwrap();
+                let mut params = rcgen::CertificateParams::default();
+                params.subject_alt_names = vec![rcgen::SanType::URI((*uri).try_into().unwrap())];
+                let leaf = params.signed_by(&key, &ca).unwrap();
+                let files = TlsFiles {
+                    ca: dir.join("ca.pem"),
+                    cert: dir.join(format!("{i}.pem")),
+                    key: dir.join(format!("{i}.key")),
+                };
+                std::fs::write(&files.cert, leaf.pem()).unwrap();
+                std::fs::write(&files.key, key.serialize_pem()).unwrap();
+                files
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn renewing_resumes_with_the_last_ticket_and_leaves_a_new_one_with_the_peer_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = issue(
+            dir.path(),
+            &["spiffe://test.example/sms", "spiffe://test.example/node/n1"],
+        );
+        let sms = TlsIdentity::load_once(&files[0]).unwrap();
+        let node = TlsIdentity::load_once(&files[1]).unwrap();
+        let listener = listen("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let mut conns = incoming_within(listener, Some(sms), Bounds::default(), Protocol::Grpc);
+        // The server's side: says something first, as HTTP/2 does, and
+        // tells whom it accepted.
+        let (seen, mut peers) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(Ok(mut conn)) = conns.next().await {
+                let _ = seen.send(conn.peer().identity.clone());
+                let _ = conn.write_all(b"x").await;
+                tokio::spawn(async move {
+                    let mut rest = Vec::new();
+                    let _ = tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut rest).await;
+                });
+            }
+        });
+
+        let renew = || async {
+            let (endpoint, dialer) = dial(&addr, Some(&node), Identity::Sms).unwrap();
+            dialer.renew_ticket(&endpoint).await.unwrap().unwrap()
+        };
+        let n1: Identity = "node/n1".parse().unwrap();
+        assert_eq!(
+            renew().await,
+            Renewed {
+                resumed: false,
+                tickets: 1
+            }
+        );
+        assert_eq!(peers.recv().await.unwrap(), Some(n1.clone()));
+        // Each renewal spends the ticket it holds and leaves the next: had
+        // the second not read its ticket, the third would be a full
+        // handshake.
+        for _ in 0..2 {
+            assert_eq!(
+                renew().await,
+                Renewed {
+                    resumed: true,
+                    tickets: 1
+                }
+            );
+            assert_eq!(peers.recv().await.unwrap(), Some(n1.clone()));
+        }
+
+        // In plaintext there is nothing to renew.
+        let (endpoint, dialer) = dial(&addr, None, Identity::Sms).unwrap();
+        assert_eq!(dialer.renew_ticket(&endpoint).await.unwrap(), None);
     }
 }

@@ -284,6 +284,11 @@ async fn handshake(
             return None;
         }
     };
+    // A resumed session skipped the chain: its dates are checked here.
+    if let Some(why) = crate::tickets::resumed_outside_dates(stream.get_ref().1) {
+        debug!(peer = %addr, "resumed TLS session closed: {why}; the peer's next handshake proves its certificate again");
+        return None;
+    }
     let own_domain = tls.identity().map(|(domain, _)| domain);
     let leaf = stream
         .get_ref()

@@ -31,12 +31,13 @@ pub mod reload;
 pub mod revoked;
 mod service_tls;
 pub mod spiffe;
+mod tickets;
 mod tls;
 mod token;
 
 pub use access::{Access, Caller, PRINCIPAL_TOKEN_HEADER};
 pub use admission::{dropped_for_newer, Bounds};
-pub use connector::{dial, BadAddress, Dialer};
+pub use connector::{dial, BadAddress, Dialer, Renewed};
 pub use gate::{Deadlines, Gate, Gated};
 pub use https::{reads_reports, HttpListener};
 pub use incoming::{

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use spear_identity::{dial, BadAddress, Identity, JoinToken, TlsIdentity};
+use spear_identity::{dial, BadAddress, Identity, JoinToken, Renewed, TlsIdentity};
 use spear_proto::v1::approvals_client::ApprovalsClient;
 use spear_proto::v1::audit_client::AuditClient;
 use spear_proto::v1::credentials_client::CredentialsClient;
@@ -147,6 +147,29 @@ impl SmsLink {
                 why: spear_common::text::causes(&e),
                 nobody_listening: nobody_listening(&e),
             })
+    }
+
+    /// Renews the node's TLS session ticket for the SMS it follows (see
+    /// `crate::sync::tickets`). `Ok(None)` in plaintext or while the node
+    /// follows no SMS.
+    pub async fn renew_ticket(&self) -> Result<Option<Renewed>, LinkError> {
+        let Some(addr) = self.current() else {
+            return Ok(None);
+        };
+        let (endpoint, dialer) = dial(&addr, self.inner.tls.as_ref(), Identity::Sms)?;
+        let renewed = tokio::time::timeout(CONNECT_TIMEOUT, dialer.renew_ticket(&endpoint))
+            .await
+            .unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no TLS handshake within {CONNECT_TIMEOUT:?}"),
+                ))
+            });
+        renewed.map_err(|e| LinkError::Connect {
+            why: spear_common::text::causes(&e),
+            nobody_listening: nobody_listening(&e),
+            addr,
+        })
     }
 
     /// From now on the node follows `addr`, over `channel`, and every

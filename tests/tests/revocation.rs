@@ -38,7 +38,7 @@ fn a_revoked_certificate_is_refused_by_sms_and_every_node() {
     // A stolen node certificate, in use by a node that syncs.
     let stolen = certs.node("node-b");
     let state = tempfile::tempdir().unwrap();
-    let _thief = SpearletProc::start_with("node-b", &c.sms.grpc, state.path(), &stolen.args());
+    let thief = SpearletProc::start_with("node-b", &c.sms.grpc, state.path(), &stolen.args());
     eventually("both watches open", Duration::from_secs(30), || {
         let streams = c.sms.status()["watch_streams"].as_u64().unwrap_or(0);
         (streams == 2)
@@ -68,6 +68,22 @@ fn a_revoked_certificate_is_refused_by_sms_and_every_node() {
                 .ok_or(format!("{streams} streams"))
         },
     );
+    // The thief keeps trying, each time resuming the TLS session it opened
+    // before the revoke (its ticket skips its certificate): refused every
+    // time, since SMS still knows whose certificate the session proved.
+    let tried = thief_reconnects(&thief);
+    eventually(
+        "the revoked node to try again twice",
+        Duration::from_secs(30),
+        || {
+            let now = thief_reconnects(&thief);
+            (now >= tried + 2.0)
+                .then_some(())
+                .ok_or(format!("{now} reconnects"))
+        },
+    );
+    let streams = c.sms.status()["watch_streams"].as_u64().unwrap_or(0);
+    assert_eq!(streams, 1, "a revoked node's retry opened a watch");
 
     // A node: the admin certificate works until revoked, then not within 2 s.
     revoke(&c.sms, &["--admin", "ops2"]);
@@ -155,4 +171,8 @@ fn an_emptied_admin_token_file_accepts_no_token() {
     let (code, _, err) = sms.client(&["status"]);
     assert_ne!(code, 0);
     assert!(err.contains("needs the admin token"), "{err}");
+}
+
+fn thief_reconnects(node: &SpearletProc) -> f64 {
+    spear_tests::http::metric(&node.http, "spearlet_sync_reconnects_total").unwrap_or(0.0)
 }

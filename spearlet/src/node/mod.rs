@@ -132,6 +132,8 @@ struct Handles {
     persister: JoinHandle<()>,
     heartbeat: JoinHandle<()>,
     revocations: Option<JoinHandle<()>>,
+    /// Renews the node's TLS session ticket (TLS only).
+    tickets: Option<JoinHandle<()>>,
     invocation: Option<JoinHandle<()>>,
     /// Ships the audit log to SMS; stopped at shutdown (what it has not
     /// sent yet, it sends after the next start).
@@ -305,6 +307,7 @@ impl Node {
             persister,
             heartbeat,
             revocations,
+            tickets,
             invocation,
             audit_shipper,
             http,
@@ -321,6 +324,9 @@ impl Node {
         if let Some(revocations) = revocations {
             let _ = revocations.await;
         }
+        if let Some(tickets) = tickets {
+            let _ = tickets.await;
+        }
         if let Some(http) = http {
             let _ = http.await;
         }
@@ -331,8 +337,8 @@ impl Node {
 struct Background<'a> {
     node_id: &'a str,
     sms: &'a SmsLink,
-    /// Revocations are followed only with TLS (on plaintext nobody has a
-    /// certificate to revoke).
+    /// Revocations are followed, and TLS session tickets renewed, only
+    /// with TLS (on plaintext nobody has a certificate to revoke).
     tls: bool,
     restored: restore::Restored,
     state: StateDir,
@@ -382,11 +388,16 @@ impl Background<'_> {
                 crate::revocations::follow(self.sms.clone(), self.revoked, shutdown.clone());
             tokio::spawn(follow)
         });
+        let tickets = self.tls.then(|| {
+            let renew = crate::sync::tickets::keep_fresh(self.sms.clone(), shutdown.clone());
+            tokio::spawn(renew)
+        });
         Handles {
             sync: tokio::spawn(sync.run(shutdown)),
             persister: tokio::spawn(persister),
             heartbeat: tokio::spawn(heartbeat),
             revocations,
+            tickets,
             invocation,
             audit_shipper: None,
             http,

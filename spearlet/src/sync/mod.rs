@@ -4,6 +4,7 @@ mod apply;
 mod client;
 mod retry;
 mod status;
+pub mod tickets;
 
 pub use apply::{Applier, Step, Update};
 pub use client::{SyncConfig, Syncer, SILENCE_TIMEOUT};
