@@ -202,70 +202,17 @@ impl ServerCertVerifier for SpiffeServerVerifier {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use rustls::pki_types::PrivatePkcs8KeyDer;
+    use crate::test_certs::{a_ca, material, material_dated};
     use rustls::{ClientConnection, ServerConnection};
 
-    /// A new CA: its issuer and its certificate.
-    pub(crate) fn a_ca() -> (
-        rcgen::Issuer<'static, rcgen::KeyPair>,
-        CertificateDer<'static>,
-    ) {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::default();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_der = ca_params
-            .clone()
-            .self_signed(&ca_key)
-            .unwrap()
-            .der()
-            .clone();
-        (rcgen::Issuer::new(ca_params, ca_key), ca_der)
-    }
-
-    /// A CA and one leaf it signs for `uri`, as [`Material`].
-    pub(crate) fn material(
-        ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
-        ca_der: &CertificateDer<'static>,
-        uri: &str,
-    ) -> Material {
-        material_dated(ca, ca_der, uri, -365, 365)
-    }
-
-    /// [`material`] valid from `from` to `to` days from now.
-    pub(crate) fn material_dated(
-        ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
-        ca_der: &CertificateDer<'static>,
-        uri: &str,
-        from: i64,
-        to: i64,
-    ) -> Material {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::default();
-        let now = time::OffsetDateTime::now_utc();
-        params.not_before = now + time::Duration::days(from);
-        params.not_after = now + time::Duration::days(to);
-        params.subject_alt_names = vec![rcgen::SanType::URI(uri.try_into().unwrap())];
-        let leaf = params.signed_by(&key, ca).unwrap();
-        let mut roots = RootCertStore::empty();
-        roots.add(ca_der.clone()).unwrap();
-        let (domain, identity) = identity_of(leaf.der()).unwrap();
-        Material {
-            roots: Arc::new(roots),
-            chain: vec![leaf.der().clone()],
-            key: Arc::new(PrivatePkcs8KeyDer::from(key.serialize_der()).into()),
-            domain,
-            identity,
-        }
-    }
-
     /// What one in-memory handshake ended with.
-    pub(crate) struct Shook {
+    struct Shook {
         /// The server's side, after the handshake.
-        pub(crate) server: ServerConnection,
+        server: ServerConnection,
         suite: rustls::CipherSuite,
-        pub(crate) kind: rustls::HandshakeKind,
+        kind: rustls::HandshakeKind,
         /// Tickets the client was given.
         tickets: usize,
         /// The client's leaf as the server holds it.
@@ -273,7 +220,7 @@ pub(crate) mod tests {
     }
 
     /// Runs a handshake between `client` and `server` in memory.
-    pub(crate) fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> Shook {
+    fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> Shook {
         let name = ServerName::try_from("sms.test").unwrap();
         let mut client = ClientConnection::new(Arc::clone(client), name).unwrap();
         let mut server = ServerConnection::new(Arc::clone(server)).unwrap();
@@ -382,5 +329,52 @@ pub(crate) mod tests {
         let other = handshake(&to_sms, &server_config(&rekeyed).unwrap());
         assert_eq!(other.kind, rustls::HandshakeKind::Full);
         assert_eq!(other.client_leaf.as_ref(), Some(&node.chain[0]));
+    }
+
+    /// A clock `days` from now, as rustls reads it.
+    #[derive(Debug)]
+    struct Shifted(i64);
+    impl rustls::time_provider::TimeProvider for Shifted {
+        fn current_time(&self) -> Option<rustls::pki_types::UnixTime> {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64
+                + self.0 * 24 * 3600;
+            Some(rustls::pki_types::UnixTime::since_unix_epoch(
+                std::time::Duration::from_secs(now as u64),
+            ))
+        }
+    }
+
+    #[test]
+    fn a_session_whose_certificate_expired_since_is_refused_on_resumption() {
+        let (ca, ca_der) = a_ca();
+        let sms = material(&ca, &ca_der, "spiffe://test.example/sms");
+        // The node's certificate was good from ten days ago to yesterday.
+        let node = material_dated(&ca, &ca_der, "spiffe://test.example/node/n1", -10, -1);
+        let to_sms = client_config(&node, Identity::Sms).unwrap();
+
+        // Its session began five days ago, while the certificate held.
+        let mut then = (*server_config(&sms).unwrap()).clone();
+        then.time_provider = Arc::new(Shifted(-5));
+        let first = handshake(&to_sms, &Arc::new(then));
+        assert_eq!(first.kind, rustls::HandshakeKind::Full);
+        assert_eq!(crate::tickets::resumed_outside_dates(&first.server), None);
+
+        // Today it resumes (rustls does not look at the chain again) and
+        // is refused for its dates.
+        let resumed = handshake(&to_sms, &server_config(&sms).unwrap());
+        assert_eq!(resumed.kind, rustls::HandshakeKind::Resumed);
+        let why = crate::tickets::resumed_outside_dates(&resumed.server).unwrap();
+        assert!(why.starts_with("its certificate expired at "), "{why}");
+
+        // A node whose certificate holds resumes and is let through.
+        let good = material(&ca, &ca_der, "spiffe://test.example/node/n2");
+        let to_sms = client_config(&good, Identity::Sms).unwrap();
+        handshake(&to_sms, &server_config(&sms).unwrap());
+        let resumed = handshake(&to_sms, &server_config(&sms).unwrap());
+        assert_eq!(resumed.kind, rustls::HandshakeKind::Resumed);
+        assert_eq!(crate::tickets::resumed_outside_dates(&resumed.server), None);
     }
 }

@@ -31,6 +31,8 @@ pub mod reload;
 pub mod revoked;
 mod service_tls;
 pub mod spiffe;
+#[cfg(test)]
+mod test_certs;
 mod tickets;
 mod tls;
 mod token;

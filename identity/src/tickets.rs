@@ -186,9 +186,7 @@ pub(crate) fn resumed_outside_dates(session: &rustls::ServerConnection) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::configs::tests::{a_ca, handshake, material, material_dated};
-    use crate::configs::{client_config, server_config};
-    use crate::spiffe::Identity;
+    use crate::test_certs::{a_ca, material};
 
     const T0: u64 = 1_800_000_000;
 
@@ -255,48 +253,5 @@ mod tests {
         assert_eq!(open_at(at_t0, &flipped), None);
         // Too short to hold a nonce.
         assert_eq!(open_at(at_t0, &ticket[..ISSUED_LEN + 3]), None);
-    }
-
-    /// A clock `days` from now, as rustls reads it.
-    #[derive(Debug)]
-    struct Shifted(i64);
-    impl rustls::time_provider::TimeProvider for Shifted {
-        fn current_time(&self) -> Option<rustls::pki_types::UnixTime> {
-            let now = system_now() as i64 + self.0 * 24 * 3600;
-            Some(rustls::pki_types::UnixTime::since_unix_epoch(
-                Duration::from_secs(now as u64),
-            ))
-        }
-    }
-
-    #[test]
-    fn a_session_whose_certificate_expired_since_is_refused_on_resumption() {
-        let (ca, ca_der) = a_ca();
-        let sms = material(&ca, &ca_der, "spiffe://test.example/sms");
-        // The node's certificate was good from ten days ago to yesterday.
-        let node = material_dated(&ca, &ca_der, "spiffe://test.example/node/n1", -10, -1);
-        let to_sms = client_config(&node, Identity::Sms).unwrap();
-
-        // Its session began five days ago, while the certificate held.
-        let mut then = (*server_config(&sms).unwrap()).clone();
-        then.time_provider = Arc::new(Shifted(-5));
-        let first = handshake(&to_sms, &Arc::new(then));
-        assert_eq!(first.kind, rustls::HandshakeKind::Full);
-        assert_eq!(resumed_outside_dates(&first.server), None);
-
-        // Today it resumes (rustls does not look at the chain again) and
-        // is refused for its dates.
-        let resumed = handshake(&to_sms, &server_config(&sms).unwrap());
-        assert_eq!(resumed.kind, rustls::HandshakeKind::Resumed);
-        let why = resumed_outside_dates(&resumed.server).unwrap();
-        assert!(why.starts_with("its certificate expired at "), "{why}");
-
-        // A node whose certificate holds resumes and is let through.
-        let good = material(&ca, &ca_der, "spiffe://test.example/node/n2");
-        let to_sms = client_config(&good, Identity::Sms).unwrap();
-        handshake(&to_sms, &server_config(&sms).unwrap());
-        let resumed = handshake(&to_sms, &server_config(&sms).unwrap());
-        assert_eq!(resumed.kind, rustls::HandshakeKind::Resumed);
-        assert_eq!(resumed_outside_dates(&resumed.server), None);
     }
 }

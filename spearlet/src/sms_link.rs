@@ -149,9 +149,9 @@ impl SmsLink {
             })
     }
 
-    /// Renews the node's TLS session ticket for the SMS it follows (see
-    /// `crate::sync::tickets`). `Ok(None)` in plaintext or while the node
-    /// follows no SMS.
+    /// Renews the node's TLS session ticket for the SMS it follows (the
+    /// sync loop's `tickets.rs` says when and why). `Ok(None)` in
+    /// plaintext or while the node follows no SMS.
     pub async fn renew_ticket(&self) -> Result<Option<Renewed>, LinkError> {
         let Some(addr) = self.current() else {
             return Ok(None);

@@ -354,10 +354,14 @@ fn records_shipped_first_under_another_nodes_name_are_named_conflicts() {
     let (c, _dir) = trust_cluster("audit-preempt", TrustSetup::default());
     assert_eq!(invoke_on(&c, "node-a")["ok"], true);
     let state_dir = c.node.state_dir.clone();
+    // The run's three records (the model's request, the tool call, the
+    // model's answer) are written by the node's audit writer, which may
+    // finish after `sms invoke` returns: wait for all three, or the
+    // forger would race node-a's last one for its seq.
     let last = eventually("node-a's records at SMS", Duration::from_secs(20), || {
         let written = seqs(&on_disk(&state_dir));
         let held = seqs(&audit(&c, &["--node", "node-a"]));
-        (held == written && !held.is_empty())
+        (held == written && held.len() >= 3)
             .then(|| held.iter().max().copied().unwrap_or(0))
             .ok_or(format!("{held:?} vs {written:?}"))
     });
