@@ -83,9 +83,16 @@ fn the_runs_costs_add_up_to_what_sms_usage_says() {
     assert_eq!(notes["output_tokens"], expected.2, "{notes}");
     assert_eq!(notes["cost_nano_usd"], expected.4, "{notes}");
     assert_eq!(notes["unpriced_model_requests"], 0, "{notes}");
-    // Everything: the other task's run too.
-    let all = usage(&c, &[]);
-    assert_eq!(all["runs"], 4, "{all}");
+    // Everything: the other task's run too (its records ship after
+    // `sms invoke` returns, like every run's, so wait for them).
+    eventually(
+        "the other run's records at SMS",
+        Duration::from_secs(20),
+        || {
+            let all = usage(&c, &[]);
+            (all["runs"] == 4).then_some(()).ok_or(all.to_string())
+        },
+    );
     // By principal, as the records name it: the caller of all four; nobody
     // else's are any.
     let records = audit(&c, &["--task", "notes"]);
