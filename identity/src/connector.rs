@@ -229,41 +229,14 @@ mod tests {
     use super::*;
     use crate::admission::Bounds;
     use crate::incoming::{incoming_within, listen, Protocol};
-    use crate::material::TlsFiles;
+    use crate::test_certs::written;
     use futures::StreamExt;
     use tokio::io::AsyncWriteExt;
-
-    /// Writes a CA and one leaf it signs for each of `uris` under `dir`.
-    fn issue(dir: &std::path::Path, uris: &[&str]) -> Vec<TlsFiles> {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::default();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca_cert = ca_params.clone().self_signed(&ca_key).unwrap();
-        let ca = rcgen::Issuer::new(ca_params, ca_key);
-        std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
-        uris.iter()
-            .enumerate()
-            .map(|(i, uri)| {
-                let key = rcgen::KeyPair::generate().unwrap();
-                let mut params = rcgen::CertificateParams::default();
-                params.subject_alt_names = vec![rcgen::SanType::URI((*uri).try_into().unwrap())];
-                let leaf = params.signed_by(&key, &ca).unwrap();
-                let files = TlsFiles {
-                    ca: dir.join("ca.pem"),
-                    cert: dir.join(format!("{i}.pem")),
-                    key: dir.join(format!("{i}.key")),
-                };
-                std::fs::write(&files.cert, leaf.pem()).unwrap();
-                std::fs::write(&files.key, key.serialize_pem()).unwrap();
-                files
-            })
-            .collect()
-    }
 
     #[tokio::test]
     async fn renewing_resumes_with_the_last_ticket_and_leaves_a_new_one_with_the_peer_known() {
         let dir = tempfile::tempdir().unwrap();
-        let files = issue(
+        let files = written(
             dir.path(),
             &["spiffe://test.example/sms", "spiffe://test.example/node/n1"],
         );
