@@ -186,6 +186,11 @@ impl Metrics {
                 (vec![("stage", "speaking")], speaking),
             ],
         )?;
+        m.counters(
+            "sms_quota_refusals",
+            "Quota takes SMS refused, or counted less of than the node said, by reason: still_asking (a second ask while one is unanswered), principals (too many principals without a delegation), delegation (one not sealed for that node or principal), spent_past_grant (spent more than granted; counted up to that).",
+            crate::quotas::refusals::counts().map(|(reason, n)| (vec![("reason", reason)], n)),
+        )?;
         let nodes = self.nodes.status(epoch, revision);
         m.gauges(
             "sms_node_lag",

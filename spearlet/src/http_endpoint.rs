@@ -152,10 +152,11 @@ impl NodeView {
         )?;
         m.counters(
             "spearlet_quota_refusals",
-            "Calls and model requests a fleet quota refused: spent until it refills, or not countable while SMS is unreachable.",
+            "Calls and model requests a fleet quota refused: spent until it refills, not countable while SMS is unreachable, or refused by SMS (this node's take was out of bounds: SMS's sms_quota_refusals_total says why).",
             [
                 ("spent", &quotas.refused_spent),
                 ("unreachable", &quotas.refused_unreachable),
+                ("refused_by_sms", &quotas.refused_by_sms),
             ]
             .into_iter()
             .map(|(reason, n)| (vec![("reason", reason)], load(n))),

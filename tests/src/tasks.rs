@@ -363,6 +363,18 @@ pub fn invoke_json(c: &Cluster, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("exit {code}: {e}\nstdout: {out}\nstderr: {err}"))
 }
 
+/// A task on the filesystem server whose model is the `once` backend
+/// ([`calling_once`]), with `quota` as its config's `"quota"`.
+pub fn quota_task(quota: Value) -> Value {
+    json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
+           "llm": {"backend": "once"},
+           "limits": {"wall_ms": 60000},
+           "quota": quota})
+}
+
+/// The node TOML that prices the replayed model (for cost quotas).
+pub const PRICED_MODEL: &str = "[llm.prices.\"recorded\"]\ninput = 3.0\noutput = 15.0\n";
+
 pub fn fs_task() -> Value {
     json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
            "limits": {"wall_ms": 60000}})

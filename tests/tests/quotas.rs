@@ -14,14 +14,7 @@ use spear_tests::tasks::{
 };
 use spear_tests::wait::eventually;
 
-const PRICES: &str = "[llm.prices.\"recorded\"]\ninput = 3.0\noutput = 15.0\n";
-
-fn task(quota: Value) -> Value {
-    json!({"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
-           "llm": {"backend": "once"},
-           "limits": {"wall_ms": 60000},
-           "quota": quota})
-}
+use spear_tests::tasks::{quota_task as task, PRICED_MODEL as PRICES};
 
 /// A cluster whose `once` model calls the filesystem server's
 /// `list_allowed_directories` once, then answers; its model is priced.

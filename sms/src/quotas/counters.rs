@@ -49,15 +49,47 @@ pub fn slice(max: u64, used: u64) -> u64 {
     (left / 8).min(max / 20).clamp(1, MAX_SLICE.max(max / 20))
 }
 
-/// The window's counter after adding `spent` and granting up to `want`
-/// of what is left below `max`: the one rule both stores apply.
-pub fn apply(used: u64, max: u64, spent: u64, want: Want) -> Taken {
-    let used = used.saturating_add(spent);
-    let want = match want {
+/// One take of a window's counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Take {
+    /// The window's end (Unix ms): a counter of an older window starts at 0.
+    pub window_end: u64,
+    /// The quota's limit.
+    pub max: u64,
+    /// Units used past what was granted (tokens, cost), counted whatever
+    /// is left.
+    pub spent: u64,
+    /// Units of a slice granted earlier in this window that its node did
+    /// not use: uncounted again.
+    pub returned: u64,
+    pub want: Want,
+}
+
+impl Take {
+    /// A take of `want` with nothing spent or returned.
+    pub fn of(window_end: u64, max: u64, want: Want) -> Take {
+        Take {
+            window_end,
+            max,
+            spent: 0,
+            returned: 0,
+            want,
+        }
+    }
+}
+
+/// The window's counter after returning `returned`, adding `spent` and
+/// granting up to `want` of what is left below `max`: the one rule both
+/// stores apply.
+pub fn apply(used: u64, take: &Take) -> Taken {
+    let used = used
+        .saturating_sub(take.returned)
+        .saturating_add(take.spent);
+    let want = match take.want {
         Want::Units(units) => units,
-        Want::Slice => slice(max, used),
+        Want::Slice => slice(take.max, used),
     };
-    let granted = want.min(max.saturating_sub(used));
+    let granted = want.min(take.max.saturating_sub(used));
     Taken {
         granted,
         used: used + granted,
@@ -67,17 +99,10 @@ pub fn apply(used: u64, max: u64, spent: u64, want: Want) -> Taken {
 /// Where quota counters live.
 #[async_trait]
 pub trait Counters: Send + Sync + 'static {
-    /// In the window ending at `window_end` (Unix ms) of counter `key`:
-    /// counts `spent`, then grants up to `want` while the window's total
-    /// stays at most `max`. A counter of an older window starts at 0.
-    async fn take(
-        &self,
-        key: &str,
-        window_end: u64,
-        max: u64,
-        spent: u64,
-        want: Want,
-    ) -> Result<Taken, CounterError>;
+    /// In the window `take.window_end` of counter `key`: uncounts what
+    /// was returned, counts what was spent, then grants up to `want` while
+    /// the window's total stays at most `max`.
+    async fn take(&self, key: &str, take: &Take) -> Result<Taken, CounterError>;
 }
 
 /// Counters in this SMS's memory (one SMS, no etcd): lost on restart.
@@ -91,14 +116,8 @@ const MAX_MEMORY_COUNTERS: usize = 100_000;
 
 #[async_trait]
 impl Counters for MemoryCounters {
-    async fn take(
-        &self,
-        key: &str,
-        window_end: u64,
-        max: u64,
-        spent: u64,
-        want: Want,
-    ) -> Result<Taken, CounterError> {
+    async fn take(&self, key: &str, take: &Take) -> Result<Taken, CounterError> {
+        let window_end = take.window_end;
         let mut windows = self.windows.lock();
         if windows.len() >= MAX_MEMORY_COUNTERS && !windows.contains_key(key) {
             windows.retain(|_, (end, _)| *end >= window_end);
@@ -107,7 +126,7 @@ impl Counters for MemoryCounters {
         if counter.0 != window_end {
             *counter = (window_end, 0);
         }
-        let taken = apply(counter.1, max, spent, want);
+        let taken = apply(counter.1, take);
         counter.1 = taken.used;
         Ok(taken)
     }
@@ -120,15 +139,19 @@ mod tests {
     #[test]
     fn a_take_grants_what_fits_and_counts_what_was_spent() {
         let units = Want::Units;
+        let take = |max, spent, want| Take {
+            spent,
+            ..Take::of(60_000, max, want)
+        };
         assert_eq!(
-            apply(0, 3, 0, units(5)),
+            apply(0, &take(3, 0, units(5))),
             Taken {
                 granted: 3,
                 used: 3
             }
         );
         assert_eq!(
-            apply(3, 3, 0, units(1)),
+            apply(3, &take(3, 0, units(1))),
             Taken {
                 granted: 0,
                 used: 3
@@ -136,13 +159,37 @@ mod tests {
         );
         // Tokens a request used are counted even past the limit.
         assert_eq!(
-            apply(90, 100, 25, units(10)),
+            apply(90, &take(100, 25, units(10))),
             Taken {
                 granted: 0,
                 used: 115
             }
         );
-        assert_eq!(apply(u64::MAX, 3, 5, units(1)).granted, 0, "no overflow");
+        assert_eq!(
+            apply(u64::MAX, &take(3, 5, units(1))).granted,
+            0,
+            "no overflow"
+        );
+    }
+
+    #[test]
+    fn returned_units_are_granted_again() {
+        let back = Take {
+            returned: 4,
+            ..Take::of(60_000, 10, Want::Units(6))
+        };
+        assert_eq!(
+            apply(10, &back),
+            Taken {
+                granted: 4,
+                used: 10
+            }
+        );
+        let more_than_held = Take {
+            returned: 50,
+            ..Take::of(60_000, 10, Want::Units(1))
+        };
+        assert_eq!(apply(3, &more_than_held).used, 1, "never below zero");
     }
 
     #[test]
@@ -157,7 +204,7 @@ mod tests {
         let mut used = 0;
         let mut takes = 0;
         while used < 100 {
-            used += apply(used, 100, 0, Want::Slice).granted;
+            used += apply(used, &Take::of(60_000, 100, Want::Slice)).granted;
             takes += 1;
         }
         assert_eq!(used, 100);
@@ -168,11 +215,12 @@ mod tests {
     async fn a_new_window_starts_at_zero() {
         let counters = MemoryCounters::default();
         let units = Want::Units;
-        let first = counters.take("k", 60_000, 3, 0, units(3)).await.unwrap();
+        let take = |end, want| Take::of(end, 3, want);
+        let first = counters.take("k", &take(60_000, units(3))).await.unwrap();
         assert_eq!(first.granted, 3);
-        let spent = counters.take("k", 60_000, 3, 0, units(1)).await.unwrap();
+        let spent = counters.take("k", &take(60_000, units(1))).await.unwrap();
         assert_eq!(spent.granted, 0);
-        let next = counters.take("k", 120_000, 3, 0, units(2)).await.unwrap();
+        let next = counters.take("k", &take(120_000, units(2))).await.unwrap();
         assert_eq!(
             next,
             Taken {
@@ -181,7 +229,7 @@ mod tests {
             }
         );
         let other = counters
-            .take("other", 60_000, 3, 0, units(1))
+            .take("other", &take(60_000, units(1)))
             .await
             .unwrap();
         assert_eq!(other.granted, 1);

@@ -8,14 +8,24 @@
 //! the limit every node takes one unit at a time, so units a node holds
 //! unspent when the window runs out are few (at most one slice per node).
 //!
+//! A node is trusted with its own calls, not with the fleet's window:
+//! each take settles the node's last slice ([`holdings`]: what it did not
+//! use goes back), what it says it spent is bounded by what it was
+//! granted, and it counts only the principals SMS sent it runs for
+//! ([`principals`]). Each refusal is one sentence ([`Refusal`]) and a
+//! count on `/metrics`.
+//!
 //! ```text
-//!   node ──TakeQuota(key, spent, want)──▶ QuotaBook ──limit──▶ task config / server file
-//!                                             │
-//!                                             └──take(window)──▶ Counters (memory | etcd)
+//!   node ──TakeQuota(key, used, spent, want)──▶ QuotaBook ──limit──▶ task config / server file
+//!                                                  │ settle the node's last slice (Holdings)
+//!                                                  └──take(window)──▶ Counters (memory | etcd)
 //! ```
 
 mod counters;
 mod etcd;
+mod holdings;
+mod principals;
+pub mod refusals;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,11 +34,16 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use spear_proto::quota::{refill_at, TaskQuota};
-use spear_proto::v1::{QuotaKey, QuotaMeter, Rate, TakeQuotaResponse};
+use spear_proto::v1::{QuotaKey, QuotaMeter, Rate, TakeQuotaRequest, TakeQuotaResponse};
+use tracing::warn;
 
-pub use counters::{slice, CounterError, Counters, MemoryCounters, Taken, Want};
+pub use counters::{slice, CounterError, Counters, MemoryCounters, Take, Taken, Want};
 pub use etcd::EtcdCounters;
+pub use holdings::Holdings;
+pub use refusals::{Reason, Refusal};
 
+use crate::oauth::per_principal::DelegationError;
+use crate::oauth::{PerPrincipal, PerPrincipalError};
 use crate::tasks::{TaskError, TaskStore};
 use crate::watch::Hub;
 
@@ -37,6 +52,9 @@ use crate::watch::Hub;
 const TASK_QUOTA_FRESH: Duration = Duration::from_secs(2);
 /// How long a node counts nothing for a quota SMS does not hold.
 const UNLIMITED_FOR_MS: u64 = 5_000;
+/// How long a node may spend a slice before it goes back with its next
+/// take: units a node took and left unspent return within this.
+const SLICE_FOR_MS: u64 = 10_000;
 
 /// Why a take is refused.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +67,8 @@ pub enum QuotaError {
     Counters(#[from] CounterError),
     #[error("reading task '{task}' for its quota: {error}")]
     Task { task: String, error: TaskError },
+    #[error(transparent)]
+    Refused(#[from] Refusal),
 }
 
 /// Every quota counter SMS keeps, and where each quota's limit is read.
@@ -57,6 +77,10 @@ pub struct QuotaBook {
     tasks: Arc<dyn TaskStore>,
     hub: Arc<Hub>,
     task_quotas: Mutex<HashMap<String, (Instant, Option<TaskQuota>)>>,
+    holdings: Holdings,
+    principals: principals::Principals,
+    /// Opens runs' delegations; `None` when SMS seals none.
+    delegations: Option<Arc<PerPrincipal>>,
 }
 
 impl QuotaBook {
@@ -66,21 +90,32 @@ impl QuotaBook {
             tasks,
             hub,
             task_quotas: Mutex::default(),
+            holdings: Holdings::default(),
+            principals: principals::Principals::default(),
+            delegations: None,
         }
     }
 
-    /// A slice of `key`'s quota after counting `spent`; see the module docs.
+    /// Opens runs' delegations with `per_principal`: the principals SMS
+    /// sent a node runs for.
+    pub fn with_delegations(mut self, per_principal: Option<Arc<PerPrincipal>>) -> Self {
+        self.delegations = per_principal;
+        self
+    }
+
+    /// A slice of `take.key`'s quota for `node` (the caller, as the gate
+    /// knows it) after settling its last one; see the module docs.
     pub async fn take(
         &self,
-        key: &QuotaKey,
-        spent: u64,
-        want: u64,
+        node: &str,
+        take: &TakeQuotaRequest,
     ) -> Result<TakeQuotaResponse, QuotaError> {
+        let key = take.key.clone().unwrap_or_default();
         if key.id.is_empty() {
             return Err(QuotaError::NoId);
         }
         let now = spear_common::clock::now_ms();
-        let Some((rate, per_principal)) = self.rate(key).await? else {
+        let Some((rate, per_principal)) = self.rate(&key).await? else {
             return Ok(TakeQuotaResponse {
                 unlimited: true,
                 refill_at_ms: now + UNLIMITED_FOR_MS,
@@ -88,23 +123,114 @@ impl QuotaBook {
             });
         };
         let window_end = refill_at(now, rate.per_ms);
-        let counter = counter_key(key, per_principal);
-        // A node asks for no more than a full slice at a time.
-        let want = match want {
-            0 => Want::Slice,
-            units => Want::Units(units.min(slice(rate.max, 0))),
+        let counter = counter_key(&key, per_principal);
+        if per_principal && !key.principal.is_empty() {
+            self.principal_counted(node, &key, window_end, &take.delegation)?;
+        }
+        let begun = self
+            .holdings
+            .begin(node, &counter, window_end, take.used)
+            .map_err(|_| Refusal::StillAsking {
+                node: node.to_string(),
+                quota: describe_key(&key),
+            })?;
+        let full_slice = slice(rate.max, 0);
+        let counted = Take {
+            spent: self.spent(node, &key, take.spent, begun.settled.spent_bound(rate.max)),
+            returned: begun.settled.returned,
+            // A node asks for no more than a full slice at a time.
+            ..Take::of(
+                window_end,
+                rate.max,
+                match take.want {
+                    0 => Want::Slice,
+                    units => Want::Units(units.min(full_slice)),
+                },
+            )
         };
-        let taken = self
-            .counters
-            .take(&counter, window_end, rate.max, spent, want)
-            .await?;
+        let counted = if take.settle {
+            Take {
+                want: Want::Units(0),
+                ..counted
+            }
+        } else {
+            counted
+        };
+        let taken = self.counters.take(&counter, &counted).await?;
+        begun.granted(taken.granted);
         Ok(TakeQuotaResponse {
             granted: taken.granted,
             rate: Some(rate),
             used: taken.used,
             refill_at_ms: window_end,
             unlimited: false,
+            slice_until_ms: window_end.min(now + SLICE_FOR_MS),
         })
+    }
+
+    /// What of `spent` is counted: nothing for call meters (a granted
+    /// call is counted when granted), at most `bound` for tokens and cost
+    /// (what the node was granted in the window and half the limit).
+    fn spent(&self, node: &str, key: &QuotaKey, spent: u64, bound: u64) -> u64 {
+        let meter = key.meter();
+        if !matches!(meter, QuotaMeter::TaskModelTokens | QuotaMeter::TaskCost) {
+            return 0;
+        }
+        if spent <= bound {
+            return spent;
+        }
+        let times = refusals::count(Reason::SpentPastGrant);
+        // The 1st, 2nd, 4th… such report: a rogue node does not flood the log.
+        if times.is_power_of_two() {
+            warn!(node, quota = %describe_key(key), spent, counted = bound, times, "a node said it spent more than SMS granted it in this window and half the limit; counted up to that");
+        }
+        bound
+    }
+
+    /// Refuses a principal `node` may not count `key` for: one it names
+    /// with a delegation SMS did not seal for it, or one of too many
+    /// without a delegation.
+    fn principal_counted(
+        &self,
+        node: &str,
+        key: &QuotaKey,
+        window_end: u64,
+        delegation: &[u8],
+    ) -> Result<(), Refusal> {
+        let opened = match &self.delegations {
+            Some(keys) if !delegation.is_empty() => keys.open(delegation, node),
+            _ => Ok(None),
+        };
+        let refusal = match opened {
+            Ok(Some(run)) if run.principal == key.principal => return Ok(()),
+            Ok(Some(run)) => Some(format!(
+                "it is for principal '{}', not '{}'",
+                run.principal, key.principal
+            )),
+            // An ended run's last tokens count as a principal the node names.
+            Err(PerPrincipalError::Delegation(DelegationError::Ended)) | Ok(None) => None,
+            Err(why) => Some(why.to_string()),
+        };
+        let refused = match refusal {
+            Some(why) => Refusal::Delegation {
+                node: node.to_string(),
+                quota: describe_key(key),
+                why,
+            },
+            None if self
+                .principals
+                .admit(node, &key.id, window_end, &key.principal) =>
+            {
+                return Ok(())
+            }
+            None => Refusal::Principals {
+                node: node.to_string(),
+                task: key.id.clone(),
+                max: principals::MAX_UNSEALED,
+            },
+        };
+        refusals::count(refused.reason());
+        Err(refused)
     }
 
     /// The limit of `key`'s quota as SMS holds it, and whether it is per
@@ -165,6 +291,12 @@ impl QuotaBook {
         cache.insert(task.to_string(), (Instant::now(), quota.clone()));
         Ok(quota)
     }
+}
+
+/// `key` in a sentence: "task 'notes''s tool calls".
+fn describe_key(key: &QuotaKey) -> String {
+    let (whose, setting) = spear_proto::quota::describe(key);
+    format!("{whose}'s quota ({setting})")
 }
 
 /// The counter a key counts in: the task's or server's, the principal's

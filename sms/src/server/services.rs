@@ -101,6 +101,7 @@ impl Services {
         let invoker = Invoker::new(Arc::clone(&nodes), stores.shared_nodes.clone(), tls)
             .with_node_tokens(spear_identity::NodeTokens::new(join_token.clone()));
         let invoker = invoker.with_per_principal(keys.per_principal.clone());
+        let delegations = keys.per_principal.clone();
         let broker = Arc::new(
             Broker::new(stores.vault, keys.oauth, Arc::clone(&hub))
                 .with_per_principal(keys.per_principal),
@@ -118,7 +119,8 @@ impl Services {
             stores.quotas,
             Arc::clone(&stores.tasks),
             Arc::clone(&hub),
-        );
+        )
+        .with_delegations(delegations);
         Services {
             quotas: Arc::new(QuotasService::new(Arc::new(quotas), access.clone())),
             registry: Arc::new(RegistryService::new(
@@ -244,7 +246,7 @@ impl Services {
             .add_service(
                 ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB),
             )
-            .add_service(QuotasServer::from_arc(self.quotas).max_decoding_message_size(4 * KIB))
+            .add_service(QuotasServer::from_arc(self.quotas).max_decoding_message_size(32 * KIB))
             .add_service(AuditServer::from_arc(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::from_arc(self.status).max_decoding_message_size(4 * KIB))
             .add_service(

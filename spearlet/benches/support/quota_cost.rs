@@ -57,6 +57,7 @@ impl Taker for InProcess {
             used: *used,
             refill_at_ms: spear_common::clock::now_ms() + 86_400_000,
             unlimited: false,
+            slice_until_ms: 0,
         })
     }
 }
@@ -155,7 +156,9 @@ async fn own_work(quotas: &NodeQuotas) {
     let mut samples = Vec::with_capacity(N);
     for _ in 0..N {
         let started = Instant::now();
-        let taken = quotas.take(&key, OnUnreachable::Refuse, true).await;
+        let taken = quotas
+            .take(&key, OnUnreachable::Refuse, true, &bytes::Bytes::new())
+            .await;
         samples.push(started.elapsed());
         assert!(taken.is_ok());
     }

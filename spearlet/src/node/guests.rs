@@ -53,6 +53,8 @@ pub struct Guests {
     pub server: JoinHandle<()>,
     /// How the node's fleet quotas fared, for its metrics.
     pub quotas: Arc<crate::quota::QuotaStats>,
+    /// Gives back what ended quota slices did not spend; ends at shutdown.
+    pub quota_settler: JoinHandle<()>,
     /// Model usage by task, principal and model, for its metrics.
     pub meters: Arc<crate::trust::meters::UsageMeters>,
 }
@@ -74,6 +76,7 @@ pub async fn build(
     let guest_threads = runtime.guest_handle();
     let quotas = crate::quota::NodeQuotas::new(deps.node_id, Arc::new(deps.sms.clone()));
     let quota_stats = Arc::clone(&quotas.stats);
+    let quota_settler = tokio::spawn(quotas.clone().settle_until(shutdown.clone()));
     let meters = Arc::new(crate::trust::meters::UsageMeters::default());
     let trust = NodeTrust {
         meters: Arc::clone(&meters),
@@ -137,6 +140,7 @@ pub async fn build(
         advert,
         server,
         quotas: quota_stats,
+        quota_settler,
         meters,
     })
 }

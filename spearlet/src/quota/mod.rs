@@ -21,10 +21,17 @@
 //! one unit left, and what it used is spent afterwards, past the slice if
 //! need be ([`NodeQuotas::spend`] tells SMS what the slice did not cover).
 //!
+//! A slice lasts a few seconds (SMS says until when, `slice_until_ms`);
+//! every take tells SMS how much of the last slice was used, so the rest
+//! goes back to the fleet. A per-principal key's take carries the run's
+//! delegation, which proves to SMS that it sent this node a run for that
+//! principal.
+//!
 //! When SMS cannot be reached, the quota's `on_unreachable` decides:
 //! refuse (the default) or let the call through uncounted.
 
 mod applies;
+mod settle;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use parking_lot::Mutex;
 use spear_proto::quota::{describe, OnUnreachable, Spent};
 use spear_proto::v1::{QuotaKey, TakeQuotaRequest, TakeQuotaResponse};
@@ -55,12 +63,25 @@ pub enum QuotaRefused {
         setting: &'static str,
         why: String,
     },
+    #[error("SMS refused this node a slice of {whose}'s quota ({setting}): {why}")]
+    Refused {
+        whose: String,
+        setting: &'static str,
+        why: String,
+    },
 }
 
 /// Why SMS gave no slice.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct TakeFailed(pub String);
+pub enum TakeFailed {
+    /// SMS could not be asked, or could not count: `on_unreachable` decides.
+    #[error("{0}")]
+    Unreachable(String),
+    /// SMS answered and refused this node's take (its sentence): the call
+    /// is refused whatever `on_unreachable` says.
+    #[error("{0}")]
+    Refused(String),
+}
 
 /// Where slices come from: SMS, over the node's link.
 #[async_trait]
@@ -73,15 +94,18 @@ impl Taker for SmsLink {
     async fn take(&self, request: TakeQuotaRequest) -> Result<TakeQuotaResponse, TakeFailed> {
         let mut client = self
             .quotas()
-            .map_err(|e| TakeFailed(format!("SMS is unreachable ({e})")))?;
+            .map_err(|e| TakeFailed::Unreachable(format!("SMS is unreachable ({e})")))?;
         match tokio::time::timeout(TAKE_WITHIN, client.take_quota(request)).await {
             Ok(Ok(answer)) => Ok(answer.into_inner()),
-            Ok(Err(status)) => Err(TakeFailed(format!(
+            Ok(Err(status)) if status.code() == tonic::Code::ResourceExhausted => {
+                Err(TakeFailed::Refused(status.message().to_string()))
+            }
+            Ok(Err(status)) => Err(TakeFailed::Unreachable(format!(
                 "SMS answered {:?}: {}",
                 status.code(),
                 status.message()
             ))),
-            Err(_) => Err(TakeFailed(format!(
+            Err(_) => Err(TakeFailed::Unreachable(format!(
                 "SMS did not answer within {TAKE_WITHIN:?}"
             ))),
         }
@@ -91,29 +115,60 @@ impl Taker for SmsLink {
 /// One quota's slice on this node; see the module docs.
 #[derive(Debug, Default)]
 struct Slice {
-    /// Units left to spend until `until_ms`.
+    /// Units left to spend until `slice_until_ms`.
     left: u64,
+    /// Units of the last slice SMS granted, and of those spent: told to
+    /// SMS with the next take (or a settle, `settle.rs`).
+    granted: u64,
+    used: u64,
+    /// When `left` goes back to SMS (unspent).
+    slice_until_ms: u64,
     /// When the state below ends (the window's end, mostly).
     until_ms: u64,
     spent: Option<Spent>,
     unlimited: bool,
     /// Units used past the slice that SMS has not heard of yet.
     owed: u64,
+    /// The delegation of the run that last asked (per-principal keys).
+    delegation: Bytes,
+    /// Whose slice this is (for settling it).
+    key: Option<QuotaKey>,
 }
 
 impl Slice {
     fn current(&mut self, now: u64) {
         if now >= self.until_ms {
             self.left = 0;
+            self.granted = 0;
+            self.used = 0;
             self.spent = None;
             self.unlimited = false;
         }
+        if now >= self.slice_until_ms {
+            // Unspent units are SMS's again; `used` says so at the next take.
+            self.left = 0;
+        }
+    }
+
+    /// Spends up to `units` of the slice; returns what it did not cover.
+    fn spend(&mut self, units: u64) -> u64 {
+        let from_slice = units.min(self.left);
+        self.left -= from_slice;
+        self.used += from_slice;
+        units - from_slice
     }
 
     fn took(&mut self, key: &QuotaKey, answer: &TakeQuotaResponse, now: u64) {
         self.until_ms = answer.refill_at_ms;
+        // An SMS that sets no end lets the slice last the window.
+        self.slice_until_ms = match answer.slice_until_ms {
+            0 => answer.refill_at_ms,
+            until => until.min(answer.refill_at_ms),
+        };
         self.unlimited = answer.unlimited;
         self.left = answer.granted;
+        self.granted = answer.granted;
+        self.used = 0;
         // Nothing granted is a spent window, whatever else the answer
         // lacks: an empty slice is never spent from.
         self.spent = (answer.granted == 0 && !answer.unlimited).then(|| {
@@ -130,6 +185,8 @@ pub struct QuotaStats {
     pub takes: AtomicU64,
     pub refused_spent: AtomicU64,
     pub refused_unreachable: AtomicU64,
+    /// Takes SMS refused (this node's ask was out of bounds).
+    pub refused_by_sms: AtomicU64,
     /// Calls let through uncounted (`on_unreachable: allow`).
     pub allowed_uncounted: AtomicU64,
 }
@@ -166,11 +223,23 @@ impl NodeQuotas {
             let now = spear_common::clock::now_ms();
             slices.retain(|_, s| s.try_lock().map_or(true, |s| s.until_ms > now));
         }
-        Arc::clone(slices.entry(slice_id(key)).or_default())
+        Arc::clone(slices.entry(slice_id(key)).or_insert_with(|| {
+            Arc::new(tokio::sync::Mutex::new(Slice {
+                key: Some(key.clone()),
+                ..Slice::default()
+            }))
+        }))
     }
 
-    /// Asks SMS for a slice of `key` after counting `spent`.
-    async fn ask(&self, key: &QuotaKey, spent: u64) -> Result<TakeQuotaResponse, TakeFailed> {
+    /// Asks SMS for a slice of `key` after counting `spent` and what
+    /// the last slice `used`.
+    async fn ask(
+        &self,
+        key: &QuotaKey,
+        (used, spent): (u64, u64),
+        delegation: &Bytes,
+        settle: bool,
+    ) -> Result<TakeQuotaResponse, TakeFailed> {
         self.stats.takes.fetch_add(1, Ordering::Relaxed);
         self.taker
             .take(TakeQuotaRequest {
@@ -178,17 +247,37 @@ impl NodeQuotas {
                 key: Some(key.clone()),
                 spent,
                 want: 0,
+                used,
+                settle,
+                delegation: if key.principal.is_empty() {
+                    Bytes::new()
+                } else {
+                    delegation.clone()
+                },
             })
             .await
     }
 
-    fn unreachable(
+    /// A take that got no answer: refused when SMS refused it, else as
+    /// the quota's `on_unreachable` says.
+    fn not_taken(
         &self,
         key: &QuotaKey,
         on_unreachable: OnUnreachable,
         failed: TakeFailed,
     ) -> Result<(), QuotaRefused> {
         let (whose, setting) = describe(key);
+        let failed = match failed {
+            TakeFailed::Refused(why) => {
+                self.stats.refused_by_sms.fetch_add(1, Ordering::Relaxed);
+                return Err(QuotaRefused::Refused {
+                    whose,
+                    setting,
+                    why,
+                });
+            }
+            TakeFailed::Unreachable(why) => why,
+        };
         match on_unreachable {
             OnUnreachable::Allow => {
                 let uncounted = self.stats.allowed_uncounted.fetch_add(1, Ordering::Relaxed) + 1;
@@ -206,7 +295,7 @@ impl NodeQuotas {
                 Err(QuotaRefused::Unreachable {
                     whose,
                     setting,
-                    why: failed.0,
+                    why: failed,
                 })
             }
         }
@@ -214,12 +303,14 @@ impl NodeQuotas {
 
     /// One unit of `key` for a call about to be made (`consume`), or only
     /// the assurance that one is left (a model request, whose tokens are
-    /// [`spend`](Self::spend)t afterwards).
+    /// [`spend`](Self::spend)t afterwards). `delegation` is the run's,
+    /// shown to SMS for a per-principal key.
     pub async fn take(
         &self,
         key: &QuotaKey,
         on_unreachable: OnUnreachable,
         consume: bool,
+        delegation: &Bytes,
     ) -> Result<(), QuotaRefused> {
         let slice = self.slice(key);
         let mut slice = slice.lock().await;
@@ -230,11 +321,12 @@ impl NodeQuotas {
         }
         if slice.left == 0 && slice.spent.is_none() {
             let owed = std::mem::take(&mut slice.owed);
-            match self.ask(key, owed).await {
+            slice.delegation = delegation.clone();
+            match self.ask(key, (slice.used, owed), delegation, false).await {
                 Ok(answer) => slice.took(key, &answer, now),
                 Err(failed) => {
                     slice.owed = owed;
-                    return self.unreachable(key, on_unreachable, failed);
+                    return self.not_taken(key, on_unreachable, failed);
                 }
             }
             if slice.unlimited {
@@ -246,14 +338,14 @@ impl NodeQuotas {
             return Err(QuotaRefused::Spent(Box::new(spent.clone())));
         }
         if consume {
-            slice.left -= 1;
+            slice.spend(1);
         }
         Ok(())
     }
 
     /// Counts `units` of `key` used (a model request's tokens or cost):
     /// from the slice, and what it does not cover, at SMS.
-    pub async fn spend(&self, key: &QuotaKey, units: u64) {
+    pub async fn spend(&self, key: &QuotaKey, units: u64, delegation: &Bytes) {
         if units == 0 {
             return;
         }
@@ -264,13 +356,13 @@ impl NodeQuotas {
         if slice.unlimited {
             return;
         }
-        if slice.left >= units {
-            slice.left -= units;
+        let past_slice = slice.spend(units);
+        if past_slice == 0 {
             return;
         }
-        let owed = slice.owed.saturating_add(units - slice.left);
-        slice.left = 0;
-        match self.ask(key, owed).await {
+        let owed = slice.owed.saturating_add(past_slice);
+        slice.delegation = delegation.clone();
+        match self.ask(key, (slice.used, owed), delegation, false).await {
             Ok(answer) => {
                 slice.owed = 0;
                 slice.took(key, &answer, now);

@@ -39,7 +39,10 @@ impl RunTrust {
         let principal = self.quota_principal();
         let task = (scope.task_id.as_str(), scope.quota.as_ref());
         for quota in call_keys(task, &principal, (server, server_quota), tool) {
-            quotas.take(&quota.key, quota.on_unreachable, true).await?;
+            let delegation = self.delegation();
+            quotas
+                .take(&quota.key, quota.on_unreachable, true, &delegation)
+                .await?;
         }
         Ok(())
     }
@@ -59,7 +62,9 @@ impl RunTrust {
                     model: model.to_string(),
                 });
             }
-            quotas.take(&quota.key, quota.on_unreachable, false).await?;
+            quotas
+                .take(&quota.key, quota.on_unreachable, false, &self.delegation())
+                .await?;
         }
         Ok(())
     }
@@ -77,7 +82,7 @@ impl RunTrust {
                 QuotaMeter::TaskCost => cost_nano_usd.unwrap_or(0),
                 _ => tokens,
             };
-            quotas.spend(&quota.key, units).await;
+            quotas.spend(&quota.key, units, &self.delegation()).await;
         }
     }
 
@@ -88,6 +93,16 @@ impl RunTrust {
             Some(quota) if quota.per_principal => self.scope.principal.label(),
             _ => String::new(),
         }
+    }
+
+    /// The run's delegation, which shows SMS it sent this node the run
+    /// (for a quota per principal); empty when it sent none.
+    fn delegation(&self) -> bytes::Bytes {
+        self.scope
+            .on_behalf
+            .as_ref()
+            .map(|on_behalf| on_behalf.delegation.clone())
+            .unwrap_or_default()
     }
 
     /// Marks the run as ended by a quota: its reply's `stop_reason`.
