@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_tests::peers::python_sdk;
 use spear_tests::procs::rss_kib;
-use spear_tests::tasks::{cluster_opts, guest, register, repo_file, Cluster, ClusterOptions};
+use spear_tests::tasks::{cluster_opts, guest, register, Cluster, ClusterOptions};
 use spearlet::tools::offered_name;
 
 /// Lines the node may write while a server floods it for three seconds.
@@ -49,7 +49,8 @@ fn cluster_with_hostile(recording: std::path::PathBuf, env: Value) -> Cluster {
         },
     );
     let hostile = json!({"command": python_sdk(),
-        "args": [repo_file("tests/peers/hostile_flood.py")], "env": env, "pin": "off"});
+        "args": [concat!(env!("CARGO_MANIFEST_DIR"), "/peers/hostile_flood.py")],
+        "env": env, "pin": "off"});
     let servers = json!({"mcpServers": {"hostile": hostile}});
     std::fs::write(
         c.work.path().join("mcp.d/hostile.json"),
@@ -73,17 +74,18 @@ fn cluster_with_hostile(recording: std::path::PathBuf, env: Value) -> Cluster {
 }
 
 /// Runs the `hostile` task; returns what the filesystem server answered
-/// and what the first call did.
+/// (and all the run said after it) and what the first call did.
 fn run(c: &Cluster) -> (String, String) {
     let (code, out, err) = c.sms.client(&["invoke", "hostile"]);
     assert_eq!(code, 0, "{out}{err}");
-    let line = |prefix: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(prefix))
+    let after = |prefix: &str| {
+        out.split_once(prefix)
+            .map(|(_, rest)| rest.to_string())
             .unwrap_or_else(|| panic!("no '{prefix}' in the run: {out}"))
-            .to_string()
     };
-    (line("fs: "), line("first: "))
+    let first = after("first: ");
+    let first = first.lines().next().unwrap_or_default().to_string();
+    (after("\nfs: "), first)
 }
 
 fn metric(c: &Cluster, name: &str) -> u64 {
@@ -142,15 +144,15 @@ fn a_list_of_100000_tools_is_refused_and_the_node_keeps_its_memory() {
     let baseline = rss_kib(pid);
     for _ in 0..2 {
         let (fs, _) = run(&c);
-        assert!(
-            fs.contains(&c.files.display().to_string()),
-            "the filesystem server stopped serving: {fs}"
-        );
         let rss = rss_kib(pid);
         eprintln!("node RSS: {baseline} KiB before, {rss} KiB after a listing");
         assert!(
             rss <= baseline + RSS_GROWTH_BOUND_KIB,
             "the node grew from {baseline} to {rss} KiB"
+        );
+        assert!(
+            fs.contains(&c.files.display().to_string()),
+            "the filesystem server stopped serving: {fs}"
         );
     }
     let status = c.node.status().unwrap_or_else(|e| panic!("{e}"));
