@@ -57,14 +57,18 @@ fn cluster_with_hostile(recording: std::path::PathBuf, env: Value) -> Cluster {
         servers.to_string(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    spear_tests::wait::eventually("the hostile server on the node", Duration::from_secs(30), || {
-        let persisted = c.node.persisted_servers();
-        persisted
-            .iter()
-            .any(|s| s == "hostile")
-            .then_some(())
-            .ok_or(format!("{persisted:?}"))
-    });
+    spear_tests::wait::eventually(
+        "the hostile server on the node",
+        Duration::from_secs(30),
+        || {
+            let persisted = c.node.persisted_servers();
+            persisted
+                .iter()
+                .any(|s| s == "hostile")
+                .then_some(())
+                .ok_or(format!("{persisted:?}"))
+        },
+    );
     let task = json!({"mcp": {"enabled": true, "allowed_server_ids": ["hostile", "fs"],
                               "default_server_ids": ["hostile", "fs"]},
                       "llm": {"backend": "hostile"}, "limits": {"wall_ms": 120000}});

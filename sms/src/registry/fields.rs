@@ -289,7 +289,15 @@ fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Op
         .unwrap_or(0);
     let max_tools = object
         .get("max_tools")
-        .map(|v| bounded(problems, &format!("{path}.limits.max_tools"), v, MAX_TOOLS, "tools") as u32)
+        .map(|v| {
+            bounded(
+                problems,
+                &format!("{path}.limits.max_tools"),
+                v,
+                MAX_TOOLS,
+                "tools",
+            ) as u32
+        })
         .unwrap_or(0);
     Some(Limits {
         max_concurrency,

@@ -53,7 +53,10 @@ fn mode(lifecycle: Lifecycle) -> ClientLifecycleMode {
 }
 
 /// `transport` behind `bounds`.
-fn guarded<T, E, A>(transport: T, bounds: Bounds) -> Guarded<impl Transport<RoleClient, Error = E> + 'static>
+fn guarded<T, E, A>(
+    transport: T,
+    bounds: Bounds,
+) -> Guarded<impl Transport<RoleClient, Error = E> + 'static>
 where
     T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,

@@ -216,8 +216,10 @@ mod tests {
 
     fn page(id: u64, tools: usize, description: &str) -> Vec<u8> {
         let tools: Vec<_> = (0..tools)
-            .map(|i| json!({"name": format!("t{i}"), "description": description,
-                            "inputSchema": {"type": "object"}}))
+            .map(|i| {
+                json!({"name": format!("t{i}"), "description": description,
+                            "inputSchema": {"type": "object"}})
+            })
             .collect();
         json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}})
             .to_string()
@@ -232,7 +234,10 @@ mod tests {
         assert!(b.weigh(&page(1, DEFAULT_MAX_TOOLS, "")).is_none());
         list(&b, 2, None);
         let refused = b.weigh(&page(2, DEFAULT_MAX_TOOLS + 1, ""));
-        assert!(matches!(refused, Some(JsonRpcMessage::Error(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Some(JsonRpcMessage::Error(_))),
+            "{refused:?}"
+        );
         let why = b.take_refusal().unwrap_or_default();
         assert!(why.contains("lists more than 2000 tools"), "{why}");
         assert!(b.take_refusal().is_none(), "said once");
@@ -244,7 +249,10 @@ mod tests {
         list(&b, 1, None);
         assert!(b.weigh(&page(1, 6, "")).is_none());
         list(&b, 2, Some("next"));
-        assert!(b.weigh(&page(2, 6, "")).is_some(), "12 tools over two pages");
+        assert!(
+            b.weigh(&page(2, 6, "")).is_some(),
+            "12 tools over two pages"
+        );
         list(&b, 3, None);
         assert!(b.weigh(&page(3, 6, "")).is_none(), "a new listing");
     }
@@ -262,7 +270,10 @@ mod tests {
         let b = bound(1);
         assert!(b.weigh(&page(7, 5, "")).is_none(), "no listing under way");
         list(&b, 1, None);
-        assert!(b.weigh(&page(7, 5, "")).is_none(), "not the listing's answer");
+        assert!(
+            b.weigh(&page(7, 5, "")).is_none(),
+            "not the listing's answer"
+        );
         let call = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "no"}});
         assert!(b.weigh(call.to_string().as_bytes()).is_none());
         assert!(b.check(1).is_ok() && b.check(2).is_err());

@@ -45,7 +45,12 @@ impl FloodGuard {
     /// A guard for `server_id`'s `what` (`stderr`, `logging`): at most
     /// [`MAX_LINES_PER_SECOND`].
     pub fn new(server_id: &str, what: &'static str) -> Self {
-        Self::per(server_id, what, Duration::from_secs(1), MAX_LINES_PER_SECOND)
+        Self::per(
+            server_id,
+            what,
+            Duration::from_secs(1),
+            MAX_LINES_PER_SECOND,
+        )
     }
 
     /// A guard of `budget` lines per `period`.

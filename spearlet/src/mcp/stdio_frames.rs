@@ -16,7 +16,9 @@ use rmcp::transport::async_rw::{
 };
 use rmcp::RoleClient;
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead, FramedWrite};
+use tokio_util::codec::{
+    AnyDelimiterCodec, AnyDelimiterCodecError, Decoder, FramedRead, FramedWrite,
+};
 
 use super::list_bound::ListBound;
 use super::server_log::ServerLog;
@@ -41,8 +43,8 @@ pub fn pipes(
         list,
         log,
     };
-    let messages = FramedRead::new(stdout, frames)
-        .filter_map(|item| std::future::ready(item.ok().flatten()));
+    let messages =
+        FramedRead::new(stdout, frames).filter_map(|item| std::future::ready(item.ok().flatten()));
     (
         FramedWrite::new(
             stdin,
