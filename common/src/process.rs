@@ -33,9 +33,13 @@ impl FromStr for LogFormat {
 #[error("cannot set up logging: {0}")]
 pub struct LoggingError(String);
 
-/// Targets never logged below `info`, whatever `RUST_LOG` says: rmcp's
-/// OAuth client logs authorization codes at `debug`.
-const CAPPED: &[&str] = &["rmcp::transport::auth=info"];
+/// Targets never logged below these levels, whatever `RUST_LOG` says:
+/// rmcp's OAuth client logs authorization codes at `debug`; rmcp's
+/// session loop logs every message a peer sends, whole, at `info` and
+/// `debug`, so a server would write the node's log at its own rate and
+/// size, outside the node's per-server flood guard (the node says what a
+/// server sent itself, bounded: spearlet's `mcp/server_log.rs`).
+const CAPPED: &[&str] = &["rmcp::transport::auth=info", "rmcp::service=warn"];
 
 /// How much is logged when `RUST_LOG` does not say: a daemon's `info`,
 /// or, for an operator command, only its own errors (its answer is on

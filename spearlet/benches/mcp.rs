@@ -247,6 +247,7 @@ async fn throughput() {
     s.limits = Some(spear_proto::v1::Limits {
         max_concurrency: 8,
         max_output_bytes: 0,
+        max_tools: 0,
     });
     let registry = registry(vec![s]);
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));

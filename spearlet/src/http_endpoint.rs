@@ -305,6 +305,11 @@ impl NodeView {
                 .iter()
                 .map(|(id, s)| (vec![("server", id.as_str())], s.call_seconds)),
         )?;
+        m.counters(
+            "spearlet_mcp_server_requests_refused",
+            "Requests from the server past the node's bound per server, answered with an error.",
+            per_server(&|s| s.requests_refused),
+        )?;
         m.histograms(
             "spearlet_mcp_call_duration_seconds",
             "Tool call latency, per server.",

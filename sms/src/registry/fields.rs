@@ -65,12 +65,14 @@ pub const SHARED_KEYS: &[&str] = &[
 ];
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max", "relist"];
 const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
-const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes"];
+const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes", "max_tools"];
 
 pub const MAX_DESCRIPTION: usize = 1024;
 pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 pub const MAX_CONCURRENCY: u64 = 1024;
 pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+/// `limits.max_tools` at most: a node reads 4 KiB of list per tool allowed.
+pub const MAX_TOOLS: u64 = 100_000;
 
 /// Which shape the entry comes from.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -285,9 +287,22 @@ fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Op
             )
         })
         .unwrap_or(0);
+    let max_tools = object
+        .get("max_tools")
+        .map(|v| {
+            bounded(
+                problems,
+                &format!("{path}.limits.max_tools"),
+                v,
+                MAX_TOOLS,
+                "tools",
+            ) as u32
+        })
+        .unwrap_or(0);
     Some(Limits {
         max_concurrency,
         max_output_bytes,
+        max_tools,
     })
 }
 

@@ -2,7 +2,10 @@
 //! `tools/list_changed`, the server's list TTL or the re-list bound
 //! (`timeouts_ms.relist`, 60 s), a reconnect or a pin change
 //! ([`Slot::catalog`]); what was listed is sorted by [`Catalog::sort`] and
-//! shown in the server's status.
+//! shown in the server's status. A list past the server's bound
+//! (`limits.max_tools`, `crate::mcp` list_bound) fails the server with its
+//! sentence, and its session is closed: it is listed again only when the
+//! restart backoff lets it connect again.
 
 use std::sync::Arc;
 
@@ -43,8 +46,10 @@ impl Slot {
         let listed = match client.list_tools(PAGE_CAP, self.timeouts.list_tools).await {
             Ok(tools) => tools,
             Err(error) => {
-                if matches!(error, McpError::Closed) {
-                    self.failed(error.to_string());
+                match &error {
+                    McpError::Closed => self.failed(error.to_string()),
+                    McpError::ListRefused(why) => self.refused_list(client, why).await,
+                    _ => {}
                 }
                 return Err(self.clean(error));
             }
@@ -70,6 +75,21 @@ impl Slot {
         let catalog = Arc::new(catalog);
         self.show(&catalog);
         Ok((catalog, stale_at))
+    }
+
+    /// Marks the server failed for listing too much, and closes `client`'s
+    /// session if it is the shared one.
+    async fn refused_list(&self, client: &McpClient, why: &str) {
+        self.failed(why.to_string());
+        let mut live = self.live.lock().await;
+        if live
+            .as_ref()
+            .is_some_and(|l| std::ptr::eq(Arc::as_ptr(&l.client), client))
+        {
+            if let Some(refused) = live.take() {
+                self.runtime.spawn(refused.client.close());
+            }
+        }
     }
 
     /// The catalog listed last, unless it must be listed again: the server

@@ -70,6 +70,8 @@ pub struct ServerStatus {
     pub call_seconds: f64,
     /// Their durations (shared by clones of this status).
     pub call_latency: Histogram,
+    /// Requests from the server refused past their bound, over its sessions.
+    pub requests_refused: u64,
 }
 
 pub(super) struct Live {
@@ -113,10 +115,12 @@ impl Slot {
     pub fn new(
         spec: ServerSpec,
         lookup: Lookup,
-        options: SessionOptions,
+        mut options: SessionOptions,
         runtime: tokio::runtime::Handle,
         pinning: Pinning,
     ) -> Self {
+        // This server's own count, not the node's shared one.
+        options.requests_refused = Arc::default();
         let limits = spec.limits.unwrap_or_default();
         let max_concurrency = if limits.max_concurrency == 0 {
             DEFAULT_MAX_CONCURRENCY
@@ -150,6 +154,7 @@ impl Slot {
                 call_errors: 0,
                 call_seconds: 0.0,
                 call_latency: spear_common::metrics::seconds_histogram(),
+                requests_refused: 0,
             }),
             retry: parking_lot::Mutex::new(Retry {
                 backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(60)),
@@ -211,7 +216,12 @@ impl Slot {
     }
 
     pub fn status(&self) -> ServerStatus {
-        self.status.lock().clone()
+        let mut status = self.status.lock().clone();
+        status.requests_refused = self
+            .options
+            .requests_refused
+            .load(std::sync::atomic::Ordering::Relaxed);
+        status
     }
 
     /// `error`, with any resolved secret in its text replaced: every error

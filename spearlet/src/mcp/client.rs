@@ -2,87 +2,35 @@
 //! lifecycle the server's generation needs, within the startup timeout;
 //! see `lifecycle`), list tools page by page, call a tool with a timeout
 //! that progress restarts up to a bound and that sends
-//! `notifications/cancelled` when it fires, answer what the server asks
-//! (pings, elicitation by policy), and shut down cleanly.
+//! `notifications/cancelled` when it fires, and shut down cleanly; what
+//! it answers the server is `client_side`, what it bounds of the server
+//! `server_requests` and `list_bound`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-    ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorData, FormElicitationCapability,
-    JsonObject, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProtocolVersion, RequestMetaObject, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject,
+    LoggingLevel, PaginatedRequestParams, RequestMetaObject, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RequestContext, RunningService};
-use rmcp::{ClientHandler, RoleClient};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::RoleClient;
 use spear_proto::v1::{Elicitation, ServerSpec, Transport};
 use tokio::sync::watch;
 
-use super::elicitation::ElicitationPolicy;
+use super::client_side::ClientSide;
 use super::error::McpError;
 use super::input_required;
 use super::lifecycle::{self, Lifecycle};
+use super::list_bound::ListBound;
 use super::options::SessionOptions;
 use super::server_log::ServerLog;
+use super::server_requests::Bounds;
 use super::stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
+pub use super::timeouts::Timeouts;
 use crate::env_refs::{ResolveError, Resolver};
 use crate::sandbox::Decision;
-
-/// The node's side of one session: answers what the server asks (pings,
-/// elicitation) and takes what it tells (tool list changes, log lines).
-#[derive(Clone)]
-struct ClientSide {
-    server: Arc<str>,
-    tools_changed: Arc<watch::Sender<u64>>,
-    elicitation: ElicitationPolicy,
-    log: Arc<ServerLog>,
-}
-
-impl ClientHandler for ClientSide {
-    /// For an `initialize` handshake this names the newest protocol version
-    /// that has one (2025-11-25); 2026-07-28 servers are reached through
-    /// `server/discover` first (see [`lifecycle`]). Form elicitation is
-    /// always declared: declining is an answer the protocol has, and a
-    /// server that can do without the input then takes its fallback,
-    /// where one told "no capability" would refuse the call outright.
-    fn get_info(&self) -> ClientConfig {
-        let mut config = ClientConfig::default();
-        config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
-        config.client_info.name = "spearlet".into();
-        config.client_info.version = env!("CARGO_PKG_VERSION").into();
-        config.capabilities.elicitation =
-            Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
-        config
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        Ok(self.elicitation.answer(&self.server, request).await)
-    }
-
-    fn on_tool_list_changed(
-        &self,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        self.tools_changed.send_modify(|n| *n += 1);
-        std::future::ready(())
-    }
-
-    #[allow(deprecated)] // in 2025-11-25, which servers speak (see server_log)
-    fn on_logging_message(
-        &self,
-        params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) -> impl std::future::Future<Output = ()> + Send + '_ {
-        self.log.message(&params);
-        std::future::ready(())
-    }
-}
 
 /// A server's tools as one `tools/list` found them.
 #[derive(Debug, Clone, Default)]
@@ -95,53 +43,13 @@ pub struct ToolList {
     pub fresh_for: Option<Duration>,
 }
 
-/// The re-list bound when a server's file gives none.
-pub const DEFAULT_RELIST_MS: u64 = 60_000;
-
-/// Timeouts of one server, with the node's defaults filled in.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    pub startup: Duration,
-    pub list_tools: Duration,
-    /// A call's timeout; each progress notification restarts it.
-    pub call: Duration,
-    /// How long a call may run in all, progress or not.
-    pub call_max: Duration,
-    /// How long a tool list is offered before listing again, whether or
-    /// not the server said it changed: a server that changes silently
-    /// (or whose announcement is lost) is caught within this bound.
-    pub relist: Duration,
-}
-
-impl Timeouts {
-    /// The server's declared timeouts, or these defaults: a call may run
-    /// ten times its timeout while it reports progress, at most an hour.
-    pub fn for_spec(spec: &ServerSpec) -> Self {
-        let t = spec.timeouts.unwrap_or_default();
-        let pick = |ms: u32, default: u64| {
-            Duration::from_millis(if ms == 0 { default } else { u64::from(ms) })
-        };
-        let call = pick(t.call_ms, 60_000);
-        let call_max = if t.call_max_ms == 0 {
-            (call * 10).min(Duration::from_secs(3600))
-        } else {
-            Duration::from_millis(u64::from(t.call_max_ms))
-        };
-        Self {
-            startup: pick(t.startup_ms, 30_000),
-            list_tools: pick(t.list_tools_ms, 10_000),
-            call,
-            call_max: call_max.max(call),
-            relist: pick(t.relist_ms, DEFAULT_RELIST_MS),
-        }
-    }
-}
-
 /// A live MCP session.
 pub struct McpClient {
     service: RunningService<RoleClient, ClientSide>,
     child: Option<StdioChild>,
     tools_changed: watch::Receiver<u64>,
+    /// How much of the server's tool list is taken.
+    list: Arc<ListBound>,
     /// The sealed values SMS opened for it, kept out of the log meanwhile.
     _sealed: Option<Arc<crate::env_refs::Redactor>>,
     /// The 2026-07-28 `subscriptions/listen` stream ([`super::listen`]),
@@ -223,19 +131,25 @@ impl McpClient {
         let (tx, tools_changed) = watch::channel(0);
         let tx = Arc::new(tx);
         let side = ClientSide {
-            server: Arc::from(spec.id.as_str()),
             tools_changed: Arc::clone(&tx),
             elicitation: options
                 .elicitation
                 .unwrap_or_else(|| Elicitation::of(spec.elicitation).into()),
             log: Arc::new(ServerLog::new(&spec.id)),
         };
+        let bounds = Bounds {
+            log: Arc::clone(&side.log),
+            list: Arc::new(ListBound::of(spec)),
+            refused: Arc::clone(&options.requests_refused),
+        };
+        let list = Arc::clone(&bounds.list);
         let startup = Timeouts::for_spec(spec).startup;
         let (service, child) = match Transport::try_from(spec.transport)
             .unwrap_or(Transport::Unspecified)
         {
             Transport::Stdio => {
-                Self::connect_stdio(spec, opened_values, lookup, side, startup, &options).await?
+                let how = (startup, bounds);
+                Self::connect_stdio(spec, opened_values, lookup, side, how, &options).await?
             }
             Transport::StreamableHttp => {
                 let mut target = super::http::resolve_target(spec, lookup)?;
@@ -249,7 +163,7 @@ impl McpClient {
                         None => credentials.tokens(&spec.id),
                     });
                 }
-                let service = lifecycle::start_http(side, target, startup).await?;
+                let service = lifecycle::start_http(side, target, startup, bounds).await?;
                 (service, None)
             }
             Transport::Sse => {
@@ -263,7 +177,8 @@ impl McpClient {
                 guard(&mut target, &options).await?;
                 let transport = super::sse::connect(target, startup).await?;
                 let service =
-                    lifecycle::start(side, transport, Lifecycle::Initialize, startup).await?;
+                    lifecycle::start(side, transport, Lifecycle::Initialize, startup, bounds)
+                        .await?;
                 (service, None)
             }
             Transport::Unspecified => return Err(McpError::NoTransport),
@@ -289,18 +204,20 @@ impl McpClient {
             service,
             child,
             tools_changed,
+            list,
             _sealed: sealed_logs,
             listening,
         })
     }
 
-    /// A local server as a supervised child process.
+    /// A local server as a supervised child process, started within
+    /// `startup` and behind `bounds`.
     async fn connect_stdio(
         spec: &ServerSpec,
         opened: &[String],
         lookup: &crate::env_refs::LookupFn<'_>,
         side: ClientSide,
-        startup: Duration,
+        (startup, bounds): (Duration, Bounds),
         options: &SessionOptions,
     ) -> Result<(RunningService<RoleClient, ClientSide>, Option<StdioChild>), McpError> {
         let (command, mut resolver) = stdio_command(spec, lookup)?;
@@ -335,7 +252,13 @@ impl McpClient {
             },
         };
         let mut child = Some(child);
-        match lifecycle::start(side, (stdout, stdin), Lifecycle::Probe, startup).await {
+        let pipes = super::stdio_frames::pipes(
+            stdout,
+            stdin,
+            Arc::clone(&bounds.list),
+            Arc::clone(&side.log),
+        );
+        match lifecycle::start(side, pipes, Lifecycle::Probe, startup, bounds).await {
             Ok(service) => Ok((service, child)),
             Err(error) => {
                 shutdown_child(&mut child).await;
@@ -347,7 +270,9 @@ impl McpClient {
     /// Every tool of the server, following `nextCursor` for at most
     /// `page_cap` pages, sorted by name so the tools a model is offered
     /// come in the same order whatever order the server lists them in
-    /// (stable prompts, and prompt caches that keep working).
+    /// (stable prompts, and prompt caches that keep working). A list past
+    /// the server's [`ListBound`] is refused, and what was collected of it
+    /// dropped at once.
     pub async fn list_tools(
         &self,
         page_cap: usize,
@@ -364,11 +289,17 @@ impl McpClient {
                     what: "tools/list",
                     after: timeout,
                 })?
-                .map_err(service_error)?;
+                .map_err(|error| match self.list.take_refusal() {
+                    Some(sentence) => McpError::ListRefused(sentence),
+                    None => service_error(error),
+                })?;
             // A list is as fresh as its least fresh page.
             if let Some(ttl) = page.ttl_ms.map(Duration::from_millis) {
                 fresh_for = Some(fresh_for.map_or(ttl, |f| f.min(ttl)));
             }
+            self.list
+                .check(tools.len().saturating_add(page.tools.len()))
+                .map_err(McpError::ListRefused)?;
             tools.extend(page.tools);
             match page.next_cursor {
                 Some(next) if !next.is_empty() => cursor = Some(next),
@@ -415,7 +346,7 @@ impl McpClient {
                 Ok(ServerResult::InputRequiredResult(asked)) => {
                     let side = self.service.service();
                     let (responses, state) =
-                        input_required::fulfil(&side.server, side.elicitation, asked).await?;
+                        input_required::fulfil(&side.log, side.elicitation, asked).await?;
                     params.input_responses = responses;
                     params.request_state = state;
                 }

@@ -17,6 +17,8 @@ use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
 use spear_proto::v1::Elicitation;
 
+use super::server_log::ServerLog;
+
 /// How one session answers elicitation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ElicitationPolicy {
@@ -39,8 +41,9 @@ impl From<Elicitation> for ElicitationPolicy {
 }
 
 impl ElicitationPolicy {
-    /// The answer to `request` under this policy.
-    pub async fn answer(self, server: &str, request: ElicitRequestParams) -> ElicitResult {
+    /// The answer to `request` under this policy, said in the server's
+    /// log within its flood guard.
+    pub async fn answer(self, log: &ServerLog, request: ElicitRequestParams) -> ElicitResult {
         let answer = match self {
             ElicitationPolicy::Decline => decline(),
             ElicitationPolicy::AcceptDefaults => accept_defaults(&request),
@@ -51,12 +54,14 @@ impl ElicitationPolicy {
                     .unwrap_or_else(|_| decline())
             }
         };
-        tracing::info!(
-            server,
-            policy = ?self,
-            action = ?answer.action,
-            "the server asked for input during a call"
-        );
+        log.request(|server| {
+            tracing::info!(
+                server,
+                policy = ?self,
+                action = ?answer.action,
+                "the server asked for input during a call"
+            )
+        });
         answer
     }
 }

@@ -35,6 +35,9 @@ pub enum McpError {
     NoTransport,
     #[error("tools/list returned more than {0} pages; the rest were ignored")]
     TooManyPages(usize),
+    /// The server's tool list passed its bound (`list_bound`).
+    #[error("{0}")]
+    ListRefused(String),
     #[error("{0}")]
     InvalidHeader(String),
     #[error("server '{0}' is not in this node's registry")]

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::elicitation::ElicitationPolicy;
 use super::error::McpError;
+use super::server_log::ServerLog;
 
 /// Rounds of `input_required` a call may take before it is given up: a
 /// server that keeps asking must not hold a call (and a slot) forever.
@@ -18,7 +19,7 @@ pub const MAX_ROUNDS: usize = 10;
 
 /// The responses to `asked` and the state to echo on the retry.
 pub async fn fulfil(
-    server: &str,
+    log: &ServerLog,
     policy: ElicitationPolicy,
     asked: InputRequiredResult,
 ) -> Result<(Option<InputResponses>, Option<String>), McpError> {
@@ -32,7 +33,7 @@ pub async fn fulfil(
     for (key, request) in requests {
         let response = match request {
             InputRequest::Elicitation(request) => {
-                to_value(policy.answer(server, request.params).await)?
+                to_value(policy.answer(log, request.params).await)?
             }
             InputRequest::ListRoots(_) => to_value(ListRootsResult::default())?,
             InputRequest::CreateMessage(_) => {

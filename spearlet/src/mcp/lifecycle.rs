@@ -13,17 +13,20 @@
 //! - **Initialize** only: the legacy HTTP+SSE transport, which predates
 //!   discovery.
 //!
-//! All of it within the server's startup timeout.
+//! All of it within the server's startup timeout, and every transport
+//! behind the bounds on what the server may ask ([`Guarded`]).
 
 use std::time::Duration;
 
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::{IntoTransport, Transport};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient};
 use tokio::time::Instant;
 
 use super::error::McpError;
 use super::http::{streamable_transport, HttpTarget};
+use super::server_requests::{Bounds, Guarded};
 
 /// How a session starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,21 +52,34 @@ fn mode(lifecycle: Lifecycle) -> ClientLifecycleMode {
     }
 }
 
+/// `transport` behind `bounds`.
+fn guarded<T, E, A>(
+    transport: T,
+    bounds: Bounds,
+) -> Guarded<impl Transport<RoleClient, Error = E> + 'static>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Guarded::new(transport.into_transport(), bounds)
+}
+
 /// Starts a session over `transport` within `startup`.
 pub async fn start<S, T, E, A>(
     side: S,
     transport: T,
     lifecycle: Lifecycle,
     startup: Duration,
+    bounds: Bounds,
 ) -> Result<RunningService<RoleClient, S>, McpError>
 where
     S: ClientHandler,
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    T: IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
     match tokio::time::timeout(
         startup,
-        side.serve_with_lifecycle(transport, mode(lifecycle)),
+        side.serve_with_lifecycle(guarded(transport, bounds), mode(lifecycle)),
     )
     .await
     {
@@ -82,12 +98,13 @@ pub async fn start_http<S>(
     side: S,
     target: HttpTarget,
     startup: Duration,
+    bounds: Bounds,
 ) -> Result<RunningService<RoleClient, S>, McpError>
 where
     S: ClientHandler + Clone,
 {
     let deadline = Instant::now() + startup;
-    let probe = streamable_transport(target.clone())?;
+    let probe = guarded(streamable_transport(target.clone())?, bounds.clone());
     let first = tokio::time::timeout(
         startup,
         side.clone()
@@ -109,7 +126,7 @@ where
     }
     let left = deadline.saturating_duration_since(Instant::now());
     let transport = streamable_transport(target)?;
-    start(side, transport, Lifecycle::Initialize, left).await
+    start(side, transport, Lifecycle::Initialize, left, bounds).await
 }
 
 /// Whether the probe failed in a way an older server fails it: at the

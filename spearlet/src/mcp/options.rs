@@ -2,6 +2,7 @@
 //! file, below both the client (`client.rs`) and what opens sealed values
 //! (`sealed.rs`), which both read it.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::bearer::{Credentials, TokenSource};
@@ -29,4 +30,8 @@ pub struct SessionOptions {
     /// from `credentials`: one person's, on a server that acts per
     /// principal.
     pub tokens: Option<Arc<dyn TokenSource>>,
+    /// Counts the server's requests refused past their bound
+    /// (`server_requests`), over all its sessions: each server's slot
+    /// gives its own.
+    pub requests_refused: Arc<AtomicU64>,
 }

@@ -33,7 +33,7 @@ fn record_json(record: &ServerRecord) -> Value {
             "allowed_tools": spec.allowed_tools.map(|p| p.patterns),
             "denied_tools": spec.denied_tools,
             "timeouts_ms": spec.timeouts.map(|t| json!({"startup": t.startup_ms, "list_tools": t.list_tools_ms, "call": t.call_ms, "call_max": t.call_max_ms, "relist": t.relist_ms})),
-            "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes})),
+            "limits": spec.limits.map(|l| json!({"max_concurrency": l.max_concurrency, "max_output_bytes": l.max_output_bytes, "max_tools": l.max_tools})),
             // Which values SMS sealed, by place and name; their bytes
             // open only at SMS.
             "sealed": spec.sealed.iter().map(|v| format!(
