@@ -9,10 +9,14 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WantsClientCert;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{
+    ClientConfig, ConfigBuilder, DigitallySignedStruct, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
 
 use crate::material::{identity_of, Material, TlsError};
 use crate::spiffe::{Identity, TrustDomain};
@@ -77,21 +81,14 @@ pub(crate) fn client_config(
     material: &Material,
     expect: Identity,
 ) -> Result<Arc<ClientConfig>, TlsError> {
-    let verifier = SpiffeServerVerifier {
-        roots: Arc::clone(&material.roots),
-        domain: Some(material.domain.clone()),
+    let config = client_builder(
+        Arc::clone(&material.roots),
+        Some(material.domain.clone()),
         expect,
-        provider: provider(),
-    };
-    let mut config = ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| mismatch(e.to_string()))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_client_auth_cert(material.chain.clone(), material.key.clone_key())
-        .map_err(|e| mismatch(e.to_string()))?;
-    config.alpn_protocols = vec![ALPN_H2.to_vec()];
-    Ok(Arc::new(config))
+    )?
+    .with_client_auth_cert(material.chain.clone(), material.key.clone_key())
+    .map_err(|e| mismatch(e.to_string()))?;
+    Ok(h2(config))
 }
 
 /// A client with no certificate of its own (an admin using the token, or
@@ -100,20 +97,35 @@ pub(crate) fn anonymous_client_config(
     roots: Arc<RootCertStore>,
     expect: Identity,
 ) -> Result<Arc<ClientConfig>, TlsError> {
+    Ok(h2(
+        client_builder(roots, None, expect)?.with_no_client_auth()
+    ))
+}
+
+/// A client that checks the server with [`SpiffeServerVerifier`], short
+/// of its own certificate (or none).
+fn client_builder(
+    roots: Arc<RootCertStore>,
+    domain: Option<TrustDomain>,
+    expect: Identity,
+) -> Result<ConfigBuilder<ClientConfig, WantsClientCert>, TlsError> {
     let verifier = SpiffeServerVerifier {
         roots,
-        domain: None,
+        domain,
         expect,
         provider: provider(),
     };
-    let mut config = ClientConfig::builder_with_provider(provider())
+    Ok(ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| mismatch(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(Arc::new(verifier)))
+}
+
+/// `config`, speaking gRPC's HTTP/2.
+fn h2(mut config: ClientConfig) -> Arc<ClientConfig> {
     config.alpn_protocols = vec![ALPN_H2.to_vec()];
-    Ok(Arc::new(config))
+    Arc::new(config)
 }
 
 fn mismatch(cause: String) -> TlsError {

@@ -261,22 +261,14 @@ mod tests {
     #[test]
     fn references_resolve_with_defaults_and_escapes() {
         let mut r = Resolver::default();
-        assert_eq!(
-            r.resolve("f", "Bearer ${TOKEN}", &env).unwrap(),
-            "Bearer s3cr3t-value"
-        );
-        assert_eq!(
-            r.resolve("f", "${MISSING:-fallback}", &env).unwrap(),
-            "fallback"
-        );
-        assert_eq!(
-            r.resolve("f", "${EMPTY:-fallback}", &env).unwrap(),
-            "fallback"
-        );
-        assert_eq!(
-            r.resolve("f", "$${TOKEN} costs $5", &env).unwrap(),
-            "${TOKEN} costs $5"
-        );
+        for (text, want) in [
+            ("Bearer ${TOKEN}", "Bearer s3cr3t-value"),
+            ("${MISSING:-fallback}", "fallback"),
+            ("${EMPTY:-fallback}", "fallback"),
+            ("$${TOKEN} costs $5", "${TOKEN} costs $5"),
+        ] {
+            assert_eq!(r.resolve("f", text, &env).unwrap(), want, "{text}");
+        }
         assert_eq!(r.secrets, vec!["s3cr3t-value"]);
         assert_eq!(
             r.redactor().redact("auth failed for s3cr3t-value"),

@@ -14,9 +14,9 @@ pub use super::values::{kind, Problems};
 use spear_proto::pins::PinMode;
 use spear_proto::refs::{check_references, starts_with_reference};
 
-/// Keys of a server in the native (one server per file) shape.
-pub const NATIVE_KEYS: &[&str] = &[
-    "id",
+/// Keys both shapes share: everything but how the id and the on/off
+/// switch are written.
+const COMMON_KEYS: &[&str] = &[
     "description",
     "transport",
     "command",
@@ -38,31 +38,20 @@ pub const NATIVE_KEYS: &[&str] = &[
     "sandbox",
     "quota",
 ];
-/// Keys of an entry of `mcpServers` (the id is the entry's name).
-pub const SHARED_KEYS: &[&str] = &[
-    "description",
-    "transport",
-    "type",
-    "command",
-    "args",
-    "env",
-    "cwd",
-    "url",
-    "headers",
-    "allowed_tools",
-    "denied_tools",
-    "timeouts_ms",
-    "limits",
-    "enabled",
-    "disabled",
-    "elicitation",
-    "auth",
-    "nodes",
-    "pin",
-    "approval",
-    "sandbox",
-    "quota",
-];
+/// Keys only the native (one server per file) shape has.
+const NATIVE_ONLY: &[&str] = &["id"];
+/// Keys only an entry of `mcpServers` has (its id is the entry's name):
+/// the spellings other MCP clients use.
+const SHARED_ONLY: &[&str] = &["type", "disabled"];
+
+/// Keys a server of `shape` may have.
+pub fn keys(shape: Shape) -> Vec<&'static str> {
+    let only = match shape {
+        Shape::Native => NATIVE_ONLY,
+        Shape::Shared => SHARED_ONLY,
+    };
+    only.iter().chain(COMMON_KEYS).copied().collect()
+}
 const TIMEOUT_KEYS: &[&str] = &["startup", "list_tools", "call", "call_max", "relist"];
 const APPROVAL_KEYS: &[&str] = &["tools", "expires_ms"];
 const LIMIT_KEYS: &[&str] = &["max_concurrency", "max_output_bytes", "max_tools"];
@@ -90,12 +79,7 @@ pub fn parse_entry(
     id_from_key: Option<&str>,
 ) -> Option<ServerSpec> {
     let before = problems.list.len();
-    let known = if shape == Shape::Native {
-        NATIVE_KEYS
-    } else {
-        SHARED_KEYS
-    };
-    unknown_keys(problems, path, entry, known);
+    unknown_keys(problems, path, entry, &keys(shape));
 
     let id = match (shape, id_from_key) {
         (Shape::Shared, Some(id)) => {
@@ -184,18 +168,7 @@ fn approval(
         );
     }
     let max = spear_proto::approvals::MAX_EXPIRY.as_millis() as u64;
-    let expires_ms = object
-        .get("expires_ms")
-        .map(|v| {
-            bounded(
-                problems,
-                &format!("{at}.expires_ms"),
-                v,
-                max,
-                "milliseconds",
-            )
-        })
-        .unwrap_or(0);
+    let expires_ms = number(problems, &at, object, "expires_ms", max, "milliseconds");
     Some(ApprovalRule { tools, expires_ms })
 }
 
@@ -219,20 +192,9 @@ fn pin(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Strin
 
 fn timeouts(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Timeouts> {
     let object = object(problems, path, entry, "timeouts_ms", TIMEOUT_KEYS)?;
-    let mut get = |key: &str| {
-        object
-            .get(key)
-            .map(|v| {
-                bounded(
-                    problems,
-                    &format!("{path}.timeouts_ms.{key}"),
-                    v,
-                    MAX_TIMEOUT_MS,
-                    "milliseconds",
-                ) as u32
-            })
-            .unwrap_or(0)
-    };
+    let at = format!("{path}.timeouts_ms");
+    let mut get =
+        |key: &str| number(problems, &at, object, key, MAX_TIMEOUT_MS, "milliseconds") as u32;
     Some(Timeouts {
         startup_ms: get("startup"),
         list_tools_ms: get("list_tools"),
@@ -263,47 +225,42 @@ fn elicitation(problems: &mut Problems, path: &str, entry: &Map<String, Value>) 
 
 fn limits(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> Option<Limits> {
     let object = object(problems, path, entry, "limits", LIMIT_KEYS)?;
-    let max_concurrency = object
-        .get("max_concurrency")
-        .map(|v| {
-            bounded(
-                problems,
-                &format!("{path}.limits.max_concurrency"),
-                v,
-                MAX_CONCURRENCY,
-                "calls",
-            ) as u32
-        })
-        .unwrap_or(0);
-    let max_output_bytes = object
-        .get("max_output_bytes")
-        .map(|v| {
-            bounded(
-                problems,
-                &format!("{path}.limits.max_output_bytes"),
-                v,
-                MAX_OUTPUT_BYTES,
-                "bytes",
-            )
-        })
-        .unwrap_or(0);
-    let max_tools = object
-        .get("max_tools")
-        .map(|v| {
-            bounded(
-                problems,
-                &format!("{path}.limits.max_tools"),
-                v,
-                MAX_TOOLS,
-                "tools",
-            ) as u32
-        })
-        .unwrap_or(0);
+    let at = format!("{path}.limits");
     Some(Limits {
-        max_concurrency,
-        max_output_bytes,
-        max_tools,
+        max_concurrency: number(
+            problems,
+            &at,
+            object,
+            "max_concurrency",
+            MAX_CONCURRENCY,
+            "calls",
+        ) as u32,
+        max_output_bytes: number(
+            problems,
+            &at,
+            object,
+            "max_output_bytes",
+            MAX_OUTPUT_BYTES,
+            "bytes",
+        ),
+        max_tools: number(problems, &at, object, "max_tools", MAX_TOOLS, "tools") as u32,
     })
+}
+
+/// `object[key]` (under `at`) as a whole number up to `max` `unit`; 0,
+/// "not set", when it is absent.
+fn number(
+    problems: &mut Problems,
+    at: &str,
+    object: &Map<String, Value>,
+    key: &str,
+    max: u64,
+    unit: &str,
+) -> u64 {
+    object
+        .get(key)
+        .map(|v| bounded(problems, &format!("{at}.{key}"), v, max, unit))
+        .unwrap_or(0)
 }
 
 fn enabled(problems: &mut Problems, path: &str, entry: &Map<String, Value>) -> bool {

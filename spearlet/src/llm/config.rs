@@ -320,6 +320,15 @@ impl LlmBackend for NoBackend {
 mod tests {
     use super::*;
 
+    /// What `result` was refused with (backends are not `Debug`, so no
+    /// `unwrap_err`).
+    fn refusal<T, E: std::fmt::Display>(result: Result<T, E>) -> String {
+        match result {
+            Ok(_) => panic!("expected a refusal"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     fn section(toml_text: &str) -> LlmSection {
         #[derive(Deserialize)]
         struct File {
@@ -343,11 +352,7 @@ mod tests {
             "a single backend is the default"
         );
         // Only the models the node offers (docs/tasks.md, "Node policy").
-        let refused = backends
-            .get(Some("openai"), Some("other-model"))
-            .err()
-            .unwrap()
-            .to_string();
+        let refused = refusal(backends.get(Some("openai"), Some("other-model")));
         assert!(refused.contains("llm.backends.openai.models"), "{refused}");
         assert!(backends.get(Some("openai"), Some("m")).is_ok());
         let offered = section(&format!("{text}\nmodels = [\"other-model\"]"));
@@ -355,29 +360,22 @@ mod tests {
         assert!(backends_with
             .get(Some("openai"), Some("other-model"))
             .is_ok());
-        let error = backends
-            .get(Some("claude"), None)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = refusal(backends.get(Some("claude"), None));
         assert!(
             error.contains("'claude'") && error.contains("openai"),
             "{error}"
         );
 
-        let error = Backends::new(section(text), |_| None)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = refusal(Backends::new(section(text), |_| None));
         assert!(
             error.contains("TEST_KEY") && error.contains("not set"),
             "{error}"
         );
 
-        let error = Backends::new(section(&text.replace("http://", "ftp://")), |_| None)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = refusal(Backends::new(
+            section(&text.replace("http://", "ftp://")),
+            |_| None,
+        ));
         assert!(error.contains("base_url"), "{error}");
         // No backends at all: guests run, and a send says why it cannot.
         let none = Backends::new(LlmSection::default(), |_| None).unwrap();
@@ -422,10 +420,7 @@ mod tests {
             Backends::new(section(&format!("{claude}\nstream = true")), |_| None).unwrap();
         assert!(streaming.get(None, None).unwrap().searches_natively());
         let openai = claude.replace("anthropic", "openai");
-        let error = Backends::new(section(&openai), |_| None)
-            .err()
-            .unwrap()
-            .to_string();
+        let error = refusal(Backends::new(section(&openai), |_| None));
         assert!(
             error.contains("claude") && error.contains("Anthropic's"),
             "{error}"

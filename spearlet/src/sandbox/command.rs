@@ -25,3 +25,17 @@ impl std::fmt::Debug for StdioCommand {
             .finish()
     }
 }
+
+#[cfg(test)]
+impl StdioCommand {
+    /// `program` with `args`, no environment and no working directory:
+    /// what the tests of the rules about commands start from.
+    pub(crate) fn of(program: &str, args: &[&str]) -> Self {
+        StdioCommand {
+            program: program.into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: vec![],
+            cwd: None,
+        }
+    }
+}

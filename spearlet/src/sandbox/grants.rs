@@ -221,12 +221,7 @@ mod tests {
     use super::*;
 
     fn command(program: &str, args: &[&str]) -> StdioCommand {
-        StdioCommand {
-            program: program.into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: vec![],
-            cwd: None,
-        }
+        StdioCommand::of(program, args)
     }
 
     #[test]

@@ -43,40 +43,31 @@ fn dollars(nano: u64) -> String {
 }
 
 fn totals(runs: u64, used: &RunUsage) -> Markup {
-    let rows: [(&str, &str, String); 7] = [
-        ("runs", "Runs", runs.to_string()),
-        (
-            "model_requests",
-            "Model requests",
-            used.model_requests.to_string(),
-        ),
+    // Each figure as a key, a label and its raw number (the page's
+    // `data-value`, which tests and scripts read); the cost is shown in
+    // dollars, the rest as they are.
+    let rows: [(&str, &str, u64); 7] = [
+        ("runs", "Runs", runs),
+        ("model_requests", "Model requests", used.model_requests),
         (
             "unpriced_model_requests",
             "Unpriced requests",
-            used.unpriced_model_requests.to_string(),
+            used.unpriced_model_requests,
         ),
-        (
-            "input_tokens",
-            "Input tokens",
-            used.input_tokens.to_string(),
-        ),
-        (
-            "output_tokens",
-            "Output tokens",
-            used.output_tokens.to_string(),
-        ),
-        ("tool_calls", "Tool calls", used.tool_calls.to_string()),
-        ("cost_nano_usd", "Cost", dollars(used.cost_nano_usd)),
+        ("input_tokens", "Input tokens", used.input_tokens),
+        ("output_tokens", "Output tokens", used.output_tokens),
+        ("tool_calls", "Tool calls", used.tool_calls),
+        ("cost_nano_usd", "Cost", used.cost_nano_usd),
     ];
-    let raw = |key: &str, shown: &str| match key {
-        "cost_nano_usd" => used.cost_nano_usd.to_string(),
-        _ => shown.to_string(),
+    let shown = |key: &str, raw: u64| match key {
+        "cost_nano_usd" => dollars(raw),
+        _ => raw.to_string(),
     };
     html! {
         table id="usage-totals" {
             tbody {
-                @for (key, label, shown) in &rows {
-                    tr data-key=(key) data-value=(raw(key, shown)) { th { (label) } td class="num" { (shown) } }
+                @for (key, label, raw) in rows {
+                    tr data-key=(key) data-value=(raw) { th { (label) } td class="num" { (shown(key, raw)) } }
                 }
             }
         }

@@ -28,7 +28,7 @@ mod values;
 use serde_json::{json, Map, Value};
 use spear_proto::v1::{RegistryOrigin, ServerSpec};
 
-use super::fields::{parse_entry, Problems, Shape, NATIVE_KEYS};
+use super::fields::{keys, parse_entry, Problems, Shape};
 use packages::package_entry;
 use remotes::remote_entry;
 use unusable::Unusable;
@@ -54,9 +54,8 @@ const REGISTRY_KEYS: &[&str] = &["package", "remote", "variables", "env", "heade
 /// Keys a companion file may hold: the native keys of Spear's settings
 /// (every native key but how to run it) and [`REGISTRY_KEYS`].
 pub fn companion_keys() -> Vec<&'static str> {
-    NATIVE_KEYS
-        .iter()
-        .copied()
+    keys(Shape::Native)
+        .into_iter()
         .filter(|k| !RUN_KEYS.contains(k) && !REGISTRY_KEYS.contains(k))
         .chain(REGISTRY_KEYS.iter().copied())
         .collect()

@@ -98,6 +98,16 @@ fn split<'a>(
     None
 }
 
+/// Whether `version` is one exact version: it starts with a digit and
+/// holds only letters, digits and `extra` (each registry's separators),
+/// never a range, tag or URL.
+fn is_exact_version(version: &str, extra: &[u8]) -> bool {
+    version.starts_with(|c: char| c.is_ascii_digit())
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+}
+
 /// This server's copy of `package`.
 fn package_dir(server: &str, package: &str) -> PathBuf {
     cache_dir()

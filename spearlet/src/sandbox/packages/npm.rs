@@ -31,11 +31,7 @@ fn is_exact_npm(spec: &str) -> bool {
             .is_some_and(|(s, n)| part(s) && part(n)),
         None => part(name),
     };
-    let version_ok = version.starts_with(|c: char| c.is_ascii_digit())
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-+".contains(&b));
-    name_ok && version_ok
+    name_ok && super::is_exact_version(version, b".-+")
 }
 
 fn manifest(dir: &Path, name: &str) -> PathBuf {
@@ -112,12 +108,7 @@ mod tests {
     use super::*;
 
     fn npx(args: &[&str]) -> StdioCommand {
-        StdioCommand {
-            program: "npx".into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: vec![],
-            cwd: None,
-        }
+        StdioCommand::of("npx", args)
     }
 
     #[test]

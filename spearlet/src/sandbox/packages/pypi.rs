@@ -34,11 +34,7 @@ fn is_exact_pypi(spec: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
-    let version_ok = version.starts_with(|c: char| c.is_ascii_digit())
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".+!_-".contains(&b));
-    name_ok && version_ok
+    name_ok && super::is_exact_version(version, b".+!_-")
 }
 
 fn installed(dir: &Path) -> bool {
@@ -93,12 +89,7 @@ mod tests {
     use super::*;
 
     fn uvx(args: &[&str]) -> StdioCommand {
-        StdioCommand {
-            program: "uvx".into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
-            env: vec![],
-            cwd: None,
-        }
+        StdioCommand::of("uvx", args)
     }
 
     #[test]
