@@ -9,10 +9,10 @@
 //! unspent when the window runs out are few (at most one slice per node).
 //!
 //! A node is trusted with its own calls, not with the fleet's window:
-//! each take settles the node's last slice ([`holdings`]: what it did not
+//! each take settles the node's last slice (`holdings.rs`: what it did not
 //! use goes back), what it says it spent is bounded by what it was
 //! granted, and it counts only the principals SMS sent it runs for
-//! ([`principals`]). Each refusal is one sentence ([`Refusal`]) and a
+//! (`principals.rs`). Each refusal is one sentence ([`Refusal`]) and a
 //! count on `/metrics`.
 //!
 //! ```text

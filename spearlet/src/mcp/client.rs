@@ -271,7 +271,7 @@ impl McpClient {
     /// `page_cap` pages, sorted by name so the tools a model is offered
     /// come in the same order whatever order the server lists them in
     /// (stable prompts, and prompt caches that keep working). A list past
-    /// the server's [`ListBound`] is refused, and what was collected of it
+    /// the server's `ListBound` is refused, and what was collected of it
     /// dropped at once.
     pub async fn list_tools(
         &self,

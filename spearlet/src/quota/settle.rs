@@ -58,7 +58,7 @@ impl NodeQuotas {
         settled
     }
 
-    /// Settles ended slices every [`SETTLE_EVERY`] until `shutdown`.
+    /// Settles ended slices every `SETTLE_EVERY` (5 s) until `shutdown`.
     pub async fn settle_until(self, mut shutdown: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(SETTLE_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
