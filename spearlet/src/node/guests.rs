@@ -49,12 +49,11 @@ pub struct Guests {
     pub addr: SocketAddr,
     /// What heartbeats tell SMS: the address to call, and run counters.
     pub advert: Advert,
-    /// The Invocation service; ends after draining at shutdown.
+    /// The Invocation service and the quota settler; end after draining
+    /// at shutdown.
     pub server: JoinHandle<()>,
     /// How the node's fleet quotas fared, for its metrics.
     pub quotas: Arc<crate::quota::QuotaStats>,
-    /// Gives back what ended quota slices did not spend; ends at shutdown.
-    pub quota_settler: JoinHandle<()>,
     /// Model usage by task, principal and model, for its metrics.
     pub meters: Arc<crate::trust::meters::UsageMeters>,
 }
@@ -76,7 +75,8 @@ pub async fn build(
     let guest_threads = runtime.guest_handle();
     let quotas = crate::quota::NodeQuotas::new(deps.node_id, Arc::new(deps.sms.clone()));
     let quota_stats = Arc::clone(&quotas.stats);
-    let quota_settler = tokio::spawn(quotas.clone().settle_until(shutdown.clone()));
+    // Gives back what ended quota slices did not spend, until shutdown.
+    let settle = quotas.clone().settle_until(shutdown.clone());
     let meters = Arc::new(crate::trust::meters::UsageMeters::default());
     let trust = NodeTrust {
         meters: Arc::clone(&meters),
@@ -127,7 +127,9 @@ pub async fn build(
         tokio::net::TcpListener::from_std(listener).map_err(listen_error)?
     };
     let serve = crate::invoke::service::serve(listener, config.tls.clone(), service, shutdown);
-    let server = guest_threads.spawn(serve);
+    let server = guest_threads.spawn(async move {
+        tokio::join!(serve, settle);
+    });
     let advert = Advert {
         invoke_addr: advertised,
         runs: invoker.stats(),
@@ -140,7 +142,6 @@ pub async fn build(
         advert,
         server,
         quotas: quota_stats,
-        quota_settler,
         meters,
     })
 }

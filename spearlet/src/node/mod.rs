@@ -138,8 +138,6 @@ struct Handles {
     /// Ships the audit log to SMS; stopped at shutdown (what it has not
     /// sent yet, it sends after the next start).
     audit_shipper: Option<JoinHandle<()>>,
-    /// Settles ended quota slices (with guests only).
-    quota_settler: Option<JoinHandle<()>>,
     http: Option<JoinHandle<()>>,
 }
 
@@ -242,12 +240,11 @@ impl Node {
             advert,
             revoked,
         };
-        let (invoker, invocation, quota_settler) = match guests {
-            Some(g) => (Some(g.invoker), Some(g.server), Some(g.quota_settler)),
-            None => (None, None, None),
+        let (invoker, invocation) = match guests {
+            Some(g) => (Some(g.invoker), Some(g.server)),
+            None => (None, None),
         };
         let mut handles = background.spawn(invocation, http_task, shutdown_rx);
-        handles.quota_settler = quota_settler;
         handles.audit_shipper = Some(Shipper::spawn(audit, sms.clone(), node_id.clone()));
         Ok(Node {
             node_id,
@@ -313,12 +310,8 @@ impl Node {
             tickets,
             invocation,
             audit_shipper,
-            quota_settler,
             http,
         } = self.handles;
-        if let Some(settler) = quota_settler {
-            let _ = settler.await;
-        }
         if let Some(invocation) = invocation {
             let _ = invocation.await;
         }
@@ -407,7 +400,6 @@ impl Background<'_> {
             tickets,
             invocation,
             audit_shipper: None,
-            quota_settler: None,
             http,
         }
     }
