@@ -130,7 +130,8 @@ impl Holdings {
         })
     }
 
-    /// Units `node` holds unsettled of `counter` (for tests and status).
+    /// Units `node` holds unsettled of `counter`.
+    #[cfg(test)]
     pub fn outstanding(&self, node: &str, counter: &str) -> u64 {
         self.held
             .lock()

@@ -55,6 +55,9 @@ const UNLIMITED_FOR_MS: u64 = 5_000;
 /// How long a node may spend a slice before it goes back with its next
 /// take: units a node took and left unspent return within this.
 const SLICE_FOR_MS: u64 = 10_000;
+/// The longest principal a node may name: its text reaches sentences and
+/// logs.
+const MAX_PRINCIPAL_BYTES: usize = 1_024;
 
 /// Why a take is refused.
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +128,7 @@ impl QuotaBook {
         let window_end = refill_at(now, rate.per_ms);
         let counter = counter_key(&key, per_principal);
         if per_principal && !key.principal.is_empty() {
-            self.principal_counted(node, &key, window_end, &take.delegation)?;
+            self.principal_counted(node, (&key, &counter), window_end, &take.delegation)?;
         }
         let begun = self
             .holdings
@@ -187,16 +190,26 @@ impl QuotaBook {
         bound
     }
 
-    /// Refuses a principal `node` may not count `key` for: one it names
-    /// with a delegation SMS did not seal for it, or one of too many
-    /// without a delegation.
+    /// Refuses a principal `node` may not count `key` (its `counter`) for:
+    /// one too long to be a principal, one it names with a delegation SMS
+    /// did not seal for it, or one of too many without a delegation.
     fn principal_counted(
         &self,
         node: &str,
-        key: &QuotaKey,
+        (key, counter): (&QuotaKey, &str),
         window_end: u64,
         delegation: &[u8],
     ) -> Result<(), Refusal> {
+        if key.principal.len() > MAX_PRINCIPAL_BYTES {
+            let refused = Refusal::LongPrincipal {
+                node: node.to_string(),
+                task: key.id.clone(),
+                len: key.principal.len(),
+                max: MAX_PRINCIPAL_BYTES,
+            };
+            refusals::count(refused.reason());
+            return Err(refused);
+        }
         let opened = match &self.delegations {
             Some(keys) if !delegation.is_empty() => keys.open(delegation, node),
             _ => Ok(None),
@@ -217,12 +230,7 @@ impl QuotaBook {
                 quota: describe_key(key),
                 why,
             },
-            None if self
-                .principals
-                .admit(node, &key.id, window_end, &key.principal) =>
-            {
-                return Ok(())
-            }
+            None if self.principals.admit(node, &key.id, window_end, counter) => return Ok(()),
             None => Refusal::Principals {
                 node: node.to_string(),
                 task: key.id.clone(),

@@ -24,23 +24,25 @@ pub struct Principals {
 }
 
 impl Principals {
-    /// Whether `node` may count `principal` for `task` in the window
-    /// ending at `window_end` without a delegation: it named it before in
-    /// this window, or names fewer than [`MAX_UNSEALED`].
-    pub fn admit(&self, node: &str, task: &str, window_end: u64, principal: &str) -> bool {
+    /// Whether `node` may count a principal (by its `counter`, which
+    /// holds the principal's digest, not its text: a node chooses the
+    /// text, and its size) for `task` in the window ending at `window_end`
+    /// without a delegation: it named it before in this window, or names
+    /// fewer than [`MAX_UNSEALED`].
+    pub fn admit(&self, node: &str, task: &str, window_end: u64, counter: &str) -> bool {
         let mut named = self.named.lock();
         let set_key = (node.to_string(), task.to_string(), window_end);
         if named.len() >= MAX_SETS && !named.contains_key(&set_key) {
             named.retain(|(_, _, end), _| *end >= window_end);
         }
         let set = named.entry(set_key).or_default();
-        if set.contains(principal) {
+        if set.contains(counter) {
             return true;
         }
         if set.len() >= MAX_UNSEALED {
             return false;
         }
-        set.insert(principal.to_string());
+        set.insert(counter.to_string());
         true
     }
 }

@@ -9,10 +9,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Refusal {
     #[error("node '{node}' asked for a slice of {quota} while its last ask was unanswered; a node asks for one slice of a quota at a time")]
     StillAsking { node: String, quota: String },
-    #[error("node '{node}' named more than {max} principals of task '{task}' in this window that SMS sent it no run for; a per-principal quota counts the principals of runs SMS sent that node (their delegations), and a few others")]
+    #[error("node '{node}' named more than {max} principals of task '{task}' in this window that SMS sent it no run for; a per-principal quota counts the principals of runs SMS sent that node (their delegations) and a few others; invoke the task through SMS (`sms invoke`, with SMS sealing delegations: --oauth-key-file) so its runs carry one")]
     Principals {
         node: String,
         task: String,
+        max: usize,
+    },
+    #[error("node '{node}' named a principal of {len} bytes for task '{task}'; a principal is at most {max} bytes (an issuer and a subject)")]
+    LongPrincipal {
+        node: String,
+        task: String,
+        len: usize,
         max: usize,
     },
     #[error("node '{node}' counted {quota} with a delegation SMS does not honour: {why}")]
@@ -55,7 +62,7 @@ impl Refusal {
     pub fn reason(&self) -> Reason {
         match self {
             Refusal::StillAsking { .. } => Reason::StillAsking,
-            Refusal::Principals { .. } => Reason::Principals,
+            Refusal::Principals { .. } | Refusal::LongPrincipal { .. } => Reason::Principals,
             Refusal::Delegation { .. } => Reason::Delegation,
         }
     }

@@ -150,6 +150,15 @@ mod book {
                 .contains("named more than 32 principals of task 'notes'"),
             "{past}"
         );
+        let long = refused(
+            book.take("rogue", &for_principal(&"x".repeat(2_000), vec![]))
+                .await,
+        );
+        assert!(
+            long.to_string()
+                .contains("a principal is at most 1024 bytes"),
+            "{long}"
+        );
         // A run SMS sent: its delegation is proof, however many there are.
         let sealed = |node: &str, who: &str| {
             Delegation::new(node, who, "token", std::time::Duration::from_secs(60))

@@ -246,7 +246,10 @@ impl Services {
             .add_service(
                 ApprovalsServer::from_arc(self.approvals).max_decoding_message_size(256 * KIB),
             )
-            .add_service(QuotasServer::from_arc(self.quotas).max_decoding_message_size(32 * KIB))
+            .add_service(
+                // A take carries a run's delegation, as a Credentials call does.
+                QuotasServer::from_arc(self.quotas).max_decoding_message_size(128 * KIB),
+            )
             .add_service(AuditServer::from_arc(self.audit).max_decoding_message_size(16 * MIB))
             .add_service(StatusServer::from_arc(self.status).max_decoding_message_size(4 * KIB))
             .add_service(

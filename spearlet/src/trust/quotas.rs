@@ -38,8 +38,8 @@ impl RunTrust {
         }
         let principal = self.quota_principal();
         let task = (scope.task_id.as_str(), scope.quota.as_ref());
+        let delegation = self.delegation();
         for quota in call_keys(task, &principal, (server, server_quota), tool) {
-            let delegation = self.delegation();
             quotas
                 .take(&quota.key, quota.on_unreachable, true, &delegation)
                 .await?;
