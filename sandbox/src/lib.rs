@@ -33,6 +33,7 @@ pub mod refusal;
 mod report;
 mod rules;
 mod seccomp;
+pub mod syscalls;
 
 pub use plan::{Forward, Plan, Required, HOME, SCRATCH};
 pub use report::{Feature, Report};
