@@ -8,6 +8,8 @@
 //!   ([`Listen`]).
 //! - [`text`]: cutting text at a byte budget without splitting a character,
 //!   and escaping what a terminal would obey in text from peers.
+//! - [`terminal`]: the one way the commands print, every line escaped
+//!   ([`safe_println!`] and its siblings, [`terminal::print_json`]).
 //! - [`insecure`]: what counts as loopback, and the repeated warning of a
 //!   process serving or calling in plaintext beyond it.
 //! - [`sse`]: an incremental Server-Sent Events parser, used for streamed
@@ -26,6 +28,7 @@ pub mod metrics;
 pub mod process;
 pub mod sse;
 pub mod telemetry;
+pub mod terminal;
 pub mod text;
 
 pub use backoff::Backoff;

@@ -103,9 +103,15 @@ pub fn init_logging_redacted(
         std::env::var("RUST_LOG").unwrap_or_else(|_| verbosity.default_filter().to_string());
     let filter = capped_filter(&requested);
     // Escape codes only where a terminal reads them, never in a file or pipe.
+    let ansi = std::io::stderr().is_terminal();
+    let shown = match (format, ansi) {
+        (LogFormat::Json, _) => crate::text::printable_json,
+        (LogFormat::Human, true) => crate::text::printable_styled,
+        (LogFormat::Human, false) => crate::text::printable_lines,
+    };
     let lines = tracing_subscriber::fmt::layer()
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(move || RedactingStderr(redact));
+        .with_ansi(ansi)
+        .with_writer(move || RedactingStderr { redact, shown });
     let lines = match format {
         LogFormat::Human => lines.boxed(),
         LogFormat::Json => lines.json().boxed(),
@@ -128,13 +134,19 @@ pub fn init_logging_redacted(
 }
 
 /// Standard error behind a [`Redact`]. The formatter writes each event
-/// whole, so each write is one event.
-struct RedactingStderr(Redact);
+/// whole, so each write is one event. Log lines carry text from peers (a
+/// server's stderr, its errors), so `shown` escapes what a terminal
+/// would obey in them (docs/security.md, "Text from peers"): in a JSON
+/// line as JSON escapes, in a coloured one all but the formatter's own ESC.
+struct RedactingStderr {
+    redact: Redact,
+    shown: fn(&str) -> std::borrow::Cow<'_, str>,
+}
 
 impl std::io::Write for RedactingStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let line = (self.0)(&String::from_utf8_lossy(buf));
-        std::io::stderr().write_all(line.as_bytes())?;
+        let line = (self.redact)(&String::from_utf8_lossy(buf));
+        std::io::stderr().write_all((self.shown)(&line).as_bytes())?;
         Ok(buf.len())
     }
 

@@ -18,12 +18,18 @@ use std::fmt::Write;
 /// zero-width spaces and joiners, tag characters that hide text from the
 /// reader but not from a model), plus the line and paragraph separators.
 /// What an operator reads before approving must be what is there.
-fn acts_on_terminal(c: char, keep_lines: bool) -> bool {
-    if keep_lines && (c == '\n' || c == '\t') {
-        return false;
-    }
-    c.is_control() || is_format(c)
+/// `keep` lists the characters the caller's layout needs ([`LINES`],
+/// [`STYLED`]).
+fn acts_on_terminal(c: char, keep: &[char]) -> bool {
+    (c.is_control() || is_format(c)) && !keep.contains(&c)
 }
+
+/// Nothing kept: one line.
+const ONE_LINE: &[char] = &[];
+/// Newlines and tabs kept: multi-line text.
+const LINES: &[char] = &['\n', '\t'];
+/// Newlines, tabs and ESC kept: a log line a formatter coloured itself.
+const STYLED: &[char] = &['\n', '\t', '\x1b'];
 
 /// Unicode general category Cf (format), and U+2028/U+2029.
 fn is_format(c: char) -> bool {
@@ -36,13 +42,13 @@ fn is_format(c: char) -> bool {
         | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
 }
 
-fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
-    if !text.chars().any(|c| acts_on_terminal(c, keep_lines)) {
+fn escape<'a>(text: &'a str, keep: &[char]) -> Cow<'a, str> {
+    if !text.chars().any(|c| acts_on_terminal(c, keep)) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if acts_on_terminal(c, keep_lines) {
+        if acts_on_terminal(c, keep) {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
         } else {
             out.push(c);
@@ -54,12 +60,48 @@ fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
 /// `text` on one line with every control character escaped as `\u{..}`:
 /// for a field of a status line.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    escape(text, false)
+    escape(text, ONE_LINE)
 }
 
 /// [`printable`], keeping newlines and tabs: for multi-line output.
 pub fn printable_lines(text: &str) -> Cow<'_, str> {
-    escape(text, true)
+    escape(text, LINES)
+}
+
+/// [`printable_lines`], keeping ESC too: for a log line whose colours
+/// the formatter wrote itself, after it escaped ESC, BEL and the C1
+/// controls in every field (tracing-subscriber does); the rest (carriage
+/// returns, other controls, bidirectional overrides) it leaves, and this
+/// escapes.
+pub fn printable_styled(text: &str) -> Cow<'_, str> {
+    escape(text, STYLED)
+}
+
+/// JSON text with every character a terminal acts on written as a JSON
+/// `\uXXXX` escape (a surrogate pair past the BMP). serde_json escapes
+/// C0 controls but writes DEL, C1 controls and format characters (U+202E)
+/// raw. In valid JSON such a character can only be inside a string, where
+/// the escape means the same character, so valid JSON stays valid and
+/// says the same; a carriage return, which valid JSON holds only as
+/// whitespace between tokens, becomes a space.
+pub fn printable_json(json: &str) -> Cow<'_, str> {
+    if !json.chars().any(|c| acts_on_terminal(c, LINES)) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if c == '\r' {
+            out.push(' ');
+        } else if acts_on_terminal(c, LINES) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", unit);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The longest prefix of `text` that is at most `max` bytes and ends on a
@@ -129,6 +171,38 @@ mod tests {
             "\\u{9b}31m \\u{202e}txt"
         );
         assert_eq!(printable_lines("one\n\ttwo\x1b[1m"), "one\n\ttwo\\u{1b}[1m");
+        assert_eq!(
+            printable_styled("\x1b[2mINFO\x1b[0m a\rb\u{202e}\x05\n"),
+            "\x1b[2mINFO\x1b[0m a\\u{d}b\\u{202e}\\u{5}\n"
+        );
+    }
+
+    #[test]
+    fn json_stays_json_and_shows_what_a_terminal_would_obey() {
+        let hostile = "\x1b[2J\x1b]0;t\x07 \u{9b}\u{7f} \u{202e}txt \u{e0041} é\n";
+        let value = serde_json::json!({"d": hostile, "n": [1, 2]});
+        for json in [
+            serde_json::to_string_pretty(&value).unwrap_or_default(),
+            serde_json::to_string(&value)
+                .unwrap_or_default()
+                .replace(',', ",\r\n"),
+        ] {
+            let shown = printable_json(&json);
+            assert!(
+                !shown.chars().any(|c| acts_on_terminal(c, LINES)),
+                "{shown}"
+            );
+            assert!(
+                shown.contains("\\u009b\\u007f \\u202etxt \\udb40\\udc41 é"),
+                "{shown}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
+            assert_eq!(back, value, "{shown}");
+        }
+        assert!(matches!(
+            printable_json("{\"a\": \"é\\n\"}"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
+use spear_common::safe_eprintln;
 
 #[tokio::main]
 async fn main() {
@@ -13,7 +14,7 @@ async fn main() {
             // Each cause once: a sentence that already says its cause
             // (thiserror's "{0}") is not followed by it again.
             let error: &(dyn std::error::Error + 'static) = error.as_ref();
-            eprintln!("sms: {}", spear_common::text::causes(error));
+            safe_eprintln!("sms: {}", spear_common::text::causes(error));
             1
         }
     };

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
+use spear_common::safe_eprintln;
 
 fn main() {
     // The sandbox launcher (`spearlet sandbox-exec`), before any
@@ -20,7 +21,7 @@ fn main() {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("spearlet: cannot start the async runtime: {error}");
+            safe_eprintln!("spearlet: cannot start the async runtime: {error}");
             std::process::exit(1);
         }
     };
@@ -35,7 +36,7 @@ async fn run() -> i32 {
             // Each cause once: a sentence that already says its cause
             // (thiserror's "{0}") is not followed by it again.
             let error: &(dyn std::error::Error + 'static) = error.as_ref();
-            eprintln!("spearlet: {}", spear_common::text::causes(error));
+            safe_eprintln!("spearlet: {}", spear_common::text::causes(error));
             1
         }
     }

@@ -3,6 +3,8 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use spear_common::safe_println;
+use spear_common::text::printable;
 use spear_identity::Identity;
 use spear_proto::v1::approvals_client::ApprovalsClient;
 use spear_proto::v1::{
@@ -73,22 +75,26 @@ pub async fn run(command: ApprovalsCommand) -> Result<i32> {
             all.sort_by_key(|a| a.state() != ApprovalState::Pending);
             if client.json {
                 let rows: Vec<serde_json::Value> = all.iter().map(to_json).collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                spear_common::terminal::print_json(&serde_json::to_string_pretty(&rows)?);
                 return Ok(0);
             }
-            println!(
+            safe_println!(
                 "{:<20} {:<9} {:<16} {:<16} {:<24} ARGUMENTS",
-                "ID", "STATE", "NODE", "TASK", "SERVER/TOOL"
+                "ID",
+                "STATE",
+                "NODE",
+                "TASK",
+                "SERVER/TOOL"
             );
             for a in &all {
                 let b = a.binding.clone().unwrap_or_default();
-                println!(
+                safe_println!(
                     "{:<20} {:<9} {:<16} {:<16} {:<24} {}",
-                    a.approval_id,
+                    printable(&a.approval_id),
                     state_name(a.state()),
-                    b.node_id,
-                    b.task_id,
-                    format!("{}/{}", b.server_id, b.tool),
+                    printable(&b.node_id),
+                    printable(&b.task_id),
+                    printable(&format!("{}/{}", b.server_id, b.tool)),
                     spear_common::text::prefix(&b.arguments_digest, 12),
                 );
             }
@@ -106,7 +112,7 @@ pub async fn run(command: ApprovalsCommand) -> Result<i32> {
                 Ok(value) => value,
                 Err(_) => serde_json::Value::String(a.arguments.clone()),
             };
-            println!("{}", serde_json::to_string_pretty(&shown)?);
+            spear_common::terminal::print_json(&serde_json::to_string_pretty(&shown)?);
             Ok(0)
         }
         ApprovalsCommand::Approve { client, id } => decide(&client, id, true, String::new()).await,
@@ -129,6 +135,6 @@ async fn decide(client: &ClientArgs, id: String, approve: bool, reason: String) 
         .map_err(status_error)?
         .into_inner();
     let state = answer.approval.map_or("decided", |a| state_name(a.state()));
-    println!("approval {id}: {state}");
+    safe_println!("approval {id}: {state}");
     Ok(0)
 }

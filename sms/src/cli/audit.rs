@@ -3,6 +3,8 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use spear_common::text::printable;
+use spear_common::{safe_eprintln, safe_println};
 use spear_identity::Identity;
 use spear_proto::audit::{Outcome, Record};
 use spear_proto::v1::audit_client::AuditClient;
@@ -101,11 +103,11 @@ pub async fn announce_waits(
                     .expires_at_ms
                     .saturating_sub(spear_common::clock::now_ms())
                     / 1000;
-                eprintln!(
+                safe_eprintln!(
                     "waiting for approval {id} of {what} (expires in {left} s): `sms approvals show {id}`, then approve or deny"
                 );
             } else {
-                eprintln!("approval {id} of {what}: {state}");
+                safe_eprintln!("approval {id} of {what}: {state}");
             }
         }
     }))
@@ -158,12 +160,18 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
         .into_inner();
     if client.json {
         for line in &answer.records {
-            println!("{}", line.json);
+            spear_common::terminal::print_json(&line.json);
         }
     } else {
-        println!(
+        safe_println!(
             "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} RULE",
-            "NODE", "SEQ", "KIND", "TASK", "INVOCATION", "SERVER/TOOL", "OUTCOME"
+            "NODE",
+            "SEQ",
+            "KIND",
+            "TASK",
+            "INVOCATION",
+            "SERVER/TOOL",
+            "OUTCOME"
         );
         for (line, node) in answer.records.iter().zip(&answer.nodes) {
             let r: Record = serde_json::from_str(&line.json).unwrap_or_default();
@@ -172,21 +180,21 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
                 ("", "", model) => format!("{}/{model}", r.backend),
                 (server, tool, _) => format!("{server}/{tool}"),
             };
-            println!(
+            safe_println!(
                 "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} {}",
-                node,
+                printable(node),
                 line.seq,
                 r.kind.name(),
-                r.task,
-                spear_common::text::prefix(&r.invocation, 16),
-                target,
+                printable(&r.task),
+                printable(spear_common::text::prefix(&r.invocation, 16)),
+                printable(&target),
                 r.outcome.name(),
-                r.rule,
+                printable(&r.rule),
             );
         }
     }
     if answer.left_out > 0 {
-        eprintln!(
+        safe_eprintln!(
             "{} more records match; narrow the filters or raise --limit",
             answer.left_out
         );
@@ -217,7 +225,7 @@ async fn verify(client: &ClientArgs) -> Result<i32> {
     let mut whole = true;
     for chain in &answer.chains {
         if chain.problem.is_empty() {
-            println!(
+            safe_println!(
                 "node {}: {} records, {} to {}, chain whole{}",
                 chain.node_id,
                 chain.records,
@@ -227,11 +235,11 @@ async fn verify(client: &ClientArgs) -> Result<i32> {
             );
         } else {
             whole = false;
-            println!("node {}: NOT WHOLE: {}", chain.node_id, chain.problem);
+            safe_println!("node {}: NOT WHOLE: {}", chain.node_id, chain.problem);
         }
     }
     if answer.chains.is_empty() {
-        println!("no audit records yet");
+        safe_println!("no audit records yet");
     }
     Ok(if whole { 0 } else { 1 })
 }
@@ -245,7 +253,7 @@ pub async fn follow(client: &ClientArgs) -> Result<i32> {
         .await
         .map_err(status_error)?
         .into_inner();
-    eprintln!("watching trust events on {}", client.addr);
+    safe_eprintln!("watching trust events on {}", client.addr);
     while let Some(event) = events.message().await.map_err(status_error)? {
         let line = match event.event {
             Some(Event::Approval(a)) => {
@@ -267,7 +275,7 @@ pub async fn follow(client: &ClientArgs) -> Result<i32> {
             Some(Event::Lagged(missed)) => serde_json::json!({"lagged": missed}),
             None => continue,
         };
-        println!("{line}");
+        spear_common::terminal::print_json(&line.to_string());
     }
     Ok(0)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{ArgGroup, Subcommand};
+use spear_common::safe_println;
 use spear_identity::Identity;
 use spear_proto::v1::revocation::Target;
 use spear_proto::v1::revocations_client::RevocationsClient;
@@ -99,7 +100,7 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
         CertsCommand::Revoked(client) => list_revoked(&client).await?,
         CertsCommand::Init { dir, trust_domain } => {
             let ca = init(&dir, &trust_domain)?;
-            println!("CA for {trust_domain}: {} (give it to every process as --tls-ca; keep ca.key in {})", ca.display(), dir.display());
+            safe_println!("CA for {trust_domain}: {} (give it to every process as --tls-ca; keep ca.key in {})", ca.display(), dir.display());
         }
         CertsCommand::Issue {
             dir,
@@ -127,7 +128,7 @@ pub async fn run(command: CertsCommand) -> Result<i32> {
                 days,
             };
             let issued = issue(&dir, &request)?;
-            println!(
+            safe_println!(
                 "{}: certificate {} key {} serial {}",
                 issued
                     .uri
@@ -167,9 +168,9 @@ async fn revoke(client: &ClientArgs, target: Target, reason: String) -> Result<(
         .into_inner()
         .added;
     if added {
-        println!("revoked {shown}: SMS and every node refuse it from now on");
+        safe_println!("revoked {shown}: SMS and every node refuse it from now on");
     } else {
-        println!("{shown} was already revoked");
+        safe_println!("{shown} was already revoked");
     }
     Ok(())
 }
@@ -190,13 +191,13 @@ async fn list_revoked(client: &ClientArgs) -> Result<()> {
             None => continue,
         };
         let reason = spear_common::text::printable(&r.reason);
-        println!(
+        safe_println!(
             "{what}\trevoked {}\t{reason}",
             super::oauth::ago(r.revoked_at_ms)
         );
     }
     if list.is_empty() {
-        println!("no certificate is revoked");
+        safe_println!("no certificate is revoked");
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use spear_common::safe_println;
 use spear_common::text::printable;
 use spear_identity::{dial, Identity, TlsFlags};
 use spear_proto::v1::admin_client::AdminClient;
@@ -137,35 +138,44 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
                 "problems": n.problems.iter().map(|p| serde_json::json!({"server_id": p.server_id, "message": p.message, "failed": p.failed})).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        spear_common::terminal::print_json(&serde_json::to_string_pretty(&json)?);
         return Ok(());
     }
     if status.insecure {
-        println!("INSECURE: SMS serves plaintext beyond loopback (--insecure): anyone who can reach it can read registry secrets and act as a node; configure TLS (docs/security.md)");
+        safe_println!("INSECURE: SMS serves plaintext beyond loopback (--insecure): anyone who can reach it can read registry secrets and act as a node; configure TLS (docs/security.md)");
     }
-    println!(
+    safe_println!(
         "registry: epoch {} revision {} ({} servers, {} store, {} watch streams)",
-        status.epoch, status.revision, status.server_count, status.store, status.watch_streams
+        status.epoch,
+        status.revision,
+        status.server_count,
+        status.store,
+        status.watch_streams
     );
     if status.file_problems.is_empty() {
-        println!("files: no problems");
+        safe_println!("files: no problems");
     } else {
-        println!("files: {} problems", status.file_problems.len());
+        safe_println!("files: {} problems", status.file_problems.len());
         for p in &status.file_problems {
             let path = if p.path.is_empty() {
                 String::new()
             } else {
                 format!("{}: ", p.path)
             };
-            println!("  {}: {path}{}", printable(&p.file), printable(&p.message));
+            safe_println!("  {}: {path}{}", printable(&p.file), printable(&p.message));
         }
     }
-    println!(
+    safe_println!(
         "{:<32} {:>10} {:>8} {:<10} {:>6} {:>8}  INVOKE",
-        "NODE", "REVISION", "LAG", "SYNC", "ALIVE", "RUNNING"
+        "NODE",
+        "REVISION",
+        "LAG",
+        "SYNC",
+        "ALIVE",
+        "RUNNING"
     );
     for n in &status.nodes {
-        println!(
+        safe_println!(
             "{:<32} {:>10} {:>8} {:<10} {:>6} {:>8}  {}",
             printable(&n.node_id),
             n.applied_revision,
@@ -185,7 +195,7 @@ pub async fn status(args: &ClientArgs) -> Result<()> {
         );
         // Node-supplied text: escape sequences are shown, not obeyed.
         for p in &n.problems {
-            println!("  {}: {}", printable(&p.server_id), printable(&p.message));
+            safe_println!("  {}: {}", printable(&p.server_id), printable(&p.message));
         }
     }
     Ok(())
@@ -198,10 +208,14 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
         .await
         .map_err(status_error)?
         .into_inner();
-    println!("epoch {} revision {}", list.epoch, list.revision);
-    println!(
+    safe_println!("epoch {} revision {}", list.epoch, list.revision);
+    safe_println!(
         "{:<32} {:<16} {:<8} {:<24} {:>10}  FROM",
-        "ID", "TRANSPORT", "ENABLED", "SOURCE", "REVISION"
+        "ID",
+        "TRANSPORT",
+        "ENABLED",
+        "SOURCE",
+        "REVISION"
     );
     for record in &list.servers {
         let Some(spec) = &record.spec else { continue };
@@ -218,13 +232,17 @@ pub async fn servers(args: &ClientArgs) -> Result<()> {
             ),
             None => "-".to_string(),
         };
-        println!(
+        safe_println!(
             "{:<32} {:<16} {:<8} {:<24} {:>10}  {from}",
-            spec.id, transport, spec.enabled, source, record.mod_revision
+            spec.id,
+            transport,
+            spec.enabled,
+            source,
+            record.mod_revision
         );
         // What a registry file makes a node run, exactly.
         if spec.registry.is_some() && !spec.command.is_empty() {
-            println!("  runs: {}", printable(&spec.command_line()));
+            safe_println!("  runs: {}", printable(&spec.command_line()));
         }
     }
     Ok(())
@@ -245,7 +263,7 @@ pub async fn apply(args: &ClientArgs, file: &Path) -> Result<()> {
         .upsert_server(request(args, UpsertServerRequest { spec_json: json })?)
         .await
         .map_err(status_error)?;
-    println!("applied at revision {}", response.into_inner().revision);
+    safe_println!("applied at revision {}", response.into_inner().revision);
     Ok(())
 }
 
@@ -255,6 +273,6 @@ pub async fn delete(args: &ClientArgs, id: &str) -> Result<()> {
         .delete_server(request(args, DeleteServerRequest { id: id.to_string() })?)
         .await
         .map_err(status_error)?;
-    println!("deleted at revision {}", response.into_inner().revision);
+    safe_println!("deleted at revision {}", response.into_inner().revision);
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Result};
 use clap::Subcommand;
+use spear_common::{safe_eprintln, safe_println};
 use spear_identity::Identity;
 use spear_proto::v1::nodes_client::NodesClient;
 use spear_proto::v1::MintJoinTokenRequest;
@@ -70,11 +71,11 @@ pub async fn run(command: NodesCommand) -> Result<i32> {
             if client.json {
                 let out = serde_json::json!({"node": node, "join_token": minted.join_token,
                                              "expires_unix": minted.expires_unix});
-                println!("{out}");
+                spear_common::terminal::print_json(&out.to_string());
             } else {
                 // The token alone on stdout, so `> FILE` makes the node's file.
-                println!("{}", minted.join_token);
-                eprintln!(
+                safe_println!("{}", minted.join_token);
+                safe_eprintln!(
                     "a join token for node '{node}': it works once, within {ttl} s; give it to the node as --join-token-file"
                 );
             }

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Subcommand;
+use spear_common::{safe_eprintln, safe_println};
 use spear_oauth::{Authorizer, ClientConfig, LoginFlags};
 use spear_proto::refs::substitute;
 use spear_proto::v1::credentials_client::CredentialsClient;
@@ -56,7 +57,7 @@ pub async fn run(command: OAuthCommand) -> Result<i32> {
     match command {
         OAuthCommand::Keygen { file } => {
             let key = SealingKey::generate(&file)?;
-            println!("wrote OAuth key {} to {}", key.id(), file.display());
+            safe_println!("wrote OAuth key {} to {}", key.id(), file.display());
             Ok(0)
         }
         OAuthCommand::Login {
@@ -79,9 +80,9 @@ pub async fn run(command: OAuthCommand) -> Result<i32> {
                 .into_inner()
                 .existed;
             if existed {
-                println!("forgot the credential for {server}");
+                safe_println!("forgot the credential for {server}");
             } else {
-                println!("SMS held no credential for {server}");
+                safe_println!("SMS held no credential for {server}");
             }
             Ok(0)
         }
@@ -123,7 +124,7 @@ async fn login(client: &ClientArgs, flags: &LoginFlags, id: &str) -> Result<()> 
         bail!("server '{id}' needs no login: SMS gets its tokens itself with its grant");
     }
     let authorizer = Authorizer::new(url, config, flags.redirect().await?, flags.browser());
-    eprintln!("logging in to {id}: open the address below in a browser and sign in");
+    safe_eprintln!("logging in to {id}: open the address below in a browser and sign in");
     let manager = authorizer.authorize(None).await?;
     let held = spear_oauth::held(&manager).await?;
     let credentials_json = serde_json::to_string(&held)?;
@@ -141,7 +142,7 @@ async fn login(client: &ClientArgs, flags: &LoginFlags, id: &str) -> Result<()> 
         .into_inner()
         .status
         .unwrap_or_default();
-    println!(
+    safe_println!(
         "logged in to {id}: scopes [{}], access token {}, refresh token {}; SMS renews it from now on",
         status.scopes.join(" "),
         expiry(status.expires_at_ms),
@@ -163,17 +164,22 @@ async fn status(client: &ClientArgs) -> Result<i32> {
             "key_id": list.key_id,
             "credentials": list.credentials.iter().map(as_json).collect::<Vec<_>>(),
         });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        spear_common::terminal::print_json(&serde_json::to_string_pretty(&json)?);
         return Ok(0);
     }
     if list.has_key {
-        println!("OAuth key: {}", list.key_id);
+        safe_println!("OAuth key: {}", list.key_id);
     } else {
-        println!("OAuth key: none (SMS holds no credentials; start it with --oauth-key-file)");
+        safe_println!("OAuth key: none (SMS holds no credentials; start it with --oauth-key-file)");
     }
-    println!(
+    safe_println!(
         "{:<24} {:<14} {:<20} {:<16} {:<14} {:<24}  SCOPES",
-        "SERVER", "STATE", "GRANT", "ACCESS TOKEN", "RENEWED", "LOGGED IN"
+        "SERVER",
+        "STATE",
+        "GRANT",
+        "ACCESS TOKEN",
+        "RENEWED",
+        "LOGGED IN"
     );
     for c in &list.credentials {
         let logged_in = match (c.logged_in_at_ms, c.logged_in_by.as_str()) {
@@ -185,7 +191,7 @@ async fn status(client: &ClientArgs) -> Result<i32> {
             CredentialState::try_from(c.state),
             Ok(CredentialState::NotLoggedIn | CredentialState::OnDemand)
         );
-        println!(
+        safe_println!(
             "{:<24} {:<14} {:<20} {:<16} {:<14} {:<24}  {}",
             c.server_id,
             CredentialState::label_of(c.state),
@@ -204,7 +210,7 @@ async fn status(client: &ClientArgs) -> Result<i32> {
             c.scopes.join(" ")
         );
         if !c.problem.is_empty() {
-            println!("  {}", c.problem);
+            safe_println!("  {}", c.problem);
         }
     }
     Ok(0)

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use spear_common::{safe_print, safe_println};
 use spear_identity::Identity;
 use spear_proto::v1::pins_client::PinsClient;
 use spear_proto::v1::{ApprovePinsRequest, DiffPinsRequest, ListPinsRequest, RejectPinsRequest};
@@ -70,7 +71,7 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
                 .map_err(status_error)?
                 .into_inner();
             // Definitions are a server's text: shown, never obeyed.
-            print!("{}", spear_common::text::printable_lines(&diff.text));
+            safe_print!("{}", spear_common::text::printable_lines(&diff.text));
             Ok(0)
         }
         PinsCommand::Approve {
@@ -94,7 +95,7 @@ pub async fn run(command: PinsCommand) -> Result<i32> {
                 .await
                 .map_err(status_error)?
                 .into_inner();
-            println!(
+            safe_println!(
                 "{} changed definitions rejected; the pins stand",
                 answer.rejected
             );
@@ -123,12 +124,12 @@ async fn list(client: &ClientArgs) -> Result<i32> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        spear_common::terminal::print_json(&serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    println!("{:<32} {:<11} {:>6}  STATE", "SERVER", "MODE", "PINNED");
+    safe_println!("{:<32} {:<11} {:>6}  STATE", "SERVER", "MODE", "PINNED");
     for s in &list.servers {
-        println!(
+        safe_println!(
             "{:<32} {:<11} {:>6}  {}",
             s.server_id,
             s.mode,
@@ -188,9 +189,10 @@ async fn approve(
     let what = tool.map_or(format!("server {server}"), |t| {
         format!("tool {t} of server {server}")
     });
-    println!(
+    safe_println!(
         "approved {what}: {} tools pinned, registry revision {}",
-        answer.pinned, answer.revision
+        answer.pinned,
+        answer.revision
     );
     Ok(0)
 }

@@ -1,6 +1,6 @@
 //! `sms tasks ...` and `sms invoke`: register guest modules and run them.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -13,6 +13,7 @@ use spear_proto::v1::{
     RegisterTaskRequest, TaskSpec,
 };
 
+use spear_common::{safe_eprint, safe_eprintln, safe_print, safe_println};
 use spear_identity::Identity;
 
 use super::client::{connect, request, status_error};
@@ -87,7 +88,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 .register_task(request(&client, RegisterTaskRequest { task: Some(task) })?)
                 .await
                 .map_err(status_error)?;
-            println!("task {id} registered");
+            safe_println!("task {id} registered");
             Ok(0)
         }
         TasksCommand::List(client) => {
@@ -100,11 +101,11 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 .into_inner();
             if client.json {
                 let json: Vec<_> = list.tasks.iter().map(task_json).collect();
-                println!("{}", serde_json::to_string_pretty(&json)?);
+                spear_common::terminal::print_json(&serde_json::to_string_pretty(&json)?);
             } else {
-                println!("{:<32} {:<14} MODULE", "ID", "SHA256");
+                safe_println!("{:<32} {:<14} MODULE", "ID", "SHA256");
                 for t in &list.tasks {
-                    println!(
+                    safe_println!(
                         "{:<32} {:<14} {}",
                         t.id,
                         t.module_sha256.get(..12).unwrap_or(&t.module_sha256),
@@ -122,7 +123,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 .await
                 .map_err(status_error)?
                 .into_inner();
-            println!("{}", serde_json::to_string_pretty(&task_json(&task))?);
+            spear_common::terminal::print_json(&serde_json::to_string_pretty(&task_json(&task))?);
             Ok(0)
         }
         TasksCommand::Delete { client, id } => {
@@ -132,7 +133,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 .delete_task(request(&client, DeleteTaskRequest { id: id.clone() })?)
                 .await
                 .map_err(status_error)?;
-            println!("task {id} deleted");
+            safe_println!("task {id} deleted");
             Ok(0)
         }
     }
@@ -321,11 +322,12 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             "invocation_id": response.invocation_id, "stop_reason": response.stop_reason,
             "usage": usage_json(response.usage.unwrap_or_default()),
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        spear_common::terminal::print_json(&serde_json::to_string_pretty(&out)?);
     } else {
-        std::io::stdout().write_all(&response.stdout)?;
-        let mut err = std::io::stderr();
-        err.write_all(&response.stderr)?;
+        // The guest's output carries what its model and tools said: shown
+        // escaped like every other line (`--json` has its exact text).
+        safe_print!("{}", String::from_utf8_lossy(&response.stdout));
+        safe_eprint!("{}", String::from_utf8_lossy(&response.stderr));
         for t in &response.trace {
             let target = if !t.server_id.is_empty() {
                 format!("{}/{}", t.server_id, t.tool)
@@ -337,13 +339,12 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             } else {
                 format!("{} (not executed)", t.name)
             };
-            writeln!(
-                err,
+            safe_eprintln!(
                 "tool call {target}: {} in {:.1} ms, {} bytes",
                 if t.is_error { "error" } else { "ok" },
                 t.duration_us as f64 / 1000.0,
                 t.bytes
-            )?;
+            );
         }
         let how = match (response.exit_code, response.error.as_str()) {
             (Some(code), _) => format!("exit code {code}"),
@@ -352,11 +353,12 @@ fn print_response(response: &InvokeResponse, json: bool) -> Result<i32> {
             }
             (None, error) => format!("stopped: {error}"),
         };
-        writeln!(
-            err,
+        safe_eprintln!(
             "task {} on node {}: {how} ({} ms)",
-            response.task_id, response.node_id, response.duration_ms
-        )?;
+            response.task_id,
+            response.node_id,
+            response.duration_ms
+        );
     }
     Ok(match response.exit_code {
         Some(code) => code.clamp(0, 255),

@@ -3,6 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
+use spear_common::{safe_eprintln, safe_println};
 use spear_identity::Identity;
 use spear_proto::v1::audit_client::AuditClient;
 use spear_proto::v1::UsageRequest;
@@ -69,17 +70,17 @@ pub async fn run(args: UsageArgs) -> Result<i32> {
     if client.json {
         let mut out = super::tasks::usage_json(used);
         out["runs"] = runs.into();
-        println!("{out}");
+        spear_common::terminal::print_json(&out.to_string());
         return Ok(0);
     }
-    println!("runs            {runs}");
-    println!("model requests  {}", used.model_requests);
-    println!("input tokens    {}", used.input_tokens);
-    println!("output tokens   {}", used.output_tokens);
-    println!("tool calls      {}", used.tool_calls);
-    println!("cost            ${cost:.6}");
+    safe_println!("runs            {runs}");
+    safe_println!("model requests  {}", used.model_requests);
+    safe_println!("input tokens    {}", used.input_tokens);
+    safe_println!("output tokens   {}", used.output_tokens);
+    safe_println!("tool calls      {}", used.tool_calls);
+    safe_println!("cost            ${cost:.6}");
     if used.unpriced_model_requests > 0 {
-        eprintln!(
+        safe_eprintln!(
             "{} model requests were of models the nodes' [llm.prices] do not price; their cost is not counted",
             used.unpriced_model_requests
         );

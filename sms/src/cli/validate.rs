@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use spear_common::text::printable;
+use spear_common::{safe_eprintln, safe_println};
 use spear_proto::v1::ServerSpec;
 
 use crate::registry::{validate_dir, FileOutcome};
@@ -13,29 +14,29 @@ use crate::registry::{validate_dir, FileOutcome};
 pub fn run(dir: &Path) -> i32 {
     match validate_dir(dir) {
         Err(error) => {
-            eprintln!("sms validate: cannot read {}: {error}", dir.display());
+            safe_eprintln!("sms validate: cannot read {}: {error}", dir.display());
             2
         }
         Ok((scan, problems)) => {
             for skipped in &scan.skipped {
-                println!("skipped {}: {}", skipped.name, skipped.reason);
+                safe_println!("skipped {}: {}", skipped.name, skipped.reason);
             }
             for problem in &problems {
-                println!("{problem}");
+                safe_println!("{problem}");
             }
             for file in &scan.files {
                 if let FileOutcome::Servers(specs) = &file.outcome {
                     let shared = is_shared_shape(&dir.join(&file.name));
                     for spec in specs {
                         for warning in literal_secrets(&file.name, shared, spec) {
-                            println!("{warning}");
+                            safe_println!("{warning}");
                         }
                         if let Some(note) = missing_command(&file.name, spec) {
-                            println!("{note}");
+                            safe_println!("{note}");
                         }
                         // A registry server.json: the exact argv nodes run.
                         if spec.registry.is_some() && !spec.command.is_empty() {
-                            println!(
+                            safe_println!(
                                 "{}: server '{}' runs: {}",
                                 printable(&file.name),
                                 spec.id,
@@ -54,7 +55,7 @@ pub fn run(dir: &Path) -> i32 {
                         FileOutcome::Invalid(_) | FileOutcome::Unchanged => 0,
                     })
                     .sum();
-                println!("ok: {} files, {servers} servers", scan.files.len());
+                safe_println!("ok: {} files, {servers} servers", scan.files.len());
                 0
             } else {
                 1

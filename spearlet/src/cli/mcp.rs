@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use spear_common::text::printable;
+use spear_common::{safe_eprintln, safe_println};
 use spear_proto::v1::{ServerSpec, Transport};
 
 use std::sync::Arc;
@@ -288,15 +290,17 @@ async fn list_tools(target: Target, json: bool) -> Result<i32> {
     connections.shutdown().await;
     let catalog = catalog.with_context(|| format!("listing the tools of '{id}'"))?;
     if let Some(version) = status.as_ref().and_then(|s| s.protocol_version.as_ref()) {
-        eprintln!("{id}: MCP protocol {version}");
+        safe_eprintln!("{id}: MCP protocol {version}");
     }
     if let Some(sandbox) = status.as_ref().and_then(|s| s.sandbox.as_ref()) {
-        eprintln!("{id}: sandbox {}", sandbox.detail);
+        safe_eprintln!("{id}: sandbox {}", sandbox.detail);
     }
     if json {
-        println!("{}", catalog_json(&id, &catalog));
+        spear_common::terminal::print_json(&catalog_json(&id, &catalog).to_string());
         return Ok(0);
     }
+    // A server's names, descriptions and reasons, one row each: a newline
+    // in one cannot start a row of its own (and the print escapes the rest).
     for tool in &catalog.tools {
         let description = tool
             .description
@@ -305,13 +309,14 @@ async fn list_tools(target: Target, json: bool) -> Result<i32> {
             .lines()
             .next()
             .unwrap_or("");
-        println!("{:<32} {description}", tool.name);
+        safe_println!("{:<32} {}", printable(&tool.name), printable(description));
     }
     for crate::connections::Quarantined { tool, why } in &catalog.quarantined {
-        println!("{tool:<32} QUARANTINED: {why}");
+        safe_println!("{:<32} QUARANTINED: {}", printable(tool), printable(why));
     }
     for (tool, held) in &catalog.held {
-        println!("{tool:<32} HELD: {}", held.sentence(&id, tool));
+        let why = held.sentence(&id, tool);
+        safe_println!("{:<32} HELD: {}", printable(tool), printable(&why));
     }
     Ok(0)
 }
@@ -375,7 +380,7 @@ pub async fn run(command: McpCommand) -> Result<i32> {
             };
             connections.shutdown().await;
             let rendered = result.with_context(|| format!("calling '{tool}' on '{id}'"))?;
-            println!("{}", rendered.text);
+            safe_println!("{}", rendered.text);
             Ok(if rendered.is_error { 1 } else { 0 })
         }
     }

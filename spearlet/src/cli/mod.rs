@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use spear_common::{safe_print, safe_println};
 use spear_identity::{dial, Identity, TlsFlags};
 use tracing::info;
 
@@ -212,14 +213,15 @@ pub async fn run(cli: Cli) -> Result<i32> {
             let from = report.first_seq.unwrap_or(0);
             match report.problem {
                 None => {
-                    println!(
+                    safe_println!(
                         "node {}: {} records from {from}, chain whole",
-                        report.node, report.records
+                        report.node,
+                        report.records
                     );
                     Ok(0)
                 }
                 Some(problem) => {
-                    println!("node {}: NOT WHOLE: {problem}", report.node);
+                    safe_println!("node {}: NOT WHOLE: {problem}", report.node);
                     Ok(1)
                 }
             }
@@ -233,9 +235,11 @@ pub async fn run(cli: Cli) -> Result<i32> {
             }
             let view = StateDir::at(&state_dir).load_registry();
             if json {
-                println!("{}", serde_json::to_string_pretty(&redacted_json(&view))?);
+                spear_common::terminal::print_json(&serde_json::to_string_pretty(&redacted_json(
+                    &view,
+                ))?);
             } else {
-                print!("{}", table(&view));
+                safe_print!("{}", table(&view));
             }
             Ok(0)
         }
@@ -418,9 +422,9 @@ async fn explain(
         crate::tools::explain(task, &writes, &view, (!no_connect).then_some(&connections)).await;
     connections.shutdown().await;
     if json {
-        println!("{}", serde_json::to_string_pretty(&explanation.to_json())?);
+        spear_common::terminal::print_json(&serde_json::to_string_pretty(&explanation.to_json())?);
     } else {
-        print!("{}", explanation.to_text());
+        safe_print!("{}", explanation.to_text());
     }
     Ok(0)
 }

@@ -142,6 +142,7 @@ const EXPECTED: &[(&str, Result<&str, &str>)] = &[
 ];
 
 #[test]
+#[allow(clippy::disallowed_macros)] // the harness's own line, no peer text in it
 fn the_real_files_validate_or_are_refused_with_a_sentence() {
     let Some(dir) = samples() else {
         eprintln!("skipped: no ../shared/registry-server-json beside the clone (set SPEAR_REGISTRY_SAMPLES)");
