@@ -11,10 +11,11 @@
 //! request to the guest that made the call is a later variant of
 //! [`ElicitationPolicy`].
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
+use spear_common::{safe_eprint, safe_eprintln};
 use spear_proto::v1::Elicitation;
 
 use super::server_log::ServerLog;
@@ -114,22 +115,22 @@ fn accept_defaults(request: &ElicitRequestParams) -> ElicitResult {
 /// Asks on the terminal, field by field, with each default offered.
 fn prompt(request: &ElicitRequestParams) -> ElicitResult {
     if !std::io::stdin().is_terminal() {
-        eprintln!("the server asked for input, but there is no terminal to ask on: declined");
+        safe_eprintln!("the server asked for input, but there is no terminal to ask on: declined");
         return decline();
     }
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
+    // The server's words: shown escaped, never obeyed (docs/security.md).
     let mut ask = |question: &str| -> Option<String> {
-        eprint!("{question}");
-        let _ = std::io::stderr().flush();
+        safe_eprint!("{question}");
         lines.next().and_then(Result::ok)
     };
     match request {
         ElicitRequestParams::FormElicitationParams { message, .. } => {
-            eprintln!("The server asks: {message}");
+            safe_eprintln!("The server asks: {message}");
         }
         ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            eprintln!("The server asks: {message}\nOpen {url}");
+            safe_eprintln!("The server asks: {message}\nOpen {url}");
             return match ask("Done? [y/N] ").as_deref().map(str::trim) {
                 Some("y" | "Y" | "yes") => ElicitResult::new(ElicitationAction::Accept),
                 _ => decline(),
@@ -174,7 +175,7 @@ fn prompt(request: &ElicitRequestParams) -> ElicitResult {
                     content.insert(name.clone(), value);
                     break;
                 }
-                None => eprintln!("not a valid {name}; try again"),
+                None => safe_eprintln!("not a valid {name}; try again"),
             }
         }
     }
