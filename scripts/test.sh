@@ -22,7 +22,7 @@ scripts/setup.sh
 cargo build --workspace --bins
 # The docs are the map of each crate: no broken or private links.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-# The example guests, built from source for wasm32-wasip1, run by tests/tests/guests.rs.
+# The example guests, built from source for wasm32-wasip1, run by the end-to-end tests (tests/tests/guests*.rs and others).
 cargo build --target wasm32-wasip1 -p spear-guest --examples
 
 log=$(mktemp)

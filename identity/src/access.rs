@@ -32,6 +32,8 @@ use crate::revoked::DenyList;
 use crate::spiffe::Identity;
 use crate::token::{AdminToken, JoinToken, Presented};
 
+mod admit;
+
 /// Who a request comes from, as far as this port can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
@@ -73,16 +75,6 @@ pub struct Access {
     nodes: NodeTokens,
     deny: DenyList,
 }
-
-/// Calls anyone may make: the standard health check.
-const OPEN_PREFIX: &str = "/grpc.health.v1.Health/";
-
-/// The one call a node makes before it has a credential.
-const JOIN_PATH: &str = "/spear.v1.Nodes/Join";
-
-/// The one call a person may make with only their OpenID Connect token:
-/// the call itself verifies it before anything runs.
-const INVOKE_PATH: &str = "/spear.v1.Tasks/InvokeTask";
 
 /// The metadata key a person's or workload's OpenID Connect token (ID or
 /// access token) travels in, apart from `authorization`, which holds the
@@ -172,104 +164,6 @@ impl Access {
     pub fn with_deny_list(mut self, deny: DenyList) -> Self {
         self.deny = deny;
         self
-    }
-
-    /// Resolves when the caller's certificate is revoked (never, when it
-    /// showed none): long-lived streams end with it, so a revoked node
-    /// loses its open watch as well as its next call.
-    pub fn until_revoked<T>(
-        &self,
-        request: &Request<T>,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let holder = request
-            .extensions()
-            .get::<Peer>()
-            .and_then(|p| p.identity.clone().map(|i| (i, p.serial.clone())));
-        let deny = self.deny.clone();
-        let mut changes = deny.subscribe();
-        async move {
-            let Some((identity, serial)) = holder else {
-                return std::future::pending().await;
-            };
-            loop {
-                if deny.refuses(&identity, serial.as_deref()) {
-                    return;
-                }
-                if changes.changed().await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-        }
-    }
-
-    /// The first look at a request, from its path, its connection and its
-    /// `authorization` and `spear-join-token` headers alone: a wrong token
-    /// or a revoked certificate is refused; on a TLS port so is a caller
-    /// with neither a certificate of ours nor the admin token, except for
-    /// the health check.
-    pub fn admit(
-        &self,
-        path: &str,
-        peer: Option<&Peer>,
-        authorization: Option<&[u8]>,
-        join: Option<&[u8]>,
-    ) -> Result<(), Status> {
-        self.admit_principal(path, peer, authorization, join, false)
-    }
-
-    /// [`Access::admit`], for a request that may carry a principal's token
-    /// (`principal`): an invocation with one passes to be verified by the
-    /// call, on a TLS port too.
-    pub fn admit_principal(
-        &self,
-        path: &str,
-        peer: Option<&Peer>,
-        authorization: Option<&[u8]>,
-        join: Option<&[u8]>,
-        principal: bool,
-    ) -> Result<(), Status> {
-        // A joining node has no credential yet: its join token, in the
-        // body, is checked by the call itself, once.
-        if path.starts_with(OPEN_PREFIX) || path == JOIN_PATH {
-            return Ok(());
-        }
-        match self.token.presented_in(authorization) {
-            Presented::Valid => return Ok(()),
-            Presented::Wrong => return Err(wrong_token()),
-            Presented::None => {}
-        }
-        if !self.secure && self.join.presented_in(join) == Presented::Wrong {
-            return Err(wrong_join_token());
-        }
-        if let Some(Err(refused)) = self.plaintext_node(join) {
-            return Err(refused);
-        }
-        match peer.and_then(|p| p.identity.as_ref().map(|i| (i, p.serial.as_deref()))) {
-            Some((identity, serial)) if self.deny.refuses(identity, serial) => {
-                Err(Status::unauthenticated(format!(
-                    "the certificate for {identity} has been revoked; ask an admin for a new one"
-                )))
-            }
-            Some(_) => Ok(()),
-            None if !self.secure => Ok(()),
-            None if principal && path == INVOKE_PATH => Ok(()),
-            None => {
-                let call = path.trim_start_matches('/');
-                let or_token = if self.token.is_set() {
-                    " or the admin token"
-                } else {
-                    ""
-                };
-                let or_person = if path == INVOKE_PATH {
-                    "; a person invokes with their OpenID Connect token instead (sms invoke --principal-token)"
-                } else {
-                    ""
-                };
-                Err(Status::unauthenticated(format!(
-                    "{call} refused before it was read: {NEEDS_CERT}{or_token}{or_person}"
-                )))
-            }
-        }
     }
 
     /// Whether callers have identities here.
@@ -433,104 +327,4 @@ impl Access {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::token::JOIN_TOKEN_HEADER;
-
-    fn request(join: Option<&str>) -> Request<()> {
-        let mut request = Request::new(());
-        if let Some(token) = join {
-            request
-                .metadata_mut()
-                .insert(JOIN_TOKEN_HEADER, token.parse().unwrap());
-        }
-        request
-    }
-
-    const SECRET: &str = "sms-secret-0123456789abcdef";
-
-    /// SMS's plaintext port, and node-a's and node-b's tokens.
-    fn sms() -> (Access, String, String) {
-        let tokens = NodeTokens::new(JoinToken::fixed(SECRET));
-        let a = tokens.node_token("node-a").unwrap_or_default();
-        let b = tokens.node_token("node-b").unwrap_or_default();
-        let access = Access::new(false, AdminToken::fixed("admin-0123456789abcdef"))
-            .with_node_tokens(tokens);
-        (access, a, b)
-    }
-
-    #[test]
-    fn on_smss_plaintext_port_a_node_is_the_node_its_token_names() {
-        let (access, a, b) = sms();
-        for anonymous in [request(None), request(Some("join-wrong-wrong-wrong"))] {
-            assert!(access.node(&anonymous, "node-a", "heartbeat").is_err());
-            assert!(access.reader(&anonymous, "registry watch").is_err());
-            assert!(access.any_node(&anonymous, "access token").is_err());
-        }
-        let refused = access
-            .node(&request(None), "node-a", "heartbeat")
-            .unwrap_err();
-        assert!(
-            refused.message().contains("sms nodes join-token"),
-            "{}",
-            refused.message()
-        );
-        let node_a = request(Some(&a));
-        assert!(access.node(&node_a, "node-a", "heartbeat").is_ok());
-        assert_eq!(
-            access.any_node(&node_a, "token").unwrap(),
-            Caller::Node("node-a".into())
-        );
-        // node-b's token speaks for node-b only.
-        let as_a = access
-            .node(&request(Some(&b)), "node-a", "watch")
-            .unwrap_err();
-        assert_eq!(as_a.code(), tonic::Code::PermissionDenied);
-        assert!(as_a.message().contains("node/node-b"), "{}", as_a.message());
-        // SMS's own secret is not a node token, and no token is an admin.
-        assert!(access
-            .node(&request(Some(SECRET)), "node-a", "heartbeat")
-            .is_err());
-        assert!(access.admin(&node_a, "status").is_err());
-    }
-
-    #[test]
-    fn a_forged_node_token_is_refused_before_reading_and_never_shown() {
-        let (access, a, _) = sms();
-        let forged = a.replace("node-a", "node-c");
-        let refused = access
-            .admit(
-                "/spear.v1.Nodes/Heartbeat",
-                None,
-                None,
-                Some(forged.as_bytes()),
-            )
-            .unwrap_err();
-        assert!(
-            !refused.message().contains(&forged),
-            "{}",
-            refused.message()
-        );
-        assert!(access
-            .admit("/spear.v1.Nodes/Heartbeat", None, None, Some(a.as_bytes()))
-            .is_ok());
-    }
-
-    #[test]
-    fn on_a_nodes_plaintext_port_invocations_need_the_nodes_own_token() {
-        let own = "spear-node~node-a~0123456789abcdef";
-        let access = Access::new(false, AdminToken::none()).with_join_token(JoinToken::fixed(own));
-        assert!(access.runner(&request(None)).is_err());
-        assert!(access
-            .runner(&request(Some("spear-node~node-b~guess")))
-            .is_err());
-        assert_eq!(access.runner(&request(Some(own))).unwrap(), Caller::Joined);
-    }
-
-    #[test]
-    fn without_a_join_token_a_loopback_plaintext_port_stays_open() {
-        let access = Access::new(false, AdminToken::none());
-        assert!(access.node(&request(None), "n1", "heartbeat").is_ok());
-        assert!(access.reader(&request(None), "watch").is_ok());
-    }
-}
+mod tests;

@@ -47,9 +47,10 @@ fn silent_for(id: u64) -> Duration {
 /// Streams one client may have open on one connection: a node needs one
 /// watch and a few unary calls; SMS sends a node at most its run slots.
 pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
-/// Request headers larger than this are refused (ours are a few hundred
-/// bytes; an admin token is at most a few KiB).
-pub const MAX_HEADER_BYTES: u32 = 16 * 1024;
+/// Request headers larger than this are refused: ours are a few hundred
+/// bytes and an admin token a few KiB, but a person's ID token may be up
+/// to [`crate::oidc::MAX_TOKEN_BYTES`] (64 KiB), with room for the rest.
+pub const MAX_HEADER_BYTES: u32 = 80 * 1024;
 
 /// A tonic server with the HTTP/2 limits every Spear port shares: small
 /// windows that grow for real transfers, bounded streams per connection

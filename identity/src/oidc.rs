@@ -30,8 +30,11 @@ pub const LEEWAY: Duration = Duration::from_secs(30);
 pub const REFETCH_EVERY: Duration = Duration::from_secs(30);
 /// How long the issuer has to answer.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most a token may weigh: IDs tokens are a few KB.
-const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// The most a token may weigh. ID tokens are a few KiB, but one that
+/// lists a person's groups from a large directory passes 20 KiB; the
+/// header bound of every port ([`crate::incoming::MAX_HEADER_BYTES`])
+/// leaves room for this and the rest of a request's headers.
+pub const MAX_TOKEN_BYTES: usize = 64 * 1024;
 
 /// The issuer SMS trusts (`sms serve --oidc-issuer`, `--oidc-audience`).
 #[derive(Debug, Clone)]
@@ -336,7 +339,7 @@ fn find(set: &JwkSet, kid: Option<&str>) -> Option<Result<DecodingKey, TokenRefu
 /// which issuer it claims, so a foreign token is named as such.
 fn unverified_claims(token: &str) -> Result<serde_json::Value, TokenRefused> {
     if token.len() > MAX_TOKEN_BYTES {
-        return Err(TokenRefused::Malformed("it is over 16 KiB"));
+        return Err(TokenRefused::Malformed("it is over 64 KiB"));
     }
     let mut parts = token.split('.');
     let (Some(_), Some(payload), Some(_), None) =

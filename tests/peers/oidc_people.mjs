@@ -6,14 +6,19 @@
 // redirects to http://127.0.0.1:1/cb, which nobody serves: sign_in.py
 // takes the code from the redirect itself; CONSOLE_CALLBACK, when given,
 // is SMS's console's sign-in callback, a redirect URI as well. ID tokens carry `groups`
-// (alice: eng; carol: ops; anyone else: none) and live an hour, or two
+// (alice: eng; carol: ops; dave: 560 long group names, which make his ID
+// token over 20 KiB, as large directories do; anyone else: none) and live an hour, or two
 // seconds when the authorization request asks for scope "short".
 // Prints "READY <issuer>" when it listens.
 const [npmDir, port, consoleCallback] = process.argv.slice(2);
 const { default: Provider } = await import(`${npmDir}/node_modules/oidc-provider/lib/index.js`);
 
 const issuer = `http://127.0.0.1:${port}`;
-const groups = { alice: ['eng'], carol: ['ops'] };
+const groups = {
+  alice: ['eng'],
+  carol: ['ops'],
+  dave: ['ops', ...Array.from({ length: 560 }, (_, i) => `directory-group-number-${i}`)],
+};
 
 const provider = new Provider(issuer, {
   clients: [{

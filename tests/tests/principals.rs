@@ -232,6 +232,45 @@ fn people_invoke_as_themselves_and_only_as_listed() {
     }
 }
 
+/// dave belongs to 560 groups: his ID token is over 20 KiB, as tokens
+/// from large directories are. It travels to SMS in a header, and SMS
+/// takes it (it once answered an HTTP error the CLI read as "plain
+/// HTTP"); a token past what SMS reads is refused before it is sent.
+#[test]
+fn a_person_with_a_20_kib_token_invokes_and_a_larger_one_is_named() {
+    let work = tempfile::tempdir().unwrap();
+    let (_idp, issuer) = provider(work.path(), "idp");
+    let certs = Certs::new("spear.test");
+    let c = cluster_opts(
+        "the notes of a large directory",
+        ClusterOptions {
+            certs: Some(&certs),
+            sms_args: trusting(&issuer),
+            ..Default::default()
+        },
+    );
+    let mut task = fs_task();
+    task["invokers"] = json!(["group:ops"]);
+    let (code, _, err) = register(&c, "notes", &guest("fs-agent"), &task, &[]);
+    assert_eq!(code, 0, "{err}");
+    let dave = sign_in(&issuer, "dave", &[]);
+    assert!(
+        dave.len() > 20 * 1024,
+        "dave's token is {} bytes",
+        dave.len()
+    );
+    let (code, out) = invoke_as(&c, &certs, "notes", &dave);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(run_of(&out)["ok"], true, "{out}");
+    let huge = format!("{dave}{}", "A".repeat(64 * 1024));
+    let (code, out) = invoke_as(&c, &certs, "notes", &huge);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("KiB, over the 64 KiB SMS reads of a principal token"),
+        "{out}"
+    );
+}
+
 #[test]
 fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
     let work = tempfile::tempdir().unwrap();

@@ -27,18 +27,24 @@
 //! stored version it was computed from (`ApprovalBook::transition`); a
 //! replica that lost the race takes the winner's version and tries again.
 
+mod binding;
+mod entry;
+mod error;
 pub mod etcd;
+mod mirror;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use binding::{check_request, differing_field};
+use entry::Entry;
+pub use error::ApprovalError;
 use etcd::{EtcdApprovals, Written};
 use parking_lot::Mutex;
 use spear_proto::approvals::{DEFAULT_EXPIRY, MAX_EXPIRY};
 use spear_proto::v1::{ApprovalBinding, ApprovalInfo, ApprovalState};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Approvals pending at once for one node, for one task (across its
@@ -53,39 +59,6 @@ pub const MAX_WAIT: Duration = Duration::from_secs(30);
 /// How long a decided approval stays listed.
 const KEEP_DECIDED: Duration = Duration::from_secs(3600);
 
-/// Why a request, decision or claim is refused; each names the approval.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApprovalError {
-    #[error("no approval '{0}' (it may have been decided more than an hour ago); `sms approvals list` shows the current ones")]
-    Unknown(String),
-    #[error("the approval request is missing its {0}")]
-    Missing(&'static str),
-    #[error("the arguments the approval would show do not hash to the digest it binds; an operator would approve one call and the node run another")]
-    ShownNotBound,
-    #[error("the call's arguments are {0} bytes, over the {MAX_ARGUMENTS} an approval keeps")]
-    LargeArguments(usize),
-    #[error("node '{0}' already has {MAX_PENDING_PER_NODE} approvals pending; decide or let some expire first")]
-    TooManyForNode(String),
-    #[error("task '{0}' already has {MAX_PENDING_PER_TASK} approvals pending across its nodes; decide or let some expire first")]
-    TooManyForTask(String),
-    #[error("SMS holds {MAX_APPROVALS} approvals; decide or let some expire first")]
-    TooMany,
-    #[error("approval '{id}' belongs to node '{owner}'")]
-    OtherNode { id: String, owner: String },
-    #[error("approval '{id}' is {state}, so it cannot be {action}")]
-    NotPending {
-        id: String,
-        state: &'static str,
-        action: &'static str,
-    },
-    #[error("approval '{id}' was for another call: its {field} differs, so this call needs its own approval")]
-    OtherCall { id: String, field: &'static str },
-    #[error("the approvals store is unavailable: {0}")]
-    Unavailable(String),
-    #[error("approval '{0}' kept changing under this decision; try again")]
-    Contended(String),
-}
-
 /// The name of a state, for sentences and the CLI.
 pub fn state_name(state: ApprovalState) -> &'static str {
     match state {
@@ -95,45 +68,6 @@ pub fn state_name(state: ApprovalState) -> &'static str {
         ApprovalState::Expired => "expired",
         ApprovalState::Used => "used",
         ApprovalState::Unspecified => "unknown",
-    }
-}
-
-struct Entry {
-    info: ApprovalInfo,
-    /// The arguments, while pending.
-    arguments: Option<String>,
-    expires_at: Instant,
-    decided_at: Option<Instant>,
-    changed: watch::Sender<ApprovalState>,
-    /// The stored version this mirrors (etcd's mod revision; 0 in memory
-    /// or not stored yet).
-    revision: i64,
-}
-
-impl Entry {
-    fn state(&self) -> ApprovalState {
-        self.info.state()
-    }
-
-    /// Moves a pending approval past its expiry to `Expired`.
-    fn expire_if_due(&mut self, now: Instant) {
-        if self.state() == ApprovalState::Pending && now >= self.expires_at {
-            self.settle(
-                ApprovalState::Expired,
-                "nobody decided before it expired",
-                "",
-                now,
-            );
-        }
-    }
-
-    fn settle(&mut self, state: ApprovalState, reason: &str, by: &str, now: Instant) {
-        self.info.set_state(state);
-        self.info.reason = reason.to_string();
-        self.info.decided_by = by.to_string();
-        self.arguments = None;
-        self.decided_at = Some(now);
-        self.changed.send_replace(state);
     }
 }
 
@@ -157,17 +91,6 @@ pub struct Decision {
 
 fn epoch_ms(after: Duration) -> u64 {
     spear_common::clock::unix_ms(SystemTime::now() + after)
-}
-
-/// Whether the arguments an operator will read are the ones the digest
-/// binds. Where the node replaced a secret of the server's (the marker
-/// [`REDACTED`](spear_proto::refs::REDACTED)), SMS never sees the value and
-/// cannot hash it; the page says the shown arguments are redacted there.
-fn shown_is_bound(shown: &str, digest: &str) -> bool {
-    let hashed = spear_proto::approvals::arguments_digest(shown).unwrap_or_else(|| {
-        spear_proto::pins::digest(&serde_json::Value::String(shown.to_string()))
-    });
-    hashed == digest || shown.contains(spear_proto::refs::REDACTED)
 }
 
 impl ApprovalBook {
@@ -373,62 +296,6 @@ impl ApprovalBook {
         }
     }
 
-    /// Takes `info` (with its arguments while pending), stored at
-    /// `revision`, into the mirror: a newer version replaces the one held,
-    /// and a changed state wakes its waiters.
-    pub fn mirror(&self, mut info: ApprovalInfo, revision: i64) {
-        let arguments = std::mem::take(&mut info.arguments);
-        let mut entries = self.entries.lock();
-        let now = Instant::now();
-        if let Some(entry) = entries.get_mut(&info.approval_id) {
-            if revision != 0 && revision <= entry.revision {
-                return;
-            }
-            entry.revision = revision;
-            let (before, state) = (entry.state(), info.state());
-            entry.info = info;
-            if state == ApprovalState::Pending {
-                entry.arguments = Some(arguments);
-            } else {
-                entry.arguments = None;
-                entry.decided_at.get_or_insert(now);
-            }
-            if before != state {
-                entry.changed.send_replace(state);
-            }
-            return;
-        }
-        let left = info
-            .expires_at_ms
-            .saturating_sub(spear_common::clock::now_ms());
-        let state = info.state();
-        let (changed, _) = watch::channel(state);
-        entries.insert(
-            info.approval_id.clone(),
-            Entry {
-                info,
-                arguments: (state == ApprovalState::Pending).then_some(arguments),
-                expires_at: now + Duration::from_millis(left),
-                decided_at: (state != ApprovalState::Pending).then_some(now),
-                changed,
-                revision,
-            },
-        );
-    }
-
-    /// Mirrors every stored approval (a start, or a reload after the
-    /// watch broke).
-    pub fn mirror_all(&self, stored: Vec<(ApprovalInfo, i64)>) {
-        for (info, revision) in stored {
-            self.mirror(info, revision);
-        }
-    }
-
-    /// Drops approval `id` from the mirror (removed from etcd).
-    pub fn forget(&self, id: &str) {
-        self.entries.lock().remove(id);
-    }
-
     /// Every approval held, newest first, without arguments.
     pub fn list(&self) -> Vec<ApprovalInfo> {
         let mut entries = self.entries.lock();
@@ -508,57 +375,4 @@ impl ApprovalBook {
             });
         }
     }
-}
-
-/// A request's required fields, and arguments that are what it binds.
-fn check_request(binding: &ApprovalBinding, arguments: &str) -> Result<(), ApprovalError> {
-    for (field, value) in [
-        ("node", &binding.node_id),
-        ("server", &binding.server_id),
-        ("tool", &binding.tool),
-        ("invocation", &binding.invocation_id),
-        ("arguments digest", &binding.arguments_digest),
-    ] {
-        if value.is_empty() {
-            return Err(ApprovalError::Missing(field));
-        }
-    }
-    if arguments.len() > MAX_ARGUMENTS {
-        return Err(ApprovalError::LargeArguments(arguments.len()));
-    }
-    if !shown_is_bound(arguments, &binding.arguments_digest) {
-        return Err(ApprovalError::ShownNotBound);
-    }
-    Ok(())
-}
-
-/// The first field in which the call `binding` differs from the one
-/// `approved`, if any.
-fn differing_field(approved: &ApprovalBinding, binding: &ApprovalBinding) -> Option<&'static str> {
-    let fields: [(&'static str, &str, &str); 8] = [
-        ("task", &approved.task_id, &binding.task_id),
-        (
-            "invocation",
-            &approved.invocation_id,
-            &binding.invocation_id,
-        ),
-        ("identity", &approved.identity, &binding.identity),
-        ("server", &approved.server_id, &binding.server_id),
-        ("tool", &approved.tool, &binding.tool),
-        (
-            "arguments",
-            &approved.arguments_digest,
-            &binding.arguments_digest,
-        ),
-        (
-            "tool definition (pin)",
-            &approved.pin_digest,
-            &binding.pin_digest,
-        ),
-        ("node", &approved.node_id, &binding.node_id),
-    ];
-    if let Some((field, _, _)) = fields.iter().find(|(_, a, b)| a != b) {
-        return Some(field);
-    }
-    (approved.policy_revision != binding.policy_revision).then_some("policy revision")
 }

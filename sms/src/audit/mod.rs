@@ -11,6 +11,8 @@ mod admin;
 mod conflicts;
 mod etcd;
 pub mod heads;
+mod own;
+mod resolve;
 mod store;
 mod usage;
 
@@ -25,6 +27,7 @@ use spear_proto::v1::{AuditLine, ChainReport, QueryAuditRequest};
 
 pub use admin::{is_sms_chain, AdminAudit};
 pub use etcd::EtcdAudit;
+pub use resolve::Resolved;
 pub use store::AuditStore;
 
 /// Bytes of one record.
@@ -41,23 +44,30 @@ pub enum AuditError {
     TooMany(usize),
     #[error("record {seq} is {len} bytes, over the {MAX_RECORD} a record may be")]
     TooLarge { seq: u64, len: usize },
+    #[error("record {seq} is not an audit record: its JSON does not parse as one")]
+    NotARecord { seq: u64 },
+    #[error("record {seq} names node '{named}', but the shipment comes from node '{caller}': a node ships only its own records")]
+    OtherNode {
+        seq: u64,
+        named: String,
+        caller: String,
+    },
+    #[error("record {seq} says it is record {says}; a record is shipped at its own seq")]
+    WrongSeq { seq: u64, says: u64 },
+    #[error("seq {seq} of node '{node}' is not disputed: SMS holds one copy of it (`sms audit verify` names disputed seqs)")]
+    NotDisputed { node: String, seq: u64 },
+    #[error("no copy of node '{node}''s seq {seq} has SHA-256 {keep}; its copies are {copies} (`sms audit --node {node}` shows them)")]
+    NoSuchCopy {
+        node: String,
+        seq: u64,
+        keep: String,
+        copies: String,
+    },
     #[error("the audit store is unavailable: {0}")]
     Unavailable(String),
 }
 
-/// Refuses a shipment too large to keep.
-fn check_shipment(records: &[AuditLine]) -> Result<(), AuditError> {
-    if records.len() > MAX_SHIPMENT {
-        return Err(AuditError::TooMany(records.len()));
-    }
-    if let Some(large) = records.iter().find(|r| r.json.len() > MAX_RECORD) {
-        return Err(AuditError::TooLarge {
-            seq: large.seq,
-            len: large.json.len(),
-        });
-    }
-    Ok(())
-}
+use own::check_shipment;
 
 /// How long and how much the book keeps.
 #[derive(Debug, Clone, Copy)]
@@ -113,7 +123,7 @@ pub struct AuditBook {
     /// Records held in all, and when every chain was last swept for age;
     /// changed only under `nodes`' write lock.
     kept: parking_lot::Mutex<Kept>,
-    /// Records offered for a held (node, seq) with other contents.
+    /// Copies offered for a held (node, seq) with other contents.
     pub(crate) conflicts: conflicts::Conflicts,
 }
 
@@ -132,11 +142,23 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 pub struct Shipped {
     pub stored: u64,
     pub duplicates: u64,
-    /// Records that differ from the copy held for their seq: refused,
-    /// and named by `verify`.
+    /// Records that differ from the copy held for their seq: kept beside
+    /// it as a dispute, named by `verify` until an admin resolves it.
     pub conflicts: u64,
     /// The records new to SMS (for watchers and the log export).
     pub new: Vec<AuditLine>,
+}
+
+/// One record a query answers, and which copy of its seq it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub node: String,
+    pub line: AuditLine,
+    /// 0 for the copy in the chain; 1.. for the other copies of a
+    /// disputed seq, in the order they came.
+    pub copy: u32,
+    /// The copy's SHA-256 when its seq is disputed; empty otherwise.
+    pub sha256: String,
 }
 
 /// Sends `record` of `node` to the operator's log pipeline (when OTLP is
@@ -169,7 +191,7 @@ impl AuditBook {
 
     /// Keeps `node`'s records it does not have yet.
     pub fn ship(&self, node: &str, records: Vec<AuditLine>) -> Result<Shipped, AuditError> {
-        check_shipment(&records)?;
+        check_shipment(node, &records)?;
         let mut shipped = Shipped::default();
         let mut nodes = self.nodes.write();
         let chain = nodes.entry(node.to_string()).or_default();
@@ -181,10 +203,13 @@ impl AuditBook {
                     shipped.duplicates += 1
                 }
                 std::collections::btree_map::Entry::Occupied(_) => {
-                    tracing::warn!(node_id = node, seq = line.seq, "audit: a record differs from the one held for its seq; kept the first, noted a conflict");
-                    self.conflicts
-                        .note(node, line.seq, conflicts::offered_hash(&line.json));
-                    shipped.conflicts += 1;
+                    match self.conflicts.note(node, line.seq, &line.json) {
+                        conflicts::Noted::Again => shipped.duplicates += 1,
+                        noted => {
+                            tracing::warn!(node_id = node, seq = line.seq, ?noted, "audit: a record differs from the one held for its seq; both copies are kept until an admin resolves it");
+                            shipped.conflicts += 1;
+                        }
+                    }
                 }
                 std::collections::btree_map::Entry::Vacant(slot) => {
                     slot.insert(Stored::new(line.json.clone()));
@@ -281,7 +306,7 @@ impl AuditBook {
 
     /// The records matching `filter`, oldest first per node, with the
     /// node of each, and how many matched past `limit`.
-    pub fn query(&self, filter: &QueryAuditRequest) -> (Vec<(String, AuditLine)>, u64) {
+    pub fn query(&self, filter: &QueryAuditRequest) -> (Vec<Found>, u64) {
         let limit = match filter.limit as usize {
             0 => MAX_QUERY,
             n => n.min(MAX_QUERY),
@@ -301,17 +326,24 @@ impl AuditBook {
             if !filter.node_id.is_empty() && node != &filter.node_id {
                 continue;
             }
+            let disputed = self.conflicts.any(node);
             for (seq, stored) in chain.iter().filter(|(_, s)| matches(s)) {
-                if found.len() < limit {
-                    found.push((
-                        node.clone(),
-                        AuditLine {
-                            seq: *seq,
-                            json: stored.json.clone(),
-                        },
-                    ));
-                } else {
+                if found.len() >= limit {
                     left_out += 1;
+                    continue;
+                }
+                let line = AuditLine {
+                    seq: *seq,
+                    json: stored.json.clone(),
+                };
+                match disputed {
+                    true => found.extend(self.with_copies(node, line)),
+                    false => found.push(Found {
+                        node: node.clone(),
+                        line,
+                        copy: 0,
+                        sha256: String::new(),
+                    }),
                 }
             }
         }
@@ -374,116 +406,4 @@ impl AuditBook {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lines(node: &str, n: u64) -> Vec<AuditLine> {
-        let mut prev = String::new();
-        (1..=n)
-            .map(|seq| {
-                let mut record = Record {
-                    node: node.into(),
-                    task: "fs-agent".into(),
-                    tool: "read_file".into(),
-                    time_ms: now_ms(),
-                    ..Record::default()
-                };
-                let json = record.seal(seq, &prev);
-                prev = record.hash;
-                AuditLine { seq, json }
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_shipment_sent_twice_is_kept_once_and_verifies() {
-        let book = AuditBook::default();
-        let batch = lines("n1", 10);
-        let first = book.ship("n1", batch.clone()).unwrap();
-        assert_eq!(
-            (first.stored, first.duplicates, first.new.len()),
-            (10, 0, 10)
-        );
-        let again = book.ship("n1", batch).unwrap();
-        assert_eq!(
-            (again.stored, again.duplicates, again.new.len()),
-            (0, 10, 0)
-        );
-        let (found, _) = book.query(&QueryAuditRequest {
-            task_id: "fs-agent".into(),
-            ..Default::default()
-        });
-        assert_eq!(found.len(), 10);
-        let reports = book.verify();
-        assert_eq!(reports.len(), 1);
-        assert_eq!(reports[0].problem, "");
-    }
-
-    /// A peer ships seq 2..3 as n1 before n1 does: n1's own records are
-    /// refused as conflicts (not dropped in silence as duplicates) and
-    /// `verify` names them.
-    #[test]
-    fn records_pre_empted_under_a_nodes_name_are_conflicts_verify_names() {
-        let book = AuditBook::default();
-        let real = lines("n1", 3);
-        let mut forged = lines("n1", 3);
-        for line in &mut forged {
-            line.json = line.json.replace("read_file", "delete_file");
-        }
-        let first = book.ship("n1", forged[1..].to_vec()).unwrap();
-        assert_eq!(first.stored, 2);
-        let second = book.ship("n1", real.clone()).unwrap();
-        assert_eq!(
-            (second.stored, second.duplicates, second.conflicts),
-            (1, 0, 2)
-        );
-        let report = &book.verify()[0];
-        assert!(
-            report
-                .problem
-                .contains("2 record(s) offered under this node's name differ"),
-            "{report:?}"
-        );
-        // The same record again is a duplicate, not a conflict.
-        let again = book.ship("n1", real[..1].to_vec()).unwrap();
-        assert_eq!((again.duplicates, again.conflicts), (1, 0));
-    }
-
-    #[test]
-    fn a_record_shipped_altered_or_under_another_node_is_named() {
-        let book = AuditBook::default();
-        let mut batch = lines("n1", 5);
-        batch[3].json = batch[3].json.replace("read_file", "write_file");
-        book.ship("n1", batch).unwrap();
-        // A node shipping another node's records keeps them under its own
-        // name, where they do not verify.
-        book.ship("n2", lines("n3", 2)).unwrap();
-        let reports = book.verify();
-        assert_eq!(
-            reports[0].problem,
-            "record 4 was altered: its hash does not match its contents"
-        );
-        assert!(
-            reports[1].problem.contains("belongs to node 'n3'"),
-            "{}",
-            reports[1].problem
-        );
-    }
-
-    #[test]
-    fn retention_keeps_the_newest_and_the_chain_verifies_from_there() {
-        let book = AuditBook::new(Retention {
-            max_age: Duration::from_secs(3600),
-            max_records: 4,
-        });
-        book.ship("n1", lines("n1", 10)).unwrap();
-        let reports = book.verify();
-        assert_eq!((reports[0].first_seq, reports[0].records), (7, 4));
-        assert_eq!(reports[0].problem, "");
-        // Past the cap across nodes, the oldest go first, whoever shipped.
-        book.ship("n2", lines("n2", 2)).unwrap();
-        let reports = book.verify();
-        let held: Vec<(u64, u64)> = reports.iter().map(|r| (r.first_seq, r.records)).collect();
-        assert_eq!(held, [(9, 2), (1, 2)], "{reports:?}");
-    }
-}
+mod book_tests;

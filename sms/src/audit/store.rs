@@ -5,6 +5,7 @@
 use spear_proto::v1::{AuditLine, ChainReport, QueryAuditRequest};
 
 use super::etcd::EtcdAudit;
+use super::resolve::Resolved;
 use super::{AuditBook, AuditError, Shipped};
 
 pub enum AuditStore {
@@ -26,7 +27,7 @@ impl AuditStore {
     pub async fn query(
         &self,
         filter: &QueryAuditRequest,
-    ) -> Result<(Vec<(String, AuditLine)>, u64), AuditError> {
+    ) -> Result<(Vec<super::Found>, u64), AuditError> {
         match self {
             AuditStore::Memory(book) => Ok(book.query(filter)),
             AuditStore::Etcd(etcd) => Ok(etcd.load().await?.query(filter)),
@@ -57,6 +58,15 @@ impl AuditStore {
         match self {
             AuditStore::Memory(book) => Ok(book.last_of(node)),
             AuditStore::Etcd(etcd) => etcd.last_of(node).await,
+        }
+    }
+
+    /// Ends the dispute over `node`'s `seq`, keeping the copy `keep`
+    /// names (its SHA-256).
+    pub async fn resolve(&self, node: &str, seq: u64, keep: &str) -> Result<Resolved, AuditError> {
+        match self {
+            AuditStore::Memory(book) => book.resolve(node, seq, keep),
+            AuditStore::Etcd(etcd) => etcd.resolve(node, seq, keep).await,
         }
     }
 }

@@ -30,6 +30,9 @@ pub enum AuditCommand {
     /// Check every node's chain; names the first gap or altered record.
     /// Exits 1 when one is not whole.
     Verify(ClientArgs),
+    /// End a dispute over one seq of a node's chain (two copies offered
+    /// under its name), keeping the copy whose SHA-256 is given.
+    Resolve(super::audit_disputes::ResolveArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -59,7 +62,7 @@ pub struct AuditFilter {
     pub limit: u32,
 }
 
-async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
+pub(super) async fn audit(client: &ClientArgs) -> Result<AuditClient<Channel>> {
     Ok(AuditClient::new(
         connect(client, &client.addr, Identity::Sms, "SMS").await?,
     ))
@@ -122,6 +125,7 @@ fn parse_since(text: &str) -> Result<u64> {
 pub async fn run(args: AuditArgs) -> Result<i32> {
     match args.command {
         Some(AuditCommand::Verify(client)) => verify(&client).await,
+        Some(AuditCommand::Resolve(args)) => super::audit_disputes::resolve(args).await,
         None => query(&args.client, args.filter).await,
     }
 }
@@ -173,7 +177,7 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
             "SERVER/TOOL",
             "OUTCOME"
         );
-        for (line, node) in answer.records.iter().zip(&answer.nodes) {
+        for (i, (line, node)) in answer.records.iter().zip(&answer.nodes).enumerate() {
             let r: Record = serde_json::from_str(&line.json).unwrap_or_default();
             let target = match (r.server.as_str(), r.tool.as_str(), r.model.as_str()) {
                 ("", "", "") => String::new(),
@@ -183,7 +187,7 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
             safe_println!(
                 "{:<16} {:>6} {:<13} {:<16} {:<16} {:<24} {:<15} {}",
                 printable(node),
-                line.seq,
+                super::audit_disputes::seq_label(&answer, i, line.seq),
                 r.kind.name(),
                 printable(&r.task),
                 printable(spear_common::text::prefix(&r.invocation, 16)),
@@ -193,6 +197,7 @@ async fn query(client: &ClientArgs, filter: AuditFilter) -> Result<i32> {
             );
         }
     }
+    super::audit_disputes::say_disputes(&answer);
     if answer.left_out > 0 {
         safe_eprintln!(
             "{} more records match; narrow the filters or raise --limit",

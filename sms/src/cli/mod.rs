@@ -4,6 +4,7 @@
 
 mod approvals;
 mod audit;
+mod audit_disputes;
 mod certs;
 mod client;
 mod config;

@@ -206,6 +206,14 @@ fn principal_request<T>(
         .ok()
         .filter(|t| !t.trim().is_empty())
         .with_context(|| format!("--principal-token: ${{{name}}} is not set in this shell"))?;
+    let limit = spear_identity::oidc::MAX_TOKEN_BYTES;
+    if token.trim().len() > limit {
+        anyhow::bail!(
+            "--principal-token: the token in ${{{name}}} is {} KiB, over the {} KiB SMS reads of a principal token; ask the identity provider for a smaller one (fewer claims, such as groups)",
+            token.trim().len().div_ceil(1024),
+            limit / 1024
+        );
+    }
     let value = tonic::metadata::MetadataValue::try_from(token.trim())
         .context("--principal-token: the token has characters a header cannot hold")?;
     request

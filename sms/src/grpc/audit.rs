@@ -10,14 +10,14 @@ use spear_proto::v1::audit_server::Audit;
 use spear_proto::v1::trust_event::Event;
 use spear_proto::v1::{
     AuditEvent, LastAuditRequest, LastAuditResponse, QueryAuditRequest, QueryAuditResponse,
-    ShipAuditRequest, ShipAuditResponse, TrustEvent, UsageRequest, UsageResponse,
-    VerifyAuditRequest, VerifyAuditResponse, WatchTrustRequest,
+    ResolveAuditRequest, ResolveAuditResponse, ShipAuditRequest, ShipAuditResponse, TrustEvent,
+    UsageRequest, UsageResponse, VerifyAuditRequest, VerifyAuditResponse, WatchTrustRequest,
 };
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 use tonic::{Request, Response, Status};
 
-use crate::audit::{is_sms_chain, AuditError, AuditStore};
+use crate::audit::{is_sms_chain, AdminAudit, AuditError, AuditStore};
 use crate::events::TrustEvents;
 
 pub struct AuditService {
@@ -26,6 +26,8 @@ pub struct AuditService {
     access: Access,
     /// The chain heads nodes report in their heartbeats.
     heads: Arc<crate::audit::heads::Heads>,
+    /// Where resolving a dispute is recorded.
+    audit: AdminAudit,
 }
 
 impl AuditService {
@@ -35,7 +37,14 @@ impl AuditService {
             events,
             access,
             heads: Arc::default(),
+            audit: AdminAudit::default(),
         }
+    }
+
+    /// Records admins' resolutions in SMS's own chain.
+    pub fn audited(mut self, audit: AdminAudit) -> Self {
+        self.audit = audit;
+        self
     }
 
     /// Names tails the nodes reported in `heads` and SMS never received.
@@ -121,12 +130,17 @@ impl Audit for AuditService {
             .query(request.get_ref())
             .await
             .map_err(to_status)?;
-        let (nodes, records) = found.into_iter().unzip();
-        Ok(Response::new(QueryAuditResponse {
-            records,
-            nodes,
+        let mut answer = QueryAuditResponse {
             left_out,
-        }))
+            ..Default::default()
+        };
+        for one in found {
+            answer.nodes.push(one.node);
+            answer.records.push(one.line);
+            answer.copies.push(one.copy);
+            answer.sha256.push(one.sha256);
+        }
+        Ok(Response::new(answer))
     }
 
     async fn usage(
@@ -158,11 +172,40 @@ impl Audit for AuditService {
         }
         Ok(Response::new(VerifyAuditResponse { chains }))
     }
+
+    /// Ends a dispute over one seq; recorded in SMS's own chain as
+    /// `resolve_audit <node> <seq> <kept sha256>`.
+    async fn resolve_audit(
+        &self,
+        request: Request<ResolveAuditRequest>,
+    ) -> Result<Response<ResolveAuditResponse>, Status> {
+        let caller = self.access.admin(&request, "resolve_audit")?;
+        let ask = request.into_inner();
+        let result = self
+            .store
+            .resolve(&ask.node_id, ask.seq, &ask.keep_sha256)
+            .await
+            .map_err(to_status);
+        let target = format!("{} {} {}", ask.node_id, ask.seq, ask.keep_sha256);
+        self.audit
+            .record(&caller, "resolve_audit", &target, &result)
+            .await;
+        let resolved = result?;
+        tracing::info!(node_id = %ask.node_id, seq = ask.seq, %caller, dropped = resolved.dropped, replaced = resolved.replaced, "audit dispute resolved");
+        Ok(Response::new(ResolveAuditResponse {
+            dropped: resolved.dropped,
+            replaced: resolved.replaced,
+        }))
+    }
 }
 
 fn to_status(error: AuditError) -> Status {
     match error {
         AuditError::Unavailable(_) => Status::unavailable(error.to_string()),
+        AuditError::OtherNode { .. } => Status::permission_denied(error.to_string()),
+        AuditError::NotDisputed { .. } | AuditError::NoSuchCopy { .. } => {
+            Status::failed_precondition(error.to_string())
+        }
         _ => Status::invalid_argument(error.to_string()),
     }
 }

@@ -12,20 +12,19 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use spear_oauth::{token_digest, ClientConfig, OAuthError, StoredCredentials};
+use spear_oauth::{ClientConfig, StoredCredentials};
 use spear_proto::refs::substitute;
 use spear_proto::v1::{CredentialRecord, CredentialStatus, OAuth, OauthGrant};
-use tracing::{info, warn};
+use tracing::info;
 
 use super::state::{millis, status_of, status_without_record};
-use super::{BrokerError, PerPrincipal, SealingKey, Vault, VaultError};
+use super::{BrokerError, PerPrincipal, SealingKey, Vault};
 use crate::watch::Hub;
 
-/// A renewal is one token request; it must end well inside the vault's
-/// lock lease.
-const RENEW_TIMEOUT: Duration = Duration::from_secs(20);
+mod renew;
+mod sealed;
 
 /// An access token handed to a node. `Debug` does not show it.
 pub struct Issued {
@@ -193,56 +192,8 @@ impl Broker {
         Ok((url, client))
     }
 
-    fn open(
-        &self,
-        key: &SealingKey,
-        record: &CredentialRecord,
-    ) -> Result<StoredCredentials, BrokerError> {
-        if record.key_id != key.id() {
-            return Err(BrokerError::WrongKey {
-                id: record.server_id.clone(),
-                sealed_with: record.key_id.clone(),
-                have: key.id().to_string(),
-            });
-        }
-        let corrupt = |reason: &str| VaultError::Corrupt {
-            key: record.server_id.clone(),
-            reason: reason.to_string(),
-        };
-        let plain = key
-            .open(&record.server_id, &record.sealed)
-            .map_err(|_| corrupt("its sealed part does not open with SMS's key: it was altered"))?;
-        Ok(serde_json::from_slice(&plain)
-            .map_err(|_| corrupt("its sealed part is not a credential"))?)
-    }
-
-    /// `base` with `held` sealed into it and its clear fields set from it.
-    fn seal(
-        &self,
-        key: &SealingKey,
-        held: &StoredCredentials,
-        mut base: CredentialRecord,
-    ) -> Result<CredentialRecord, BrokerError> {
-        let plain = serde_json::to_vec(held).map_err(|e| BrokerError::BadLogin {
-            id: base.server_id.clone(),
-            why: e.to_string(),
-        })?;
-        base.sealed = key
-            .seal(&base.server_id, &plain)
-            .map_err(|_| {
-                VaultError::Unavailable("the system has no randomness to seal with".into())
-            })?
-            .into();
-        base.key_id = key.id().to_string();
-        base.scopes = held.granted_scopes.clone();
-        base.expires_at_ms = spear_oauth::expires_at(held).map_or(0, millis);
-        base.has_refresh_token = spear_oauth::has_refresh_token(held);
-        base.problem.clear();
-        Ok(base)
-    }
-
     /// A current access token for server `id`; `refused` is the digest
-    /// ([`token_digest`]) of one its server refused, which is never handed
+    /// ([`token_digest`](spear_oauth::token_digest)) of one its server refused, which is never handed
     /// out again.
     pub async fn access_token(
         &self,
@@ -254,164 +205,6 @@ impl Broker {
             return Err(BrokerError::PerRun(id.to_string()));
         }
         self.token_at(&Holder::shared(id), &server, refused).await
-    }
-
-    /// The current token of `holder`'s credential, renewed if it is due or
-    /// was refused.
-    pub(super) async fn token_at(
-        &self,
-        holder: &Holder,
-        server: &Protected,
-        refused: Option<&str>,
-    ) -> Result<Issued, BrokerError> {
-        let key = self.key()?;
-        let grant = server.grant();
-        if let Some(issued) = self.current(key, holder, grant, refused).await? {
-            return Ok(issued);
-        }
-        let _lock = self.vault.lock(&holder.record).await?;
-        // Another request or replica may have renewed it while we waited.
-        if let Some(issued) = self.current(key, holder, grant, refused).await? {
-            return Ok(issued);
-        }
-        self.renew(key, holder, server).await
-    }
-
-    /// The record's token, if it may be handed out as it is: obtained
-    /// with the server's current grant, not refused, not due.
-    async fn current(
-        &self,
-        key: &SealingKey,
-        holder: &Holder,
-        grant: OauthGrant,
-        refused: Option<&str>,
-    ) -> Result<Option<Issued>, BrokerError> {
-        let Some(record) = self.vault.get(&holder.record).await? else {
-            return Ok(None);
-        };
-        if record.grant != grant as i32 {
-            // The server file changed its grant since.
-            return Ok(None);
-        }
-        if !record.problem.is_empty() {
-            return Err(BrokerError::NeedsLogin {
-                id: holder.server.clone(),
-                why: record.problem,
-            });
-        }
-        let held = self.open(key, &record)?;
-        let Some(token) = spear_oauth::access_token(&held) else {
-            return Ok(None);
-        };
-        let was_refused = refused.is_some_and(|r| r == token_digest(token));
-        let due = spear_oauth::due_at(&held).is_some_and(|at| at <= SystemTime::now());
-        if was_refused || due {
-            return Ok(None);
-        }
-        Ok(Some(Issued {
-            access_token: token.to_string(),
-            expires_at: spear_oauth::expires_at(&held),
-        }))
-    }
-
-    /// Renews `holder`'s credential; the caller holds its lock.
-    async fn renew(
-        &self,
-        key: &SealingKey,
-        holder: &Holder,
-        server: &Protected,
-    ) -> Result<Issued, BrokerError> {
-        let id = holder.server.as_str();
-        let (url, client) = self.client(id, server)?;
-        let grant = server.grant();
-        // A record of another grant (the server file changed) is of no use.
-        let record = self
-            .vault
-            .get(&holder.record)
-            .await?
-            .filter(|r| r.grant == grant as i32);
-        if grant == OauthGrant::AuthorizationCode && record.is_none() {
-            return Err(BrokerError::NotLoggedIn(id.to_string()));
-        }
-        let renewal = async {
-            match grant {
-                OauthGrant::ClientCredentials => {
-                    let manager =
-                        spear_oauth::client_credentials(&url, &client, None, &client.scopes)
-                            .await?;
-                    spear_oauth::held(&manager).await
-                }
-                OauthGrant::EnterpriseManaged => {
-                    let manager = spear_oauth::enterprise_managed(&url, &client, None).await?;
-                    spear_oauth::held(&manager).await
-                }
-                OauthGrant::JwtBearer => {
-                    let manager =
-                        spear_oauth::jwt_bearer(&url, &client, None, &client.scopes).await?;
-                    spear_oauth::held(&manager).await
-                }
-                OauthGrant::TokenExchange => Err(OAuthError::Config {
-                    field: "grant",
-                    why:
-                        "token_exchange tokens are per run (each its person's), never the cluster's"
-                            .into(),
-                }),
-                OauthGrant::AuthorizationCode => {
-                    let held = match &record {
-                        Some(record) => self.open(key, record),
-                        None => Err(BrokerError::NotLoggedIn(id.to_string())),
-                    }
-                    .map_err(|e| OAuthError::Flow(e.to_string()))?;
-                    if !spear_oauth::has_refresh_token(&held) {
-                        return Err(OAuthError::RefreshRefused(
-                            "the access token is due and the authorization server gave no refresh token with it (if it issues them only for offline_access, add that to auth.scopes)".into(),
-                        ));
-                    }
-                    spear_oauth::refresh(&url, &client, held).await
-                }
-            }
-        };
-        let renewed = match tokio::time::timeout(RENEW_TIMEOUT, renewal).await {
-            Ok(renewed) => renewed,
-            Err(_) => Err(OAuthError::Flow(format!(
-                "the authorization server did not answer within {RENEW_TIMEOUT:?}"
-            ))),
-        };
-        match renewed {
-            Ok(held) => {
-                let base = CredentialRecord {
-                    server_id: holder.record.clone(),
-                    grant: grant as i32,
-                    refreshed_at_ms: millis(SystemTime::now()),
-                    ..record.unwrap_or_default()
-                };
-                let sealed = self.seal(key, &held, base)?;
-                let expires_at_ms = sealed.expires_at_ms;
-                self.vault.put(sealed).await?;
-                info!(server_id = %id, expires_at_ms, grant = grant.label(), "OAuth token renewed");
-                Ok(Issued {
-                    access_token: spear_oauth::access_token(&held)
-                        .unwrap_or_default()
-                        .to_string(),
-                    expires_at: spear_oauth::expires_at(&held),
-                })
-            }
-            Err(OAuthError::RefreshRefused(why)) => {
-                if let Some(mut record) = record {
-                    record.problem = why.clone();
-                    self.vault.put(record).await?;
-                }
-                warn!(server_id = %id, problem = %why, "OAuth credential cannot be renewed; an operator must log in again");
-                Err(BrokerError::NeedsLogin {
-                    id: id.to_string(),
-                    why,
-                })
-            }
-            Err(error) => Err(BrokerError::Renew {
-                id: id.to_string(),
-                why: error.to_string(),
-            }),
-        }
     }
 
     /// What a login to server `id` starts from (the console's): its URL

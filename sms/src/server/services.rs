@@ -121,6 +121,7 @@ impl Services {
             Arc::clone(&hub),
         )
         .with_delegations(delegations);
+        let audit = audit_service(&stores.audit, &events, &access, heads, &admin_audit);
         Services {
             quotas: Arc::new(QuotasService::new(Arc::new(quotas), access.clone())),
             registry: Arc::new(RegistryService::new(
@@ -148,10 +149,7 @@ impl Services {
                 .for_live_nodes(Arc::clone(&nodes), stores.shared_nodes.clone())
                 .audited(admin_audit.clone()),
             ),
-            audit: Arc::new(
-                AuditService::new(Arc::clone(&stores.audit), events.clone(), access.clone())
-                    .with_heads(Arc::clone(&heads)),
-            ),
+            audit: Arc::new(audit),
             admin: Arc::new(
                 AdminService::new(
                     Arc::new(Admin::new(writer, keys.sealer.clone())),
@@ -266,4 +264,18 @@ impl Services {
             .serve_with_incoming_shutdown(incoming(listener, tls), shutdown)
             .await
     }
+}
+
+/// The Audit service: the trail, the heads nodes report, and admins'
+/// resolutions recorded in SMS's own chain.
+fn audit_service(
+    store: &Arc<crate::audit::AuditStore>,
+    events: &TrustEvents,
+    access: &Access,
+    heads: Arc<crate::audit::heads::Heads>,
+    admin_audit: &AdminAudit,
+) -> AuditService {
+    AuditService::new(Arc::clone(store), events.clone(), access.clone())
+        .with_heads(heads)
+        .audited(admin_audit.clone())
 }

@@ -28,29 +28,27 @@
 //!    restarts (full TLS handshakes; the history is in etcd, so they
 //!    resume).
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use spear_identity::{dial, Identity, TlsIdentity};
+use spear_identity::{dial, Identity};
 use spear_proto::defaults::HEARTBEAT_EVERY;
 use spear_proto::v1::admin_client::AdminClient;
-use spear_proto::v1::follow_request::Message;
-use spear_proto::v1::nodes_client::NodesClient;
-use spear_proto::v1::registry_client::RegistryClient;
-use spear_proto::v1::{FollowRequest, HeartbeatRequest, UpsertServerRequest, WatchRequest};
+use spear_proto::v1::UpsertServerRequest;
 use spear_tests::history::sms_registry_async_as;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
-use super::clients::Position;
 use super::cpu::pin_process;
 use super::cpu_time::{busy, clock_ticks_per_second, cpu_ticks, own_ticks};
 use super::fleet_plane::{Plane, SERVERS};
 use super::stats::Summary;
 use super::tls::BenchCerts;
+
+mod node;
+
+use node::{node, Fleet};
 
 const NODES: usize = 10_000;
 
@@ -83,149 +81,6 @@ const SETTLE_WINDOW: Duration = Duration::from_secs(60);
 fn percents(shares: &[f64]) -> String {
     let each: Vec<String> = shares.iter().map(|s| format!("{:.1}", s * 100.0)).collect();
     format!("[{}]", each.join(", "))
-}
-
-/// What every bench node shares with the measuring task.
-struct Fleet {
-    /// Each replica's address; node `k` follows replica `k % len`.
-    sms: Vec<String>,
-    certs: BenchCerts,
-    /// Where each node's stream stands.
-    positions: Vec<(AtomicU64, AtomicU64)>,
-    /// How many times each node's watch was accepted.
-    watches: Vec<AtomicU64>,
-    beating: AtomicBool,
-    /// Connection attempts that failed (refused, timed out, or a
-    /// handshake SMS dropped) and follow calls refused on a connection.
-    failed_connects: AtomicU64,
-    failed_follows: AtomicU64,
-    /// Each applied delta's revision and when it arrived.
-    arrivals: mpsc::UnboundedSender<(u64, Instant)>,
-}
-
-/// Node `k`'s own loopback address.
-fn address_of(k: usize) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::new(127, 1, (k / 250) as u8, (k % 250 + 1) as u8))
-}
-
-/// A connection as a node's `SmsLink` makes it (the same timeout and
-/// keepalive).
-async fn connect(
-    sms: &str,
-    tls: &TlsIdentity,
-    from: IpAddr,
-) -> Result<Channel, tonic::transport::Error> {
-    let (endpoint, dialer) = dial(sms, Some(tls), Identity::Sms).unwrap_or_else(|e| panic!("{e}"));
-    let endpoint = endpoint
-        .connect_timeout(spearlet::sms_link::CONNECT_TIMEOUT)
-        .http2_keep_alive_interval(spearlet::sms_link::PING_AFTER)
-        .keep_alive_timeout(spearlet::sms_link::PING_ANSWER_WITHIN);
-    dialer.from_address(from).connect(endpoint).await
-}
-
-/// Node `k`'s report at `position`, as a real node's carries it.
-fn report_of(k: usize, position: &Position) -> HeartbeatRequest {
-    HeartbeatRequest {
-        node_id: format!("bench-{k}"),
-        version: "bench".into(),
-        // As a real node's: an invocable node is shared with the other
-        // replicas through etcd.
-        invoke_addr: format!("{}:7000", address_of(k)),
-        applied_epoch: position.epoch,
-        applied_revision: position.revision,
-        sync_state: spear_proto::v1::SyncState::Synced as i32,
-        ..Default::default()
-    }
-}
-
-/// One bench node: connect, follow from where it is, apply and report
-/// what it applied; heartbeat calls on the same connection while the
-/// fleet beats (the comparison); after any end, the node's own wait
-/// (`Retry`), then again.
-async fn node(fleet: Arc<Fleet>, k: usize) {
-    let mut retry = spearlet::sync::Retry::default();
-    let mut position = Position::default();
-    (position.epoch, position.revision) = (
-        fleet.positions[k].0.load(Ordering::Relaxed),
-        fleet.positions[k].1.load(Ordering::Relaxed),
-    );
-    loop {
-        let mut refused = false;
-        match connect(
-            &fleet.sms[k % fleet.sms.len()],
-            fleet.certs.node(k),
-            address_of(k),
-        )
-        .await
-        {
-            Err(e) => {
-                refused = spearlet::sms_link::nobody_listening(&e);
-                fleet.failed_connects.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(channel) => {
-                let beats = tokio::spawn(heartbeats(Arc::clone(&fleet), k, channel.clone()));
-                let (report, reports) = tokio::sync::watch::channel(report_of(k, &position));
-                let first = FollowRequest {
-                    message: Some(Message::Watch(WatchRequest {
-                        node_id: format!("bench-{k}"),
-                        epoch: position.epoch,
-                        revision: position.revision,
-                    })),
-                };
-                let outbound = futures::stream::once(async { first }).chain(
-                    tokio_stream::wrappers::WatchStream::new(reports).map(|r| FollowRequest {
-                        message: Some(Message::Report(r)),
-                    }),
-                );
-                let mut registry = RegistryClient::new(channel).max_decoding_message_size(64 << 20);
-                if let Ok(response) = registry.follow(outbound).await {
-                    fleet.watches[k].fetch_add(1, Ordering::Relaxed);
-                    retry.reset();
-                    let mut stream = response.into_inner();
-                    while let Some(Ok(event)) = stream.next().await {
-                        if let Some(revision) = position.apply(event) {
-                            let _ = fleet.arrivals.send((revision, Instant::now()));
-                            fleet.positions[k]
-                                .0
-                                .store(position.epoch, Ordering::Relaxed);
-                            fleet.positions[k]
-                                .1
-                                .store(position.revision, Ordering::Relaxed);
-                            report.send_replace(report_of(k, &position));
-                        }
-                    }
-                } else {
-                    fleet.failed_follows.fetch_add(1, Ordering::Relaxed);
-                }
-                beats.abort();
-            }
-        }
-        tokio::time::sleep(retry.next_delay(refused)).await;
-    }
-}
-
-/// A node's heartbeat calls, every HEARTBEAT_EVERY from a random start,
-/// while the fleet beats: how nodes reported before the follow stream.
-async fn heartbeats(fleet: Arc<Fleet>, k: usize, channel: Channel) {
-    let mut nodes = NodesClient::new(channel);
-    let offset = HEARTBEAT_EVERY.mul_f64(rand::random::<f64>());
-    tokio::time::sleep(offset).await;
-    loop {
-        if fleet.beating.load(Ordering::Relaxed) {
-            let request = HeartbeatRequest {
-                node_id: format!("bench-{k}"),
-                version: "bench".into(),
-                // As a real node's: an invocable node is shared with the
-                // other replicas through etcd.
-                invoke_addr: format!("{}:7000", address_of(k)),
-                applied_epoch: fleet.positions[k].0.load(Ordering::Relaxed),
-                applied_revision: fleet.positions[k].1.load(Ordering::Relaxed),
-                ..Default::default()
-            };
-            let _ = nodes.heartbeat(request).await;
-        }
-        tokio::time::sleep(HEARTBEAT_EVERY).await;
-    }
 }
 
 /// Runs the fleet against one SMS (`replicas` 1) or several on a

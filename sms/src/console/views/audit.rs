@@ -9,6 +9,7 @@ use serde::Deserialize;
 use spear_proto::audit::{Kind, Record};
 use spear_proto::v1::{QueryAuditRequest, QueryAuditResponse};
 
+use super::audit_disputes::{self, Disputed};
 use super::{badge, CsrfForm, Failure, View};
 use crate::console::guard::Signed;
 use crate::console::page::{self, enc};
@@ -115,7 +116,14 @@ fn filter_form(filters: &Filters) -> Markup {
     }
 }
 
-async fn trail(state: &Shared, filters: &Filters) -> Result<(Vec<Record>, u64), Failure> {
+/// What the page shows of the trail.
+struct Trail {
+    records: Vec<Record>,
+    left_out: u64,
+    disputed: Vec<Disputed>,
+}
+
+async fn trail(state: &Shared, filters: &Filters) -> Result<Trail, Failure> {
     let response = state
         .api
         .audit(QueryAuditRequest {
@@ -128,16 +136,15 @@ async fn trail(state: &Shared, filters: &Filters) -> Result<(Vec<Record>, u64), 
             limit: LIMIT,
         })
         .await?;
-    Ok((parse(&response), response.left_out))
+    Ok(Trail {
+        records: parse(&response),
+        left_out: response.left_out,
+        disputed: audit_disputes::disputed(&response),
+    })
 }
 
-fn render(
-    signed: &Signed,
-    filters: &Filters,
-    records: &[Record],
-    left_out: u64,
-    verified: Option<Markup>,
-) -> Markup {
+fn render(signed: &Signed, filters: &Filters, trail: &Trail, verified: Option<Markup>) -> Markup {
+    let (records, left_out) = (&trail.records, trail.left_out);
     let body = html! {
         (filter_form(filters))
         form method="post" action="/audit/verify" class="inline" {
@@ -145,6 +152,7 @@ fn render(
             button type="submit" { "Verify every chain" }
         }
         @if let Some(verified) = verified { (verified) }
+        (audit_disputes::section(&trail.disputed))
         (page::live("trail", "audit", html! {
             @if left_out > 0 { p class="muted" { "The newest " (records.len()) " shown; " (left_out) " older match too: narrow the filters." } }
             (table("audit-table", records))
@@ -164,8 +172,8 @@ pub async fn page(
     Extension(signed): Extension<Signed>,
     Query(filters): Query<Filters>,
 ) -> View {
-    let (records, left_out) = trail(&state, &filters).await?;
-    Ok(render(&signed, &filters, &records, left_out, None))
+    let trail = trail(&state, &filters).await?;
+    Ok(render(&signed, &filters, &trail, None))
 }
 
 /// Verifying reads every chain: a read, but a costly one, so it is a
@@ -191,12 +199,6 @@ pub async fn verify(
         }
     };
     let filters = Filters::default();
-    let (records, left_out) = trail(&state, &filters).await?;
-    Ok(render(
-        &signed,
-        &filters,
-        &records,
-        left_out,
-        Some(verified),
-    ))
+    let trail = trail(&state, &filters).await?;
+    Ok(render(&signed, &filters, &trail, Some(verified)))
 }

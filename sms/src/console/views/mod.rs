@@ -3,6 +3,7 @@
 //! write, checks the session's role and CSRF token first.
 
 pub mod audit;
+pub mod audit_disputes;
 pub mod connections;
 pub mod explain;
 pub mod nodes;

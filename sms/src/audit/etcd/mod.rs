@@ -4,9 +4,10 @@
 //! re-sent record is kept once and a later copy never replaces the first;
 //! each is attached to a lease that ends with the retention, granted once
 //! per tenth of it, so old records leave etcd by themselves. A record
-//! offered with other contents than the one held is a conflict, kept under
-//! `<prefix>/audit-conflicts/<node>/<seq>` (the offered copy's SHA-256)
-//! for every replica's `verify` to name.
+//! offered with other contents than the one held is a dispute: the copy
+//! is kept under `<prefix>/audit-conflicts/<node>/<seq>/<its SHA-256>`
+//! (within `conflicts.rs`'s bounds) for every replica's query and
+//! `verify`, until an admin resolves it.
 
 use std::time::Instant;
 
@@ -15,6 +16,8 @@ use etcd_client::{
 };
 use parking_lot::Mutex;
 use spear_proto::v1::AuditLine;
+
+mod disputes;
 
 use super::{AuditBook, AuditError, Retention, Shipped};
 
@@ -53,7 +56,7 @@ impl EtcdAudit {
 
     /// The lease for records written now: a new one each tenth of the
     /// retention, living a retention past that.
-    async fn lease(&self) -> Result<i64, AuditError> {
+    pub(super) async fn lease(&self) -> Result<i64, AuditError> {
         let bucket = self.retention.max_age / 10;
         if let Some((granted, id)) = *self.lease.lock() {
             if granted.elapsed() < bucket {
@@ -77,7 +80,7 @@ impl EtcdAudit {
     /// appeared meanwhile (another replica); a transaction that finds one
     /// is done again record by record.
     pub async fn ship(&self, node: &str, lines: Vec<AuditLine>) -> Result<Shipped, AuditError> {
-        super::check_shipment(&lines)?;
+        super::check_shipment(node, &lines)?;
         let mut shipped = Shipped::default();
         let (Some(first), Some(last)) = (
             lines.iter().map(|l| l.seq).min(),
@@ -110,14 +113,12 @@ impl EtcdAudit {
                 shipped.duplicates += 1;
                 continue;
             }
-            tracing::warn!(node_id = node, seq = line.seq, "audit: a record differs from the one held for its seq; kept the first, noted a conflict");
-            let key = format!("{}{node}/{:020}", self.conflicts_prefix, line.seq);
-            let hash = super::conflicts::offered_hash(&line.json);
-            client
-                .put(key, hash, Some(PutOptions::new().with_lease(lease)))
-                .await
-                .map_err(unavailable)?;
-            shipped.conflicts += 1;
+            if self.keep_copy(&mut client, node, &line, lease).await? {
+                tracing::warn!(node_id = node, seq = line.seq, "audit: a record differs from the one held for its seq; both copies are kept until an admin resolves it");
+                shipped.conflicts += 1;
+            } else {
+                shipped.duplicates += 1;
+            }
         }
         for chunk in absent.chunks(TXN_RECORDS) {
             if self.put_absent(&mut client, node, chunk, lease).await? {
@@ -197,15 +198,21 @@ impl EtcdAudit {
             .map_err(unavailable)?;
         for kv in conflicts.kvs() {
             let key = String::from_utf8_lossy(kv.key());
-            let Some((node, seq)) = key
+            let Some((node, seq, sha256)) = key
                 .strip_prefix(&self.conflicts_prefix)
-                .and_then(|rest| rest.rsplit_once('/'))
+                .and_then(split_copy_key)
             else {
                 continue;
             };
-            let Ok(seq) = seq.parse() else { continue };
-            let hash = String::from_utf8_lossy(kv.value()).into_owned();
-            book.conflicts.note(node, seq, hash);
+            let json = String::from_utf8_lossy(kv.value()).into_owned();
+            book.conflicts.note_copy(
+                node,
+                seq,
+                super::conflicts::Copy {
+                    sha256: sha256.to_string(),
+                    json,
+                },
+            );
         }
         Ok(book)
     }
@@ -230,4 +237,11 @@ impl EtcdAudit {
             })
         }))
     }
+}
+
+/// `<node>/<seq>/<sha256>` of a kept copy's key.
+fn split_copy_key(rest: &str) -> Option<(&str, u64, &str)> {
+    let (node_seq, sha256) = rest.rsplit_once('/')?;
+    let (node, seq) = node_seq.rsplit_once('/')?;
+    Some((node, seq.parse().ok()?, sha256))
 }
