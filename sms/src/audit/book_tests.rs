@@ -111,6 +111,9 @@ fn records_pre_empted_under_a_nodes_name_are_kept_beside_until_resolved() {
         book.resolve("n1", 2, "x"),
         Err(AuditError::NotDisputed { seq: 2, .. })
     ));
+    // Resolving for a node SMS never heard of makes no chain of it.
+    assert!(book.resolve("nobody", 1, "x").is_err());
+    assert_eq!(book.verify().len(), 1);
 }
 
 #[test]

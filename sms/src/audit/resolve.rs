@@ -94,11 +94,16 @@ impl AuditBook {
     /// SHA-256 is `keep`.
     pub fn resolve(&self, node: &str, seq: u64, keep: &str) -> Result<Resolved, AuditError> {
         let mut nodes = self.nodes.write();
-        let chain = nodes.entry(node.to_string()).or_default();
-        let held = chain.get(&seq).map(|s| s.json.as_str());
+        let held = nodes
+            .get(node)
+            .and_then(|chain| chain.get(&seq))
+            .map(|s| s.json.as_str());
         let copies = self.conflicts.copies(node, seq);
         let (replacement, resolved) = choose(node, seq, keep, held, &copies)?;
         if let Some(json) = replacement {
+            // Only now a chain for the node, if retention had emptied it:
+            // a refused resolve leaves no trace in the book.
+            let chain = nodes.entry(node.to_string()).or_default();
             if chain.insert(seq, Stored::new(json)).is_none() {
                 self.kept.lock().total += 1;
             }

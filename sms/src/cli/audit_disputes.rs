@@ -80,7 +80,8 @@ pub async fn resolve(args: ResolveArgs) -> Result<i32> {
     };
     safe_println!(
         "node {node} seq {}: resolved, {what}; {} other copies dropped",
-        args.seq, answer.dropped
+        args.seq,
+        answer.dropped
     );
     Ok(0)
 }
