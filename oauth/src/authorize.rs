@@ -163,7 +163,7 @@ pub async fn client_credentials(
     challenge: Option<&str>,
     scopes: &[String],
 ) -> Result<AuthorizationManager, OAuthError> {
-    let mut manager = AuthorizationManager::new(server_url).await?;
+    let mut manager = client.network.manager(server_url).await?;
     let resolution = manager.resolve_metadata_from_challenge(challenge).await?;
     manager.set_metadata(resolution.metadata);
     let scopes = if scopes.is_empty() {

@@ -85,6 +85,10 @@ pub struct ClientConfig {
     /// A key to bind tokens to (DPoP), used with an authorization server
     /// that takes proofs; `None`: bearer tokens only.
     pub dpop: Option<std::sync::Arc<crate::dpop::DpopKey>>,
+    /// Where the flow's requests may go: public addresses only unless the
+    /// caller sets SMS's allow-list (or, on an operator's own terminal,
+    /// [`Network::unguarded`](crate::Network::unguarded)).
+    pub network: crate::Network,
 }
 
 /// Why a resolver could not give a field's value: whatever error its
@@ -136,6 +140,7 @@ impl ClientConfig {
             idp,
             assertion,
             dpop: None,
+            network: crate::Network::default(),
             grant: grant(auth),
             client_id: nonempty(&auth.client_id),
             client_secret: secret("client_secret", &auth.client_secret)?,

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -20,16 +20,13 @@ use rmcp::transport::auth::{
 };
 use sha2::Digest;
 
+use crate::network::{read_bounded, Network};
 use crate::OAuthError;
 
 /// The proof header.
 pub const DPOP_HEADER: &str = "dpop";
 /// Where a server hands out the nonce proofs must carry.
 pub const NONCE_HEADER: &str = "dpop-nonce";
-/// How long the authorization server has to answer.
-const TIMEOUT: Duration = Duration::from_secs(30);
-/// The most of an answer read.
-const MAX_BODY: usize = 1024 * 1024;
 
 /// A P-256 key made for one client, held in memory only.
 pub struct DpopKey {
@@ -125,26 +122,18 @@ struct Learned {
 /// else goes out as it is.
 pub struct DpopHttpClient {
     key: Arc<DpopKey>,
-    follow: reqwest::Client,
-    stop: reqwest::Client,
+    /// Where its requests may go.
+    network: Network,
     learned: Mutex<Learned>,
 }
 
 impl DpopHttpClient {
-    pub fn new(key: Arc<DpopKey>) -> Result<DpopHttpClient, OAuthError> {
-        let build = |policy| {
-            reqwest::Client::builder()
-                .timeout(TIMEOUT)
-                .redirect(policy)
-                .build()
-                .map_err(|e| OAuthError::Flow(format!("no HTTP client: {e}")))
-        };
-        Ok(DpopHttpClient {
+    pub fn new(key: Arc<DpopKey>, network: Network) -> DpopHttpClient {
+        DpopHttpClient {
             key,
-            follow: build(reqwest::redirect::Policy::limited(10))?,
-            stop: build(reqwest::redirect::Policy::none())?,
+            network,
             learned: Mutex::new(Learned::default()),
-        })
+        }
     }
 
     /// Whether `request` is a token request the server takes proofs for.
@@ -182,27 +171,26 @@ impl DpopHttpClient {
         redirects: OAuthHttpRedirectPolicy,
         proof: Option<String>,
     ) -> Result<http::Response<Vec<u8>>, Box<dyn std::error::Error + Send + Sync>> {
-        let client = match redirects {
-            OAuthHttpRedirectPolicy::Stop => &self.stop,
-            _ => &self.follow,
-        };
-        let mut outgoing = client
-            .request(request.method().clone(), request.uri().to_string())
-            .headers(request.headers().clone())
-            .body(request.body().clone());
-        if let Some(proof) = proof {
-            outgoing = outgoing.header(DPOP_HEADER, proof);
+        let mut copy = http::Request::builder()
+            .method(request.method().clone())
+            .uri(request.uri().clone())
+            .version(request.version());
+        for (name, value) in request.headers() {
+            copy = copy.header(name, value);
         }
-        let response = outgoing.send().await?;
+        let mut outgoing = reqwest::Request::try_from(copy.body(request.body().clone())?)?;
+        if let Some(proof) = proof {
+            outgoing
+                .headers_mut()
+                .insert(DPOP_HEADER, http::HeaderValue::from_str(&proof)?);
+        }
+        let follow = !matches!(redirects, OAuthHttpRedirectPolicy::Stop);
+        let response = self.network.send(outgoing, follow).await?;
         let mut answer = http::Response::builder().status(response.status());
         for (name, value) in response.headers() {
             answer = answer.header(name, value);
         }
-        let body = response.bytes().await?;
-        if body.len() > MAX_BODY {
-            return Err("the authorization server's answer is over 1 MiB".into());
-        }
-        Ok(answer.body(body.to_vec())?)
+        Ok(answer.body(read_bounded(response).await?)?)
     }
 
     async fn execute_request(

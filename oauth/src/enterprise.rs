@@ -44,7 +44,7 @@ pub async fn enterprise_managed(
         .client_id
         .clone()
         .ok_or_else(|| config("client_id", "enterprise_managed needs a client_id"))?;
-    let mut manager = AuthorizationManager::new(server_url).await?;
+    let mut manager = client.network.manager(server_url).await?;
     let metadata = manager
         .resolve_metadata_from_challenge(challenge)
         .await?

@@ -10,10 +10,8 @@ use rmcp::transport::auth::{AuthorizationMetadata, WWWAuthenticateParams};
 use rmcp::transport::AuthorizationManager;
 use serde::Deserialize;
 
+use crate::network::{read_bounded, Network};
 use crate::{ClientConfig, OAuthError};
-
-/// How long the authorization server has to answer.
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a `WWW-Authenticate` challenge of the server at `server_url` asks
 /// (nothing when the URL does not parse).
@@ -63,8 +61,9 @@ pub(crate) async fn discover(
     server_url: &str,
     challenge: Option<&str>,
     scopes: &[String],
+    network: &Network,
 ) -> Result<(AuthorizationManager, AuthorizationMetadata, Vec<String>), OAuthError> {
-    let mut manager = AuthorizationManager::new(server_url).await?;
+    let mut manager = network.manager(server_url).await?;
     let metadata = manager
         .resolve_metadata_from_challenge(challenge)
         .await?
@@ -101,7 +100,7 @@ pub(crate) async fn post(
         }
         (None, _) => None,
     };
-    let body = send(token_endpoint, &form, basic, what).await?;
+    let body = send(token_endpoint, &form, basic, what, &client.network).await?;
     let issued: Issued = serde_json::from_slice(&body).map_err(|_| {
         OAuthError::Flow("the authorization server's token response is not a token".into())
     })?;
@@ -134,42 +133,55 @@ pub(crate) async fn send(
     form: &[(&str, &str)],
     basic: Option<(&str, &str)>,
     what: &str,
+    network: &Network,
 ) -> Result<Vec<u8>, OAuthError> {
-    let mut request = http()?.post(token_endpoint);
+    let mut request = network.token_request(token_endpoint);
     if let Some((id, secret)) = basic {
         request = request.basic_auth(id, Some(secret));
     }
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
-    let response = request
+    let request = request
         .header(
             reqwest::header::CONTENT_TYPE,
             "application/x-www-form-urlencoded",
         )
         .body(body)
-        .send()
+        .build()
+        .map_err(|e| OAuthError::Flow(format!("the token request cannot be made: {e}")))?;
+    let response = network
+        .send(request, false)
         .await
-        .map_err(|e| OAuthError::Flow(format!("the token request failed: {e}")))?;
+        .map_err(|e| OAuthError::Flow(format!("the token request failed: {}", sentence(e))))?;
     let status = response.status();
-    let body = response
-        .bytes()
-        .await
-        .map_err(|e| OAuthError::Flow(format!("reading the token response failed: {e}")))?;
+    let body = read_bounded(response).await.map_err(|e| {
+        OAuthError::Flow(format!(
+            "reading the token response failed: {}",
+            sentence(e)
+        ))
+    })?;
     if !status.is_success() {
         return Err(OAuthError::Refused(refusal(status, &body, what)));
     }
-    Ok(body.to_vec())
+    Ok(body)
 }
 
-/// A client for one request: redirects are not followed, since the
-/// request carries a credential.
-fn http() -> Result<reqwest::Client, OAuthError> {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(TIMEOUT)
-        .build()
-        .map_err(|e| OAuthError::Flow(format!("no HTTP client: {e}")))
+/// `error` and its causes, without any URL (a token endpoint's query may
+/// carry secrets).
+pub(crate) fn sentence(error: Box<dyn std::error::Error + Send + Sync>) -> String {
+    let error: Box<dyn std::error::Error + Send + Sync> = match error.downcast::<reqwest::Error>() {
+        Ok(e) => Box::new(e.without_url()),
+        Err(other) => other,
+    };
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        cause = e.source();
+    }
+    text
 }
 
 /// The sentence for a refused token request: the OAuth error code and

@@ -31,7 +31,8 @@ pub async fn jwt_bearer(
         field: "assertion",
         why: "jwt_bearer needs the workload's JWT".into(),
     })?;
-    let (manager, metadata, scopes) = discover(server_url, challenge, scopes).await?;
+    let (manager, metadata, scopes) =
+        discover(server_url, challenge, scopes, &client.network).await?;
     addressed_to(
         assertion.expose(),
         metadata.issuer.as_deref(),
@@ -66,7 +67,7 @@ pub async fn workload_token(
     client: &ClientConfig,
     mint: &(dyn Fn(&str) -> Result<String, OAuthError> + Sync),
 ) -> Result<Granted, OAuthError> {
-    let (_, metadata, scopes) = discover(server_url, None, &client.scopes).await?;
+    let (_, metadata, scopes) = discover(server_url, None, &client.scopes, &client.network).await?;
     let audience = metadata
         .issuer
         .clone()

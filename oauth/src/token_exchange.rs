@@ -59,7 +59,7 @@ pub async fn token_exchange(
             subject.token_type.escape_default()
         ),
     })?;
-    let (_, metadata, scopes) = discover(server_url, None, &client.scopes).await?;
+    let (_, metadata, scopes) = discover(server_url, None, &client.scopes, &client.network).await?;
     let audience = metadata
         .issuer
         .clone()

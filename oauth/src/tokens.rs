@@ -127,7 +127,7 @@ pub async fn refresh(
     client: &ClientConfig,
     held: StoredCredentials,
 ) -> Result<StoredCredentials, OAuthError> {
-    let mut manager = AuthorizationManager::new(server_url).await?;
+    let mut manager = client.network.manager(server_url).await?;
     let resolution = manager.resolve_metadata().await?;
     manager.set_metadata(resolution.metadata);
     let mut config = OAuthClientConfig::new(held.client_id.clone(), UNUSED_REDIRECT);

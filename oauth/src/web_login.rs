@@ -39,13 +39,18 @@ pub async fn begin_login(
 ) -> Result<(PendingLogin, String), OAuthError> {
     let mut state = match &client.dpop {
         // Token requests carry proofs only where the authorization server
-        // takes them; everywhere else rmcp's own client, which refuses
-        // discovered addresses it should not reach, does the flow.
-        Some(key) if takes_dpop(server_url, challenge).await? => {
-            let http = crate::dpop::DpopHttpClient::new(std::sync::Arc::clone(key))?;
+        // takes them; every request goes through the client's network.
+        Some(key) if takes_dpop(server_url, challenge, client).await? => {
+            let http = crate::dpop::DpopHttpClient::new(
+                std::sync::Arc::clone(key),
+                client.network.clone(),
+            );
             OAuthState::new_with_oauth_http_client(server_url, std::sync::Arc::new(http)).await?
         }
-        _ => OAuthState::new(server_url, None).await?,
+        _ => {
+            let http = std::sync::Arc::new(client.network.clone());
+            OAuthState::new_with_oauth_http_client(server_url, http).await?
+        }
     };
     let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
     if let Some(id) = &client.client_id {
@@ -72,9 +77,13 @@ pub async fn begin_login(
 }
 
 /// Whether the server's authorization server takes ES256 DPoP proofs, as
-/// its metadata says (found by rmcp's guarded discovery).
-async fn takes_dpop(server_url: &str, challenge: Option<&str>) -> Result<bool, OAuthError> {
-    let manager = AuthorizationManager::new(server_url).await?;
+/// its metadata says (found through the client's network).
+async fn takes_dpop(
+    server_url: &str,
+    challenge: Option<&str>,
+    client: &ClientConfig,
+) -> Result<bool, OAuthError> {
+    let manager = client.network.manager(server_url).await?;
     let metadata = manager
         .resolve_metadata_from_challenge(challenge)
         .await?

@@ -40,8 +40,16 @@ fn builder() -> reqwest::ClientBuilder {
         .connect_timeout(Duration::from_secs(10))
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
+        .http1_max_headers(MAX_RESPONSE_HEADERS)
         .redirect(same_origin_redirects())
 }
+
+/// The most headers a response may have. Their size is bounded by hyper:
+/// a response head over about 400 KiB fails the request ("message head is
+/// too large"). The client speaks HTTP/1.1 only (reqwest's `http2` is not
+/// built), and decompresses nothing (nor gzip, brotli or zstd), so a
+/// compressed body arrives as the bytes it is.
+pub const MAX_RESPONSE_HEADERS: usize = 100;
 
 /// The most redirects a request follows.
 const MAX_REDIRECTS: usize = 5;
@@ -79,9 +87,17 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
 /// another origin (…)" or "error sending request: … Connection refused".
 /// reqwest's Display alone stops at its own kind, which no one can act on.
 pub fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut sentence = error.to_string();
-    let mut cause = std::error::Error::source(&error);
+    describe_ref(&error.without_url())
+}
+
+/// [`describe`] of a borrowed error: its text with the URL left out.
+pub fn describe_ref(error: &reqwest::Error) -> String {
+    let own = error.to_string();
+    let mut sentence = match error.url() {
+        Some(url) => own.replace(&format!(" for url ({url})"), ""),
+        None => own,
+    };
+    let mut cause = std::error::Error::source(error);
     while let Some(error) = cause {
         sentence.push_str(": ");
         sentence.push_str(&error.to_string());

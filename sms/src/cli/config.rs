@@ -129,6 +129,13 @@ pub struct ServeArgs {
     /// by every replica [default: a key for this process only].
     #[arg(long, env = "SMS_WORKLOAD_KEY_FILE", requires = "workload_issuer")]
     pub workload_key_file: Option<PathBuf>,
+    /// Non-public addresses or ranges (comma separated, such as
+    /// 10.0.0.0/8) SMS may reach when a protected server's OAuth metadata
+    /// names them: its authorization server, metadata and token endpoints.
+    /// Loopback, private, link-local and cloud metadata addresses are
+    /// refused without an entry [default: none, public addresses only].
+    #[arg(long, env = "SMS_EGRESS", value_delimiter = ',')]
+    pub egress: Option<Vec<String>>,
     /// Write the bound addresses as JSON to this file once serving (for scripts and tests).
     #[arg(long)]
     pub ready_file: Option<PathBuf>,
@@ -169,6 +176,7 @@ struct FileConfig {
     oidc_groups_claim: Option<String>,
     workload_issuer: Option<String>,
     workload_key_file: Option<PathBuf>,
+    egress: Option<Vec<String>>,
 }
 
 fn read_file_config(path: &Path) -> Result<FileConfig> {
@@ -228,7 +236,12 @@ fn resolve(args: &ServeArgs) -> Result<(SmsConfig, LogFormat)> {
         }
         audit_retention.max_age = std::time::Duration::from_secs(hours.saturating_mul(3600));
     }
+    let egress = args.egress.clone().or(file.egress).unwrap_or_default();
+    let egress = spear_egress::EgressPolicy::build(&egress)
+        .map_err(|e| anyhow!("--egress: {e}"))?
+        .written_in(spear_egress::Setting::SmsFlag);
     let config = SmsConfig {
+        egress,
         listen,
         metrics_listen,
         mcp_dir: args.mcp_dir.clone().or(file.mcp_dir),

@@ -114,12 +114,15 @@ async fn login(client: &ClientArgs, flags: &LoginFlags, id: &str) -> Result<()> 
     let lookup = |name: &str| std::env::var(name).ok();
     let url = substitute(&spec.url, &lookup)
         .map_err(|e| anyhow!("server '{id}': url: {e} in this shell's environment"))?;
-    let config = ClientConfig::from_environment(
+    let mut config = ClientConfig::from_environment(
         auth,
         &lookup,
         "this shell's environment; set it for the login",
     )
     .with_context(|| format!("server '{id}'"))?;
+    // The operator's own terminal reaches what they point it at, as
+    // `spearlet mcp` does; rmcp still checks the hosts metadata names.
+    config.network = spear_oauth::Network::unguarded();
     if !config.grant.needs_login() {
         bail!("server '{id}' needs no login: SMS gets its tokens itself with its grant");
     }

@@ -119,6 +119,17 @@ pub fn csrf(session: &Session) -> Markup {
     html! { input type="hidden" name="csrf" value=(session.csrf); }
 }
 
+/// A form of one button that posts to `action` (with the CSRF field):
+/// `data-action` names it for scripts and tests.
+pub fn post_button(session: &Session, action: &str, label: &str, data_action: &str) -> Markup {
+    html! {
+        form method="post" action=(action) class="inline" {
+            (csrf(session))
+            button type="submit" class="primary" data-action=(data_action) { (label) }
+        }
+    }
+}
+
 /// A message box: what happened, for the result of a write.
 pub fn notice(kind: &str, text: &str) -> Markup {
     html! { p class={"notice " (kind)} role=(if kind == "error" { "alert" } else { "status" }) { (text) } }

@@ -45,6 +45,8 @@ pub struct Broker {
     key: Option<Arc<SealingKey>>,
     pub(super) hub: Arc<Hub>,
     per_principal: Option<Arc<PerPrincipal>>,
+    /// Where its OAuth flows may connect (`--egress`).
+    network: spear_oauth::Network,
 }
 
 /// A protected server as the registry has it.
@@ -117,7 +119,14 @@ impl Broker {
             key,
             hub,
             per_principal: None,
+            network: spear_oauth::Network::default(),
         }
+    }
+
+    /// Sends every OAuth request through `network` (SMS's `--egress`).
+    pub fn with_network(mut self, network: spear_oauth::Network) -> Broker {
+        self.network = network;
+        self
     }
 
     /// Serves the servers that act per principal with `per_principal`.
@@ -183,12 +192,14 @@ impl Broker {
                 "url: {e} in SMS's environment; set it where SMS runs"
             ))
         })?;
-        let client = ClientConfig::from_environment(
+        let mut client = ClientConfig::from_environment(
             &server.auth,
             &lookup,
             "SMS's environment; set it where SMS runs (SMS renews this server's tokens)",
         )
         .map_err(|e| config(e.to_string()))?;
+        // A hostile server's metadata names where its flow goes next.
+        client.network = self.network.for_flow();
         Ok((url, client))
     }
 

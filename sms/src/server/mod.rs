@@ -77,6 +77,9 @@ pub struct SmsConfig {
     pub oidc: Option<spear_identity::OidcConfig>,
     /// SMS as the issuer of its nodes' workload identity.
     pub workload: WorkloadConfig,
+    /// The non-public addresses SMS's OAuth client may reach when a
+    /// server's metadata names them (`--egress`).
+    pub egress: spear_egress::EgressPolicy,
 }
 
 /// SMS's workload identity (`--workload-issuer`, `--workload-key-file`):
@@ -202,6 +205,7 @@ impl Sms {
             join_token: config.join_token.clone(),
             ca_dir: config.ca_dir.clone(),
             max_watches_per_node: config.max_watches_per_node,
+            egress: config.egress.clone(),
             insecure,
             oidc: oidc.clone(),
         });

@@ -57,6 +57,8 @@ pub struct ServicesDeps {
     /// SMS's CA, signing joining nodes' certificates (`--ca-dir`).
     pub ca_dir: Option<std::path::PathBuf>,
     pub max_watches_per_node: usize,
+    /// Where the OAuth client may go when a server's metadata says.
+    pub egress: spear_egress::EgressPolicy,
     pub insecure: bool,
     /// The issuer whose people and workloads may invoke (`--oidc-issuer`).
     pub oidc: Option<Arc<spear_identity::OidcVerifier>>,
@@ -95,6 +97,7 @@ impl Services {
             join_token,
             ca_dir,
             max_watches_per_node,
+            egress,
             insecure,
             oidc,
         } = deps;
@@ -104,7 +107,10 @@ impl Services {
         let delegations = keys.per_principal.clone();
         let broker = Arc::new(
             Broker::new(stores.vault, keys.oauth, Arc::clone(&hub))
-                .with_per_principal(keys.per_principal),
+                .with_per_principal(keys.per_principal)
+                .with_network(spear_oauth::Network::guarded(spear_egress::Egress::fixed(
+                    egress,
+                ))),
         );
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());

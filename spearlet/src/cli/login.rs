@@ -146,6 +146,10 @@ impl OAuthFlags {
                 .map_err(spear_oauth::Unresolved::from)
         })?;
         let mut client = client;
+        // The operator's own terminal reaches what they point it at, as
+        // the rest of `spearlet mcp` does; rmcp still checks the hosts
+        // metadata names.
+        client.network = spear_oauth::Network::unguarded();
         // A key of this command's own: an authorization server that takes
         // DPoP proofs binds its tokens to it (RFC 9449).
         let dpop = Arc::new(DpopKey::generate()?);

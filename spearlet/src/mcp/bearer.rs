@@ -28,6 +28,7 @@ use spear_proto::v1::SealedValue;
 use sse_stream::{Error as SseError, Sse};
 
 use super::standalone::StandaloneFirst;
+use super::stream_budget::{bounded, Budget, FloodMark};
 use spear_oauth::dpop::DpopKey;
 
 /// Why a source has no token to give: one sentence for the operator.
@@ -102,6 +103,8 @@ pub struct BearerClient {
     standalone: StandaloneFirst,
     /// The nonce the server wants in DPoP proofs, once it said so.
     dpop_nonce: Arc<parking_lot::Mutex<Option<String>>>,
+    /// The connection's last stream flood, which keeps its `GET` streams shut.
+    floods: FloodMark,
 }
 
 /// How one attempt presents its token: as rmcp's bearer, or (DPoP) in
@@ -136,6 +139,7 @@ impl BearerClient {
             tokens,
             standalone: StandaloneFirst::default(),
             dpop_nonce: Arc::default(),
+            floods: FloodMark::default(),
         }
     }
 
@@ -279,50 +283,6 @@ fn auth_error(error: TokenError) -> HttpError {
     StreamableHttpError::Auth(AuthError::AuthorizationFailed(error.0))
 }
 
-/// The sentence for a request that failed on its credentials, if that is
-/// why `error` (anywhere in its chain) failed.
-pub fn auth_failure(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        if let Some(http) = error.downcast_ref::<HttpError>() {
-            match http {
-                StreamableHttpError::Auth(AuthError::AuthorizationFailed(sentence)) => {
-                    return Some(sentence.clone())
-                }
-                StreamableHttpError::Auth(other) => return Some(spear_oauth::describe(other)),
-                StreamableHttpError::AuthRequired(_) => {
-                    return Some(
-                        "the server answered 401 Unauthorized: it needs an OAuth token, and none was given: declare \"auth\" in its server file, or, for an ad-hoc `spearlet mcp --url`, pass --oauth".into(),
-                    )
-                }
-                StreamableHttpError::InsufficientScope(e) => {
-                    return Some(insufficient_scope(&e.www_authenticate_header))
-                }
-                _ => {}
-            }
-        }
-        current = error.source();
-    }
-    None
-}
-
-/// The sentence for a 403 `insufficient_scope`, with the scope the server
-/// named (or its description, when it named none).
-pub(crate) fn insufficient_scope(challenge: &str) -> String {
-    let params = url::Url::parse("http://server.invalid/")
-        .map(|base| spear_oauth::WWWAuthenticateParams::parse(challenge, &base))
-        .unwrap_or_default();
-    match (params.scope, params.error_description) {
-        (Some(scope), _) => format!(
-            "the server answered 403 insufficient_scope: it wants scope '{scope}', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)"
-        ),
-        (None, description) => format!(
-            "the server answered 403 insufficient_scope without naming a scope ({}); list the scopes it needs in auth.scopes",
-            description.as_deref().unwrap_or("no description")
-        ),
-    }
-}
-
 /// The request's `_meta.traceparent` (set for a traced tool call) as the
 /// `traceparent` header too, for HTTP servers and proxies that trace.
 fn add_traceparent(headers: &mut HashMap<HeaderName, HeaderValue>, message: &ClientJsonRpcMessage) {
@@ -379,17 +339,25 @@ impl StreamableHttpClient for BearerClient {
         self.standalone
             .before_post(&message, session_id.as_deref())
             .await;
-        self.with_token("POST", &uri, |presented| {
-            self.http.post_message_with_response_limits(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                presented.bearer.clone(),
-                presented.with(&headers),
-                limits,
-            )
+        let answer = self
+            .with_token("POST", &uri, |presented| {
+                self.http.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    presented.bearer.clone(),
+                    presented.with(&headers),
+                    limits,
+                )
+            })
+            .await?;
+        Ok(match answer {
+            StreamableHttpPostResponse::Sse(events, id) => {
+                let events = bounded(events, Budget::per_response(), self.floods.clone());
+                StreamableHttpPostResponse::Sse(events, id)
+            }
+            other => other,
         })
-        .await
     }
 
     async fn delete_session(
@@ -440,6 +408,11 @@ impl StreamableHttpClient for BearerClient {
         headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        if let Some(flood) = self.floods.holding() {
+            return Err(StreamableHttpError::UnexpectedServerResponse(
+                flood.to_string().into(),
+            ));
+        }
         let stream = self
             .with_token("GET", &uri, |presented| {
                 self.http.get_stream_with_max_sse_event_size(
@@ -454,7 +427,8 @@ impl StreamableHttpClient for BearerClient {
             .await;
         self.standalone
             .answered(session_id.as_deref(), last_event_id.as_deref());
-        stream
+        let floods = self.floods.clone();
+        stream.map(|events| bounded(events, Budget::per_minute(), floods))
     }
 }
 
@@ -475,24 +449,5 @@ impl TokenSource for NoPerson {
         _challenge: &Challenge,
     ) -> Result<Option<String>, TokenError> {
         Err(TokenError(NO_PERSON.into()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::insufficient_scope;
-
-    #[test]
-    fn a_403_names_the_scope_or_says_where_to_list_it() {
-        assert_eq!(
-            insufficient_scope(r#"Bearer error="insufficient_scope", scope="files:write""#),
-            "the server answered 403 insufficient_scope: it wants scope 'files:write', which the token does not hold (the login did not ask for it, or the authorization server did not grant it)"
-        );
-        assert_eq!(
-            insufficient_scope(
-                r#"Bearer error="insufficient_scope", error_description="Required scope: docs:read""#
-            ),
-            "the server answered 403 insufficient_scope without naming a scope (Required scope: docs:read); list the scopes it needs in auth.scopes"
-        );
     }
 }

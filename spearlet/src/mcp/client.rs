@@ -25,6 +25,7 @@ use super::input_required;
 use super::lifecycle::{self, Lifecycle};
 use super::list_bound::ListBound;
 use super::options::SessionOptions;
+use super::request_error::service_error;
 use super::server_log::ServerLog;
 use super::server_requests::Bounds;
 use super::stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
@@ -55,6 +56,13 @@ pub struct McpClient {
     /// The 2026-07-28 `subscriptions/listen` stream ([`super::listen`]),
     /// ended with the session.
     listening: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl McpClient {
+    /// Whether the session still runs (its transport is not closed).
+    pub(super) fn is_alive(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
 }
 
 impl Drop for McpClient {
@@ -340,7 +348,7 @@ impl McpClient {
                 .peer()
                 .send_cancellable_request(request, options)
                 .await
-                .map_err(service_error)?;
+                .map_err(|error| self.request_error(error))?;
             match handle.await_response().await {
                 Ok(ServerResult::CallToolResult(result)) => return Ok(result),
                 Ok(ServerResult::InputRequiredResult(asked)) => {
@@ -368,7 +376,10 @@ impl McpClient {
                         },
                     });
                 }
-                Err(error) => return Err(service_error(error)),
+                // rmcp answers a request whose own response stream ended
+                // (one the node cut at its bound, `stream_budget`) as if
+                // the transport closed; the session itself is still up.
+                Err(error) => return Err(self.request_error(error)),
             }
         }
         Err(McpError::Server(format!(
@@ -446,24 +457,5 @@ fn log_opt_in() -> RequestMetaObject {
 async fn shutdown_child(child: &mut Option<StdioChild>) {
     if let Some(child) = child.as_mut() {
         child.shutdown(Duration::from_secs(2)).await;
-    }
-}
-
-pub(super) fn service_error(error: rmcp::ServiceError) -> McpError {
-    if let rmcp::ServiceError::TransportSend(sent) = &error {
-        if let Some(sentence) = super::bearer::auth_failure(sent.error.as_ref()) {
-            return McpError::Auth(sentence);
-        }
-    }
-    match error {
-        rmcp::ServiceError::McpError(e) => McpError::Server(e.message.to_string()),
-        rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_) => {
-            McpError::Closed
-        }
-        rmcp::ServiceError::Timeout { timeout } => McpError::Timeout {
-            what: "request",
-            after: timeout,
-        },
-        other => McpError::Server(other.to_string()),
     }
 }

@@ -27,6 +27,13 @@ pub enum McpError {
     Timeout { what: &'static str, after: Duration },
     #[error("the server connection is closed: the server exited or hung up (its stderr is in the node's log)")]
     Closed,
+    /// The call's own answer stream ended before its result; the
+    /// connection stays up.
+    #[error("the server's answer ended before its result: it closed the call's stream, or sent more than the node reads on one (at most {} events and {} MiB: the node's log says which)", super::stream_budget::MAX_EVENTS, super::stream_budget::MAX_BYTES >> 20)]
+    AnswerCut,
+    /// One request's HTTP exchange failed; the connection stays up.
+    #[error("the request failed: {0}")]
+    Request(String),
     #[error("the server answered with an error: {0}")]
     Server(String),
     #[error(

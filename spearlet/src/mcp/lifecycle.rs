@@ -164,7 +164,7 @@ fn handshake_error(error: &ClientInitializeError) -> McpError {
 fn init_auth_failure(error: &ClientInitializeError) -> Option<String> {
     match error {
         ClientInitializeError::TransportError { error, .. } => {
-            super::bearer::auth_failure(error.error.as_ref())
+            super::auth_failure::auth_failure(error.error.as_ref())
         }
         ClientInitializeError::LegacyFallbackFailed { fallback, .. } => init_auth_failure(fallback),
         _ => None,

@@ -3,6 +3,7 @@
 //! return for a model.
 
 mod acting;
+mod auth_failure;
 mod bearer;
 mod client;
 mod client_side;
@@ -15,6 +16,7 @@ mod list_bound;
 mod listen;
 mod options;
 mod render;
+mod request_error;
 mod schema;
 mod sealed;
 mod server_log;
@@ -23,11 +25,13 @@ mod sse;
 mod standalone;
 mod stdio;
 mod stdio_frames;
+mod stream_budget;
 mod timeouts;
 
 pub use acting::{Delegation, OnBehalf};
-pub(crate) use bearer::insufficient_scope;
-pub use bearer::{auth_failure, Challenge, Credentials, TokenError, TokenSource};
+pub use auth_failure::auth_failure;
+pub(crate) use auth_failure::insufficient_scope;
+pub use bearer::{Challenge, Credentials, TokenError, TokenSource};
 pub use client::{stdio_command, McpClient, Timeouts, ToolList};
 pub use elicitation::ElicitationPolicy;
 pub use error::McpError;
@@ -37,3 +41,4 @@ pub use render::{render_result, RenderedResult};
 pub use schema::{check_input_schema, SchemaError};
 pub use server_requests::MAX_REQUESTS_PER_SECOND;
 pub use stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
+pub use stream_budget::{MAX_BYTES as MAX_STREAM_BYTES, MAX_EVENTS as MAX_STREAM_EVENTS};

@@ -1,7 +1,9 @@
 //! The legacy HTTP+SSE transport (MCP 2024-11-05), which rmcp has no client
 //! for: a long-lived `GET` event stream whose first `endpoint` event names
 //! the URL to `POST` every client message to; the server's messages arrive
-//! as `message` events on the stream.
+//! as `message` events on the stream. The stream is one long-lived
+//! session, so its events are bounded per minute ([`Budget::per_minute`]):
+//! past the bound the node closes it, which ends the session.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -15,13 +17,14 @@ use spear_common::sse::Parser;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use super::error::McpError;
 use super::http::HttpTarget;
+use super::stream_budget::Budget;
 use crate::http_client::describe;
 
-/// Bytes buffered for one SSE event at most.
+/// Bytes buffered for one SSE event at most (rmcp's bound for Streamable HTTP).
 const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// The client side of a legacy SSE session, ready for rmcp.
@@ -81,12 +84,10 @@ pub async fn connect(target: HttpTarget, timeout: Duration) -> Result<SseTranspo
         .unwrap_or_else(|_| base.origin());
     let (incoming_tx, incoming_rx) = mpsc::channel(64);
     let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let reader = tokio::spawn(read_events(
-        response,
-        base,
-        endpoint_tx,
-        incoming_tx.clone(),
-    ));
+    let reader = tokio::spawn(
+        read_events(response, base, endpoint_tx, incoming_tx.clone())
+            .instrument(tracing::Span::current()),
+    );
     let endpoint = match tokio::time::timeout(timeout, endpoint_rx).await {
         Ok(Ok(endpoint)) if endpoint.origin() == origin => endpoint,
         Ok(Ok(endpoint)) => {
@@ -132,9 +133,14 @@ async fn read_events(
     let mut endpoint = Some(endpoint);
     let mut body = response.bytes_stream();
     let mut parser = Parser::default();
+    let mut budget = Budget::per_minute();
     while let Some(chunk) = body.next().await {
         let Ok(chunk) = chunk else { break };
         for event in parser.feed(&chunk) {
+            if let Err(flood) = budget.spend(event.data.len()) {
+                warn!("{flood}; closing the SSE session");
+                return;
+            }
             match event.name.as_str() {
                 "endpoint" => match (endpoint.take(), base.join(event.data.trim())) {
                     (Some(tx), Ok(url)) => {

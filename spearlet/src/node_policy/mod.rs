@@ -114,7 +114,12 @@ impl NodePolicy {
             dirs,
             env: EnvPolicy::build(&section.env, own_vars)?,
             modules,
-            egress: Arc::new(EgressPolicy::build(&section.egress)?),
+            egress: Arc::new(
+                EgressPolicy::build(&section.egress).map_err(|why| PolicyError {
+                    setting: "egress".into(),
+                    why: why.to_string(),
+                })?,
+            ),
         })
     }
 

@@ -8,6 +8,10 @@ use std::time::Duration;
 use super::{bin, Proc};
 use crate::wait::{eventually, free_port};
 
+/// What SMS's OAuth client may reach beyond public addresses in tests
+/// (`--egress`): the loopback address the tests' servers listen on.
+pub const TEST_EGRESS: &str = "127.0.0.1/32";
+
 /// How to start an SMS.
 #[derive(Clone, Default)]
 pub struct SmsOptions {
@@ -72,7 +76,8 @@ impl SmsProc {
             .env_remove("SMS_TLS_CA")
             .env_remove("SMS_TLS_CERT")
             .env_remove("SMS_TLS_KEY")
-            .env_remove("SMS_INSECURE");
+            .env_remove("SMS_INSECURE")
+            .env_remove("SMS_EGRESS");
         if let Some(dir) = &options.mcp_dir {
             cmd.arg("--mcp-dir").arg(dir);
         }
@@ -88,6 +93,11 @@ impl SmsProc {
             cmd.args(tls.args());
         }
         cmd.args(&options.extra);
+        // The tests' authorization servers run on 127.0.0.1; every other
+        // non-public address stays refused, as a test of SMS's guard needs.
+        if !options.extra.iter().any(|arg| arg == "--egress") {
+            cmd.arg("--egress").arg(TEST_EGRESS);
+        }
         if let Some(ms) = options.progress_interval_ms {
             cmd.arg("--progress-interval-ms").arg(ms.to_string());
         }

@@ -6,7 +6,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::{Extension, Form};
 use maud::html;
 use spear_proto::v1::CredentialState;
@@ -55,10 +55,7 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
                             td { (page::time(a.logged_in_at_ms)) }
                             td { (a.problem) }
                             td {
-                                form method="post" action={"/accounts/" (enc(&a.server_id)) "/connect"} class="inline" {
-                                    (page::csrf(&signed.session))
-                                    button type="submit" class="primary" data-action="connect" { "Connect" }
-                                }
+                                (page::post_button(&signed.session, &format!("/accounts/{}/connect", enc(&a.server_id)), "Connect", "connect"))
                             }
                         }
                     }
@@ -87,9 +84,11 @@ pub async fn connect(
     signed.session.may_invoke(&form.csrf)?;
     let authorize = super::oauth::begin(&state, &headers, &server, Some(principal.clone())).await?;
     info!(server_id = %server, %principal, "a person started connecting their account");
-    let body = html! {
-        p { "Connecting your account for " span class="mono" { (server) } "." }
-        p { a id="authorize" href=(authorize) data-follow { "Continue to the authorization server" } }
-    };
-    Ok(page::page("Connect", "/accounts", "/accounts", &signed.session, body).into_response())
+    let lead = html! { "Connecting your account for " span class="mono" { (server) } "." };
+    Ok(super::oauth::onward(
+        &signed,
+        ("Connect", "/accounts"),
+        lead,
+        &authorize,
+    ))
 }

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Form};
-use maud::html;
+use maud::{html, Markup};
 use spear_proto::v1::{CredentialState, OauthGrant};
 use tracing::{info, warn};
 
@@ -40,10 +40,7 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
                             td { (c.problem) }
                             td {
                                 @if c.grant == OauthGrant::AuthorizationCode as i32 && signed.session.is_admin() {
-                                    form method="post" action={"/oauth/" (enc(&c.server_id)) "/login"} class="inline" {
-                                        (page::csrf(&signed.session))
-                                        button type="submit" class="primary" data-action="login" { "Log in" }
-                                    }
+                                    (page::post_button(&signed.session, &format!("/oauth/{}/login", enc(&c.server_id)), "Log in", "login"))
                                 }
                             }
                         }
@@ -82,16 +79,28 @@ pub async fn start(
     signed.session.may_write(&form.csrf)?;
     let authorize = begin(&state, &headers, &server, None).await?;
     info!(server_id = %server, "console login started");
-    // Not a redirect: the CSP's `form-action 'self'` rightly stops a form
-    // from landing on another origin. A link does not; the script follows
-    // it at once.
     let issuer = authorize.split('?').next().unwrap_or_default().to_string();
+    let lead = html! {
+        "Signing in to " span class="mono" { (server) } " at its authorization server, "
+        span class="mono" { (issuer) } "."
+    };
+    Ok(onward(&signed, ("Log in", "/oauth"), lead, &authorize))
+}
+
+/// The page that sends the browser on to `authorize`: not a redirect,
+/// since the CSP's `form-action 'self'` rightly stops a form from landing
+/// on another origin; a link does not, and the script follows it at once.
+pub(super) fn onward(
+    signed: &Signed,
+    (title, section): (&str, &str),
+    lead: Markup,
+    authorize: &str,
+) -> Response {
     let body = html! {
-        p { "Signing in to " span class="mono" { (server) } " at its authorization server, "
-            span class="mono" { (issuer) } "." }
+        p { (lead) }
         p { a id="authorize" href=(authorize) data-follow { "Continue to the authorization server" } }
     };
-    Ok(page::page("Log in", "/oauth", "/oauth", &signed.session, body).into_response())
+    page::page(title, section, section, &signed.session, body).into_response()
 }
 
 /// Starts the authorization-code flow to `server`, coming back to

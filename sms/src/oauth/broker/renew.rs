@@ -133,7 +133,7 @@ impl Broker {
             }
         };
         let renewed = match tokio::time::timeout(RENEW_TIMEOUT, renewal).await {
-            Ok(renewed) => renewed,
+            Ok(renewed) => renewed.map_err(|e| client.network.explain(e)),
             Err(_) => Err(OAuthError::Flow(format!(
                 "the authorization server did not answer within {RENEW_TIMEOUT:?}"
             ))),
