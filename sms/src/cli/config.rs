@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use spear_common::{init_logging, shutdown_signal, Listen, LogFormat};
 
 use crate::server::{Sms, SmsConfig, StoreConfig};
-use crate::store::{EtcdStoreConfig, EtcdTls, EtcdUser};
+use crate::store::EtcdStoreConfig;
 use crate::watch::HubConfig;
 use spear_identity::{AdminToken, JoinToken, TlsFlags, TlsIdentity, ViewerToken};
 
@@ -345,12 +345,12 @@ fn store_section(args: &ServeArgs, file: &FileConfig) -> Result<StoreConfig> {
             .or_else(|| file.etcd_prefix.clone())
             .unwrap_or_else(|| "/spear".to_string()),
         connect_timeout: Duration::from_secs(5),
-        tls: etcd_tls(
+        tls: super::etcd_flags::etcd_tls(
             pick(&args.etcd_ca, &file.etcd_ca),
             pick(&args.etcd_cert, &file.etcd_cert),
             pick(&args.etcd_key, &file.etcd_key),
         )?,
-        user: etcd_user(
+        user: super::etcd_flags::etcd_user(
             args.etcd_user.clone().or_else(|| file.etcd_user.clone()),
             pick(&args.etcd_password_file, &file.etcd_password_file),
         )?,
@@ -411,57 +411,10 @@ fn console_section(
 }
 
 /// `path`, once it is seen to be readable now (SMS re-reads it later).
-fn readable(flag: &str, path: PathBuf) -> Result<PathBuf> {
+pub(super) fn readable(flag: &str, path: PathBuf) -> Result<PathBuf> {
     std::fs::File::open(&path)
         .with_context(|| format!("{flag} {}: cannot read it", path.display()))?;
     Ok(path)
-}
-
-/// TLS to etcd from `--etcd-ca` and, for client certificates, both
-/// `--etcd-cert` and `--etcd-key`; the files are re-read when they change.
-fn etcd_tls(
-    ca: Option<PathBuf>,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
-) -> Result<Option<EtcdTls>> {
-    let identity = match (cert, key) {
-        (None, None) => None,
-        (Some(cert), Some(key)) => {
-            Some((readable("--etcd-cert", cert)?, readable("--etcd-key", key)?))
-        }
-        _ => bail!("--etcd-cert and --etcd-key go together"),
-    };
-    match ca {
-        Some(ca) => Ok(Some(EtcdTls {
-            ca: readable("--etcd-ca", ca)?,
-            identity,
-        })),
-        None if identity.is_some() => {
-            bail!("--etcd-cert needs --etcd-ca (the CA etcd's certificate chains to)")
-        }
-        None => Ok(None),
-    }
-}
-
-/// The etcd user; its password from the file or `SMS_ETCD_PASSWORD`,
-/// never from a flag.
-fn etcd_user(name: Option<String>, password_file: Option<PathBuf>) -> Result<Option<EtcdUser>> {
-    let Some(name) = name else {
-        if password_file.is_some() {
-            bail!("--etcd-password-file needs --etcd-user");
-        }
-        return Ok(None);
-    };
-    let password = match password_file {
-        Some(path) => std::fs::read_to_string(&path)
-            .with_context(|| format!("--etcd-password-file {}: cannot read it", path.display()))?
-            .trim_end_matches(['\n', '\r'])
-            .to_string(),
-        None => std::env::var("SMS_ETCD_PASSWORD").map_err(|_| {
-            anyhow!("--etcd-user {name} needs a password: --etcd-password-file FILE or SMS_ETCD_PASSWORD")
-        })?,
-    };
-    Ok(Some(EtcdUser { name, password }))
 }
 
 /// Runs SMS until SIGINT or SIGTERM.

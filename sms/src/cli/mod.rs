@@ -8,6 +8,7 @@ mod audit_disputes;
 mod certs;
 mod client;
 mod config;
+mod etcd_flags;
 mod nodes;
 mod oauth;
 mod pins;

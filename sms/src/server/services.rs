@@ -108,9 +108,7 @@ impl Services {
         let broker = Arc::new(
             Broker::new(stores.vault, keys.oauth, Arc::clone(&hub))
                 .with_per_principal(keys.per_principal)
-                .with_network(spear_oauth::Network::guarded(spear_egress::Egress::fixed(
-                    egress,
-                ))),
+                .with_network(oauth_network(egress)),
         );
         let events = TrustEvents::default();
         let heads = Arc::new(crate::audit::heads::Heads::default());
@@ -284,4 +282,10 @@ fn audit_service(
     AuditService::new(Arc::clone(store), events.clone(), access.clone())
         .with_heads(heads)
         .audited(admin_audit.clone())
+}
+
+/// Where SMS's OAuth flows may connect: public addresses, and the ranges
+/// `--egress` lists (a protected server's metadata names the URLs).
+fn oauth_network(egress: spear_egress::EgressPolicy) -> spear_oauth::Network {
+    spear_oauth::Network::guarded(spear_egress::Egress::fixed(egress))
 }
