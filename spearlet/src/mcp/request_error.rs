@@ -18,7 +18,12 @@ impl McpClient {
         let alive = self.is_alive();
         match error {
             rmcp::ServiceError::TransportClosed if alive => McpError::AnswerCut,
-            rmcp::ServiceError::TransportSend(sent) if alive => {
+            // The server cannot be reached at all (it exited, or its
+            // address refuses): that is the connection's end, so the slot
+            // reconnects after its backoff and reports why.
+            rmcp::ServiceError::TransportSend(sent)
+                if alive && !unreachable(sent.error.as_ref()) =>
+            {
                 match super::auth_failure::auth_failure(sent.error.as_ref()) {
                     Some(sentence) => McpError::Auth(sentence),
                     None => McpError::Request(chain(sent.error.as_ref())),
@@ -27,6 +32,25 @@ impl McpClient {
             other => service_error(other),
         }
     }
+}
+
+/// Whether `error` is a failure to connect to the server at all, rather
+/// than a failure of one exchange on a reachable server.
+fn unreachable(error: &(dyn std::error::Error + 'static)) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(StreamableHttpError::Client(e)) =
+            error.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            return e.is_connect();
+        }
+        if let Some(e) = error.downcast_ref::<reqwest::Error>() {
+            return e.is_connect();
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// `error` and its causes, as one sentence, without the URL (a path or
