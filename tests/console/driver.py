@@ -389,14 +389,15 @@ def at_provider(page, who):
     return url
 
 
-def person_signs_in(browser, who):
-    """A new browser where WHO signed in at SMS's OpenID issuer."""
+def person_signs_in(browser, who, seen=result):
+    """A new browser where WHO signed in at SMS's OpenID issuer; the
+    issuer's page and the greeting are kept in SEEN."""
     page = new_context(browser).new_page()
     page.goto(URL + "/login")
     page.click("#sign-in-issuer")
-    result["issuer_page"] = at_provider(page, who)
+    seen["issuer_page"] = at_provider(page, who)
     page.wait_for_selector("#signed-in", timeout=WAIT_MS)
-    result["signed_in"] = page.inner_text("#signed-in")
+    seen["signed_in"] = page.inner_text("#signed-in")
     return page
 
 
@@ -466,8 +467,26 @@ def person(browser):
     for path in ("/audit", "/tasks/" + os.environ["OTHER_TASK"], "/oauth"):
         answer = page.request.get(URL + path)
         result[path] = [answer.status, answer.text()]
+    # The run's own page, once its records reached SMS: hers to read.
+    invocation = page.inner_text("h2:has-text('Trace of') .mono")
+    run_page = f"{URL}/tasks/{task}?invocation={invocation}"
+    page.goto(run_page)
+    page.wait_for_selector("#trace-table tbody tr", timeout=WAIT_MS)
+    result["own_trace_rows"] = page.locator("#trace-table tbody tr").count()
     page.goto(URL + "/")
     result["home"] = page.url
+    # Another person listed on the same task opens her run's page by its
+    # id: the page answers as for a run of nobody's, its trace empty,
+    # and says nothing of her.
+    other = person_signs_in(browser, os.environ["OTHER_PERSON"], seen={})
+    other.click("#continue")
+    other.wait_for_url(URL + "/tasks")
+    other.goto(run_page)
+    result["other_trace_rows"] = other.locator("#trace-table tbody tr").count()
+    result["other_page"] = other.inner_text("main")
+    # Nor does the page's live refresh bring her rows later.
+    fragment = other.request.get(run_page)
+    result["other_fetch"] = [fragment.status, fragment.text()]
 
 
 def connect(browser):

@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use spear_identity::{dial, Identity};
 use spear_proto::v1::credentials_client::CredentialsClient;
-use spear_proto::v1::AccessTokenRequest;
+use spear_proto::v1::{AccessTokenRequest, AccessTokenResponse};
+use spear_sms::oauth::per_principal::Delegation;
+use spear_sms::seal::SealingKey;
 use spear_tests::certs::Certs;
 use spear_tests::peers::{node22, npm_dir, peer_file, python_sdk, sign_in, HttpPeer};
 use spear_tests::procs::{bin, Proc, SmsOptions, SmsProc, SpearletProc};
@@ -37,6 +39,9 @@ struct Setup {
     /// A second authorization server, named by a hostile MCP server.
     rogue: Proc,
     rogue_calls: PathBuf,
+    /// SMS's sealing key (`--oauth-key-file`): what a node copying another
+    /// node's delegation would hold, sealed by SMS itself.
+    key: SealingKey,
     _server: HttpPeer,
     _peers: Vec<Box<dyn std::any::Any>>,
     _work: tempfile::TempDir,
@@ -108,6 +113,8 @@ impl Setup {
         }}});
         std::fs::write(mcp_dir.join("rogue.json"), file.to_string()).unwrap();
         std::env::set_var("SPEAR_TEST_SMS_CLIENT_SECRET", CLIENT_SECRET);
+        let key_file = work.path().join("oauth.key");
+        let key = SealingKey::generate(&key_file).unwrap();
         let sms = SmsProc::start(SmsOptions {
             mcp_dir: Some(mcp_dir),
             tls: Some(certs.sms_at(&["127.0.0.1".parse().unwrap()])),
@@ -120,6 +127,8 @@ impl Setup {
                 "spear-people".into(),
                 "--workload-issuer".into(),
                 sms_issuer,
+                "--oauth-key-file".into(),
+                key_file.display().to_string(),
             ],
             ..Default::default()
         });
@@ -181,6 +190,7 @@ impl Setup {
             model,
             rogue,
             rogue_calls,
+            key,
             _server: server,
             _peers: vec![Box::new(rogue_server), Box::new(rogue_model)],
             _work: work,
@@ -370,13 +380,44 @@ fn each_person_s_calls_carry_their_own_token_with_the_node_as_actor() {
     // A node that makes up a delegation, or one that is not a node at all,
     // gets nobody's token.
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let forged = runtime.block_on(token_as(&s, "node-b", b"sealed-for-nobody"));
+    let forged = runtime
+        .block_on(token_as(&s, "node-b", b"sealed-for-nobody"))
+        .unwrap_err();
     assert_eq!(forged.code(), tonic::Code::PermissionDenied, "{forged:?}");
     assert!(
         forged
             .message()
             .contains("the run's delegation does not open with SMS's key"),
         "{forged:?}"
+    );
+
+    // Alice's real delegation for a run on node-a, copied to node-b (a
+    // member with its own valid certificate): refused, naming both nodes.
+    let for_a = Delegation::new(
+        "node-a",
+        &format!("{}#alice", s.issuer),
+        &alice,
+        Duration::from_secs(60),
+    )
+    .seal(&s.key)
+    .unwrap();
+    let copied = runtime
+        .block_on(token_as(&s, "node-b", &for_a))
+        .unwrap_err();
+    assert_eq!(copied.code(), tonic::Code::PermissionDenied, "{copied:?}");
+    assert!(
+        copied
+            .message()
+            .contains("sealed for node 'node-a', not 'node-b'"),
+        "{copied:?}"
+    );
+    // The same bytes from node-a buy alice's token: what node-b was
+    // refused is a delegation that works.
+    let own = runtime.block_on(token_as(&s, "node-a", &for_a));
+    assert!(
+        own.as_ref().is_ok_and(|t| !t.access_token.is_empty()),
+        "{:?}",
+        own.map(|t| t.access_token.len())
     );
 
     // Nothing of any token, nor the client secret, where people look.
@@ -404,7 +445,11 @@ fn each_person_s_calls_carry_their_own_token_with_the_node_as_actor() {
 
 /// SMS's answer when node `node` (with its own certificate) asks for a
 /// token of server people with `delegation`.
-async fn token_as(s: &Setup, node: &str, delegation: &[u8]) -> tonic::Status {
+async fn token_as(
+    s: &Setup,
+    node: &str,
+    delegation: &[u8],
+) -> Result<AccessTokenResponse, tonic::Status> {
     let tls = s.certs.node(node).identity().unwrap();
     let (endpoint, dialer) = dial(&s.sms.grpc, Some(&tls), Identity::Sms).unwrap();
     let channel = dialer.connect(endpoint).await.unwrap();
@@ -415,5 +460,5 @@ async fn token_as(s: &Setup, node: &str, delegation: &[u8]) -> tonic::Status {
             ..Default::default()
         })
         .await
-        .unwrap_err()
+        .map(tonic::Response::into_inner)
 }

@@ -286,9 +286,12 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
             ..Default::default()
         },
     );
-    for (task, invokers) in [("notes", "subject:alice"), ("ops-only", "group:ops")] {
+    for (task, invokers) in [
+        ("notes", json!(["subject:alice", "subject:bob"])),
+        ("ops-only", json!(["group:ops"])),
+    ] {
         let mut config = fs_task();
-        config["invokers"] = json!([invokers]);
+        config["invokers"] = invokers;
         let (code, _, err) = register(&c, task, &guest("fs-agent"), &config, &[]);
         assert_eq!(code, 0, "{err}");
     }
@@ -297,6 +300,7 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
         &c.sms,
         &[
             ("PERSON", "alice".to_string()),
+            ("OTHER_PERSON", "bob".to_string()),
             ("TASK", "notes".to_string()),
             ("OTHER_TASK", "ops-only".to_string()),
         ],
@@ -344,6 +348,19 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
         "{seen}"
     );
     assert_eq!(seen["home"], format!("{}/tasks", c.sms.console), "{seen}");
+    // Her run's trace is hers: bob, listed on the same task, opens its
+    // page by the invocation id and reads nothing of it.
+    assert!(seen["own_trace_rows"].as_u64() >= Some(1), "{seen}");
+    assert_eq!(seen["other_trace_rows"], 0, "{seen}");
+    assert_eq!(seen["other_fetch"][0], 200, "{seen}");
+    for (what, text) in [
+        ("page", &seen["other_page"]),
+        ("page's refresh", &seen["other_fetch"][1]),
+    ] {
+        let text = text.as_str().unwrap();
+        assert!(!text.contains(&alice), "alice named in bob's {what}: {text}");
+        assert!(!text.contains("read_text_file"), "alice's call in bob's {what}: {text}");
+    }
     // The run from the page is hers: every record names her.
     let records = eventually("the console run's records", Duration::from_secs(20), || {
         let records = audit(&c, &["--task", "notes"]);

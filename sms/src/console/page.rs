@@ -147,6 +147,24 @@ pub fn enc(segment: &str) -> String {
     utf8_percent_encode(segment, ESCAPED).to_string()
 }
 
+/// A section's own page, whose live regions are re-read from the
+/// section's path itself.
+pub fn section_page(title: &str, section: &str, session: &Session, body: Markup) -> Markup {
+    page(title, section, section, session, body)
+}
+
+/// A section's list at `paging`'s place: live regions are re-read from
+/// that place, so a refresh keeps the page and the search.
+pub fn list_page(
+    title: &str,
+    section: &str,
+    paging: &Paging,
+    session: &Session,
+    body: Markup,
+) -> Markup {
+    page(title, section, &paging.src(section), session, body)
+}
+
 /// A list's place: which page, and what to search for.
 #[derive(Debug, Default, Deserialize)]
 pub struct Paging {

@@ -78,13 +78,7 @@ async fn form_page(
         }
         @if let Some(answer) = answer { (answer) }
     };
-    Ok(page::page(
-        "Explain",
-        "/explain",
-        "/explain",
-        &signed.session,
-        body,
-    ))
+    Ok(page::section_page("Explain", "/explain", &signed.session, body))
 }
 
 pub async fn form(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {

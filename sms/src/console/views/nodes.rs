@@ -96,13 +96,7 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::page(
-        "Nodes",
-        "/nodes",
-        &paging.src("/nodes"),
-        &signed.session,
-        body,
-    ))
+    Ok(page::list_page("Nodes", "/nodes", &paging, &signed.session, body))
 }
 
 pub async fn node(

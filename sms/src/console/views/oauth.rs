@@ -50,13 +50,7 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
             p class="muted" { "Log in sends this browser to the server's authorization server; it comes back here and SMS seals the tokens and renews them. `sms oauth login SERVER` does the same from a terminal." }
         }
     };
-    Ok(page::page(
-        "OAuth",
-        "/oauth",
-        "/oauth",
-        &signed.session,
-        body,
-    ))
+    Ok(page::section_page("OAuth", "/oauth", &signed.session, body))
 }
 
 /// This console's own address, as the browser reached it.

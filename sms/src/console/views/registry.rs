@@ -137,13 +137,7 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::page(
-        "Registry",
-        "/",
-        &paging.src("/"),
-        &signed.session,
-        body,
-    ))
+    Ok(page::list_page("Registry", "/", &paging, &signed.session, body))
 }
 
 pub async fn server(

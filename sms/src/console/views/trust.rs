@@ -187,13 +187,7 @@ pub async fn page(
             }
         }))
     };
-    Ok(page::page(
-        "Trust",
-        "/trust",
-        &paging.src("/trust"),
-        &signed.session,
-        body,
-    ))
+    Ok(page::list_page("Trust", "/trust", &paging, &signed.session, body))
 }
 
 #[derive(Deserialize)]
