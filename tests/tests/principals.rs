@@ -358,8 +358,14 @@ fn people_sign_in_to_the_console_at_the_issuer_and_reach_only_their_tasks() {
         ("page's refresh", &seen["other_fetch"][1]),
     ] {
         let text = text.as_str().unwrap();
-        assert!(!text.contains(&alice), "alice named in bob's {what}: {text}");
-        assert!(!text.contains("read_text_file"), "alice's call in bob's {what}: {text}");
+        assert!(
+            !text.contains(&alice),
+            "alice named in bob's {what}: {text}"
+        );
+        assert!(
+            !text.contains("read_text_file"),
+            "alice's call in bob's {what}: {text}"
+        );
     }
     // The run from the page is hers: every record names her.
     let records = eventually("the console run's records", Duration::from_secs(20), || {

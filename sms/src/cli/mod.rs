@@ -9,6 +9,7 @@ mod certs;
 mod client;
 mod config;
 mod etcd_flags;
+mod module_kind;
 mod nodes;
 mod oauth;
 mod pins;

@@ -68,6 +68,7 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
             description,
         } => {
             let (module_uri, digest) = module_uri_and_digest(&module, sha256)?;
+            let kind = local_kind(&module_uri)?;
             let config_json = match config {
                 Some(path) => std::fs::read_to_string(&path)
                     .with_context(|| format!("cannot read the task config {}", path.display()))?,
@@ -88,7 +89,10 @@ pub async fn run(command: TasksCommand) -> Result<i32> {
                 .register_task(request(&client, RegisterTaskRequest { task: Some(task) })?)
                 .await
                 .map_err(status_error)?;
-            safe_println!("task {id} registered");
+            match kind {
+                Some(kind) => safe_println!("task {id} registered ({kind})"),
+                None => safe_println!("task {id} registered"),
+            }
             Ok(0)
         }
         TasksCommand::List(client) => {
@@ -176,6 +180,18 @@ fn module_uri_and_digest(module: &str, sha256: Option<String>) -> Result<(String
         (None, None) => bail!("--sha256 is needed for a module at {module} (sha256sum prints it)"),
     };
     Ok((uri, digest))
+}
+
+/// What the module at `uri` is, when it is a file here; a component
+/// importing outside the agent world is refused.
+fn local_kind(uri: &str) -> Result<Option<&'static str>> {
+    let Some(path) = uri.strip_prefix("file://") else {
+        return Ok(None);
+    };
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read the module {path}"))?;
+    let kind =
+        super::module_kind::kind(&bytes).with_context(|| format!("{path} cannot be registered"))?;
+    Ok(Some(kind))
 }
 
 /// Where `sms invoke` sends the run, and for whom.

@@ -9,6 +9,8 @@
 //!   `temperature`, `response_format`, the loop limits), checked;
 //!   `models.rs`: which backend and model a session may pick;
 //! - `state.rs`: what a guest's store holds for them;
+//! - `component/`: the same API for guests built as components, as the
+//!   WIT world `wit/spear-agent.wit` says it;
 //! - `history.rs`: what a history must look like before it is sent;
 //! - `guest_tools.rs`: tools the guest implements, and `dispatch.rs`, which
 //!   calls them back through the guest's exported dispatcher;
@@ -20,6 +22,7 @@
 
 pub mod budget;
 mod call_tool;
+pub mod component;
 mod dispatch;
 mod guest_tools;
 mod history;

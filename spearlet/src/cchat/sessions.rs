@@ -190,6 +190,33 @@ impl Sessions {
         }
     }
 
+    /// Who the run is for, as the `principal` param reads: `{"kind",
+    /// "issuer", "subject", "groups"}`.
+    pub fn principal(&self) -> String {
+        let principal = &self.deps.router.trust().scope.principal;
+        json!({
+            "kind": principal.kind,
+            "issuer": principal.issuer,
+            "subject": principal.subject,
+            "groups": principal.groups,
+        })
+        .to_string()
+    }
+
+    /// The run's task and invocation ids, for a component's facts.
+    pub fn run_ids(&self) -> (String, String) {
+        let scope = &self.deps.router.trust().scope;
+        (scope.task_id.clone(), scope.invocation_id.clone())
+    }
+
+    /// Whether session `handle` has guest tools.
+    pub fn has_guest_tools(&self, handle: i32) -> Result<bool, CallError> {
+        self.sessions
+            .get(&handle)
+            .map(|session| !session.guest_tools.is_empty())
+            .ok_or_else(|| CallError::bad_handle(handle))
+    }
+
     /// The run's budget counters, for its report.
     pub fn budget(&self) -> &RunBudget {
         &self.deps.budget
@@ -330,14 +357,7 @@ impl Sessions {
             return Ok(get_param(&self.deps.task, &session.policy, key)?.to_string());
         }
         if key == PRINCIPAL_PARAM {
-            let principal = &self.deps.router.trust().scope.principal;
-            return Ok(json!({
-                "kind": principal.kind,
-                "issuer": principal.issuer,
-                "subject": principal.subject,
-                "groups": principal.groups,
-            })
-            .to_string());
+            return Ok(self.principal());
         }
         let param = Param::from_key(key).ok_or_else(|| unknown_param(key))?;
         let set = session.params.get(param);

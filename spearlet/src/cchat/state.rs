@@ -11,6 +11,8 @@ pub struct ChatHost {
     pub sessions: Sessions,
     /// The sentence of the last refused cchat call, for `cchat_last_error`.
     pub(super) last_error: Option<String>,
+    /// Lines a component guest wrote with `log.write` (bounded per run).
+    pub(super) logged: u32,
 }
 
 impl ChatHost {
@@ -18,6 +20,7 @@ impl ChatHost {
         ChatHost {
             sessions: Sessions::new(deps),
             last_error: None,
+            logged: 0,
         }
     }
 }

@@ -7,31 +7,31 @@ use std::path::PathBuf;
 
 use std::time::{Duration, Instant};
 
-use wasmtime::InstancePre;
-
 use super::limits::RunLimits;
-use crate::cchat::{self, CallTrace, ChatHost, ChatState, Models, SessionDeps};
+use crate::cchat::{self, CallTrace, ChatHost, Models, SessionDeps};
 use crate::tool_policy::TaskPolicy;
 use crate::tools::Router;
 use crate::trust::{RunScope, RunTrust};
-use crate::wasm::{Granted, GuestRun, GuestRuntime, StartCosts};
+use crate::wasm::{Granted, GuestRun, GuestRuntime, Loaded, StartCosts};
 
 /// The node's guest runtime, its guests linked against cchat.
 pub type ChatRuntime = GuestRuntime<ChatHost>;
 
-/// A linked module, ready to run.
-pub type Linked = InstancePre<ChatState>;
+/// A linked module or component, ready to run.
+pub type Linked = Loaded<ChatHost>;
 
 /// The runtime with `threads` guest threads (one per core when `None`),
-/// compiled modules cached in `cache_dir`.
+/// compiled modules cached in `cache_dir`: core modules linked against
+/// the cchat functions, components against the cchat world.
 pub fn runtime(
     cache_dir: Option<PathBuf>,
     threads: Option<usize>,
 ) -> wasmtime::Result<ChatRuntime> {
-    match threads {
-        Some(threads) => GuestRuntime::with_threads(cache_dir, threads, cchat::add_to_linker),
-        None => GuestRuntime::new(cache_dir, cchat::add_to_linker),
-    }
+    let runtime = match threads {
+        Some(threads) => GuestRuntime::with_threads(cache_dir, threads, cchat::add_to_linker)?,
+        None => GuestRuntime::new(cache_dir, cchat::add_to_linker)?,
+    };
+    runtime.with_components(cchat::component::add_to_linker, cchat::component::enter)
 }
 
 /// What a run needs from the node.

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tracing::warn;
-use wasmtime::InstancePre;
 
 /// Linked modules kept in memory; older ones are dropped (the compiled
 /// form stays on disk, so they come back quickly).
@@ -27,14 +26,14 @@ const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
 
 const MAC_LEN: usize = 32;
 
-/// Linked modules by sha256, dropping the least recently used past
-/// [`MAX_CACHED_MODULES`].
-pub struct ModuleCache<T> {
-    modules: HashMap<[u8; 32], (InstancePre<T>, u64)>,
+/// Linked modules (or components) by sha256, dropping the least recently
+/// used past [`MAX_CACHED_MODULES`].
+pub struct ModuleCache<V> {
+    modules: HashMap<[u8; 32], (V, u64)>,
     clock: u64,
 }
 
-impl<T> Default for ModuleCache<T> {
+impl<V> Default for ModuleCache<V> {
     fn default() -> Self {
         ModuleCache {
             modules: HashMap::new(),
@@ -43,8 +42,8 @@ impl<T> Default for ModuleCache<T> {
     }
 }
 
-impl<T> ModuleCache<T> {
-    pub fn get(&mut self, digest: &[u8; 32]) -> Option<InstancePre<T>> {
+impl<V: Clone> ModuleCache<V> {
+    pub fn get(&mut self, digest: &[u8; 32]) -> Option<V> {
         self.clock += 1;
         let clock = self.clock;
         self.modules.get_mut(digest).map(|(pre, used)| {
@@ -53,7 +52,7 @@ impl<T> ModuleCache<T> {
         })
     }
 
-    pub fn insert(&mut self, digest: [u8; 32], pre: InstancePre<T>) {
+    pub fn insert(&mut self, digest: [u8; 32], pre: V) {
         if self.modules.len() >= MAX_CACHED_MODULES && !self.modules.contains_key(&digest) {
             let oldest = self
                 .modules

@@ -62,6 +62,19 @@ impl GuestLimiter {
         }
     }
 
+    /// [`GuestLimiter::new`] for a component, which has `instances` core
+    /// instances (each memory and table still within the run's limits).
+    pub fn for_component(memory_bytes: usize, table_elements: usize, instances: usize) -> Self {
+        Self {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .table_elements(table_elements)
+                .instances(instances)
+                .build(),
+            ..Self::new(memory_bytes, table_elements)
+        }
+    }
+
     /// The run's first refused growth, if any.
     pub fn refused(&self) -> Option<Refusal> {
         self.refused

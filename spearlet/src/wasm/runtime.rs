@@ -1,6 +1,7 @@
-//! The guest runtime: one wasmtime `Engine` and one `Linker` for the node,
-//! compiled modules cached by sha256 (in memory as `InstancePre`, on disk as
-//! precompiled artifacts), and a fresh `Store` with limits for every run.
+//! The guest runtime: one wasmtime `Engine` for the node with a linker
+//! for core modules and one for components, guests compiled and cached
+//! by sha256 (`compile.rs`), and a fresh `Store` with limits for every run
+//! (`store.rs`; a component's run is `component_run.rs`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,22 +9,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
-use tracing::{info, warn};
+use tracing::warn;
+use wasmtime::component::Linker as ComponentLinker;
 use wasmtime::{
-    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, Module,
-    PoolingAllocationConfig, Store,
+    Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig, Store,
 };
-use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
-use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::cache::{ArtifactDir, ModuleCache};
-use super::cpu::{CpuClock, Metered};
+use super::component::{ComponentState, EnterComponent, LinkComponent, Loaded};
+use super::cpu::Metered;
 use super::limiter::GuestLimiter;
 use super::limits::{GuestLimits, MAX_GUEST_MEMORY};
 use super::outcome::{describe, ran, GuestOutcome};
 use super::state::{Granted, GuestState};
 use super::stop::StopReason;
+use super::store::prepare;
 use super::threads::GuestThreads;
 
 /// Guests that can run at once with the pooling allocator (address space is
@@ -43,6 +44,8 @@ pub enum LoadError {
     Link(String),
     #[error(transparent)]
     TooLarge(#[from] super::resources::Oversized),
+    #[error("the module is a WebAssembly component, and this node's runtime was built without the component world")]
+    NoComponents,
 }
 
 /// One run: its input, what it is granted, and the host state the linked
@@ -60,17 +63,20 @@ pub struct GuestRun<H> {
 }
 
 /// The node's guest runtime.
-pub struct GuestRuntime<H> {
-    engine: Engine,
-    linker: Linker<GuestState<H>>,
-    modules: Mutex<ModuleCache<GuestState<H>>>,
-    artifacts: Option<ArtifactDir>,
-    threads: GuestThreads,
+pub struct GuestRuntime<H: 'static> {
+    pub(super) engine: Engine,
+    pub(super) linker: Linker<GuestState<H>>,
+    /// Components' linker (WASI p2 and the embedder's world) and how to
+    /// enter them; `None` until [`GuestRuntime::with_components`].
+    pub(super) components: Option<(ComponentLinker<ComponentState<H>>, EnterComponent<H>)>,
+    pub(super) modules: Mutex<ModuleCache<Loaded<H>>>,
+    pub(super) artifacts: Option<ArtifactDir>,
+    pub(super) threads: GuestThreads,
     /// Tells the epoch ticker thread to stop when the runtime is dropped.
     stop_ticker: Arc<AtomicBool>,
 }
 
-impl<H> Drop for GuestRuntime<H> {
+impl<H: 'static> Drop for GuestRuntime<H> {
     fn drop(&mut self) {
         self.stop_ticker.store(true, Ordering::Relaxed);
     }
@@ -139,6 +145,7 @@ impl<H: Send + 'static> GuestRuntime<H> {
         Ok(GuestRuntime {
             engine,
             linker,
+            components: None,
             modules: Mutex::default(),
             artifacts,
             threads: GuestThreads::new(threads).map_err(wasmtime::Error::from)?,
@@ -152,101 +159,40 @@ impl<H: Send + 'static> GuestRuntime<H> {
         self.threads.handle()
     }
 
-    /// The linked module with this sha256, when this runtime has loaded it.
-    pub fn cached(&self, digest: &[u8; 32]) -> Option<InstancePre<GuestState<H>>> {
-        self.modules.lock().get(digest)
+    /// Links components too: WASI p2 (granting what a run's context
+    /// grants) and `link`'s world; `enter` calls the world's entry point.
+    pub fn with_components(
+        mut self,
+        link: LinkComponent<H>,
+        enter: EnterComponent<H>,
+    ) -> wasmtime::Result<Self> {
+        let mut linker = ComponentLinker::new(&self.engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        link(&mut linker)?;
+        self.components = Some((linker, enter));
+        Ok(self)
     }
 
-    /// Compiles (or takes from the caches) and links `wasm`.
-    pub fn load(&self, wasm: &[u8]) -> Result<InstancePre<GuestState<H>>, LoadError> {
-        let digest: [u8; 32] = Sha256::digest(wasm).into();
-        if let Some(pre) = self.modules.lock().get(&digest) {
-            return Ok(pre);
-        }
-        let module = self.compile(wasm, &digest)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&module)
-            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        self.modules.lock().insert(digest, pre.clone());
-        Ok(pre)
-    }
-
-    fn compile(&self, wasm: &[u8], digest: &[u8; 32]) -> Result<Module, LoadError> {
-        if let Some(artifact) = self.artifacts.as_ref().and_then(|a| a.read(digest)) {
-            // SAFETY: the artifact carries this node's MAC over the module's
-            // digest and the artifact (see `cache`), so it is what this node
-            // serialized; wasmtime checks it matches this engine's config.
-            #[allow(unsafe_code)]
-            match unsafe { Module::deserialize(&self.engine, &artifact) } {
-                Ok(module) => return Ok(module),
-                Err(error) => warn!(%error, "stale compiled module; compiling again"),
-            }
-        }
-        let started = Instant::now();
-        // The text format too (tests and hand-written guests).
-        let wasm = wat::parse_bytes(wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        super::resources::check(&wasm)?;
-        let module =
-            Module::new(&self.engine, &wasm).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        info!(digest = %hex(digest), took = ?started.elapsed(), "guest module compiled");
-        if let (Some(artifacts), Ok(bytes)) = (&self.artifacts, module.serialize()) {
-            if let Err(error) = artifacts.write(digest, &bytes) {
-                warn!(%error, "cannot write the compiled module cache");
-            }
-        }
-        Ok(module)
-    }
-
-    /// A fresh store for one run, with its limits and output pipes; on a
-    /// grant that cannot be opened, the sentence and the host state back.
-    fn store(&self, run: GuestRun<H>, limits: GuestLimits) -> Result<Prepared<H>, (String, H)> {
-        let stdout = MemoryOutputPipe::new(limits.output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.output_bytes);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdin(MemoryInputPipe::new(run.stdin))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .arg(&run.name)
-            .args(&run.granted.args);
-        for (key, value) in &run.granted.env {
-            wasi.env(key, value);
-        }
-        for dir in &run.granted.dirs {
-            let perms = if dir.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            // The directory opened when it was granted, not the path again.
-            if let Err(e) = wasi.preopened_dir(dir.open_path(), &dir.guest, perms) {
-                let why = format!(
-                    "cannot open the directory {} the task grants: {e}",
-                    dir.host.display()
-                );
-                return Err((why, run.host));
-            }
-        }
-        let cpu = Arc::new(CpuClock::default());
-        let state = GuestState {
-            wasi: wasi.build_p1(),
-            limits: GuestLimiter::new(limits.memory_bytes, limits.table_elements),
-            cpu: Arc::clone(&cpu),
-            host: run.host,
-        };
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        // Checked at every tick the guest sees, host calls or not.
-        store.set_epoch_deadline(1);
-        let (budget, wall, deadline) = (limits.cpu, limits.wall, run.deadline);
-        store.epoch_deadline_callback(move |_| {
-            cpu.check(budget, wall, deadline)
-                .map_err(wasmtime::Error::new)
-        });
-        Ok(Prepared {
-            store,
-            stdout,
-            stderr,
+    /// A fresh store for one module run, with its limits and output pipes;
+    /// on a grant that cannot be opened, the sentence and the host state
+    /// back.
+    fn store(
+        &self,
+        run: GuestRun<H>,
+        limits: GuestLimits,
+    ) -> Result<Prepared<GuestState<H>>, (String, H)> {
+        prepare(run, &limits, |mut wasi, cpu, host| {
+            let mut store = Store::new(
+                &self.engine,
+                GuestState {
+                    wasi: wasi.build_p1(),
+                    limits: GuestLimiter::new(limits.memory_bytes, limits.table_elements),
+                    cpu,
+                    host,
+                },
+            );
+            store.limiter(|s| &mut s.limits);
+            store
         })
     }
 
@@ -256,18 +202,31 @@ impl<H: Send + 'static> GuestRuntime<H> {
     /// there and awaiting it).
     pub async fn start_costs(
         &self,
-        pre: &InstancePre<GuestState<H>>,
+        loaded: &Loaded<H>,
         run: GuestRun<H>,
         limits: GuestLimits,
     ) -> wasmtime::Result<StartCosts> {
         let started = Instant::now();
-        let mut prepared = self
-            .store(run, limits)
-            .map_err(|(why, _)| wasmtime::Error::msg(why))?;
-        let store = started.elapsed();
-        let started = Instant::now();
-        pre.instantiate_async(&mut prepared.store).await?;
-        let instantiate = started.elapsed();
+        let (store, instantiate) = match loaded {
+            Loaded::Module(pre) => {
+                let mut prepared = self
+                    .store(run, limits)
+                    .map_err(|(why, _)| wasmtime::Error::msg(why))?;
+                let store = started.elapsed();
+                let started = Instant::now();
+                pre.instantiate_async(&mut prepared.store).await?;
+                (store, started.elapsed())
+            }
+            Loaded::Component(pre) => {
+                let mut prepared = self
+                    .component_store(run, limits)
+                    .map_err(|(why, _)| wasmtime::Error::msg(why))?;
+                let store = started.elapsed();
+                let started = Instant::now();
+                pre.instantiate_async(&mut prepared.store).await?;
+                (store, started.elapsed())
+            }
+        };
         let started = Instant::now();
         let _ = self.threads.spawn(async {}).await;
         let hop = started.elapsed();
@@ -278,10 +237,23 @@ impl<H: Send + 'static> GuestRuntime<H> {
         })
     }
 
-    /// Runs the guest's `_start` once, in a fresh store with `limits`, on
-    /// the guests' own threads. Dropping the returned future (a cancelled
-    /// invocation) stops the guest at its next tick.
+    /// Runs the guest once, in a fresh store with `limits`, on the guests'
+    /// own threads: a module's `_start`, a component's entry point.
+    /// Dropping the returned future (a cancelled invocation) stops the
+    /// guest at its next tick.
     pub async fn run(
+        &self,
+        loaded: &Loaded<H>,
+        run: GuestRun<H>,
+        limits: GuestLimits,
+    ) -> GuestOutcome<H> {
+        match loaded {
+            Loaded::Module(pre) => self.run_module(pre, run, limits).await,
+            Loaded::Component(pre) => self.run_component(pre, run, limits).await,
+        }
+    }
+
+    async fn run_module(
         &self,
         pre: &InstancePre<GuestState<H>>,
         run: GuestRun<H>,
@@ -317,7 +289,8 @@ impl<H: Send + 'static> GuestRuntime<H> {
                 return GuestOutcome::stopped(why, started, None);
             }
         };
-        let (exit_code, error) = ending(result.map_err(|_| limits.wall), &store);
+        let refused = store.data().limits.refused();
+        let (exit_code, error) = ending(result.map_err(|_| limits.wall), refused);
         let cpu = store.data().cpu.used();
         GuestOutcome {
             exit_code,
@@ -340,21 +313,20 @@ pub struct StartCosts {
 }
 
 /// A store ready to run, with the pipes its output goes to.
-struct Prepared<H: 'static> {
-    store: Store<GuestState<H>>,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
+pub(super) struct Prepared<T: 'static> {
+    pub(super) store: Store<T>,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
 }
 
 /// The exit code, or the sentence on why the run ended: `result` is the
 /// guest's own, or `Err(wall)` when the run's deadline cut it off. A
 /// refused growth is part of why a run ended badly; refused at start (its
 /// initial memory or table), it is the whole story.
-fn ending<H: 'static>(
+pub(super) fn ending(
     result: Result<wasmtime::Result<()>, Duration>,
-    store: &Store<GuestState<H>>,
+    refused: Option<super::limiter::Refusal>,
 ) -> (Option<i32>, Option<String>) {
-    let refused = store.data().limits.refused();
     let with_refusal = |why: String| match refused {
         Some(refused) => format!("{why}; {refused}"),
         None => why,
@@ -381,6 +353,8 @@ pub fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
 
     use crate::wasm::cache::MAX_CACHED_MODULES;

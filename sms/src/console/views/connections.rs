@@ -64,7 +64,12 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
             p class="muted" { "Connect sends this browser to the server's authorization server, where you sign in as yourself; SMS keeps the tokens sealed, renews them, and gives them only to your runs." }
         }
     };
-    Ok(page::section_page("Accounts", "/accounts", &signed.session, body))
+    Ok(page::section_page(
+        "Accounts",
+        "/accounts",
+        &signed.session,
+        body,
+    ))
 }
 
 pub async fn connect(

@@ -78,7 +78,12 @@ async fn form_page(
         }
         @if let Some(answer) = answer { (answer) }
     };
-    Ok(page::section_page("Explain", "/explain", &signed.session, body))
+    Ok(page::section_page(
+        "Explain",
+        "/explain",
+        &signed.session,
+        body,
+    ))
 }
 
 pub async fn form(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {

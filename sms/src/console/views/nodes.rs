@@ -96,7 +96,13 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::list_page("Nodes", "/nodes", &paging, &signed.session, body))
+    Ok(page::list_page(
+        "Nodes",
+        "/nodes",
+        &paging,
+        &signed.session,
+        body,
+    ))
 }
 
 pub async fn node(

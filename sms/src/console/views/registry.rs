@@ -137,7 +137,13 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::list_page("Registry", "/", &paging, &signed.session, body))
+    Ok(page::list_page(
+        "Registry",
+        "/",
+        &paging,
+        &signed.session,
+        body,
+    ))
 }
 
 pub async fn server(

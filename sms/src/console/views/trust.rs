@@ -187,7 +187,13 @@ pub async fn page(
             }
         }))
     };
-    Ok(page::list_page("Trust", "/trust", &paging, &signed.session, body))
+    Ok(page::list_page(
+        "Trust",
+        "/trust",
+        &paging,
+        &signed.session,
+        body,
+    ))
 }
 
 #[derive(Deserialize)]
