@@ -182,13 +182,30 @@ fn module_uri_and_digest(module: &str, sha256: Option<String>) -> Result<(String
     Ok((uri, digest))
 }
 
-/// What the module at `uri` is, when it is a file here; a component
-/// importing outside the agent world is refused.
+/// The most of a local module read to say what it is (a node takes at
+/// most 64 MiB by default, guests.max_module_mb).
+const MAX_INSPECTED: u64 = 256 << 20;
+
+/// What the module at `uri` is, when it is a regular file here that can
+/// be read (else the node, which fetches it, says what is wrong); a
+/// component importing outside the agent world is refused.
 fn local_kind(uri: &str) -> Result<Option<&'static str>> {
     let Some(path) = uri.strip_prefix("file://") else {
         return Ok(None);
     };
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read the module {path}"))?;
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(None);
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() <= MAX_INSPECTED => {}
+        _ => return Ok(None),
+    }
+    let mut bytes = Vec::new();
+    if std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_INSPECTED), &mut bytes)
+        .is_err()
+    {
+        return Ok(None);
+    }
     let kind =
         super::module_kind::kind(&bytes).with_context(|| format!("{path} cannot be registered"))?;
     Ok(Some(kind))

@@ -15,8 +15,8 @@ use super::cpu::Metered;
 use super::limiter::GuestLimiter;
 use super::limits::GuestLimits;
 use super::outcome::GuestOutcome;
-use super::runtime::{ending, GuestRun, GuestRuntime, Prepared};
-use super::store::prepare;
+use super::runtime::{ending, GuestRuntime};
+use super::store::{prepare, GuestRun, Prepared};
 
 /// Core instances a component may have (a Python component has a few: its
 /// interpreter, libc, the WASI adapter); a module has one.

@@ -33,6 +33,7 @@ pub use component::{
 pub use limits::{GuestLimits, MAX_GUEST_MEMORY};
 pub(crate) use outcome::describe;
 pub use outcome::GuestOutcome;
-pub use runtime::{hex, GuestRun, GuestRuntime, LinkHost, LoadError, StartCosts, POOL_SLOTS};
+pub use runtime::{hex, GuestRuntime, LinkHost, LoadError, StartCosts, POOL_SLOTS};
 pub use state::{Granted, GuestState};
 pub use stop::StopReason;
+pub use store::GuestRun;

@@ -14,7 +14,6 @@ use wasmtime::component::Linker as ComponentLinker;
 use wasmtime::{
     Config, Engine, InstanceAllocationStrategy, InstancePre, Linker, PoolingAllocationConfig, Store,
 };
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use super::cache::{ArtifactDir, ModuleCache};
 use super::component::{ComponentState, EnterComponent, LinkComponent, Loaded};
@@ -22,9 +21,9 @@ use super::cpu::Metered;
 use super::limiter::GuestLimiter;
 use super::limits::{GuestLimits, MAX_GUEST_MEMORY};
 use super::outcome::{describe, ran, GuestOutcome};
-use super::state::{Granted, GuestState};
+use super::state::GuestState;
 use super::stop::StopReason;
-use super::store::prepare;
+use super::store::{prepare, GuestRun, Prepared};
 use super::threads::GuestThreads;
 
 /// Guests that can run at once with the pooling allocator (address space is
@@ -46,20 +45,6 @@ pub enum LoadError {
     TooLarge(#[from] super::resources::Oversized),
     #[error("the module is a WebAssembly component, and this node's runtime was built without the component world")]
     NoComponents,
-}
-
-/// One run: its input, what it is granted, and the host state the linked
-/// host API works on.
-pub struct GuestRun<H> {
-    pub stdin: Vec<u8>,
-    /// `argv[0]`, the task id.
-    pub name: String,
-    /// What the task grants beyond stdio (nothing by default).
-    pub granted: Granted,
-    /// When the run must end: its start plus `limits.wall`, fixed by the
-    /// caller so the host state can hold the same instant.
-    pub deadline: Instant,
-    pub host: H,
 }
 
 /// The node's guest runtime.
@@ -310,13 +295,6 @@ pub struct StartCosts {
     pub store: Duration,
     pub instantiate: Duration,
     pub hop: Duration,
-}
-
-/// A store ready to run, with the pipes its output goes to.
-pub(super) struct Prepared<T: 'static> {
-    pub(super) store: Store<T>,
-    pub(super) stdout: MemoryOutputPipe,
-    pub(super) stderr: MemoryOutputPipe,
 }
 
 /// The exit code, or the sentence on why the run ended: `result` is the

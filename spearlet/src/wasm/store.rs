@@ -12,7 +12,28 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::cpu::CpuClock;
 use super::limits::GuestLimits;
-use super::runtime::{GuestRun, Prepared};
+use super::state::Granted;
+
+/// One run: its input, what it is granted, and the host state the linked
+/// host API works on.
+pub struct GuestRun<H> {
+    pub stdin: Vec<u8>,
+    /// `argv[0]`, the task id.
+    pub name: String,
+    /// What the task grants beyond stdio (nothing by default).
+    pub granted: Granted,
+    /// When the run must end: its start plus `limits.wall`, fixed by the
+    /// caller so the host state can hold the same instant.
+    pub deadline: Instant,
+    pub host: H,
+}
+
+/// A store ready to run, with the pipes its output goes to.
+pub(super) struct Prepared<T: 'static> {
+    pub(super) store: Store<T>,
+    pub(super) stdout: MemoryOutputPipe,
+    pub(super) stderr: MemoryOutputPipe,
+}
 
 /// A directory the task grants that could not be given to the guest.
 #[derive(Debug, thiserror::Error)]
