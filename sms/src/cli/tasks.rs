@@ -193,13 +193,15 @@ fn local_kind(uri: &str) -> Result<Option<&'static str>> {
     let Some(path) = uri.strip_prefix("file://") else {
         return Ok(None);
     };
-    let Ok(file) = std::fs::File::open(path) else {
-        return Ok(None);
-    };
-    match file.metadata() {
+    // Looked at before it is opened: opening a FIFO would wait for a
+    // writer.
+    match std::fs::metadata(path) {
         Ok(meta) if meta.is_file() && meta.len() <= MAX_INSPECTED => {}
         _ => return Ok(None),
     }
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(None);
+    };
     let mut bytes = Vec::new();
     if std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_INSPECTED), &mut bytes)
         .is_err()
