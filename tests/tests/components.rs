@@ -88,6 +88,14 @@ fn hostile_python_guests_end_at_their_limits_and_the_node_serves_others() {
     register_python(&c, "py-hostile", &hostile(), "hostile", &config);
     register_python(&c, "py-fs", &examples(), "fs_agent", &fs_task());
     let attempt = |what: &str| invoke_json(&c, &["py-hostile", "--input", what]);
+    // The same component under a task with room for its first compile
+    // (SMS waits a run's wall clock plus a margin, and the compile comes
+    // first): the node keeps it compiled for py-hostile's 3 s runs.
+    let mut roomy = fs_task();
+    roomy["limits"] = json!({"wall_ms": 600000});
+    register_python(&c, "py-warm", &hostile(), "hostile", &roomy);
+    let warmed = invoke_json(&c, &["py-warm", "--input", "widen"]);
+    assert_eq!(warmed["ok"], true, "{warmed}");
 
     // A widening write raises the SDK's Refused with the node's sentence.
     let widened = attempt("widen");

@@ -45,6 +45,10 @@ pub struct GuestLimiter {
     limits: StoreLimits,
     memory_bytes: usize,
     table_elements: usize,
+    /// Bytes of every linear memory of the store: a component has one
+    /// per core instance that defines one, and the run's limit is for
+    /// all of them together, not for each.
+    memory_total: usize,
     refused: Option<Refusal>,
 }
 
@@ -58,6 +62,7 @@ impl GuestLimiter {
                 .build(),
             memory_bytes,
             table_elements,
+            memory_total: 0,
             refused: None,
         }
     }
@@ -88,8 +93,12 @@ impl ResourceLimiter for GuestLimiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let allowed = self.limits.memory_growing(current, desired, maximum)?;
-        if !allowed {
+        let added = desired.saturating_sub(current);
+        let allowed = self.limits.memory_growing(current, desired, maximum)?
+            && self.memory_total.saturating_add(added) <= self.memory_bytes;
+        if allowed {
+            self.memory_total += added;
+        } else {
             self.refused.get_or_insert(Refusal::Memory {
                 limit_bytes: self.memory_bytes,
                 desired_bytes: desired,
@@ -123,5 +132,22 @@ impl ResourceLimiter for GuestLimiter {
 
     fn memories(&self) -> usize {
         self.limits.memories()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wasmtime::ResourceLimiter;
+
+    use super::GuestLimiter;
+
+    #[test]
+    fn the_memory_limit_holds_for_all_of_a_component_s_memories_together() {
+        let mut limiter = GuestLimiter::for_component(10 << 20, 100, 4);
+        assert!(limiter.memory_growing(0, 6 << 20, None).unwrap());
+        // A second memory as large would pass a per-memory limit.
+        assert!(!limiter.memory_growing(0, 6 << 20, None).unwrap());
+        assert!(limiter.refused().is_some());
+        assert!(limiter.memory_growing(0, 4 << 20, None).unwrap());
     }
 }
