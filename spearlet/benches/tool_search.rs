@@ -284,7 +284,7 @@ fn search_times(label: &str, set: ToolSet, queries: &[String], rounds: usize) {
 
 #[tokio::main]
 async fn main() {
-    let (router, task) = catalog_fleet();
+    let (router, task) = catalog_fleet().await;
     let tasks = tasks();
     // Connect and list every server once, outside the measurements.
     let all = router

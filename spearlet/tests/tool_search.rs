@@ -28,8 +28,8 @@ struct Fleet {
     task: TaskPolicy,
 }
 
-fn fleet() -> Fleet {
-    let (router, task) = catalog_fleet();
+async fn fleet() -> Fleet {
+    let (router, task) = catalog_fleet().await;
     Fleet { router, task }
 }
 
@@ -81,7 +81,7 @@ fn tool_names(request: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn the_model_searches_then_calls_what_it_found_and_nothing_else() {
-    let fleet = fleet();
+    let fleet = fleet().await;
     // The session: no mail server, and no tool that deletes.
     let mut policy = SessionPolicy::from_task(&fleet.task);
     policy.server_ids.retain(|s| s != "mail");
@@ -212,7 +212,7 @@ async fn the_model_searches_then_calls_what_it_found_and_nothing_else() {
 
 #[tokio::test]
 async fn searches_count_as_tool_calls() {
-    let fleet = fleet();
+    let fleet = fleet().await;
     let mut policy = SessionPolicy::from_task(&fleet.task);
     policy.tool_search = ToolSearch::On;
     let model = ScriptedModel::script(vec![Turn::calls(&[
@@ -233,7 +233,7 @@ async fn searches_count_as_tool_calls() {
 
 #[tokio::test]
 async fn auto_searches_with_many_tools_only_and_off_sends_them_all() {
-    let fleet = fleet();
+    let fleet = fleet().await;
     let auto = SessionPolicy::from_task(&fleet.task);
     let off = SessionPolicy {
         tool_search: ToolSearch::Off,
@@ -308,7 +308,7 @@ async fn anthropic_searches_natively_in_a_streamed_answer_too() {
 }
 
 async fn native_search_within_the_session_policy(stream: bool) {
-    let fleet = fleet();
+    let fleet = fleet().await;
     let mut policy = SessionPolicy::from_task(&fleet.task);
     policy.tool_denylist = vec!["delete_*".into()];
     policy.tool_search = ToolSearch::On;
@@ -397,7 +397,7 @@ async fn native_search_within_the_session_policy(stream: bool) {
 
 #[tokio::test]
 async fn a_native_search_past_the_tool_call_limit_ends_the_send() {
-    let fleet = fleet();
+    let fleet = fleet().await;
     let mut policy = SessionPolicy::from_task(&fleet.task);
     policy.tool_search = ToolSearch::On;
     let extract = offered_name("files", "extract_archive");

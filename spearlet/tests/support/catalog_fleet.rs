@@ -30,9 +30,11 @@ pub fn python_sdk() -> String {
     python
 }
 
-/// The router over the nine servers, and a task allowing them all (each
-/// connects on first use).
-pub fn catalog_fleet() -> (Router, TaskPolicy) {
+/// The router over the nine servers, and a task allowing them all, once
+/// every server has connected and listed its tools: nine Python servers
+/// starting at once on a loaded machine can outlast one connect timeout,
+/// and a server that is not up yet is (rightly) left out of a tool set.
+pub async fn catalog_fleet() -> (Router, TaskPolicy) {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/peers/catalog_server.py"
@@ -48,6 +50,7 @@ pub fn catalog_fleet() -> (Router, TaskPolicy) {
     });
     let registry = RegistryHandle::new(RegistryView::from_specs(specs));
     let connections = Connections::new(registry.clone(), Arc::new(|_: &str| Ok(None)));
+    wait_until_listed(&connections).await;
     let ids: Vec<String> = SERVERS.iter().map(|s| s.to_string()).collect();
     let task = TaskPolicy {
         enabled: true,
@@ -56,4 +59,25 @@ pub fn catalog_fleet() -> (Router, TaskPolicy) {
         ..TaskPolicy::default()
     };
     (Router::new(connections, registry), task)
+}
+
+/// Waits until each server's catalog is listed (a server that failed to
+/// start in time reconnects after its backoff), for at most three minutes.
+async fn wait_until_listed(connections: &Connections) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(180);
+    for id in SERVERS {
+        loop {
+            match connections.catalog(id).await {
+                Ok(catalog) if !catalog.tools.is_empty() => break,
+                outcome => {
+                    let why = outcome.err().map(|e| e.to_string()).unwrap_or_default();
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "catalog server '{id}' never listed its tools: {why}"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+            }
+        }
+    }
 }
