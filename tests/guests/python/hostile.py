@@ -7,7 +7,9 @@ run's input (one component for all, so the tests compile it once):
 - ``bomb``: allocates until something stops it;
 - ``flood``: floods the node's log through the world's ``log``;
 - ``recurse``: recurses without end;
-- ``host-calls``: makes host calls in a tight loop.
+- ``host-calls``: makes host calls in a tight loop;
+- ``tool-spin``: offers a guest tool that never returns, for a model that
+  calls it.
 """
 
 from spear_agent import Agent, Chat, Refused, log
@@ -50,8 +52,21 @@ def host_calls() -> str:
         chat.get_param("model")
 
 
+def tool_spin() -> str:
+    chat = Chat()
+    chat.use_servers(["fs"])
+
+    @chat.tool("Thinks forever.")
+    def never_returns() -> str:
+        while True:
+            pass
+
+    chat.write("user", "call never_returns")
+    return chat.send().content
+
+
 class WitWorld(Agent):
     def main(self, input: str) -> str:
         attempts = {"widen": widen, "spin": spin, "bomb": bomb, "flood": flood,
-                    "recurse": recurse, "host-calls": host_calls}
+                    "recurse": recurse, "host-calls": host_calls, "tool-spin": tool_spin}
         return attempts[input.strip()]()
