@@ -7,7 +7,9 @@
 //   node build.mjs AGENT.{js,ts} OUT.wasm WIT_DIR [NODE_MODULES]
 //
 // NODE_MODULES (default: $HOME/.cache/spear/npm-guest/node_modules) holds
-// esbuild and @bytecodealliance/componentize-js.
+// esbuild, typescript and @bytecodealliance/componentize-js. A `.ts` agent
+// is type-checked against spear-agent.d.ts first: a mistake is reported
+// with its line, and nothing is built.
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir, homedir } from "node:os";
@@ -24,6 +26,29 @@ const load = (name, entry) => import(pathToFileURL(join(modules, name, entry)).h
 const esbuild = await load("esbuild", "lib/main.js");
 const { componentize } = await load("@bytecodealliance/componentize-js", "src/componentize.js");
 
+const sdk = dirname(fileURLToPath(import.meta.url));
+if (source.endsWith(".ts")) {
+  const { default: ts } = await load("typescript", "lib/typescript.js");
+  const program = ts.createProgram([resolve(source)], {
+    strict: true,
+    noEmit: true,
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.ES2022,
+    moduleResolution: ts.ModuleResolutionKind.Bundler,
+    paths: { "spear-agent": [join(sdk, "spear-agent.d.ts")] },
+  });
+  const diagnostics = ts.getPreEmitDiagnostics(program);
+  if (diagnostics.length > 0) {
+    const host = {
+      getCanonicalFileName: (f) => f,
+      getCurrentDirectory: () => process.cwd(),
+      getNewLine: () => "\n",
+    };
+    console.error(ts.formatDiagnostics(diagnostics, host).trimEnd());
+    process.exit(1);
+  }
+}
+
 const work = mkdtempSync(join(tmpdir(), "spear-js-"));
 try {
   const bundle = join(work, "agent.js");
@@ -34,7 +59,7 @@ try {
     format: "esm",
     platform: "neutral",
     target: "es2022",
-    alias: { "spear-agent": join(dirname(fileURLToPath(import.meta.url)), "spear-agent.js") },
+    alias: { "spear-agent": join(sdk, "spear-agent.js") },
     // The world's interfaces are the component's imports, not modules.
     external: ["spear:*", "wasi:*"],
     logLevel: "error",

@@ -47,7 +47,7 @@ pub mod nodes;
 pub mod oauth;
 pub mod pins;
 pub mod quotas;
-pub mod registry;
+pub use spear_server_files as registry;
 pub mod revocations;
 pub mod seal;
 pub mod sealed;

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::tasks::repo_file;
@@ -132,4 +133,17 @@ pub fn js_agent(source: &Path, name: &str, into: &Path) -> PathBuf {
             .arg(&modules);
         command
     })
+}
+
+/// A recording whose model calls the guest tool `tool` with `arguments`,
+/// then answers with what it read.
+pub fn calls_guest_tool(dir: &Path, tool: &str, arguments: &str) -> PathBuf {
+    let recording = dir.join(format!("{tool}.json"));
+    let turns = json!({"turns": [
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+          "function": {"name": tool, "arguments": arguments}}]},
+        {"role": "assistant", "content": "the guest counted: {{last_tool_result}}"},
+    ]});
+    std::fs::write(&recording, turns.to_string()).unwrap();
+    recording
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::components::{js_agent, python_agent};
+use spear_tests::components::{calls_guest_tool, js_agent, python_agent};
 use spear_tests::tasks::{
     cluster_opts, fs_task, invoke_json, register, repo_file, Cluster, ClusterOptions,
 };
@@ -72,23 +72,14 @@ fn roomy(mut config: Value) -> Value {
     config
 }
 
-/// A recording whose model calls the guest tool `tool` with `arguments`,
-/// then answers with what it read.
-fn calls_guest_tool(dir: &Path, tool: &str, arguments: &str) -> PathBuf {
-    let recording = dir.join(format!("{tool}.json"));
-    let turns = json!({"turns": [
-        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-          "function": {"name": tool, "arguments": arguments}}]},
-        {"role": "assistant", "content": "the guest counted: {{last_tool_result}}"},
-    ]});
-    std::fs::write(&recording, turns.to_string()).unwrap();
-    recording
-}
-
 #[test]
 fn python_and_js_guest_tools_are_called_by_the_model_and_their_results_reach_the_answer() {
     let work = tempfile::tempdir().unwrap();
-    let recording = calls_guest_tool(work.path(), "word_count", r#"{"text": "one two three four"}"#);
+    let recording = calls_guest_tool(
+        work.path(),
+        "word_count",
+        r#"{"text": "one two three four"}"#,
+    );
     let c = cluster_opts(
         "unused",
         ClusterOptions {
@@ -128,7 +119,10 @@ fn js_and_ts_fs_agents_answer_from_the_file_and_foreign_imports_are_refused() {
         let run = invoke_json(&c, &[id]);
         assert_eq!(run["ok"], true, "{id}: {run}");
         assert!(
-            run["stdout"].as_str().unwrap().contains("the notes say: Thursday"),
+            run["stdout"]
+                .as_str()
+                .unwrap()
+                .contains("the notes say: Thursday"),
             "{id}: {run}"
         );
         assert_eq!(run["trace"][0]["tool"], "read_text_file", "{id}: {run}");
@@ -137,7 +131,8 @@ fn js_and_ts_fs_agents_answer_from_the_file_and_foreign_imports_are_refused() {
 
     // A component importing an interface the world lacks never registers.
     let evil = c.modules.join("evil.wasm");
-    let bytes = wat::parse_str(r#"(component (import "evil:net/socket@1.0.0" (instance)))"#).unwrap();
+    let bytes =
+        wat::parse_str(r#"(component (import "evil:net/socket@1.0.0" (instance)))"#).unwrap();
     std::fs::write(&evil, bytes).unwrap();
     let (code, out, err) = register(&c, "evil", &evil, &fs_task(), &[]);
     assert_ne!(code, 0, "{out}{err}");
@@ -222,7 +217,10 @@ fn hostile_guests_end_at_their_limits(lang: Lang) {
     for what in ["tool-spin", "recurse", "host-calls", "bomb"] {
         let run = attempt(what);
         assert_eq!(run["ok"], false, "{lang:?} {what}: {run}");
-        assert!(run["duration_ms"].as_u64() <= Some(3100), "{lang:?} {what}: {run}");
+        assert!(
+            run["duration_ms"].as_u64() <= Some(3100),
+            "{lang:?} {what}: {run}"
+        );
         if what == "bomb" {
             let said = format!("{}{}", run["error"], run["stderr"]);
             assert!(
@@ -246,7 +244,10 @@ fn hostile_guests_end_at_their_limits(lang: Lang) {
     let log = c.node.proc.log();
     let lines = log.matches("flood line ").count();
     assert!(lines <= 1000, "{lines} flood lines in the node's log");
-    assert!(log.contains("the rest of this run's are dropped"), "{lines}");
+    assert!(
+        log.contains("the rest of this run's are dropped"),
+        "{lines}"
+    );
 
     // And the node still serves an honest guest.
     register_component(&c, "fs", &lang.build(&c, "fs_agent"), &roomy(fs_task()));

@@ -1,6 +1,7 @@
 //! The `spearlet` command line: `spearlet run`, `spearlet explain`,
 //! `spearlet registry` and `spearlet mcp`.
 
+mod guest;
 mod login;
 mod mcp;
 
@@ -130,6 +131,9 @@ pub enum Command {
     /// Talk to an MCP server as this node would: list its tools, call one.
     #[command(subcommand)]
     Mcp(Box<mcp::McpCommand>),
+    /// Build an agent, or run one once as a node would, without a cluster.
+    #[command(subcommand)]
+    Guest(guest::GuestCommand),
     /// Check the chain of the audit records in the node's state dir;
     /// names the first gap or altered record. Exits 1 when it is not whole.
     AuditVerify {
@@ -200,6 +204,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Mcp(command) => {
             init_logging(LogFormat::Human, command_logs)?;
             mcp::run(*command).await
+        }
+        Command::Guest(command) => {
+            init_logging(LogFormat::Human, command_logs)?;
+            guest::run(command).await
         }
         Command::AuditVerify { state_dir } => {
             let dir = state_dir.join("audit");

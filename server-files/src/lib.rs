@@ -2,7 +2,12 @@
 //! admin requests into [`spear_proto::v1::ServerSpec`]s (four shapes: the
 //! native one, `mcpServers`, `servers`, and the official registry's
 //! `server.json`, `official.rs`), with one clear
-//! problem per mistake (file, JSON path, what to do).
+//! problem per mistake (file, JSON path, what to do). Entry points:
+//! [`scan_dir`] for a directory, [`parse_file`] for one file's bytes.
+//!
+//! A crate of its own because two programs read these files: SMS, which
+//! serves what they declare to the fleet, and `spearlet guest run`, which
+//! runs one agent against them with no SMS at all.
 
 mod auth;
 mod fields;

@@ -2,7 +2,7 @@
 //! follows the one it declares.
 //!
 //! Entry point: [`check`]. The schemas are the registry's own, byte for
-//! byte, kept in `sms/schemas/server-json/` (see its README): SMS never
+//! byte, kept in `server-files/schemas/server-json/` (see its README): SMS never
 //! fetches one, so a file is judged the same way on every replica, offline,
 //! and by the rules its publisher was held to. A file that declares no
 //! published schema (the pre-release draft, a date this SMS does not keep,
@@ -21,27 +21,27 @@ use super::super::fields::Problems;
 const KEPT: &[(&str, &str)] = &[
     (
         "2025-07-09",
-        include_str!("../../../schemas/server-json/2025-07-09.schema.json"),
+        include_str!("../../schemas/server-json/2025-07-09.schema.json"),
     ),
     (
         "2025-09-16",
-        include_str!("../../../schemas/server-json/2025-09-16.schema.json"),
+        include_str!("../../schemas/server-json/2025-09-16.schema.json"),
     ),
     (
         "2025-09-29",
-        include_str!("../../../schemas/server-json/2025-09-29.schema.json"),
+        include_str!("../../schemas/server-json/2025-09-29.schema.json"),
     ),
     (
         "2025-10-11",
-        include_str!("../../../schemas/server-json/2025-10-11.schema.json"),
+        include_str!("../../schemas/server-json/2025-10-11.schema.json"),
     ),
     (
         "2025-10-17",
-        include_str!("../../../schemas/server-json/2025-10-17.schema.json"),
+        include_str!("../../schemas/server-json/2025-10-17.schema.json"),
     ),
     (
         "2025-12-11",
-        include_str!("../../../schemas/server-json/2025-12-11.schema.json"),
+        include_str!("../../schemas/server-json/2025-12-11.schema.json"),
     ),
 ];
 
