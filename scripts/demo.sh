@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # The main job: a local SMS serving a directory of MCP server files, one
-# spearlet syncing from it, and the fs-agent example guest (built from
-# sdk-guest for wasm32-wasip1) registered as a task and invoked through SMS.
-# The agent answers a question with the real filesystem MCP server.
+# spearlet syncing from it, and the fs-agent example guest registered as a
+# task and invoked through SMS. The agent answers a question with the real
+# filesystem MCP server.
+#
+#   scripts/demo.sh [--lang rust|python|js|c]
+#
+# The fs-agent of that language's SDK: Rust (sdk-guest, for wasm32-wasip1;
+# the default), Python or JavaScript (components, sdk-guest/python and
+# sdk-guest/js), or C (sdk-guest/c), the last three built with `spearlet
+# guest build` after scripts/setup.sh installs their toolchain.
 #
 # The model: the OpenAI-compatible endpoint in OPENAI_BASE_URL (with
 # OPENAI_API_KEY and OPENAI_MODEL when set); without one, an offline replay
 # of a recorded conversation (examples/replay/fs-agent.json), which says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lang=rust
+if [ "${1:-}" = "--lang" ]; then lang="${2:-}"; fi
+case "$lang" in
+  rust) source_file="" ;;
+  python) source_file=sdk-guest/python/examples/fs_agent.py ;;
+  js) source_file=sdk-guest/js/examples/fs_agent.js ;;
+  c) source_file=sdk-guest/c/examples/fs_agent.c ;;
+  *) echo "demo: --lang takes rust, python, js or c" >&2; exit 2 ;;
+esac
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/spear/target}"
 scripts/setup.sh --demo
+scripts/setup.sh --guest "$lang"
 cargo build --quiet --bins
-cargo build --quiet --target wasm32-wasip1 -p spear-guest --examples
 BIN="$CARGO_TARGET_DIR/debug"
-GUEST="$CARGO_TARGET_DIR/wasm32-wasip1/debug/examples/fs-agent.wasm"
 
 work=$(mktemp -d)
 pids=()
@@ -26,6 +41,16 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "$1; logs:" >&2; cat "$work"/*.log >&2; exit 1; }
 wait_file() { for _ in $(seq 150); do [ -s "$1" ] && return 0; sleep 0.1; done; fail "$2 did not start"; }
+
+if [ "$lang" = rust ]; then
+  cargo build --quiet --target wasm32-wasip1 -p spear-guest --examples
+  GUEST="$CARGO_TARGET_DIR/wasm32-wasip1/debug/examples/fs-agent.wasm"
+else
+  mkdir -p "$work/guests"
+  GUEST="$work/guests/fs-agent.wasm"
+  echo "== spearlet guest build $source_file -o fs-agent.wasm"
+  "$BIN/spearlet" guest build "$source_file" -o "$GUEST"
+fi
 
 # The files the agent may read, and the server file that exposes them.
 mkdir -p "$work/files" "$work/mcp.d"
@@ -79,8 +104,13 @@ TOML
   echo "   its result are real. Set OPENAI_BASE_URL (and OPENAI_API_KEY, OPENAI_MODEL) for a live model."
 fi
 
-# The node's policy: modules only from where the example guests are built.
+# The node's policy: modules only from where the example guests are
+# built. A component carries its language's runtime: its first compile
+# (kept after) takes longer than a Rust module's.
 cat >> "$work/node.toml" <<TOML
+
+[guests]
+compile_timeout_ms = 600000
 
 [policy]
 modules = ["file://$(dirname "$(realpath "$GUEST")")/"]
@@ -108,7 +138,7 @@ echo "== the node's registry"
 
 cat > "$work/task.json" <<'JSON'
 {"mcp": {"enabled": true, "allowed_server_ids": ["fs"], "default_server_ids": ["fs"]},
- "limits": {"wall_ms": 120000}}
+ "limits": {"wall_ms": 600000}}
 JSON
 echo
 echo "== sms tasks register --id fs-agent --module fs-agent.wasm --config task.json"

