@@ -34,6 +34,17 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
 }
+# `pip_need VENV IMPORT PACKAGE...`: installs the pinned PACKAGEs into the
+# venv VENV (made if missing) unless its Python can import IMPORT.
+pip_need() {
+  local venv="$1" module="$2"
+  shift 2
+  if ! "$venv/bin/python" -c "import $module" >/dev/null 2>&1; then
+    echo "setup: installing $* into $venv" >&2
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "$@" >&2
+  fi
+}
 # The guests' toolchains (`spearlet guest build`; docs/guest-guide.md).
 guest_python() {
   # componentize-py, which builds Python agents into WebAssembly components
@@ -142,39 +153,19 @@ fi
 
 # The Python MCP SDK, for a Streamable HTTP peer written with it.
 venv="${SPEAR_VENV:-$HOME/.cache/spear/venv}"
-if ! "$venv/bin/python" -c 'import mcp.server.fastmcp' >/dev/null 2>&1; then
-  echo "setup: installing the Python MCP SDK (mcp==1.30.0) into $venv" >&2
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "mcp==1.30.0" >&2
-fi
+pip_need "$venv" mcp.server.fastmcp "mcp==1.30.0"
 # The Python MCP SDK 2.x (protocol 2026-07-28), in a venv of its own: a
 # server of the newer generation for tests/tests/mcp_versions.rs.
-venv2="${SPEAR_VENV2:-$HOME/.cache/spear/venv-mcp2}"
-if ! "$venv2/bin/python" -c 'import mcp.server.mcpserver' >/dev/null 2>&1; then
-  echo "setup: installing the Python MCP SDK 2.x (mcp==2.3.0) into $venv2" >&2
-  python3 -m venv "$venv2"
-  "$venv2/bin/pip" install -q --disable-pip-version-check "mcp==2.3.0" >&2
-fi
+pip_need "${SPEAR_VENV2:-$HOME/.cache/spear/venv-mcp2}" mcp.server.mcpserver "mcp==2.3.0"
 # Prometheus's own Python client, whose OpenMetrics parser checks what the
 # binaries expose.
-if ! "$venv/bin/python" -c 'import prometheus_client.openmetrics.parser' >/dev/null 2>&1; then
-  echo "setup: installing prometheus-client into $venv" >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check "prometheus-client==0.21.1" >&2
-fi
+pip_need "$venv" prometheus_client.openmetrics.parser "prometheus-client==0.21.1"
 # The official OpenTelemetry protocol types, for the OTLP receiver of the
 # trace test (tests/peers/otlp_receiver.py).
-if ! "$venv/bin/python" -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' >/dev/null 2>&1; then
-  echo "setup: installing opentelemetry-proto into $venv" >&2
-  "$venv/bin/pip" install -q --disable-pip-version-check "opentelemetry-proto==1.45.2" >&2
-fi
+pip_need "$venv" opentelemetry.proto.collector.trace.v1.trace_service_pb2 "opentelemetry-proto==1.45.2"
 # Playwright, driving Debian's chromium (never a downloaded browser) for
 # the console tests (tests/tests/console.rs), in a venv of its own.
-venv_browser="${SPEAR_VENV_BROWSER:-$HOME/.cache/spear/venv-browser}"
-if ! "$venv_browser/bin/python" -c 'import playwright.sync_api' >/dev/null 2>&1; then
-  echo "setup: installing playwright into $venv_browser" >&2
-  python3 -m venv "$venv_browser"
-  "$venv_browser/bin/pip" install -q --disable-pip-version-check "playwright==1.65.2" >&2
-fi
+pip_need "${SPEAR_VENV_BROWSER:-$HOME/.cache/spear/venv-browser}" playwright.sync_api "playwright==1.65.2"
 guest_python
 guest_js
 # The chart's checkers (tests/tests/deploy_helm.rs): a real helm v4 from the

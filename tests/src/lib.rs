@@ -19,6 +19,7 @@ pub mod mcp_cli;
 pub mod netns;
 pub mod node_join;
 pub mod peers;
+pub mod people;
 pub mod plane;
 pub mod procs;
 pub mod tasks;
