@@ -12,7 +12,7 @@ use seccompiler::{
 
 use crate::refusal::Refusal;
 use crate::report::Report;
-use crate::syscalls::{DENIED, NAMESPACE_FLAGS, PERSONALITIES, SOCKET_FAMILIES};
+use crate::syscalls::{denied, NAMESPACE_FLAGS, PERSONALITIES, SOCKET_FAMILIES};
 
 fn filter(
     action: SeccompAction,
@@ -80,9 +80,9 @@ fn by_argument() -> Result<BTreeMap<i64, Vec<SeccompRule>>, Refusal> {
 }
 
 fn programs() -> Result<[BpfProgram; 2], Refusal> {
-    let mut denied = by_argument()?;
-    denied.extend(DENIED.iter().map(|d| (d.nr, Vec::new())));
-    let eperm = filter(SeccompAction::Errno(libc::EPERM as u32), denied)?;
+    let mut refused = by_argument()?;
+    refused.extend(denied().map(|d| (d.nr, Vec::new())));
+    let eperm = filter(SeccompAction::Errno(libc::EPERM as u32), refused)?;
     let clone3 = filter(
         SeccompAction::Errno(libc::ENOSYS as u32),
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
@@ -106,7 +106,7 @@ pub fn apply(required: bool, report: &mut Report) -> Result<(), Refusal> {
                 true,
                 format!(
                     "{} system calls refused, and clone, socket and personality for some arguments",
-                    DENIED.len()
+                    denied().count()
                 ),
             );
             Ok(())

@@ -16,15 +16,31 @@ pub struct Denied {
     pub why: &'static str,
 }
 
-const fn denied(nr: i64, name: &'static str, why: &'static str) -> Denied {
-    Denied { nr, name, why }
+/// The call numbers: `libc`'s, and the newer ones of the unified table
+/// every 64-bit architecture shares from 424 on, which its constants lack.
+#[allow(non_upper_case_globals)]
+mod sys {
+    pub use libc::*;
+    pub const SYS_lsm_set_self_attr: i64 = 460;
+    pub const SYS_open_tree_attr: i64 = 467;
 }
 
-/// `lsm_set_self_attr` and `open_tree_attr`: numbers of the unified table
-/// every 64-bit architecture shares from 424 on, newer than the `libc`
-/// crate's constants.
-const SYS_LSM_SET_SELF_ATTR: i64 = 460;
-const SYS_OPEN_TREE_ATTR: i64 = 467;
+/// `SYS_mount` → `mount`: the name an operator reads in docs/security.md.
+const fn call_name(constant: &'static str) -> &'static str {
+    constant.split_at(4).1
+}
+
+/// `deny![WHY => [SYS_a, SYS_b], ...]`: each call refused for that reason,
+/// named after its constant so a name can never disagree with its number.
+macro_rules! deny {
+    ($($why:expr => [$($call:ident),+ $(,)?]),+ $(,)?) => {
+        &[$($(Denied {
+            nr: sys::$call,
+            name: call_name(stringify!($call)),
+            why: $why,
+        },)+)+]
+    };
+}
 
 const OTHER_PROCESSES: &str = "reads or changes another process";
 const MOUNTS: &str = "changes what is mounted";
@@ -38,114 +54,53 @@ const NAMESPACES: &str = "new namespaces are the sandbox's, not the server's";
 const PORTS: &str = "raw I/O ports";
 const OBSOLETE: &str = "obsolete; no runtime calls it";
 
-/// Refused with `EPERM` whatever the arguments.
-pub const DENIED: &[Denied] = &[
-    denied(libc::SYS_ptrace, "ptrace", OTHER_PROCESSES),
-    denied(
-        libc::SYS_process_vm_readv,
-        "process_vm_readv",
-        OTHER_PROCESSES,
-    ),
-    denied(
-        libc::SYS_process_vm_writev,
-        "process_vm_writev",
-        OTHER_PROCESSES,
-    ),
-    denied(
-        libc::SYS_process_madvise,
-        "process_madvise",
-        OTHER_PROCESSES,
-    ),
-    denied(
-        libc::SYS_pidfd_getfd,
-        "pidfd_getfd",
-        "takes a descriptor out of another process",
-    ),
-    denied(
-        libc::SYS_kcmp,
-        "kcmp",
-        "compares the kernel objects of other processes (checkpointing tools only)",
-    ),
-    denied(libc::SYS_migrate_pages, "migrate_pages", NUMA),
-    denied(libc::SYS_move_pages, "move_pages", NUMA),
-    denied(libc::SYS_mount, "mount", MOUNTS),
-    denied(libc::SYS_umount2, "umount2", MOUNTS),
-    denied(libc::SYS_pivot_root, "pivot_root", MOUNTS),
-    denied(libc::SYS_chroot, "chroot", MOUNTS),
-    denied(libc::SYS_move_mount, "move_mount", MOUNTS),
-    denied(libc::SYS_open_tree, "open_tree", MOUNTS),
-    denied(SYS_OPEN_TREE_ATTR, "open_tree_attr", MOUNTS),
-    denied(libc::SYS_fsopen, "fsopen", MOUNTS),
-    denied(libc::SYS_fsmount, "fsmount", MOUNTS),
-    denied(libc::SYS_fsconfig, "fsconfig", MOUNTS),
-    denied(libc::SYS_fspick, "fspick", MOUNTS),
-    denied(libc::SYS_mount_setattr, "mount_setattr", MOUNTS),
-    denied(libc::SYS_kexec_load, "kexec_load", KERNEL_CODE),
-    denied(libc::SYS_kexec_file_load, "kexec_file_load", KERNEL_CODE),
-    denied(libc::SYS_init_module, "init_module", KERNEL_CODE),
-    denied(libc::SYS_finit_module, "finit_module", KERNEL_CODE),
-    denied(libc::SYS_delete_module, "delete_module", KERNEL_CODE),
-    denied(libc::SYS_bpf, "bpf", KERNEL_CODE),
-    denied(libc::SYS_keyctl, "keyctl", KEYRING),
-    denied(libc::SYS_add_key, "add_key", KEYRING),
-    denied(libc::SYS_request_key, "request_key", KEYRING),
-    denied(
-        libc::SYS_perf_event_open,
-        "perf_event_open",
-        "performance counters observe the machine",
-    ),
-    denied(libc::SYS_unshare, "unshare", NAMESPACES),
-    denied(libc::SYS_setns, "setns", NAMESPACES),
-    denied(
-        libc::SYS_userfaultfd,
-        "userfaultfd",
-        "a favourite of kernel exploits; no server needs it",
-    ),
-    denied(libc::SYS_open_by_handle_at, "open_by_handle_at", HANDLES),
-    denied(libc::SYS_name_to_handle_at, "name_to_handle_at", HANDLES),
-    denied(libc::SYS_io_uring_setup, "io_uring_setup", IO_URING),
-    denied(libc::SYS_io_uring_enter, "io_uring_enter", IO_URING),
-    denied(libc::SYS_io_uring_register, "io_uring_register", IO_URING),
-    denied(libc::SYS_reboot, "reboot", MACHINE),
-    denied(libc::SYS_swapon, "swapon", MACHINE),
-    denied(libc::SYS_swapoff, "swapoff", MACHINE),
-    denied(libc::SYS_acct, "acct", MACHINE),
-    denied(libc::SYS_syslog, "syslog", "reads the kernel's log"),
-    denied(libc::SYS_quotactl, "quotactl", MACHINE),
-    denied(libc::SYS_quotactl_fd, "quotactl_fd", MACHINE),
-    denied(libc::SYS_settimeofday, "settimeofday", MACHINE),
-    denied(libc::SYS_clock_settime, "clock_settime", MACHINE),
-    denied(libc::SYS_clock_adjtime, "clock_adjtime", MACHINE),
-    denied(libc::SYS_adjtimex, "adjtimex", MACHINE),
-    denied(libc::SYS_sethostname, "sethostname", MACHINE),
-    denied(libc::SYS_setdomainname, "setdomainname", MACHINE),
-    denied(libc::SYS_vhangup, "vhangup", "hangs up the terminal"),
-    denied(
-        SYS_LSM_SET_SELF_ATTR,
-        "lsm_set_self_attr",
-        "changes the process's security module label",
-    ),
-    denied(
-        libc::SYS_fanotify_init,
-        "fanotify_init",
-        "watches the filesystem past the mount namespace",
-    ),
-    denied(
-        libc::SYS_lookup_dcookie,
-        "lookup_dcookie",
-        "a profiler's; no server needs it",
-    ),
-    #[cfg(target_arch = "x86_64")]
-    denied(libc::SYS_iopl, "iopl", PORTS),
-    #[cfg(target_arch = "x86_64")]
-    denied(libc::SYS_ioperm, "ioperm", PORTS),
-    #[cfg(target_arch = "x86_64")]
-    denied(libc::SYS_uselib, "uselib", OBSOLETE),
-    #[cfg(target_arch = "x86_64")]
-    denied(libc::SYS_ustat, "ustat", OBSOLETE),
-    #[cfg(target_arch = "x86_64")]
-    denied(libc::SYS_sysfs, "sysfs", OBSOLETE),
+/// Refused with `EPERM` whatever the arguments, on every architecture.
+const EVERYWHERE: &[Denied] = deny![
+    OTHER_PROCESSES => [
+        SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_process_madvise,
+    ],
+    "takes a descriptor out of another process" => [SYS_pidfd_getfd],
+    "compares the kernel objects of other processes (checkpointing tools only)" => [SYS_kcmp],
+    NUMA => [SYS_migrate_pages, SYS_move_pages],
+    MOUNTS => [
+        SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot, SYS_move_mount, SYS_open_tree,
+        SYS_open_tree_attr, SYS_fsopen, SYS_fsmount, SYS_fsconfig, SYS_fspick, SYS_mount_setattr,
+    ],
+    KERNEL_CODE => [
+        SYS_kexec_load, SYS_kexec_file_load, SYS_init_module, SYS_finit_module, SYS_delete_module,
+        SYS_bpf,
+    ],
+    KEYRING => [SYS_keyctl, SYS_add_key, SYS_request_key],
+    "performance counters observe the machine" => [SYS_perf_event_open],
+    NAMESPACES => [SYS_unshare, SYS_setns],
+    "a favourite of kernel exploits; no server needs it" => [SYS_userfaultfd],
+    HANDLES => [SYS_open_by_handle_at, SYS_name_to_handle_at],
+    IO_URING => [SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register],
+    MACHINE => [
+        SYS_reboot, SYS_swapon, SYS_swapoff, SYS_acct, SYS_quotactl, SYS_quotactl_fd,
+        SYS_settimeofday, SYS_clock_settime, SYS_clock_adjtime, SYS_adjtimex, SYS_sethostname,
+        SYS_setdomainname,
+    ],
+    "reads the kernel's log" => [SYS_syslog],
+    "hangs up the terminal" => [SYS_vhangup],
+    "changes the process's security module label" => [SYS_lsm_set_self_attr],
+    "watches the filesystem past the mount namespace" => [SYS_fanotify_init],
+    "a profiler's; no server needs it" => [SYS_lookup_dcookie],
 ];
+
+/// The x86-64 calls other architectures never had.
+#[cfg(target_arch = "x86_64")]
+const THIS_ARCH: &[Denied] = deny![
+    PORTS => [SYS_iopl, SYS_ioperm],
+    OBSOLETE => [SYS_uselib, SYS_ustat, SYS_sysfs],
+];
+#[cfg(not(target_arch = "x86_64"))]
+const THIS_ARCH: &[Denied] = &[];
+
+/// Every call refused with `EPERM` whatever its arguments.
+pub fn denied() -> impl Iterator<Item = &'static Denied> {
+    EVERYWHERE.iter().chain(THIS_ARCH)
+}
 
 /// `clone` flags that make a new namespace: `clone` with any of them is
 /// refused (`clone3`, whose flags sit in memory the filter cannot read,
@@ -178,12 +133,12 @@ mod tests {
     #[test]
     fn each_call_is_refused_once_and_says_why() {
         let mut seen = std::collections::BTreeSet::new();
-        for d in DENIED {
+        for d in denied() {
             assert!(seen.insert(d.nr), "{} is listed twice", d.name);
             assert!(!d.why.is_empty(), "{} says no reason", d.name);
         }
         for name in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
-            assert!(DENIED.iter().any(|d| d.name == name), "{name}");
+            assert!(denied().any(|d| d.name == name), "{name}");
         }
     }
 
@@ -196,7 +151,7 @@ mod tests {
             .find("### System calls, compared with Docker's default")
             .unwrap_or_else(|| panic!("docs/security.md has no system calls section"));
         let section = &doc[start..];
-        for d in DENIED {
+        for d in denied() {
             let named = section.contains(&format!("`{}`", d.name))
                 || (d.name.starts_with("process_vm_")
                     && section.contains("`process_vm_readv`/`writev`"))

@@ -3,8 +3,9 @@
 //! check ([`signed_in`]), which also refuses any write that a browser
 //! says comes from another site before its body is read.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{self, HeaderMap, HeaderValue};
+use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -91,6 +92,33 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
 pub struct Signed {
     pub id: String,
     pub session: Session,
+}
+
+/// What a page handler behind [`signed_in`] starts from: the console's
+/// shared state and the request's signed session, taken together so each
+/// handler names one thing instead of two extractors.
+pub struct Visit {
+    pub state: Shared,
+    pub signed: Signed,
+}
+
+impl FromRequestParts<Shared> for Visit {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Shared) -> Result<Self, Response> {
+        match parts.extensions.get::<Signed>() {
+            Some(signed) => Ok(Visit {
+                state: state.clone(),
+                signed: signed.clone(),
+            }),
+            // A route mounted outside the guard: a bug of ours, never the visitor's.
+            None => Err((
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "this page was served without the console's sign-in check; report it to the operator\n",
+            )
+                .into_response()),
+        }
+    }
 }
 
 /// Lets a request through with its [`Signed`] session, or sends it to

@@ -21,18 +21,17 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Extension;
 use serde::Deserialize;
 use spear_proto::v1::trust_event::Event as Trust;
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
-use super::guard::Signed;
+use super::guard::Visit;
 use super::Shared;
 
 /// Event streams open at once, over all sessions, and of one session.
@@ -101,11 +100,7 @@ impl Drop for Place {
     }
 }
 
-pub async fn events(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(topics): Query<Topics>,
-) -> Response {
+pub async fn events(Visit { state, signed }: Visit, Query(topics): Query<Topics>) -> Response {
     let place = match Place::take(&signed.id) {
         Ok(place) => place,
         Err(Full::Console) => {

@@ -2,8 +2,8 @@
 //! `verify`, which proves each chain whole or names its first problem.
 //! Also the table a task's trace is shown in.
 
-use axum::extract::{Query, State};
-use axum::{Extension, Form};
+use axum::extract::Query;
+use axum::Form;
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::audit::{Kind, Record};
@@ -11,7 +11,7 @@ use spear_proto::v1::{QueryAuditRequest, QueryAuditResponse};
 
 use super::audit_disputes::{self, Disputed};
 use super::{badge, CsrfForm, Failure, View};
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::Shared;
 
@@ -167,22 +167,14 @@ fn render(signed: &Signed, filters: &Filters, trail: &Trail, verified: Option<Ma
     )
 }
 
-pub async fn page(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(filters): Query<Filters>,
-) -> View {
+pub async fn page(Visit { state, signed }: Visit, Query(filters): Query<Filters>) -> View {
     let trail = trail(&state, &filters).await?;
     Ok(render(&signed, &filters, &trail, None))
 }
 
 /// Verifying reads every chain: a read, but a costly one, so it is a
 /// POST with the CSRF token (viewers may run it).
-pub async fn verify(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Form(form): Form<CsrfForm>,
-) -> View {
+pub async fn verify(Visit { state, signed }: Visit, Form(form): Form<CsrfForm>) -> View {
     signed.session.sent_by_us(&form.csrf)?;
     let chains = state.api.verify_audit().await?;
     let whole = chains.iter().all(|c| c.problem.is_empty());

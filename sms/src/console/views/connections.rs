@@ -4,18 +4,17 @@
 //! page does for an admin, except that what it obtains is kept as this
 //! person's own credential, handed only to their runs.
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::{Extension, Form};
+use axum::Form;
 use maud::html;
 use spear_proto::v1::CredentialState;
 use tracing::info;
 
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::views::{badge, CsrfForm, Failure, View};
-use crate::console::Shared;
 
 /// The person this session is for, or why a page is not theirs.
 fn person(signed: &Signed) -> Result<String, Failure> {
@@ -32,7 +31,7 @@ fn person(signed: &Signed) -> Result<String, Failure> {
         })
 }
 
-pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
+pub async fn page(Visit { state, signed }: Visit) -> View {
     let principal = person(&signed)?;
     let accounts = state
         .api
@@ -64,17 +63,12 @@ pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Sign
             p class="muted" { "Connect sends this browser to the server's authorization server, where you sign in as yourself; SMS keeps the tokens sealed, renews them, and gives them only to your runs." }
         }
     };
-    Ok(page::section_page(
-        "Accounts",
-        "/accounts",
-        &signed.session,
-        body,
-    ))
+    let shown = page::section_page("Accounts", "/accounts", &signed.session, body);
+    Ok(shown)
 }
 
 pub async fn connect(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(server): Path<String>,
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,

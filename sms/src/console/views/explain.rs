@@ -3,15 +3,14 @@
 //! `spearlet explain` (`spear.v1.Invocation/Explain`), so both give the
 //! same answer for the same inputs.
 
-use axum::extract::State;
-use axum::{Extension, Form};
+use axum::Form;
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::Value;
 use spear_proto::v1::{ExplainRequest, SessionWrite};
 
 use super::{badge, Failure, View};
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page;
 use crate::console::Shared;
 
@@ -86,7 +85,7 @@ async fn form_page(
     ))
 }
 
-pub async fn form(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
+pub async fn form(Visit { state, signed }: Visit) -> View {
     form_page(&state, &signed, &Inputs::default(), None).await
 }
 
@@ -129,11 +128,7 @@ fn answer(node: &str, explanation: &Value) -> Markup {
 
 /// Explaining changes nothing, but it may start servers on the node to
 /// list their tools: a POST with the CSRF token (viewers may ask).
-pub async fn explain(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Form(inputs): Form<Inputs>,
-) -> View {
+pub async fn explain(Visit { state, signed }: Visit, Form(inputs): Form<Inputs>) -> View {
     signed.session.sent_by_us(&inputs.csrf)?;
     let response = state
         .api

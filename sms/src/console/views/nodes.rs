@@ -3,15 +3,13 @@
 //! node's MCP servers with their state and agreed protocol version.
 //! What `sms status` shows.
 
-use axum::extract::{Path, Query, State};
-use axum::Extension;
+use axum::extract::{Path, Query};
 use maud::html;
 use spear_proto::v1::{NodeStatus, SyncState};
 
 use super::{badge, Failure, View};
-use crate::console::guard::Signed;
+use crate::console::guard::Visit;
 use crate::console::page::{self, enc, matches, paged, Paging};
-use crate::console::Shared;
 
 /// A node is current when it is alive and has applied SMS's revision.
 fn is_current(node: &NodeStatus) -> bool {
@@ -26,11 +24,7 @@ fn seconds_ago(ms: u64) -> String {
     format!("{:.1} s ago", ms as f64 / 1000.0)
 }
 
-pub async fn list(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(paging): Query<Paging>,
-) -> View {
+pub async fn list(Visit { state, signed }: Visit, Query(paging): Query<Paging>) -> View {
     let status = state.api.status(None).await?;
     let alive = status.nodes.iter().filter(|n| n.alive).count();
     let current = status.nodes.iter().filter(|n| is_current(n)).count();
@@ -96,20 +90,11 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::list_page(
-        "Nodes",
-        "/nodes",
-        &paging,
-        &signed.session,
-        body,
-    ))
+    let shown = page::list_page("Nodes", "/nodes", &paging, &signed.session, body);
+    Ok(shown)
 }
 
-pub async fn node(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Path(id): Path<String>,
-) -> View {
+pub async fn node(Visit { state, signed }: Visit, Path(id): Path<String>) -> View {
     let status = state.api.status(Some(&id)).await?;
     let Some(node) = status.nodes.first() else {
         return Err(Failure::new(

@@ -8,17 +8,17 @@
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Form};
+use axum::Form;
 use maud::{html, Markup};
 use spear_proto::v1::{CredentialState, OauthGrant};
 use tracing::{info, warn};
 
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::views::{badge, CsrfForm, Failure, View};
 use crate::console::Shared;
 
-pub async fn page(State(state): State<Shared>, Extension(signed): Extension<Signed>) -> View {
+pub async fn page(Visit { state, signed }: Visit) -> View {
     let credentials = state.api.credentials().await?;
     let body = html! {
         @if credentials.is_empty() {
@@ -64,8 +64,7 @@ pub(super) fn own_origin(state: &Shared, headers: &HeaderMap) -> Result<String, 
 }
 
 pub async fn start(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(server): Path<String>,
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,

@@ -5,15 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Query, State};
-use axum::Extension;
+use axum::extract::{Path, Query};
 use maud::{html, Markup};
 use spear_proto::v1::{PinState, ServerRecord, StatusResponse, Transport};
 
 use super::{badge, View};
-use crate::console::guard::Signed;
+use crate::console::guard::Visit;
 use crate::console::page::{self, enc, matches, paged, Paging};
-use crate::console::Shared;
 
 /// Where a server was declared (`file:NAME` or `admin`), as
 /// `sms servers` says it.
@@ -62,11 +60,7 @@ fn problems(status: &StatusResponse) -> Markup {
     }
 }
 
-pub async fn list(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(paging): Query<Paging>,
-) -> View {
+pub async fn list(Visit { state, signed }: Visit, Query(paging): Query<Paging>) -> View {
     let status = state.api.status(None).await?;
     let servers = state.api.servers().await?;
     let pins: BTreeMap<String, PinState> = state
@@ -137,20 +131,11 @@ pub async fn list(
             (pager)
         }))
     };
-    Ok(page::list_page(
-        "Registry",
-        "/",
-        &paging,
-        &signed.session,
-        body,
-    ))
+    let shown = page::list_page("Registry", "/", &paging, &signed.session, body);
+    Ok(shown)
 }
 
-pub async fn server(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Path(id): Path<String>,
-) -> View {
+pub async fn server(Visit { state, signed }: Visit, Path(id): Path<String>) -> View {
     let servers = state.api.servers().await?;
     let Some(record) = servers
         .servers

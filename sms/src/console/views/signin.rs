@@ -5,12 +5,12 @@
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Extension, Form};
+use axum::Form;
 use maud::html;
 use serde::Deserialize;
 use tracing::info;
 
-use crate::console::guard::{cookie, same_site, session_id, Signed};
+use crate::console::guard::{cookie, same_site, session_id, Visit};
 use crate::console::views::CsrfForm;
 use crate::console::{page, Shared};
 
@@ -109,11 +109,7 @@ pub async fn sign_in(
     }
 }
 
-pub async fn sign_out(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Form(form): Form<CsrfForm>,
-) -> Response {
+pub async fn sign_out(Visit { state, signed }: Visit, Form(form): Form<CsrfForm>) -> Response {
     if let Err(refused) = signed.session.sent_by_us(&form.csrf) {
         return (StatusCode::FORBIDDEN, format!("{refused}\n")).into_response();
     }

@@ -2,17 +2,16 @@
 //! recent decisions, and pins that drifted with their diff and approve.
 //! What `sms approvals` and `sms pins` show and do.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Extension, Form};
+use axum::Form;
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::v1::{ApprovalInfo, ApprovalState};
 
 use super::{badge, notice_of, Failure, View};
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc, paged, Paging};
-use crate::console::Shared;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Shown {
@@ -51,11 +50,7 @@ fn decide_forms(signed: &Signed, id: &str) -> Markup {
 /// call, until when, and while it is pending the arguments an admin
 /// decides on (the server's secrets replaced by the node; format
 /// characters escaped, as in a terminal).
-pub async fn approval(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Path(id): Path<String>,
-) -> View {
+pub async fn approval(Visit { state, signed }: Visit, Path(id): Path<String>) -> View {
     let info = state.api.approval(&id).await?;
     let binding = info.binding.clone().unwrap_or_default();
     let pending = info.state() == ApprovalState::Pending;
@@ -114,11 +109,7 @@ fn approval_row(signed: &Signed, info: &ApprovalInfo) -> Markup {
     }
 }
 
-pub async fn page(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(shown): Query<Shown>,
-) -> View {
+pub async fn page(Visit { state, signed }: Visit, Query(shown): Query<Shown>) -> View {
     let mut approvals = state.api.approvals().await?;
     // Pending first, then newest.
     approvals.sort_by(|a, b| {
@@ -207,8 +198,7 @@ pub struct Decision {
 }
 
 pub async fn decide(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(id): Path<String>,
     Form(form): Form<Decision>,
 ) -> Result<Response, Failure> {
@@ -234,8 +224,7 @@ pub async fn decide(
 }
 
 pub async fn diff(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(server): Path<String>,
     Query(shown): Query<Shown>,
 ) -> View {
@@ -286,8 +275,7 @@ pub struct PinApproval {
 }
 
 pub async fn approve_pins(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(server): Path<String>,
     Form(form): Form<PinApproval>,
 ) -> Result<Response, Failure> {

@@ -3,16 +3,14 @@
 //! chart of each window's cost over the last day, week or month. The
 //! chart is drawn here as SVG (no script), each bar carrying its figures.
 
-use axum::extract::{Query, State};
-use axum::Extension;
+use axum::extract::Query;
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::v1::{RunUsage, UsageBucket, UsageRequest};
 
 use super::View;
-use crate::console::guard::Signed;
+use crate::console::guard::Visit;
 use crate::console::page::{self, enc};
-use crate::console::Shared;
 
 const HOUR_MS: u64 = 3_600_000;
 /// The chart's size, in SVG units.
@@ -135,11 +133,7 @@ fn filter_form(filters: &Filters, chosen: &str) -> Markup {
     }
 }
 
-pub async fn page(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(filters): Query<Filters>,
-) -> View {
+pub async fn page(Visit { state, signed }: Visit, Query(filters): Query<Filters>) -> View {
     let (chosen, span, window) = range(&filters.range);
     let now = spear_common::clock::now_ms();
     let since = (now + window).saturating_sub(span) / window * window;

@@ -56,9 +56,15 @@ pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, Ref
         }
     };
     let dir = package_dir(server, &package);
+    let wanted = Wanted {
+        server,
+        package: &package,
+        dir: &dir,
+        rest,
+    };
     let (program, args) = match is_npm {
-        true => npm::fetch(server, &package, &dir, rest).await?,
-        false => pypi::fetch(server, &package, &dir, rest).await?,
+        true => npm::fetch(wanted).await?,
+        false => pypi::fetch(wanted).await?,
     };
     Ok(Fetched {
         command: StdioCommand {
@@ -69,6 +75,18 @@ pub async fn fetched(server: &str, command: StdioCommand) -> Result<Fetched, Ref
         package_dir: Some(dir),
     })
 }
+
+/// A package a server's command runs: the server, the exact package spec,
+/// the server's copy of it, and the arguments after the package.
+struct Wanted<'a> {
+    server: &'a str,
+    package: &'a str,
+    dir: &'a Path,
+    rest: Vec<String>,
+}
+
+/// The program to start and its arguments.
+type Program = (String, Vec<String>);
 
 /// `RUNTIME FLAG… PACKAGE rest…` where each flag is one of `flags`: the
 /// flags given, the package and the rest. Anything else in front (which a

@@ -5,6 +5,7 @@ use spear_sandbox::refusal::Refusal;
 use std::path::{Path, PathBuf};
 
 use super::super::StdioCommand;
+use super::{Program, Wanted};
 
 /// `npx -y PACKAGE@VERSION rest…`: the package and the rest.
 pub fn npx_package(command: &StdioCommand) -> Option<(String, Vec<String>)> {
@@ -42,14 +43,10 @@ fn installed(dir: &Path) -> bool {
     dir.join("node_modules").is_dir()
 }
 
-/// Installs `package` into `dir` unless it is there; the program and
-/// arguments that run it.
-pub async fn fetch(
-    server: &str,
-    package: &str,
-    dir: &Path,
-    rest: Vec<String>,
-) -> Result<(String, Vec<String>), Refusal> {
+/// Installs the npm package with its install scripts off, unless the
+/// server's copy is there; the package's executable runs it.
+pub(super) async fn fetch(wanted: Wanted<'_>) -> Result<Program, Refusal> {
+    let (server, package, dir) = (wanted.server, wanted.package, wanted.dir);
     let (name, _) = package.rsplit_once('@').unwrap_or((package, ""));
     if !manifest(dir, name).is_file() {
         tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's npm package (install scripts off)");
@@ -72,7 +69,7 @@ pub async fn fetch(
     }
     let bin = executable(package, name, &manifest(dir, name))?;
     let program = dir.join("node_modules/.bin").join(bin);
-    Ok((program.display().to_string(), rest))
+    Ok((program.display().to_string(), wanted.rest))
 }
 
 /// The executable of the package, as npx picks it: its only one, or the

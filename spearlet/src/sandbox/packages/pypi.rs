@@ -12,6 +12,7 @@ use spear_sandbox::refusal::Refusal;
 use std::path::Path;
 
 use super::super::StdioCommand;
+use super::{Program, Wanted};
 
 /// What the node makes environments with.
 const PYTHON: &str = "python3";
@@ -41,14 +42,11 @@ fn installed(dir: &Path) -> bool {
     dir.join("pyvenv.cfg").is_file()
 }
 
-/// Installs `package` into `dir` unless it is there; the program and
-/// arguments that run it.
-pub async fn fetch(
-    server: &str,
-    package: &str,
-    dir: &Path,
-    rest: Vec<String>,
-) -> Result<(String, Vec<String>), Refusal> {
+/// Installs the PyPI package into a virtual environment of its own,
+/// wheels only, unless the server's copy is there; the environment's
+/// Python runs the script named after the package.
+pub(super) async fn fetch(wanted: Wanted<'_>) -> Result<Program, Refusal> {
+    let (server, package, dir) = (wanted.server, wanted.package, wanted.dir);
     let (name, _) = package.split_once("==").unwrap_or((package, ""));
     if !installed(dir) {
         tracing::info!(server_id = server, package, dir = %dir.display(), "installing the server's PyPI package (wheels only)");
@@ -79,7 +77,7 @@ pub async fn fetch(
     }
     let python = dir.join("bin/python");
     let args = std::iter::once(script.display().to_string())
-        .chain(rest)
+        .chain(wanted.rest)
         .collect();
     Ok((python.display().to_string(), args))
 }

@@ -10,9 +10,9 @@ mod run;
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::{Extension, Form};
+use axum::Form;
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::audit::{Kind, Record};
@@ -20,7 +20,7 @@ use spear_proto::v1::{QueryAuditRequest, TaskSpec};
 
 use super::audit::parse;
 use super::{notice_of, CsrfForm, Failure, View};
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::Shared;
 
@@ -123,11 +123,7 @@ fn invocations_table(all: &[Invocation]) -> Markup {
     }
 }
 
-pub async fn list(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
-    Query(shown): Query<Shown>,
-) -> View {
+pub async fn list(Visit { state, signed }: Visit, Query(shown): Query<Shown>) -> View {
     let mut tasks = state.api.tasks().await?;
     // A person sees the tasks they may invoke, and nobody's runs.
     let recent = match &signed.session.person {
@@ -183,8 +179,7 @@ fn may_invoke(principal: &spear_proto::v1::Principal, task: &TaskSpec) -> bool {
 }
 
 pub async fn delete(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(id): Path<String>,
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, Failure> {

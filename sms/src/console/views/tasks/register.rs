@@ -2,18 +2,16 @@
 //! `--module-dir` under its digest) or named by URI, and its config,
 //! checked by SMS as `sms tasks register`'s is.
 
-use axum::extract::{Multipart, State};
+use axum::extract::Multipart;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Extension;
 use maud::{html, Markup};
 use sha2::{Digest, Sha256};
 use spear_proto::v1::TaskSpec;
 
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::views::Failure;
-use crate::console::Shared;
 
 /// The largest request the console reads: a module upload (only on the
 /// register route; other forms are capped at [`crate::console::MAX_FORM`]).
@@ -117,8 +115,7 @@ fn store_module(dir: &std::path::Path, bytes: &[u8], sha: &str) -> Result<String
 }
 
 pub async fn register(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     form: Multipart,
 ) -> Result<Response, Failure> {
     let form = read_form(form, &signed.session).await?;

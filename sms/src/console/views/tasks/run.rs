@@ -1,15 +1,15 @@
 //! A task's page: its spec, the invoke form, a run's output and exit, and
 //! its trace (the run's audit records, filled in live as they reach SMS).
 
-use axum::extract::{Path, Query, State};
-use axum::{Extension, Form};
+use axum::extract::{Path, Query};
+use axum::Form;
 use maud::{html, Markup};
 use serde::Deserialize;
 use spear_proto::audit::Record;
 use spear_proto::v1::{InvokeRequest, InvokeResponse, TaskSpec};
 
 use super::Shown;
-use crate::console::guard::Signed;
+use crate::console::guard::{Signed, Visit};
 use crate::console::page::{self, enc};
 use crate::console::views::audit::table;
 use crate::console::views::{badge, notice_of, Failure, View};
@@ -117,18 +117,12 @@ fn task_page(
             }
         }
     };
-    page::page(
-        &format!("Task {}", task.id),
-        "/tasks",
-        &src,
-        &signed.session,
-        body,
-    )
+    let title = format!("Task {}", task.id);
+    page::page(&title, "/tasks", &src, &signed.session, body)
 }
 
 pub async fn task(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(id): Path<String>,
     Query(shown): Query<Shown>,
 ) -> View {
@@ -164,8 +158,7 @@ pub struct Invoke {
 }
 
 pub async fn invoke(
-    State(state): State<Shared>,
-    Extension(signed): Extension<Signed>,
+    Visit { state, signed }: Visit,
     Path(id): Path<String>,
     Form(form): Form<Invoke>,
 ) -> View {
