@@ -15,6 +15,9 @@ set -euo pipefail
 
 if command -v rustup >/dev/null 2>&1; then
   rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1 >&2
+  # Only the components benchmark's Rust component needs it.
+  rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2 >&2 \
+    || echo "setup: wasm32-wasip2 is not installed; only the components benchmark needs it" >&2
 fi
 # The npm reference MCP servers (the demo's filesystem server, the tests'
 # everything server), pinned, in a cache outside the clone (SPEAR_NPM_DIR

@@ -14,7 +14,9 @@
 //! - resident memory per running guest: the process's peak RSS growth
 //!   while 4 of them spin at once, over 4;
 //! - a cchat round trip (a session, one user message, a send without
-//!   tools to the model, close), mean of 300 in runs of 60.
+//!   tools to the model, close), mean of 300 in runs of 60; the Rust
+//!   agent also as a component (tests/guests/bench/rust-component), so
+//!   the boundary's own cost is the difference of the two Rust rows.
 
 use std::path::Path;
 use std::process::Command;
@@ -83,6 +85,25 @@ fn rust_agent() -> std::path::PathBuf {
         .unwrap_or_else(|e| panic!("cargo: {e}"));
     assert!(status.success());
     target.join("wasm32-wasip1/release/examples/bench-agent.wasm")
+}
+
+/// The same agent as a Rust component (tests/guests/bench/rust-component,
+/// wit-bindgen against wit/spear-agent.wit, wasm32-wasip2): the round trip
+/// through the component boundary with the same code on both sides of it.
+fn rust_component() -> std::path::PathBuf {
+    let target = std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+        .join(".cache/spear/bench-component");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+        .current_dir(repo_file("tests/guests/bench/rust-component"))
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .unwrap_or_else(|e| panic!("cargo: {e}"));
+    assert!(
+        status.success(),
+        "rustup target add wasm32-wasip2 (scripts/setup.sh)"
+    );
+    target.join("wasm32-wasip2/release/bench_component.wasm")
 }
 
 fn percentile(samples: &mut [Duration], q: f64) -> Duration {
@@ -187,6 +208,7 @@ fn main() {
         let dir = repo_file("tests/guests/bench");
         let guests = [
             ("Rust (core module)", std::fs::read(rust_agent())),
+            ("Rust (component)", std::fs::read(rust_component())),
             ("C (core module)", std::fs::read(c_agent(work.path()))),
             ("Python (component)", std::fs::read(python_agent(&dir, "bench_agent", work.path()))),
             ("JavaScript (component)", std::fs::read(js_agent(&dir.join("bench_agent.js"), "bench-js", work.path()))),
