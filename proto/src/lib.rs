@@ -8,6 +8,7 @@ pub mod approvals;
 pub mod audit;
 pub mod codec;
 pub mod defaults;
+pub mod exposed;
 pub mod frame;
 pub mod labels;
 pub mod patterns;

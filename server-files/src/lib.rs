@@ -19,6 +19,7 @@ mod quota;
 mod sandbox;
 mod scan;
 mod values;
+pub mod virtual_server;
 
 #[cfg(test)]
 mod auth_tests;
@@ -26,10 +27,15 @@ mod auth_tests;
 mod server_json_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod virtual_server_tests;
 
 pub use ids::{check_server_id, IdError, MAX_ID_LEN};
 pub use official::{id_from_name, COMPANION_SUFFIX, DEFAULT_PIN};
-pub use parse::{parse_file, parse_file_with, parse_server_json, Companion, MAX_FILE_BYTES};
+pub use parse::{
+    parse_declared, parse_file, parse_file_with, parse_server_json, Companion, Declared,
+    MAX_FILE_BYTES,
+};
 pub use problem::Problem;
 pub use scan::{
     scan_dir, scan_dir_since, validate_dir, DirScan, FileOutcome, ScannedFile, Skipped,

@@ -1,11 +1,12 @@
 //! A server file, or an admin request, into validated [`ServerSpec`]s.
 
 use serde_json::{Map, Value};
-use spear_proto::v1::ServerSpec;
+use spear_proto::v1::{ServerSpec, VirtualServerSpec};
 
 use super::fields::{kind, parse_entry, Problems, Shape};
 use super::official;
 use super::problem::Problem;
+use super::virtual_server::{is_virtual_server, parse_virtual_server};
 
 /// Files larger than this are rejected unread.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
@@ -23,20 +24,48 @@ pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Vec<ServerSpec>, Vec<Probl
     parse_file_with(file, bytes, None)
 }
 
+/// What one file of `--mcp-dir` declares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Declared {
+    Servers(Vec<ServerSpec>),
+    /// A virtual server ([`crate::virtual_server`]).
+    Virtual(VirtualServerSpec),
+}
+
 /// [`parse_file`], with the companion file found beside it (Spear's
 /// settings for a registry server.json; refused beside any other shape).
+/// A virtual server file is refused: it declares no server.
 pub fn parse_file_with(
     file: &str,
     bytes: &[u8],
     companion: Option<Companion<'_>>,
 ) -> Result<Vec<ServerSpec>, Vec<Problem>> {
+    match parse_declared(file, bytes, companion)? {
+        Declared::Servers(specs) => Ok(specs),
+        Declared::Virtual(spec) => {
+            let mut problems = Problems::new(file);
+            problems.push(
+                "$",
+                format!("declares the virtual server '{}', not a server; put it in --mcp-dir beside the servers it offers", spec.name),
+            );
+            Err(problems.list)
+        }
+    }
+}
+
+/// Parses one file's bytes, in any shape, servers or a virtual server.
+pub fn parse_declared(
+    file: &str,
+    bytes: &[u8],
+    companion: Option<Companion<'_>>,
+) -> Result<Declared, Vec<Problem>> {
     let mut problems = Problems::new(file);
     let Some(root) = read_json(&mut problems, bytes) else {
         return Err(problems.list);
     };
     if let Value::Object(root) = &root {
         if official::is_registry_file(root) {
-            return parse_registry_file(&mut problems, root, companion);
+            return parse_registry_file(&mut problems, root, companion).map(Declared::Servers);
         }
     }
     if let Some(companion) = companion {
@@ -48,6 +77,14 @@ pub fn parse_file_with(
             ),
         );
         return Err(problems.list);
+    }
+    if let Value::Object(root) = &root {
+        if is_virtual_server(root) {
+            return match parse_virtual_server(&mut problems, root) {
+                Some(spec) => Ok(Declared::Virtual(spec)),
+                None => Err(problems.list),
+            };
+        }
     }
     let Value::Object(root) = root else {
         problems.push(
@@ -75,7 +112,7 @@ pub fn parse_file_with(
         }
     };
     if problems.is_empty() {
-        Ok(specs)
+        Ok(Declared::Servers(specs))
     } else {
         Err(problems.list)
     }

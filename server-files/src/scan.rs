@@ -5,16 +5,18 @@ use std::io::Read;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
-use spear_proto::v1::ServerSpec;
+use spear_proto::v1::{ServerSpec, VirtualServerSpec};
 
 use super::official::COMPANION_SUFFIX;
-use super::parse::{parse_file_with, Companion, MAX_FILE_BYTES};
+use super::parse::{parse_declared, Companion, Declared, MAX_FILE_BYTES};
 use super::problem::Problem;
 
 /// What one file declares, or why it was rejected.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FileOutcome {
     Servers(Vec<ServerSpec>),
+    /// A virtual server (docs/virtual-servers.md).
+    VirtualServer(VirtualServerSpec),
     Invalid(Vec<Problem>),
     /// The same bytes as a scan the caller already applied: not parsed
     /// again (a periodic rescan of 10,000 servers would otherwise parse
@@ -161,8 +163,9 @@ fn read_file(
         name,
         bytes: bytes.as_slice(),
     });
-    let outcome = match parse_file_with(name, &bytes, companion) {
-        Ok(specs) => FileOutcome::Servers(specs),
+    let outcome = match parse_declared(name, &bytes, companion) {
+        Ok(Declared::Servers(specs)) => FileOutcome::Servers(specs),
+        Ok(Declared::Virtual(spec)) => FileOutcome::VirtualServer(spec),
         Err(problems) => FileOutcome::Invalid(problems),
     };
     Entry::File(outcome, digest)
@@ -231,11 +234,25 @@ pub fn validate_dir(dir: &Path) -> std::io::Result<(DirScan, Vec<Problem>)> {
     let scan = scan_dir(dir)?;
     let mut problems = Vec::new();
     let mut owners: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut virtual_owners: BTreeMap<&str, &str> = BTreeMap::new();
     for file in &scan.files {
         match &file.outcome {
             // A whole scan never leaves a file unparsed.
             FileOutcome::Unchanged => {}
             FileOutcome::Invalid(list) => problems.extend(list.iter().cloned()),
+            FileOutcome::VirtualServer(spec) => match virtual_owners.get(spec.name.as_str()) {
+                Some(owner) => problems.push(Problem {
+                    file: file.name.clone(),
+                    path: String::new(),
+                    message: format!(
+                        "virtual server '{}' is already declared in {owner}; names must be unique across the directory, so rename one of them",
+                        spec.name
+                    ),
+                }),
+                None => {
+                    virtual_owners.insert(&spec.name, &file.name);
+                }
+            },
             FileOutcome::Servers(specs) => {
                 for spec in specs {
                     match owners.get(spec.id.as_str()) {

@@ -51,6 +51,7 @@ pub mod llm;
 pub mod mcp;
 pub mod node;
 pub mod node_policy;
+pub mod northbound;
 pub mod persist;
 pub mod quota;
 pub mod registry;

@@ -1,13 +1,14 @@
 //! `sms validate DIR`: the directory rules, offline, and a note for every
 //! literal value where a secret usually goes, saying what SMS does with it.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use spear_common::text::printable;
 use spear_common::{safe_eprintln, safe_println};
 use spear_proto::v1::ServerSpec;
 
-use crate::registry::{validate_dir, FileOutcome};
+use crate::registry::{validate_dir, FileOutcome, ScannedFile};
 
 /// Prints one line per problem; returns 0 when valid, 1 when not, 2 when the
 /// directory cannot be read.
@@ -46,22 +47,66 @@ pub fn run(dir: &Path) -> i32 {
                     }
                 }
             }
+            for note in offers_elsewhere(&scan.files) {
+                safe_println!("{note}");
+            }
             if problems.is_empty() {
                 let servers: usize = scan
                     .files
                     .iter()
                     .map(|f| match &f.outcome {
                         FileOutcome::Servers(s) => s.len(),
-                        FileOutcome::Invalid(_) | FileOutcome::Unchanged => 0,
+                        _ => 0,
                     })
                     .sum();
-                safe_println!("ok: {} files, {servers} servers", scan.files.len());
+                let virtual_servers = scan
+                    .files
+                    .iter()
+                    .filter(|f| matches!(f.outcome, FileOutcome::VirtualServer(_)))
+                    .count();
+                safe_println!(
+                    "ok: {} files, {servers} servers, {virtual_servers} virtual servers",
+                    scan.files.len()
+                );
                 0
             } else {
                 1
             }
         }
     }
+}
+
+/// A note for each server a virtual server offers that no file of the
+/// directory declares: not an error (it may come from the admin API), but
+/// until it is registered the virtual server offers none of its tools.
+fn offers_elsewhere(files: &[ScannedFile]) -> Vec<String> {
+    let declared: BTreeSet<&str> = files
+        .iter()
+        .filter_map(|f| match &f.outcome {
+            FileOutcome::Servers(specs) => Some(specs.iter().map(|s| s.id.as_str())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut notes = Vec::new();
+    for file in files {
+        let FileOutcome::VirtualServer(spec) = &file.outcome else {
+            continue;
+        };
+        for offer in spec
+            .offers
+            .iter()
+            .filter(|o| !declared.contains(o.server_id.as_str()))
+        {
+            notes.push(format!(
+                "{}: virtual server '{}' offers server '{}', which no file here declares; it offers none of its tools until the server is registered (a file, or sms apply)",
+                printable(&file.name),
+                spec.name,
+                offer.server_id
+            ));
+        }
+    }
+    notes
 }
 
 /// A note when a stdio server's command is not on this machine: a path

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use spear_proto::v1::{source, ServerRecord, ServerSpec, Source};
+use spear_proto::v1::{source, ServerRecord, ServerSpec, Source, VirtualServerSpec};
 use tracing::{info, warn};
 
 use super::problems::FileProblems;
@@ -100,6 +100,12 @@ impl Reconciler {
             match file.outcome {
                 FileOutcome::Unchanged => continue,
                 FileOutcome::Invalid(problems) => self.reject(&file.name, problems),
+                FileOutcome::VirtualServer(spec) => {
+                    if !self.virtual_server(&file.name, &spec).await {
+                        pending += 1;
+                        continue;
+                    }
+                }
                 FileOutcome::Servers(mut specs) => {
                     let sealed: Vec<Problem> = specs
                         .iter_mut()
@@ -134,6 +140,26 @@ impl Reconciler {
         if pending == 0 {
             self.problems.mark_loaded();
         }
+    }
+
+    /// A valid virtual server file: checked like every file, so status
+    /// shows its mistakes, and owning no server (one that declared servers
+    /// before gives them up). This SMS has no northbound endpoint to serve
+    /// it from yet. False when the store could not take the change.
+    async fn virtual_server(&mut self, file: &str, spec: &VirtualServerSpec) -> bool {
+        let result = self
+            .writer
+            .apply(|view| Ok::<_, ()>(plan_removal(&view, file)))
+            .await;
+        if let Err(error) = result {
+            warn!(file, error = %error_text(&error), "cannot remove the servers of a file that became a virtual server; will retry");
+            return false;
+        }
+        if self.problems.clear(file) {
+            info!(file, "file is valid again");
+        }
+        warn!(file, virtual_server = %spec.name, offers = spec.offers.len(), "virtual server file is valid, but this SMS does not serve virtual servers yet (docs/virtual-servers.md)");
+        true
     }
 
     /// Deletes the servers of files that are no longer in the directory.

@@ -61,8 +61,7 @@ impl Sessions {
             text: "the tool call was cut short by the run's deadline (limits.wall_ms)".into(),
             is_error: true,
             executed: Some(target.clone()),
-            approval: None,
-            quota: false,
+            ..ToolOutcome::default()
         });
         self.deps.budget.keep_memory(TRACE_COST);
         self.trace.push(CallTrace {

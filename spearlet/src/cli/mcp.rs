@@ -48,6 +48,10 @@ pub enum McpCommand {
         #[arg(long, value_enum)]
         elicitation: Option<ElicitationArg>,
     },
+    /// Serve the virtual servers of a directory to MCP clients on this
+    /// machine (docs/virtual-servers.md): prints each one's URL, then
+    /// serves until stopped.
+    Serve(super::mcp_serve::ServeArgs),
 }
 
 /// `--elicitation`: the server file's two policies, and asking here.
@@ -346,6 +350,7 @@ fn catalog_json(id: &str, catalog: &crate::connections::Catalog) -> serde_json::
 pub async fn run(command: McpCommand) -> Result<i32> {
     match command {
         McpCommand::ListTools { target, json } => list_tools(target, json).await,
+        McpCommand::Serve(args) => super::mcp_serve::run(args).await,
         McpCommand::Call {
             target,
             tool,

@@ -4,6 +4,8 @@
 mod guest;
 mod login;
 mod mcp;
+mod mcp_dir;
+mod mcp_serve;
 
 use std::path::PathBuf;
 

@@ -377,7 +377,13 @@ impl Slot {
             _ => self.connected().await?,
         };
         match client.call_tool(tool, arguments, self.timeouts).await {
-            Ok(result) => Ok(render_result(&result, self.max_output_bytes)),
+            Ok(result) => {
+                let mut rendered = render_result(&result, self.max_output_bytes);
+                if !rendered.truncated {
+                    rendered.upstream = Some(Arc::new(result));
+                }
+                Ok(rendered)
+            }
             Err(error) => {
                 let error = self.clean(error);
                 match &error {

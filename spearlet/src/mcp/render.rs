@@ -8,11 +8,14 @@ use serde_json::Value;
 use spear_common::text;
 
 /// What the model gets back from one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenderedResult {
     pub text: String,
     pub is_error: bool,
     pub truncated: bool,
+    /// The server's own result, for an MCP client of the northbound
+    /// endpoint (`crate::northbound`), when it fits the same bound.
+    pub upstream: Option<std::sync::Arc<CallToolResult>>,
 }
 
 /// Renders a result within `max_bytes` (the marker included).
@@ -33,6 +36,7 @@ pub fn render_result(result: &CallToolResult, max_bytes: usize) -> RenderedResul
             text,
             is_error,
             truncated: false,
+            upstream: None,
         };
     }
     let marker = format!("\n[output truncated: {} of {} bytes shown]", 0, text.len());
@@ -47,6 +51,7 @@ pub fn render_result(result: &CallToolResult, max_bytes: usize) -> RenderedResul
         text: format!("{kept}{marker}"),
         is_error,
         truncated: true,
+        upstream: None,
     }
 }
 

@@ -10,6 +10,7 @@ mod approval;
 mod explain;
 mod router;
 pub mod search;
+mod usable;
 
 pub use crate::connections::names::{
     offered_name, valid_name, OfferedTools, ResolveError, ToolRef, MAX_NAME_LEN,
@@ -18,3 +19,4 @@ pub use approval::ApprovalNote;
 pub use explain::{explain, Explanation, ServerExplanation};
 pub use router::{Allowed, CallRefused, OfferedTool, Router, ToolOutcome, ToolSet};
 pub use search::{Search, SEARCH_TOOL};
+pub use usable::Usable;

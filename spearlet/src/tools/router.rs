@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rmcp::model::JsonObject;
 use spear_proto::audit::{Kind, Outcome, Record};
-use tracing::{debug, info_span, Instrument};
+use tracing::{info_span, Instrument};
 
 use super::approval::ApprovalNote;
 use super::{OfferedTools, ResolveError, ToolRef};
@@ -57,7 +57,7 @@ impl ToolSet {
 }
 
 /// What a tool call gives back to the model.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolOutcome {
     pub text: String,
     pub is_error: bool,
@@ -67,6 +67,10 @@ pub struct ToolOutcome {
     pub approval: Option<ApprovalNote>,
     /// Set when a fleet quota refused the call.
     pub quota: bool,
+    /// The server's own result, when it fit the server's output bound
+    /// (with the node's secrets still in it: `northbound/result.rs` takes
+    /// them out before a client sees it).
+    pub upstream: Option<Arc<rmcp::model::CallToolResult>>,
 }
 
 impl ToolOutcome {
@@ -132,13 +136,17 @@ impl Router {
         run
     }
 
+    /// `text` without the values `server_id`'s env and header references
+    /// resolved to, for what leaves the node.
+    pub fn redact(&self, server_id: &str, text: &str) -> String {
+        self.connections.redact(server_id, text)
+    }
+
     /// The run's trust parts (its audit log, its ids).
     pub fn trust(&self) -> &RunTrust {
         &self.trust
     }
 
-    /// Every tool the policy lets this session offer, from usable servers.
-    /// Servers not connected yet are connected concurrently.
     /// What a session of `task` with `writes` would be offered here, with
     /// this node's registry and live connections: `spearlet explain`'s
     /// answer, for SMS's console.
@@ -151,34 +159,13 @@ impl Router {
         super::explain(task, writes, &view, Some(&self.connections)).await
     }
 
+    /// Every tool the policy lets this session offer, from usable servers,
+    /// under the names and descriptions a model sees.
     pub async fn tool_set(&self, task: &TaskPolicy, session: &SessionPolicy) -> ToolSet {
-        let view = self.registry.current();
-        let mut seen = std::collections::BTreeSet::new();
-        let eligible: Vec<(&String, &spear_proto::v1::ServerSpec)> = session
-            .server_ids
-            .iter()
-            .filter(|id| seen.insert(id.as_str()))
-            .filter_map(|id| {
-                let spec = view.servers.get(id).and_then(|r| r.spec.as_ref());
-                server_verdict(task, session, id, spec, Ok(()))
-                    .offered
-                    .then_some((id, spec?))
-            })
-            .collect();
-        let catalogs = futures::future::join_all(eligible.iter().map(|(id, _)| {
-            self.connections
-                .catalog_for(id, self.trust.scope.on_behalf.as_ref())
-        }))
-        .await;
         let mut set = ToolSet::default();
-        for ((server_id, spec), catalog) in eligible.into_iter().zip(catalogs) {
-            let catalog = match catalog {
-                Ok(catalog) => catalog,
-                Err(error) => {
-                    debug!(server_id = %server_id, %error, "server unusable; its tools are not offered");
-                    continue;
-                }
-            };
+        for usable in self.usable(task, session).await {
+            let (spec, catalog) = (&usable.spec, &usable.catalog);
+            let server_id = spec.id.as_str();
             for (tool, held) in &catalog.held {
                 if tool_verdict(task, session, spec, tool).offered {
                     let name = crate::connections::names::offered_name(server_id, tool);
@@ -195,7 +182,7 @@ impl Router {
                     name: name.clone(),
                     description: description.clone(),
                     input_schema: Arc::clone(&tool.input_schema),
-                    server_id: server_id.clone(),
+                    server_id: server_id.to_string(),
                     tool: tool.name.to_string(),
                     terms: Arc::clone(&offer.terms),
                     definition_bytes: offer.definition_bytes,
@@ -220,6 +207,17 @@ impl Router {
             (Err(_), Some(held)) => return Err(CallRefused::Held(held.clone())),
             (Err(unknown), None) => return Err(unknown.into()),
         };
+        self.allow(task, session, target)
+    }
+
+    /// Whether the policy allows `target` now, with the rule that does:
+    /// the check every call passes, whoever named the tool.
+    pub fn allow(
+        &self,
+        task: &TaskPolicy,
+        session: &SessionPolicy,
+        target: ToolRef,
+    ) -> Result<Allowed, CallRefused> {
         let (server_id, tool) = (&target.server, &target.tool);
         let not_allowed = |rule: String| CallRefused::NotAllowed {
             tool: tool.clone(),
@@ -304,9 +302,8 @@ impl Router {
                     return ToolOutcome {
                         text: note.sentence(&target),
                         is_error: true,
-                        executed: None,
                         approval: Some(note),
-                        quota: false,
+                        ..ToolOutcome::default()
                     };
                 }
             }
@@ -374,15 +371,14 @@ impl Router {
                 text: self.connections.redact_result(server_id, rendered.text),
                 is_error: rendered.is_error,
                 executed: Some(target),
-                approval: None,
-                quota: false,
+                upstream: rendered.upstream,
+                ..ToolOutcome::default()
             },
             Err(error) => ToolOutcome {
                 text: format!("tool '{tool}' of server '{server_id}' failed: {error}"),
                 is_error: true,
                 executed: Some(target),
-                approval: None,
-                quota: false,
+                ..ToolOutcome::default()
             },
         }
     }

@@ -68,7 +68,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         replay.as_ref().map(|r| r.url.as_str()),
         &module,
     )?;
-    let specs = servers(&args.mcp_dir)?;
+    let specs = crate::cli::mcp_dir::read(&args.mcp_dir)?.servers;
     let config = task_config(args.task_config.as_deref(), &specs)?;
     let registry = RegistryHandle::new(RegistryView::from_specs(specs));
     let state_dir = work.path().join("node");
@@ -147,34 +147,6 @@ fn backend_toml(replay: Option<&str>) -> Result<String> {
         quoted(&url),
         quoted(&model)
     ))
-}
-
-/// The servers of `dir`, read as SMS reads them; a file SMS would refuse
-/// stops the run with its problems.
-fn servers(dir: &Path) -> Result<Vec<spear_proto::v1::ServerSpec>> {
-    let scan = spear_server_files::scan_dir(dir)
-        .with_context(|| format!("--mcp-dir {}", dir.display()))?;
-    let mut specs = Vec::new();
-    let mut problems = Vec::new();
-    for file in scan.files {
-        match file.outcome {
-            spear_server_files::FileOutcome::Servers(found) => specs.extend(found),
-            spear_server_files::FileOutcome::Invalid(found) => {
-                problems.extend(found.into_iter().map(|p| p.to_string()))
-            }
-            spear_server_files::FileOutcome::Unchanged => {}
-        }
-    }
-    if !problems.is_empty() {
-        for problem in &problems {
-            safe_eprintln!("{problem}");
-        }
-        bail!(
-            "{} holds files SMS would refuse (above); fix them first",
-            dir.display()
-        );
-    }
-    Ok(specs)
 }
 
 /// `--task-config`'s JSON, else every server allowed and on.

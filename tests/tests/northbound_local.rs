@@ -1,0 +1,143 @@
+//! The northbound endpoint on a machine of its own: `spearlet mcp serve`
+//! serves a directory's virtual server to the real Python MCP SDKs, 1.x
+//! (2025-11-25, a session) and 2.x (2026-07-28, stateless), over the real
+//! filesystem MCP server started in its sandbox. Each client lists exactly
+//! what the virtual server offers (its patterns, its alias, never a tool
+//! the server's own deny list refuses); a call reads a real file; a
+//! denied tool, an alias's upstream name and a made-up name are refused
+//! with the same error, and the denied write never reaches the disk.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use spear_tests::peers::{npm_bin, peer_file, python_sdk, python_sdk2, LinePeer};
+use spear_tests::procs::{bin, output_within};
+
+const NOTES: &str = "the northbound read: Thursday";
+
+/// `fs` (the filesystem server over `root`, `write_file` denied by its own
+/// file) and virtual server `research` offering three of its tools.
+fn mcp_dir(dir: &Path, root: &Path) {
+    let fs = json!({
+        "id": "fs",
+        "command": npm_bin("mcp-server-filesystem"),
+        "args": [root],
+        "denied_tools": ["write_file"],
+    });
+    std::fs::write(dir.join("fs.json"), fs.to_string()).unwrap();
+    let research = json!({
+        "virtual_server": "research",
+        "description": "Reading the notes",
+        "offers": [{
+            "server": "fs",
+            "tools": ["read_text_file", "list_directory", "write_file"],
+            "aliases": {"list_directory": "ls"},
+        }],
+    });
+    std::fs::write(dir.join("research.json"), research.to_string()).unwrap();
+}
+
+/// The client under `python`, making `calls` against `url`: its report.
+fn client(python: &Path, url: &str, calls: &Value) -> Value {
+    let mut command = Command::new(python);
+    command
+        .arg(peer_file("northbound_client.py"))
+        .arg(url)
+        .arg(calls.to_string());
+    let output = output_within(command, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "client failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("client printed no JSON ({e}): {stdout}"))
+}
+
+#[test]
+fn python_sdk_clients_of_both_generations_get_exactly_the_virtual_servers_tools() {
+    let files = tempfile::tempdir().unwrap();
+    let root = files.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), NOTES).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mcp_dir(dir.path(), &root);
+    let mut serve = Command::new(bin("spearlet"));
+    serve
+        .args(["mcp", "serve", "--listen", "127.0.0.1:0", "--mcp-dir"])
+        .arg(dir.path());
+    let server = LinePeer::start(serve);
+    let url = format!("http://{}", server.wait_for("http://"));
+    assert!(url.ends_with("/v/research/mcp"), "{url}");
+
+    let notes = root.join("notes.txt");
+    let calls = json!([
+        {"tool": "fs__read_text_file", "args": {"path": notes}},
+        {"tool": "ls", "args": {"path": root}},
+        {"tool": "fs__write_file", "args": {"path": notes, "content": "overwritten"}},
+        {"tool": "fs__list_directory", "args": {"path": root}},
+        {"tool": "fs__made_up", "args": {}},
+    ]);
+    for (python, protocol) in [(python_sdk(), "2025-11-25"), (python_sdk2(), "2026-07-28")] {
+        let report = client(&python, &url, &calls);
+        assert_eq!(report["protocol"], protocol, "{report}");
+        assert_eq!(
+            report["tools"],
+            json!(["fs__read_text_file", "ls"]),
+            "{report}"
+        );
+        let calls = report["calls"].as_array().unwrap();
+        assert_eq!(calls[0]["text"], NOTES, "{report}");
+        assert_eq!(calls[0]["is_error"], false, "{report}");
+        assert!(
+            calls[1]["text"].as_str().unwrap().contains("notes.txt"),
+            "{report}"
+        );
+        // Denied by the server's own file, the upstream name of an aliased
+        // tool, a name nobody has: one answer, naming only what was sent.
+        let refusal = |i: usize| calls[i]["error"].as_str().unwrap_or_default().to_string();
+        assert!(refusal(4).contains("Unknown tool: fs__made_up"), "{report}");
+        for (i, name) in [(2, "fs__write_file"), (3, "fs__list_directory")] {
+            assert_eq!(
+                refusal(i).replace(name, "NAME"),
+                refusal(4).replace("fs__made_up", "NAME"),
+                "{report}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        NOTES,
+        "the write never ran"
+    );
+}
+
+#[test]
+fn the_endpoint_listens_on_loopback_only_and_names_a_missing_virtual_server() {
+    let files = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mcp_dir(dir.path(), files.path());
+    let run = |args: &[&str]| {
+        let mut command = Command::new(bin("spearlet"));
+        command
+            .args(["mcp", "serve", "--mcp-dir"])
+            .arg(dir.path())
+            .args(args);
+        let output = output_within(command, Duration::from_secs(60));
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, said) = run(&["--listen", "0.0.0.0:0"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("0.0.0.0:0 is not a loopback address"),
+        "{said}"
+    );
+    let (code, said) = run(&["--listen", "127.0.0.1:0", "--virtual-server", "nope"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("declares no virtual server 'nope'"), "{said}");
+}
