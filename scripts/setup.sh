@@ -154,6 +154,16 @@ if ! grep -qs "\"version\": \"$conformance_next\"" "$next_dir/node_modules/@mode
   npm install --prefix "$next_dir" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/conformance@$conformance_next" >&2
 fi
 
+# The TypeScript SDK 2.x client (protocol 2026-07-28), a client of the
+# northbound endpoint (tests/tests/northbound_local.rs); its 1.x is the one
+# the reference servers bring.
+ts_client2="$npm_dir/ts-client2"
+if ! grep -qs '"version": "2.4.0"' "$ts_client2/node_modules/@modelcontextprotocol/client/package.json"; then
+  echo "setup: installing @modelcontextprotocol/client@2.4.0" >&2
+  mkdir -p "$ts_client2"
+  npm install --prefix "$ts_client2" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/client@2.4.0" >&2
+fi
+
 # The Python MCP SDK, for a Streamable HTTP peer written with it.
 venv="${SPEAR_VENV:-$HOME/.cache/spear/venv}"
 pip_need "$venv" mcp.server.fastmcp "mcp==1.30.0"

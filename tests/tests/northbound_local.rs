@@ -1,18 +1,19 @@
 //! The northbound endpoint on a machine of its own: `spearlet mcp serve`
-//! serves a directory's virtual server to the real Python MCP SDKs, 1.x
-//! (2025-11-25, a session) and 2.x (2026-07-28, stateless), over the real
-//! filesystem MCP server started in its sandbox. Each client lists exactly
+//! serves a directory's virtual server to the real Python and TypeScript
+//! MCP SDKs, 1.x (2025-11-25, a session) and 2.x (2026-07-28, stateless,
+//! found through `server/discover`), over the real filesystem MCP server
+//! started in its sandbox. Each client lists exactly
 //! what the virtual server offers (its patterns, its alias, never a tool
 //! the server's own deny list refuses); a call reads a real file; a
 //! denied tool, an alias's upstream name and a made-up name are refused
 //! with the same error, and the denied write never reaches the disk.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use spear_tests::peers::{npm_bin, peer_file, python_sdk, python_sdk2, LinePeer};
+use spear_tests::peers::{node22, npm_bin, npm_dir, peer_file, python_sdk, python_sdk2, LinePeer};
 use spear_tests::procs::{bin, output_within};
 
 const NOTES: &str = "the northbound read: Thursday";
@@ -39,26 +40,50 @@ fn mcp_dir(dir: &Path, root: &Path) {
     std::fs::write(dir.join("research.json"), research.to_string()).unwrap();
 }
 
-/// The client under `python`, making `calls` against `url`: its report.
-fn client(python: &Path, url: &str, calls: &Value) -> Value {
-    let mut command = Command::new(python);
-    command
-        .arg(peer_file("northbound_client.py"))
-        .arg(url)
-        .arg(calls.to_string());
-    let output = output_within(command, Duration::from_secs(120));
+/// The four clients: how to run each, and the generation it must speak.
+fn clients() -> Vec<(&'static str, Command, &'static str)> {
+    let npm = npm_dir();
+    let ts = |sdk: PathBuf, generation: &str| {
+        let mut command = Command::new(node22());
+        command
+            .arg(peer_file("northbound_client.mjs"))
+            .arg(sdk)
+            .arg(generation);
+        command
+    };
+    let py = |python: PathBuf| {
+        let mut command = Command::new(python);
+        command.arg(peer_file("northbound_client.py"));
+        command
+    };
+    vec![
+        ("Python SDK 1.x", py(python_sdk()), "2025-11-25"),
+        ("Python SDK 2.x", py(python_sdk2()), "2026-07-28"),
+        ("TypeScript SDK 1.x", ts(npm.clone(), "1"), "2025-11-25"),
+        (
+            "TypeScript SDK 2.x",
+            ts(npm.join("ts-client2"), "2"),
+            "2026-07-28",
+        ),
+    ]
+}
+
+/// What `client` reports after making `calls` against `url`.
+fn report(name: &str, mut client: Command, url: &str, calls: &Value) -> Value {
+    client.arg(url).arg(calls.to_string());
+    let output = output_within(client, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "client failed: {stdout}{}",
+        "{name} failed: {stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("client printed no JSON ({e}): {stdout}"))
+        .unwrap_or_else(|e| panic!("{name} printed no JSON ({e}): {stdout}"))
 }
 
 #[test]
-fn python_sdk_clients_of_both_generations_get_exactly_the_virtual_servers_tools() {
+fn python_and_typescript_clients_of_both_generations_get_exactly_the_virtual_servers_tools() {
     let files = tempfile::tempdir().unwrap();
     let root = files.path().canonicalize().unwrap();
     std::fs::write(root.join("notes.txt"), NOTES).unwrap();
@@ -80,30 +105,33 @@ fn python_sdk_clients_of_both_generations_get_exactly_the_virtual_servers_tools(
         {"tool": "fs__list_directory", "args": {"path": root}},
         {"tool": "fs__made_up", "args": {}},
     ]);
-    for (python, protocol) in [(python_sdk(), "2025-11-25"), (python_sdk2(), "2026-07-28")] {
-        let report = client(&python, &url, &calls);
-        assert_eq!(report["protocol"], protocol, "{report}");
+    for (name, client, protocol) in clients() {
+        let report = report(name, client, &url, &calls);
+        assert_eq!(report["protocol"], protocol, "{name}: {report}");
         assert_eq!(
             report["tools"],
             json!(["fs__read_text_file", "ls"]),
-            "{report}"
+            "{name}: {report}"
         );
         let calls = report["calls"].as_array().unwrap();
-        assert_eq!(calls[0]["text"], NOTES, "{report}");
-        assert_eq!(calls[0]["is_error"], false, "{report}");
+        assert_eq!(calls[0]["text"], NOTES, "{name}: {report}");
+        assert_eq!(calls[0]["is_error"], false, "{name}: {report}");
         assert!(
             calls[1]["text"].as_str().unwrap().contains("notes.txt"),
-            "{report}"
+            "{name}: {report}"
         );
         // Denied by the server's own file, the upstream name of an aliased
         // tool, a name nobody has: one answer, naming only what was sent.
         let refusal = |i: usize| calls[i]["error"].as_str().unwrap_or_default().to_string();
-        assert!(refusal(4).contains("Unknown tool: fs__made_up"), "{report}");
+        assert!(
+            refusal(4).contains("Unknown tool: fs__made_up"),
+            "{name}: {report}"
+        );
         for (i, name) in [(2, "fs__write_file"), (3, "fs__list_directory")] {
             assert_eq!(
                 refusal(i).replace(name, "NAME"),
                 refusal(4).replace("fs__made_up", "NAME"),
-                "{report}"
+                "{name}: {report}"
             );
         }
     }
