@@ -26,6 +26,7 @@ const LAYERS: &[&str] = &[
     "connections",
     "tool_policy",
     "tools",
+    "northbound",
     "wasm",
     "config",
     "cchat",

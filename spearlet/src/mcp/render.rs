@@ -14,7 +14,7 @@ pub struct RenderedResult {
     pub is_error: bool,
     pub truncated: bool,
     /// The server's own result, for an MCP client of the northbound
-    /// endpoint (`crate::northbound`), when it fits the same bound.
+    /// endpoint (`spearlet/src/northbound/`), when it fits the same bound.
     pub upstream: Option<std::sync::Arc<CallToolResult>>,
 }
 
