@@ -34,8 +34,6 @@ pub struct Listing {
     pub tools: Vec<Tool>,
     /// Exposed name → the server and upstream tool.
     names: Names,
-    /// Tools left out because another tool has their name, each with why.
-    pub refused: Vec<String>,
 }
 
 impl Listing {
@@ -95,10 +93,8 @@ impl VirtualTools {
                         tool.name = exposed.into();
                         listing.tools.push(tool);
                     }
-                    Err(refused) => {
-                        debug!(virtual_server = %self.spec.name, "{refused}");
-                        listing.refused.push(refused.to_string());
-                    }
+                    // Another tool has its name: the earlier keeps it.
+                    Err(refused) => debug!(virtual_server = %self.spec.name, "{refused}"),
                 }
             }
         }
