@@ -238,7 +238,10 @@ fn main() {
         println!("\n## agents as components against a core module (release build)");
         println!("| guest | size | first compile | start to first host call p50 | p99 | RSS per running guest | cchat round trip (mean of {ROUND_TRIPS}) |");
         println!("|---|---|---|---|---|---|---|");
-        for (name, bytes) in guests {
+        // SPEAR_BENCH_ONLY=Python: only the guests whose name contains it
+        // (to profile one of them).
+        let only = std::env::var("SPEAR_BENCH_ONLY").unwrap_or_default();
+        for (name, bytes) in guests.into_iter().filter(|(name, _)| name.contains(only.as_str())) {
             let bytes = bytes.unwrap_or_else(|e| panic!("{name}: {e}"));
             measure(name, &bytes, &context).await;
         }

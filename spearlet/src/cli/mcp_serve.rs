@@ -54,6 +54,7 @@ pub async fn run(args: ServeArgs) -> Result<i32> {
     let registry = RegistryHandle::new(RegistryView::from_specs(declared.servers));
     let options = crate::mcp::SessionOptions {
         sandbox: Some(crate::sandbox::Sandboxing::for_operator(Some(state.path()))),
+        relay_sampling: true,
         ..Default::default()
     };
     let lookup: Lookup = Arc::new(|name: &str| Ok(std::env::var(name).ok()));

@@ -14,6 +14,7 @@ mod listing;
 pub(crate) mod names;
 mod people;
 pub mod pins;
+mod relay;
 mod slot;
 
 use std::collections::{BTreeMap, HashMap};

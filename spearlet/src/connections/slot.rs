@@ -298,6 +298,18 @@ impl Slot {
         status.last_error = Some(error);
     }
 
+    /// One of the server's `max_concurrency` call slots, waited for at most
+    /// the call timeout.
+    pub(super) async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, McpError> {
+        tokio::time::timeout(self.timeouts.call, self.permits.acquire())
+            .await
+            .map_err(|_| McpError::Timeout {
+                what: "waiting for a free call slot",
+                after: self.timeouts.call,
+            })?
+            .map_err(|_| McpError::Closed)
+    }
+
     /// Calls `tool` within the concurrency limit and timeout, for
     /// `on_behalf`'s person on a server that acts per principal.
     pub async fn call(
@@ -306,13 +318,7 @@ impl Slot {
         arguments: Option<JsonObject>,
         on_behalf: Option<&OnBehalf>,
     ) -> Result<RenderedResult, McpError> {
-        let _permit = tokio::time::timeout(self.timeouts.call, self.permits.acquire())
-            .await
-            .map_err(|_| McpError::Timeout {
-                what: "waiting for a free call slot",
-                after: self.timeouts.call,
-            })?
-            .map_err(|_| McpError::Closed)?;
+        let _permit = self.permit().await?;
         self.check_pinned(tool, on_behalf).await?;
         let started = Instant::now();
         // OpenTelemetry MCP conventions: `tools/call {tool}`, a client span.

@@ -63,6 +63,11 @@ impl McpClient {
     pub(super) fn is_alive(&self) -> bool {
         !self.service.is_closed() && !self.service.peer().is_transport_closed()
     }
+
+    /// The session's side of the server, for requests of files beside this.
+    pub(super) fn peer(&self) -> &rmcp::service::Peer<RoleClient> {
+        self.service.peer()
+    }
 }
 
 impl Drop for McpClient {
@@ -144,11 +149,14 @@ impl McpClient {
                 .elicitation
                 .unwrap_or_else(|| Elicitation::of(spec.elicitation).into()),
             log: Arc::new(ServerLog::new(&spec.id)),
+            in_flight: Arc::default(),
+            sampling: options.relay_sampling,
         };
         let bounds = Bounds {
             log: Arc::clone(&side.log),
             list: Arc::new(ListBound::of(spec)),
             refused: Arc::clone(&options.requests_refused),
+            sampling: options.relay_sampling,
         };
         let list = Arc::clone(&bounds.list);
         let startup = Timeouts::for_spec(spec).startup;
@@ -334,6 +342,9 @@ impl McpClient {
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments;
         let started = tokio::time::Instant::now();
+        // Before the request is sent, so nothing the server says of it
+        // comes before its way back is known.
+        let way_back = self.service.service().in_flight.enter();
         for _ in 0..input_required::MAX_ROUNDS {
             let left = timeouts.call_max.saturating_sub(started.elapsed());
             let options = PeerRequestOptions::with_timeout(timeouts.call.min(left))
@@ -349,6 +360,9 @@ impl McpClient {
                 .send_cancellable_request(request, options)
                 .await
                 .map_err(|error| self.request_error(error))?;
+            if let Some(way_back) = &way_back {
+                way_back.sent_with(handle.progress_token.clone());
+            }
             match handle.await_response().await {
                 Ok(ServerResult::CallToolResult(result)) => return Ok(result),
                 Ok(ServerResult::InputRequiredResult(asked)) => {

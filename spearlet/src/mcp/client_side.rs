@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 #[allow(deprecated)]
 use rmcp::model::{
-    ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability, ErrorData,
-    FormElicitationCapability, LoggingMessageNotificationParam, ProtocolVersion,
+    ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationCapability, ErrorData, FormElicitationCapability,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    SamplingCapability,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -15,14 +17,20 @@ use tokio::sync::watch;
 
 use super::elicitation::ElicitationPolicy;
 use super::server_log::ServerLog;
+use super::way_back::InFlight;
 
 /// The node's side of one session: answers what the server asks (pings,
-/// elicitation) and takes what it tells (tool list changes, log lines).
+/// elicitation, sampling) and takes what it tells (tool list changes, log
+/// lines, progress); what belongs to a northbound client's call goes back
+/// to it (`way_back`).
 #[derive(Clone)]
 pub(super) struct ClientSide {
     pub(super) tools_changed: Arc<watch::Sender<u64>>,
     pub(super) elicitation: ElicitationPolicy,
     pub(super) log: Arc<ServerLog>,
+    pub(super) in_flight: Arc<InFlight>,
+    /// Whether sampling is declared (`SessionOptions::relay_sampling`).
+    pub(super) sampling: bool,
 }
 
 impl ClientHandler for ClientSide {
@@ -39,15 +47,58 @@ impl ClientHandler for ClientSide {
         config.client_info.version = env!("CARGO_PKG_VERSION").into();
         config.capabilities.elicitation =
             Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+        if self.sampling {
+            config.capabilities.sampling = Some(SamplingCapability::default());
+        }
         config
     }
 
+    /// The northbound client of the only call in flight answers, if it
+    /// can; otherwise the server's elicitation policy does.
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        if let Some(way_back) = self.in_flight.only() {
+            if let Some(answer) = way_back.elicit(request.clone()).await {
+                return Ok(answer);
+            }
+        }
         Ok(self.elicitation.answer(&self.log, request).await)
+    }
+
+    /// Only a northbound client has a model to lend: the one of the only
+    /// call in flight.
+    #[allow(deprecated)] // sampling: a 2025-11-25 feature
+    async fn create_message(
+        &self,
+        request: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match self.in_flight.only() {
+            Some(way_back) => way_back.sample(request).await,
+            None => None,
+        }
+        .unwrap_or_else(|| {
+            Err(ErrorData::invalid_request(
+                "sampling is answered only during one call of an MCP client that declared it",
+                None,
+            ))
+        })
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        let way_back = self.in_flight.by_token(&params.progress_token);
+        async move {
+            if let Some(way_back) = way_back {
+                way_back.progress(params).await;
+            }
+        }
     }
 
     fn on_tool_list_changed(
@@ -65,6 +116,11 @@ impl ClientHandler for ClientSide {
         _context: NotificationContext<RoleClient>,
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
         self.log.message(&params);
-        std::future::ready(())
+        let way_back = self.in_flight.only();
+        async move {
+            if let Some(way_back) = way_back {
+                way_back.log(params).await;
+            }
+        }
     }
 }

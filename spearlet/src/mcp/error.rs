@@ -67,6 +67,10 @@ pub enum McpError {
     /// delegation that would get their token.
     #[error("server '{0}' acts for the person who invoked the run, and SMS delegated nothing to this run (SMS seals delegations with its sealing key: --oauth-key-file when it runs on etcd); no other token is used in their place")]
     NoDelegation(String),
+    /// The server's own JSON-RPC error for a request relayed to it
+    /// (`relay`), kept whole so a northbound client gets it as it was.
+    #[error("the server refused the request: {}", .0.message)]
+    Rpc(rmcp::ErrorData),
     #[error("cannot open the server's sealed values: {0}")]
     Sealed(String),
     #[error("the server failed ({last_error}); the next restart attempt is in {retry_in:.1?}")]

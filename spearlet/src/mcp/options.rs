@@ -34,4 +34,8 @@ pub struct SessionOptions {
     /// (`server_requests`), over all its sessions: each server's slot
     /// gives its own.
     pub requests_refused: Arc<AtomicU64>,
+    /// Declare sampling to servers: where northbound clients' calls run,
+    /// so a server's request for a model can reach the client's
+    /// (`way_back`). Off for guests alone: nothing would answer it.
+    pub relay_sampling: bool,
 }

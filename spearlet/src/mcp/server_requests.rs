@@ -4,9 +4,10 @@
 //! [`MAX_REQUESTS_PER_SECOND`]; past that each is answered at once with a
 //! JSON-RPC error, counted (`spearlet_mcp_server_requests_refused`) and
 //! said in the node's log once a minute. `sampling/createMessage` within
-//! the bound is answered with an error here: nodes sample no model for
-//! servers (and declare no sampling), and answering it here keeps rmcp
-//! from logging a warning per request.
+//! the bound is answered with an error here unless the session declared
+//! sampling (it relays it to northbound clients, `way_back`): nodes
+//! sample no model for servers, and answering it here keeps rmcp from
+//! logging a warning per request.
 //!
 //! It also tells the session's [`ListBound`] which requests are
 //! `tools/list`, so their answers are weighed before they are parsed.
@@ -38,6 +39,8 @@ pub struct Bounds {
     /// Requests refused past the bound, for the node's metrics (kept
     /// across the server's sessions by whoever holds it).
     pub refused: Arc<AtomicU64>,
+    /// The session declared sampling: its requests reach the session.
+    pub sampling: bool,
 }
 
 /// A transport whose server's requests are bounded.
@@ -73,6 +76,9 @@ impl<T> Guarded<T> {
         let ServerRequest::CreateMessageRequest(_) = request else {
             return None;
         };
+        if self.bounds.sampling {
+            return None;
+        }
         self.bounds.log.request(|server_id| {
             tracing::info!(server_id, "the server asked the node to sample a model; refused: nodes sample no model for servers")
         });

@@ -4,11 +4,16 @@
 //! a tool the policy, a pin or a collision keeps out is not listed, and a
 //! call of it answers exactly as a call of a name nobody has.
 
+#![allow(deprecated)] // logging and resources/subscribe: 2025-11-25 requests
+
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -16,13 +21,15 @@ use tracing::{info_span, Instrument};
 
 use super::listing::VirtualTools;
 use super::result::client_result;
+use super::way_back::ClientWay;
+use crate::mcp::{WayBack, WAY_BACK};
 use crate::tools::Router;
 
 /// One virtual server served through a node's router.
 #[derive(Clone)]
 pub struct VirtualServer {
-    tools: Arc<VirtualTools>,
-    router: Router,
+    pub(super) tools: Arc<VirtualTools>,
+    pub(super) router: Router,
 }
 
 impl VirtualServer {
@@ -38,17 +45,24 @@ impl VirtualServer {
         &self.tools.spec().name
     }
 
-    /// Runs `name` with `arguments`, or refuses it as unknown.
-    async fn call(&self, name: &str, arguments: String) -> Result<CallToolResult, McpError> {
+    /// Runs `name` with `arguments`, or refuses it as unknown. What the
+    /// server sends during the call goes back to the client of `context`.
+    async fn call(
+        &self,
+        name: &str,
+        arguments: String,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let listing = self.tools.list(&self.router).await;
-        let allowed = listing
-            .resolve(name)
-            .and_then(|target| self.tools.allow(&self.router, target).ok())
-            .ok_or_else(|| unknown_tool(name))?;
-        let outcome = self
-            .router
-            .run(self.tools.task(), allowed, &arguments)
-            .await;
+        let target = listing.resolve(name).ok_or_else(|| unknown_tool(name))?;
+        let way_back: Arc<dyn WayBack> =
+            Arc::new(ClientWay::of(context, &self.router, &target.server));
+        let allowed = self
+            .tools
+            .allow(&self.router, target)
+            .map_err(|_| unknown_tool(name))?;
+        let run = self.router.run(self.tools.task(), allowed, &arguments);
+        let outcome = WAY_BACK.scope(way_back, run).await;
         Ok(client_result(&self.router, &outcome))
     }
 }
@@ -65,7 +79,15 @@ fn unknown_tool(name: &str) -> McpError {
 impl ServerHandler for VirtualServer {
     fn get_info(&self) -> ServerConfig {
         let spec = self.tools.spec();
-        let mut info = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
         info.server_info =
             Implementation::new(format!("spear/{}", spec.name), env!("CARGO_PKG_VERSION"));
         if !spec.description.is_empty() {
@@ -84,17 +106,93 @@ impl ServerHandler for VirtualServer {
         Ok(ListToolsResult::with_all_items(listing.tools))
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(self.prompts().await)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.prompt(request).await.map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(self.resources().await)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(self.templates().await)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.read(request).await.map(Into::into)
+    }
+
+    #[allow(deprecated)] // 2025-11-25
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        VirtualServer::subscribe(self, request).await
+    }
+
+    #[allow(deprecated)] // 2025-11-25
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        VirtualServer::unsubscribe(self, request).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        VirtualServer::complete(self, request).await
+    }
+
+    #[allow(deprecated)] // 2025-11-25
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        VirtualServer::set_level(self, request).await;
+        Ok(())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let span = info_span!("northbound_call", virtual_server = %self.name(), tool = %spear_common::text::prefix(&request.name, 64));
         let arguments = request
             .arguments
             .map(|a| serde_json::Value::Object(a).to_string())
             .unwrap_or_default();
-        self.call(&request.name, arguments)
+        self.call(&request.name, arguments, &context)
             .instrument(span)
             .await
             .map(Into::into)

@@ -107,6 +107,19 @@ impl VirtualTools {
         router.allow(&self.task, &self.session, target)
     }
 
+    /// The ids of its servers the policy lets it use now, in the order
+    /// the offers are declared.
+    pub(super) async fn servers(&self, router: &Router) -> Vec<String> {
+        let usable = router.usable(&self.task, &self.session).await;
+        usable.into_iter().map(|u| u.spec.id).collect()
+    }
+
+    /// The name `server`'s offer gives its `name`, if it aliases it.
+    pub(super) fn alias(&self, server: &str, name: &str) -> Option<&str> {
+        let offer = self.offer(server)?;
+        offer.aliases.get(name).map(String::as_str)
+    }
+
     fn offer(&self, server_id: &str) -> Option<&VirtualOffer> {
         self.spec.offers.iter().find(|o| o.server_id == server_id)
     }

@@ -18,7 +18,11 @@
 mod handler;
 mod listen;
 mod listing;
+mod others;
+mod relayed;
 mod result;
+mod template;
+mod way_back;
 
 pub use handler::VirtualServer;
 pub use listen::{serve, Listening, ServeError};

@@ -8,6 +8,7 @@
 
 mod approval;
 mod explain;
+mod relay;
 mod router;
 pub mod search;
 mod usable;
