@@ -149,6 +149,43 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     return await ask(ctx, "Please pick from each kind of enum", schema)
 
 
+@server.tool(description="Logs a line while it runs (2026-07-28: only if the request asked for a log level).")
+async def test_logging_tool(ctx: Context) -> str:
+    await ctx.info("Logging tool ran")
+    return "Logged"
+
+
+@server.tool(description="Asks the user for input in the middle of the call.")
+async def test_streaming_elicitation(ctx: Context) -> str:
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    return await ask(ctx, "Please answer", schema)
+
+
+def added_tool() -> str:
+    return "This tool was added by test_trigger_tool_change."
+
+
+def added_prompt() -> str:
+    return "This prompt was added by test_trigger_prompt_change."
+
+
+@server.tool(description="Adds a tool and says the tool list changed.")
+async def test_trigger_tool_change(ctx: Context) -> str:
+    server.add_tool(added_tool, name=f"test_added_tool_{len(server._tool_manager.list_tools())}",
+                    description="Added at run time.")
+    await ctx.session.send_tool_list_changed()
+    return "Tool list changed"
+
+
+@server.tool(description="Adds a prompt and says the prompt list changed.")
+async def test_trigger_prompt_change(ctx: Context) -> str:
+    from mcp.server.fastmcp.prompts.base import Prompt
+    server.add_prompt(Prompt.from_function(added_prompt, name=f"test_added_prompt_{len(server._prompt_manager.list_prompts())}",
+                                           description="Added at run time."))
+    await ctx.session.send_prompt_list_changed()
+    return "Prompt list changed"
+
+
 @server.resource("test://static-text", name="static-text", mime_type="text/plain", description="A text resource.")
 def static_text() -> str:
     return "This is the content of the static text resource."

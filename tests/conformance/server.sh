@@ -27,7 +27,8 @@ tools = ["test_simple_text", "test_image_content", "test_audio_content",
          "test_embedded_resource", "test_multiple_content_types",
          "test_tool_with_logging", "test_tool_with_progress", "test_error_handling",
          "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults",
-         "test_elicitation_sep1330_enums",
+         "test_elicitation_sep1330_enums", "test_trigger_tool_change",
+         "test_trigger_prompt_change", "test_logging_tool", "test_streaming_elicitation",
          # prompts: an offer's aliases name its prompts as they name its tools
          "test_simple_prompt", "test_prompt_with_arguments",
          "test_prompt_with_embedded_resource", "test_prompt_with_image"]

@@ -9,14 +9,19 @@
 //!
 //! Every scored scenario of the newest stable release (0.1.16, `--suite
 //! active`) and of the pre-release for 2025-11-25 (`--requirements`),
-//! from an empty baseline.
+//! from an empty baseline; the pre-release for 2026-07-28 against
+//! tests/conformance/server-2026-not-yet.yaml, which names what is not
+//! built yet (the suite fails the run if one of those passes, or anything
+//! else fails). Then a change of the upstream's tools reaches a
+//! 2025-11-25 session as `notifications/tools/list_changed`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use spear_tests::peers::{conformance_suite, Release};
+use serde_json::Value;
+use spear_tests::peers::{conformance_suite, peer_file, python_sdk, Release};
 use spear_tests::procs::bin;
 
 /// server.sh, stopped as a user stops it (SIGTERM), which stops the node.
@@ -121,4 +126,72 @@ fn every_scored_server_scenario_passes_through_a_virtual_server() {
         "0.2.0-alpha.12 scenarios for 2025-11-25 failed:\n{report}"
     );
     assert!(passed(&report).len() >= 30, "{report}");
+
+    let baseline = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("conformance/server-2026-not-yet.yaml");
+    let baseline = baseline.to_string_lossy();
+    let (ok, report) = suite(
+        Release::Next,
+        &served.url,
+        &[
+            "--requirements",
+            "2026-07-28",
+            "--expected-failures",
+            &baseline,
+        ],
+    );
+    assert!(
+        ok,
+        "0.2.0-alpha.12 scenarios for 2026-07-28 did not match the baseline:\n{report}"
+    );
+    for needed in [
+        "tools-call-with-progress",
+        "caching",
+        "resources-templates-read",
+        "prompts-get-with-image",
+        "sep-2164-resource-not-found",
+    ] {
+        assert!(
+            passed(&report).contains(&needed),
+            "{needed} did not pass:\n{report}"
+        );
+    }
+}
+
+#[test]
+fn a_change_of_the_upstreams_tools_reaches_a_2025_session_as_list_changed() {
+    let served = Served::start();
+    let out = Command::new(python_sdk())
+        .arg(peer_file("northbound_changes.py"))
+        .arg(&served.url)
+        .arg("test_trigger_tool_change")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run the client: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(report["told"], true, "never told: {report}");
+    let (before, after) = (
+        report["before"].as_array().unwrap(),
+        report["after"].as_array().unwrap(),
+    );
+    let added: Vec<&Value> = after.iter().filter(|t| !before.contains(t)).collect();
+    assert_eq!(added.len(), 1, "{report}");
+    assert!(
+        added[0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("fixture__test_added_tool"),
+        "{report}"
+    );
+    // Every name it had before is still there, unchanged.
+    assert!(before.iter().all(|t| after.contains(t)), "{report}");
+    eprintln!(
+        "told of the change after {:.2} s",
+        report["seconds"].as_f64().unwrap_or_default()
+    );
 }

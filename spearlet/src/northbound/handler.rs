@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
@@ -15,10 +16,11 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
     SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tracing::{info_span, Instrument};
 
+use super::changes::Clients;
 use super::listing::VirtualTools;
 use super::result::client_result;
 use super::way_back::ClientWay;
@@ -30,6 +32,8 @@ use crate::tools::Router;
 pub struct VirtualServer {
     pub(super) tools: Arc<VirtualTools>,
     pub(super) router: Router,
+    /// Its clients told of changes, shared by every session's clone.
+    pub(super) clients: Arc<Clients>,
 }
 
 impl VirtualServer {
@@ -37,6 +41,7 @@ impl VirtualServer {
         Self {
             tools: Arc::new(tools),
             router,
+            clients: Arc::default(),
         }
     }
 
@@ -81,6 +86,7 @@ impl ServerHandler for VirtualServer {
         let spec = self.tools.spec();
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
@@ -104,6 +110,29 @@ impl ServerHandler for VirtualServer {
         let span = info_span!("northbound_list", virtual_server = %self.name());
         let listing = self.tools.list(&self.router).instrument(span).await;
         Ok(ListToolsResult::with_all_items(listing.tools))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.clients.session(context.peer);
+    }
+
+    /// Tool changes only: prompts and resources are relayed as they are
+    /// asked for, and their changes are not followed yet.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        if context.accepted().tools_list_changed == Some(true) {
+            self.clients.listening(context.sink().clone());
+        }
+        context.cancelled().await;
+        Ok(())
     }
 
     async fn list_prompts(

@@ -15,6 +15,7 @@
 //!   (rmcp's Streamable HTTP server: 2025-11-25 sessions, 2026-07-28
 //!   stateless), at `/v/<name>/mcp`.
 
+mod changes;
 mod handler;
 mod listen;
 mod listing;

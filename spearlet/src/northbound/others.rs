@@ -2,15 +2,17 @@
 //! to the server it belongs to ([`super::relayed`] finds which): prompts,
 //! resources and their templates, subscriptions, completions, the log
 //! level. A name or URI the virtual server does not offer is answered as
-//! one nobody has.
+//! one nobody has. Results are marked complete whatever generation the
+//! server spoke (rmcp takes the mark out for an older client), as a tool's
+//! are.
 
 #![allow(deprecated)] // resources/subscribe and logging/setLevel: 2025-11-25 requests
 
 use rmcp::model::{
     ClientRequest, CompleteRequestParams, CompleteResult, ErrorData as RpcError,
     GetPromptRequestParams, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, Reference, ServerResult,
-    SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, Reference, ResultType,
+    ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 
 use super::handler::VirtualServer;
@@ -34,7 +36,10 @@ impl VirtualServer {
         request.name = upstream;
         let asked = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(request));
         match self.relay(&server, asked).await? {
-            ServerResult::GetPromptResult(result) => self.clean(&server, result),
+            ServerResult::GetPromptResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                self.clean(&server, result)
+            }
             _ => Err(unexpected("prompts/get")),
         }
     }
@@ -57,7 +62,10 @@ impl VirtualServer {
         let asked =
             ClientRequest::ReadResourceRequest(rmcp::model::ReadResourceRequest::new(request));
         match self.relay(&server, asked).await? {
-            ServerResult::ReadResourceResult(result) => self.clean(&server, result),
+            ServerResult::ReadResourceResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                self.clean(&server, result)
+            }
             _ => Err(unexpected("resources/read")),
         }
     }
@@ -105,7 +113,10 @@ impl VirtualServer {
         };
         let asked = ClientRequest::CompleteRequest(rmcp::model::CompleteRequest::new(request));
         match self.relay(&server, asked).await? {
-            ServerResult::CompleteResult(result) => self.clean(&server, result),
+            ServerResult::CompleteResult(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                self.clean(&server, result)
+            }
             _ => Err(unexpected("completion/complete")),
         }
     }
@@ -126,7 +137,8 @@ impl VirtualServer {
             .await
             .ok_or_else(|| {
                 let shown = spear_common::text::prefix(uri, 256);
-                RpcError::resource_not_found(format!("Resource not found: {shown}"), None)
+                let data = serde_json::json!({ "uri": shown });
+                RpcError::resource_not_found(format!("Resource not found: {shown}"), Some(data))
             })
     }
 

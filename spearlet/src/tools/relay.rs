@@ -19,3 +19,13 @@ impl Router {
         self.connections.relay(server_id, request).await
     }
 }
+
+impl Router {
+    /// Told of every change of the node's registry: a virtual server's
+    /// clients are told of what it changes in their list.
+    pub fn registry_changes(
+        &self,
+    ) -> tokio::sync::watch::Receiver<crate::registry::RegistryChange> {
+        self.registry.subscribe()
+    }
+}
