@@ -1,19 +1,21 @@
 //! The MCP conformance suite's server scenarios (`conformance server`,
 //! the spec's own tests) against a virtual server: tests/conformance/
-//! server.sh serves Spear's fixture (tests/conformance/fixture_server.py,
-//! a stdio server in its sandbox) behind virtual server `conf` through
+//! server.sh serves Spear's fixtures (tests/conformance/fixture_server.py
+//! and fixture_server_2026.py, stdio servers in their sandboxes) behind
+//! virtual server `conf` through
 //! `spearlet mcp serve`, so every scenario goes through the node's relay:
 //! tools, resources, templates, subscriptions, prompts, completion, the
 //! log level, and what the fixture sends mid-call (log lines, progress,
 //! sampling and elicitation requests), back to the suite's client.
 //!
 //! Every scored scenario of the newest stable release (0.1.16, `--suite
-//! active`) and of the pre-release for 2025-11-25 (`--requirements`),
-//! from an empty baseline; the pre-release for 2026-07-28 against
-//! tests/conformance/server-2026-not-yet.yaml, which names what is not
-//! built yet (the suite fails the run if one of those passes, or anything
-//! else fails). Then a change of the upstream's tools reaches a
-//! 2025-11-25 session as `notifications/tools/list_changed`.
+//! active`) and of the pre-release for both generations (`--requirements
+//! 2025-11-25` and `2026-07-28`), from an empty baseline: the second
+//! fixture (fixture_server_2026.py) asks for input the 2026-07-28 way, so
+//! the relay of `input_required` rounds, their sealed request states and
+//! the client's own capabilities is scored too. Then a change of the
+//! upstream's tools reaches a 2025-11-25 session as
+//! `notifications/tools/list_changed`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -127,34 +129,27 @@ fn every_scored_server_scenario_passes_through_a_virtual_server() {
     );
     assert!(passed(&report).len() >= 30, "{report}");
 
-    let baseline = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("conformance/server-2026-not-yet.yaml");
-    let baseline = baseline.to_string_lossy();
     let (ok, report) = suite(
         Release::Next,
         &served.url,
-        &[
-            "--requirements",
-            "2026-07-28",
-            "--expected-failures",
-            &baseline,
-        ],
+        &["--requirements", "2026-07-28"],
     );
     assert!(
         ok,
-        "0.2.0-alpha.12 scenarios for 2026-07-28 did not match the baseline:\n{report}"
+        "0.2.0-alpha.12 scenarios for 2026-07-28 failed:\n{report}"
     );
+    let modern = passed(&report);
     for needed in [
-        "tools-call-with-progress",
+        "server-stateless",
         "caching",
-        "resources-templates-read",
-        "prompts-get-with-image",
         "sep-2164-resource-not-found",
+        "input-required-result-multiple-input-requests",
+        "input-required-result-multi-round",
+        "input-required-result-tampered-state",
+        "input-required-result-capability-check",
+        "input-required-result-non-tool-request",
     ] {
-        assert!(
-            passed(&report).contains(&needed),
-            "{needed} did not pass:\n{report}"
-        );
+        assert!(modern.contains(&needed), "{needed} did not pass:\n{report}");
     }
 }
 

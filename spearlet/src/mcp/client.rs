@@ -30,6 +30,7 @@ use super::server_log::ServerLog;
 use super::server_requests::Bounds;
 use super::stdio::{Confined, Sandboxed, StdioChild, StdioCommand};
 pub use super::timeouts::Timeouts;
+use super::way_back::WAY_BACK;
 use crate::env_refs::{ResolveError, Resolver};
 use crate::sandbox::Decision;
 
@@ -345,12 +346,21 @@ impl McpClient {
         // Before the request is sent, so nothing the server says of it
         // comes before its way back is known.
         let way_back = self.service.service().in_flight.enter();
+        let client = WAY_BACK.try_with(Arc::clone).ok();
+        if let Some((responses, state)) = client.as_ref().and_then(|c| c.resume()) {
+            params.input_responses = responses;
+            params.request_state = state;
+        }
+        let mut meta = log_opt_in();
+        if let Some(declared) = client.as_ref().and_then(|c| c.capabilities()) {
+            meta.set_client_capabilities(declared);
+        }
         for _ in 0..input_required::MAX_ROUNDS {
             let left = timeouts.call_max.saturating_sub(started.elapsed());
             let options = PeerRequestOptions::with_timeout(timeouts.call.min(left))
                 .reset_timeout_on_progress()
                 .with_max_total_timeout(left)
-                .with_meta(log_opt_in());
+                .with_meta(meta.clone());
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             // With a timeout option, rmcp sends `notifications/cancelled` (and
             // waits until it is sent) before reporting the timeout.
@@ -366,9 +376,16 @@ impl McpClient {
             match handle.await_response().await {
                 Ok(ServerResult::CallToolResult(result)) => return Ok(result),
                 Ok(ServerResult::InputRequiredResult(asked)) => {
+                    if client.as_ref().is_some_and(|c| c.hand_back(&asked)) {
+                        return Err(McpError::InputHandedBack);
+                    }
                     let side = self.service.service();
-                    let (responses, state) =
-                        input_required::fulfil(&side.log, side.elicitation, asked).await?;
+                    let asking = input_required::Asking {
+                        log: &side.log,
+                        policy: side.elicitation,
+                        client: client.as_deref(),
+                    };
+                    let (responses, state) = input_required::fulfil(asking, asked).await?;
                     params.input_responses = responses;
                     params.request_state = state;
                 }
@@ -389,6 +406,14 @@ impl McpClient {
                             timeouts.call
                         },
                     });
+                }
+                // The server's own refusal, which a northbound client is
+                // given as it was.
+                Err(rmcp::ServiceError::McpError(error)) if client.is_some() => {
+                    if let Some(client) = &client {
+                        client.refused(&error);
+                    }
+                    return Err(McpError::Rpc(error));
                 }
                 // rmcp answers a request whose own response stream ended
                 // (one the node cut at its bound, `stream_budget`) as if

@@ -67,6 +67,12 @@ pub enum McpError {
     /// delegation that would get their token.
     #[error("server '{0}' acts for the person who invoked the run, and SMS delegated nothing to this run (SMS seals delegations with its sealing key: --oauth-key-file when it runs on etcd); no other token is used in their place")]
     NoDelegation(String),
+    /// The server asked for input the northbound client gives itself: the
+    /// call ends here and resumes with the client's retry (`way_back`).
+    #[error(
+        "the server asked for input; the MCP client that made the call answers it and retries"
+    )]
+    InputHandedBack,
     /// The server's own JSON-RPC error for a request relayed to it
     /// (`relay`), kept whole so a northbound client gets it as it was.
     #[error("the server refused the request: {}", .0.message)]

@@ -8,6 +8,13 @@
 //! the session takes it from there when it sends the call and keeps it in
 //! its [`InFlight`] until the answer.
 //!
+//! A 2026-07-28 server asks for input in its answer instead
+//! (`input_required`). For a 2026-07-28 client the answer is handed back
+//! whole ([`WayBack::hand_back`]) and the client's retry resumes the call
+//! ([`WayBack::resume`]); for an older client the node asks it each
+//! question itself (`input_required`, through [`WayBack::elicit`] and
+//! [`WayBack::sample`]).
+//!
 //! Progress names its call by the token the node sent, so it always finds
 //! its client. Log lines and requests name no call (over stdio nothing
 //! does), so they go back only while exactly one call with a way back is
@@ -21,8 +28,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ErrorData,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ErrorData, InputRequiredResult, InputResponses, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken,
 };
 
 /// The client of one northbound call, as the session sees it.
@@ -40,6 +48,29 @@ pub trait WayBack: Send + Sync {
         &self,
         request: CreateMessageRequestParams,
     ) -> Option<Result<CreateMessageResult, ErrorData>>;
+
+    /// What the client declared it can answer, when the server should be
+    /// told that instead of the node's (a 2026-07-28 client, whose
+    /// questions it answers itself).
+    fn capabilities(&self) -> Option<ClientCapabilities> {
+        None
+    }
+
+    /// The responses and server state a retry brings, for the call's
+    /// first request to the server.
+    fn resume(&self) -> Option<(Option<InputResponses>, Option<String>)> {
+        None
+    }
+
+    /// The server refused the call with a JSON-RPC error, which the
+    /// client is to be given as it was.
+    fn refused(&self, _error: &ErrorData) {}
+
+    /// Takes the server's `input_required` answer to give the client as
+    /// it is; `false`: the node asks each question itself.
+    fn hand_back(&self, _asked: &InputRequiredResult) -> bool {
+        false
+    }
 }
 
 tokio::task_local! {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
@@ -22,9 +22,7 @@ use tracing::{info_span, Instrument};
 
 use super::changes::Clients;
 use super::listing::VirtualTools;
-use super::result::client_result;
-use super::way_back::ClientWay;
-use crate::mcp::{WayBack, WAY_BACK};
+use super::request_state::Sealer;
 use crate::tools::Router;
 
 /// One virtual server served through a node's router.
@@ -34,6 +32,8 @@ pub struct VirtualServer {
     pub(super) router: Router,
     /// Its clients told of changes, shared by every session's clone.
     pub(super) clients: Arc<Clients>,
+    /// Seals the request states its 2026-07-28 clients are given.
+    pub(super) sealer: Arc<Sealer>,
 }
 
 impl VirtualServer {
@@ -42,6 +42,7 @@ impl VirtualServer {
             tools: Arc::new(tools),
             router,
             clients: Arc::default(),
+            sealer: Arc::default(),
         }
     }
 
@@ -49,36 +50,6 @@ impl VirtualServer {
     pub fn name(&self) -> &str {
         &self.tools.spec().name
     }
-
-    /// Runs `name` with `arguments`, or refuses it as unknown. What the
-    /// server sends during the call goes back to the client of `context`.
-    async fn call(
-        &self,
-        name: &str,
-        arguments: String,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let listing = self.tools.list(&self.router).await;
-        let target = listing.resolve(name).ok_or_else(|| unknown_tool(name))?;
-        let way_back: Arc<dyn WayBack> =
-            Arc::new(ClientWay::of(context, &self.router, &target.server));
-        let allowed = self
-            .tools
-            .allow(&self.router, target)
-            .map_err(|_| unknown_tool(name))?;
-        let run = self.router.run(self.tools.task(), allowed, &arguments);
-        let outcome = WAY_BACK.scope(way_back, run).await;
-        Ok(client_result(&self.router, &outcome))
-    }
-}
-
-/// What a call of a tool this virtual server does not offer gets, whether
-/// it exists elsewhere, is denied or held, or was never anything: the
-/// JSON-RPC error the MCP spec gives an unknown tool, naming only what the
-/// client sent.
-fn unknown_tool(name: &str) -> McpError {
-    let shown = spear_common::text::prefix(name, 128);
-    McpError::invalid_params(format!("Unknown tool: {shown}"), None)
 }
 
 impl ServerHandler for VirtualServer {
@@ -146,9 +117,11 @@ impl ServerHandler for VirtualServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.prompt(request).await.map(Into::into)
+        // A 2026-07-28 request names its protocol in its `_meta`.
+        let modern = context.meta.protocol_version().is_some();
+        self.prompt(request, modern).await
     }
 
     async fn list_resources(
@@ -217,13 +190,6 @@ impl ServerHandler for VirtualServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let span = info_span!("northbound_call", virtual_server = %self.name(), tool = %spear_common::text::prefix(&request.name, 64));
-        let arguments = request
-            .arguments
-            .map(|a| serde_json::Value::Object(a).to_string())
-            .unwrap_or_default();
-        self.call(&request.name, arguments, &context)
-            .instrument(span)
-            .await
-            .map(Into::into)
+        self.call(request, &context).instrument(span).await
     }
 }

@@ -15,12 +15,14 @@
 //!   (rmcp's Streamable HTTP server: 2025-11-25 sessions, 2026-07-28
 //!   stateless), at `/v/<name>/mcp`.
 
+mod call;
 mod changes;
 mod handler;
 mod listen;
 mod listing;
 mod others;
 mod relayed;
+mod request_state;
 mod result;
 mod template;
 mod way_back;

@@ -10,7 +10,7 @@
 
 use rmcp::model::{
     ClientRequest, CompleteRequestParams, CompleteResult, ErrorData as RpcError,
-    GetPromptRequestParams, GetPromptResult, ListPromptsResult, ListResourceTemplatesResult,
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ReadResourceRequestParams, ReadResourceResult, Reference, ResultType,
     ServerResult, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
@@ -23,23 +23,50 @@ impl VirtualServer {
         ListPromptsResult::with_all_items(self.tools.prompts(&self.router).await.prompts)
     }
 
+    /// A prompt of the server that has it. A 2026-07-28 server's
+    /// `input_required` is handed to a `modern` client with its state
+    /// sealed, as a tool call's is (`call`); the retry's state is opened
+    /// and checked before it is passed on.
     pub(super) async fn prompt(
         &self,
         mut request: GetPromptRequestParams,
-    ) -> Result<GetPromptResult, RpcError> {
+        modern: bool,
+    ) -> Result<GetPromptResponse, RpcError> {
+        let bound = format!("prompts/get {}", request.name);
         let (server, upstream) = self
             .tools
             .prompts(&self.router)
             .await
             .resolve(&request.name)
             .ok_or_else(|| unknown("prompt", &request.name))?;
+        let arguments = request
+            .arguments
+            .clone()
+            .map(|a| serde_json::Value::Object(a).to_string())
+            .unwrap_or_default();
+        if let Some(state) = request.request_state.take() {
+            request.request_state = self
+                .sealer
+                .open(&state, &bound, &arguments)
+                .map_err(|refused| RpcError::invalid_params(refused.to_string(), None))?;
+        }
         request.name = upstream;
         let asked = ClientRequest::GetPromptRequest(rmcp::model::GetPromptRequest::new(request));
         match self.relay(&server, asked).await? {
             ServerResult::GetPromptResult(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
-                self.clean(&server, result)
+                self.clean(&server, result).map(Into::into)
             }
+            ServerResult::InputRequiredResult(asked) if modern => {
+                let mut asked = self.clean(&server, asked)?;
+                let upstream = asked.request_state.take();
+                asked.request_state = Some(self.sealer.seal(&bound, &arguments, upstream));
+                Ok(GetPromptResponse::InputRequired(asked))
+            }
+            ServerResult::InputRequiredResult(_) => Err(RpcError::internal_error(
+                "the server asks for input to give this prompt, which a client of protocol 2025-11-25 cannot be asked here",
+                None,
+            )),
             _ => Err(unexpected("prompts/get")),
         }
     }

@@ -3,15 +3,20 @@
 //! the client's own token, the server's log lines, and its requests for
 //! the user's input or the client's model, each redacted of the server's
 //! secrets on the way. Requests and log lines reach only a 2025-11-25
-//! session (a 2026-07-28 request has no way back for them but its own
-//! answer), and requests only when the client declared the capability.
+//! session, and requests only when the client declared the capability. A
+//! 2026-07-28 request has no way back but its own answer: a server's
+//! `input_required` is handed back to it whole (its state sealed by the
+//! handler), the server is told the client's own capabilities, and the
+//! client's retry resumes the call.
 
 #![allow(deprecated)] // logging and sampling: 2025-11-25 features
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use rmcp::model::{
-    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData, LoggingMessageNotificationParam,
+    ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorData,
+    InputRequiredResult, InputResponses, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
@@ -32,6 +37,14 @@ pub struct ClientWay {
     sampling: bool,
     router: Router,
     server: String,
+    /// A 2026-07-28 client's declared capabilities.
+    declared: Option<ClientCapabilities>,
+    /// What the client's retry brings for the server.
+    resume: Option<(Option<InputResponses>, Option<String>)>,
+    /// The server's `input_required`, handed back.
+    handed: Mutex<Option<InputRequiredResult>>,
+    /// The server's JSON-RPC refusal of the call.
+    refusal: Mutex<Option<ErrorData>>,
 }
 
 impl ClientWay {
@@ -51,7 +64,27 @@ impl ClientWay {
             sampling: declared.as_ref().is_some_and(|c| c.sampling.is_some()),
             router: router.clone(),
             server: server.to_string(),
+            declared: context.meta.client_capabilities().filter(|_| !session),
+            resume: None,
+            handed: Mutex::new(None),
+            refusal: Mutex::new(None),
         }
+    }
+
+    /// This call resumes one the server asked questions of.
+    pub fn resuming(mut self, resume: Option<(Option<InputResponses>, Option<String>)>) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// The server's `input_required`, if it was handed back.
+    pub fn handed_back(&self) -> Option<InputRequiredResult> {
+        self.handed.lock().take()
+    }
+
+    /// The server's JSON-RPC refusal of the call, if it refused it.
+    pub fn refusal(&self) -> Option<ErrorData> {
+        self.refusal.lock().take()
     }
 
     fn clean<T: serde::Serialize + serde::de::DeserializeOwned>(&self, value: T) -> Option<T> {
@@ -89,6 +122,27 @@ impl WayBack for ClientWay {
             Ok(ClientResult::ElicitResult(answer)) => Some(answer),
             _ => None,
         }
+    }
+
+    fn capabilities(&self) -> Option<ClientCapabilities> {
+        self.declared.clone()
+    }
+
+    fn resume(&self) -> Option<(Option<InputResponses>, Option<String>)> {
+        self.resume.clone()
+    }
+
+    fn refused(&self, error: &ErrorData) {
+        *self.refusal.lock() = self.clean(error.clone());
+    }
+
+    /// A 2026-07-28 client answers for itself.
+    fn hand_back(&self, asked: &InputRequiredResult) -> bool {
+        if self.session {
+            return false;
+        }
+        *self.handed.lock() = self.clean(asked.clone());
+        true
     }
 
     async fn sample(
