@@ -7,7 +7,7 @@
 //! 8785) and to a deadline: a changed, replayed-for-another-call or stale
 //! state is refused before anything reaches the server.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -102,10 +102,9 @@ fn digest(arguments: &str) -> String {
     spear_proto::approvals::arguments_digest(arguments).unwrap_or_default()
 }
 
+/// Seconds since the Unix epoch.
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    spear_common::clock::now_ms() / 1000
 }
 
 #[cfg(test)]
