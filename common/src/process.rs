@@ -36,10 +36,17 @@ pub struct LoggingError(String);
 /// Targets never logged below these levels, whatever `RUST_LOG` says:
 /// rmcp's OAuth client logs authorization codes at `debug`; rmcp's
 /// session loop logs every message a peer sends, whole, at `info` and
-/// `debug`, so a server would write the node's log at its own rate and
-/// size, outside the node's per-server flood guard (the node says what a
-/// server sent itself, bounded: spearlet's `mcp/server_log.rs`).
-const CAPPED: &[&str] = &["rmcp::transport::auth=info", "rmcp::service=warn"];
+/// `debug`, and a `warn` for every error answer it carries, so a server,
+/// or a client of the northbound endpoint, would write the node's log at
+/// its own rate and size, outside the node's flood guards (the node says
+/// what a server sent itself, bounded: spearlet's `mcp/server_log.rs`);
+/// rmcp's HTTP server warns of every request it refuses (a web page's,
+/// through DNS rebinding), which is the requester's rate again.
+const CAPPED: &[&str] = &[
+    "rmcp::transport::auth=info",
+    "rmcp::service=error",
+    "rmcp::transport::streamable_http_server=error",
+];
 
 /// How much is logged when `RUST_LOG` does not say: a daemon's `info`,
 /// or, for an operator command, only its own errors (its answer is on

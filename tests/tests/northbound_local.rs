@@ -169,3 +169,58 @@ fn the_endpoint_listens_on_loopback_only_and_names_a_missing_virtual_server() {
     assert_eq!(code, Some(1), "{said}");
     assert!(said.contains("declares no virtual server 'nope'"), "{said}");
 }
+
+/// A client that floods the endpoint with what it may not do (calls of
+/// tools it is not offered, requests a web page makes through DNS
+/// rebinding) is refused each time, and the node's log does not grow with
+/// it: the refusals are the client's answers, not the operator's reading.
+#[test]
+fn a_flood_of_refused_requests_is_answered_without_flooding_the_log() {
+    const N: usize = 400;
+    let files = tempfile::tempdir().unwrap();
+    let root = files.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), NOTES).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    mcp_dir(dir.path(), &root);
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut serve = Command::new(bin("spearlet"));
+    serve
+        .args(["mcp", "serve", "--listen", "127.0.0.1:0", "--mcp-dir"])
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stderr(log.reopen().unwrap());
+    let server = LinePeer::start(serve);
+    let url = format!("http://{}", server.wait_for("http://"));
+
+    let mut flood = Command::new(python_sdk());
+    flood
+        .arg(peer_file("northbound_flood.py"))
+        .arg(&url)
+        .arg(N.to_string())
+        .arg(&root);
+    let output = output_within(flood, Duration::from_secs(300));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["refused"], N, "{report}");
+    assert_eq!(report["rebound"], N, "{report}");
+    assert!(
+        report["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("notes.txt"),
+        "{report}"
+    );
+    drop(server);
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    assert!(
+        logged.lines().count() < 20,
+        "{} log lines for {N} refused calls and {N} rebinding requests:\n{}",
+        logged.lines().count(),
+        spear_common::text::prefix(&logged, 4000)
+    );
+}
