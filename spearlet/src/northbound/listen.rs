@@ -61,7 +61,7 @@ pub async fn serve(addr: SocketAddr, servers: Vec<VirtualServer>) -> Result<List
     let stop = CancellationToken::new();
     let mut app = axum::Router::new();
     for server in servers {
-        tokio::spawn(super::changes::watch(server.clone(), stop.child_token()));
+        tokio::spawn(super::watcher::watch(server.clone(), stop.child_token()));
         let path = format!("/v/{}/mcp", server.name());
         let config =
             StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());

@@ -25,6 +25,7 @@ mod relayed;
 mod request_state;
 mod result;
 mod template;
+mod watcher;
 mod way_back;
 
 pub use handler::VirtualServer;
