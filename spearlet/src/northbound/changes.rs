@@ -16,9 +16,13 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// A 2025-11-25 session, once initialized.
+    /// A 2025-11-25 session, once initialized. Sessions that ended are
+    /// forgotten here too, so a client opening session after session
+    /// holds no more than the sessions still open.
     pub fn session(&self, peer: Peer<RoleServer>) {
-        self.sessions.lock().push(peer);
+        let mut sessions = self.sessions.lock();
+        sessions.retain(|peer| !peer.is_transport_closed());
+        sessions.push(peer);
     }
 
     /// A 2026-07-28 subscription that accepted tool changes.
